@@ -1,0 +1,44 @@
+//! Errors of loading datasets, by cause.
+
+use std::path::PathBuf;
+
+use tgrag_schemas::SchemaError;
+
+/// Why a dataset could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetError {
+    /// The data breaks a table's contract, or a file is unreadable (names file, row, column).
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
+    /// A CSV/TSV file could not be parsed.
+    #[error("{path}: cannot parse as {format}: {message}")]
+    Parse { path: PathBuf, format: &'static str, message: String },
+    /// A table needs a companion table that is missing.
+    #[error("{source_path}: needs table `{missing}` too, which the dataset lacks")]
+    Incomplete { source_path: PathBuf, missing: String },
+    /// The dataset provided no table at all.
+    #[error("the dataset provides no canonical table")]
+    Empty,
+    /// No dataset has this name.
+    #[error("unknown dataset `{name}`; known: {known}")]
+    Unknown { name: String, known: String },
+    /// The dataset is known but cannot be loaded by this build.
+    #[error("dataset `{name}` is not available: {reason}")]
+    NotAvailable { name: String, reason: String },
+    /// A folder dataset has no table files.
+    #[error("{0}: no table files found (expected e.g. nodes.parquet or nodes.csv)")]
+    NoTables(PathBuf),
+    /// A dataset option is invalid.
+    #[error("invalid dataset option: {0}")]
+    Config(String),
+    /// Reading a file or folder failed.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Result of the dataset layer.
+pub type Result<T, E = DatasetError> = std::result::Result<T, E>;

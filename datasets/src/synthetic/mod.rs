@@ -1,0 +1,229 @@
+//! The built-in dataset `synthetic`: a seeded generator of a STaRK-like text-rich knowledge base in
+//! three domains (products, papers, biomedicine) with templated 1–3 hop queries, a small scene-graph QA
+//! set and a citation-like text-attributed graph. `Size` goes from `tiny` (tests, ~600 nodes) to `prime`
+//! (STaRK-Prime scale: ~130k nodes, ~8M edges, 11k queries).
+
+pub mod graphqa;
+pub mod kb;
+pub mod tag;
+pub mod vocab;
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Int64Array, StringArray, UInt8Array, UInt32Array};
+use serde::{Deserialize, Serialize};
+use tgrag_schemas::tables;
+
+use crate::rng::Rng;
+use crate::{DatasetError, DatasetTables, LoadedTable, Result, generated_source};
+
+/// Version of the generator; part of the `ingest` stage's cache key.
+pub const GENERATOR_VERSION: u32 = 1;
+
+/// How big a synthetic dataset is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Size {
+    /// ~600 nodes, 80 queries: unit and integration tests.
+    Tiny,
+    /// ~6.5k nodes, ~90k edges, 800 queries: the default of `make run`.
+    Small,
+    /// ~32k nodes, ~1.5M edges, 3k queries.
+    Medium,
+    /// STaRK-Prime scale: ~130k nodes, ~8M edges, 11k queries.
+    Prime,
+}
+
+impl Size {
+    /// (scale of node counts relative to Prime, queries, graph-QA graphs, text-attributed nodes)
+    pub fn params(self) -> (f64, usize, usize, usize) {
+        match self {
+            Size::Tiny => (0.004, 80, 40, 300),
+            Size::Small => (0.05, 800, 400, 3_000),
+            Size::Medium => (0.25, 3_000, 2_000, 20_000),
+            Size::Prime => (1.0, 11_000, 10_000, 100_000),
+        }
+    }
+}
+
+impl FromStr for Size {
+    type Err = DatasetError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "tiny" => Ok(Size::Tiny),
+            "small" => Ok(Size::Small),
+            "medium" => Ok(Size::Medium),
+            "prime" => Ok(Size::Prime),
+            _ => Err(DatasetError::Config(format!("size `{s}` (expected tiny, small, medium or prime)"))),
+        }
+    }
+}
+
+impl std::fmt::Display for Size {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = match self {
+            Size::Tiny => "tiny",
+            Size::Small => "small",
+            Size::Medium => "medium",
+            Size::Prime => "prime",
+        };
+        f.write_str(s)
+    }
+}
+
+/// Options of the synthetic generator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyntheticConfig {
+    pub size: Size,
+    pub seed: u64,
+}
+
+fn arr<A: arrow::array::Array + 'static>(a: A) -> ArrayRef {
+    Arc::new(a)
+}
+
+/// Query splits: 60% train, 20% val, 20% test, by a seeded shuffle.
+fn splits(n: usize, seed: u64) -> Vec<&'static str> {
+    let mut order: Vec<usize> = (0..n).collect();
+    Rng::for_item(seed, "splits", 0).shuffle(&mut order);
+    let mut out = vec!["train"; n];
+    for (rank, &i) in order.iter().enumerate() {
+        out[i] = if rank * 10 < n * 6 {
+            "train"
+        } else if rank * 10 < n * 8 {
+            "val"
+        } else {
+            "test"
+        };
+    }
+    out
+}
+
+/// Generates every table of the synthetic dataset.
+pub fn generate(cfg: &SyntheticConfig) -> Result<DatasetTables> {
+    let (scale, n_queries, n_graphs, n_tag) = cfg.size.params();
+    let label = format!("synthetic[size={},seed={}]", cfg.size, cfg.seed);
+    let mut out = DatasetTables::default();
+    let mut push = |spec: &'static tgrag_schemas::TableSpec, cols: Vec<ArrayRef>| -> Result<()> {
+        let batch = spec.batch(cols)?;
+        out.tables.push(LoadedTable { spec, source: generated_source(&label, spec.name), batch });
+        Ok(())
+    };
+
+    let g = kb::generate(scale, n_queries, cfg.seed);
+    let n = g.names.len() as u32;
+    let types: Vec<&str> = (0..n).map(|id| kb::TYPES[g.type_of(id)]).collect();
+    push(
+        &tables::NODES,
+        vec![
+            arr(UInt32Array::from_iter_values(0..n)),
+            arr(StringArray::from(types)),
+            arr(StringArray::from_iter_values(g.names.iter())),
+            arr(StringArray::from_iter_values(g.docs.iter())),
+        ],
+    )?;
+    let rels = kb::relation_names();
+    push(
+        &tables::EDGES,
+        vec![
+            arr(UInt32Array::from_iter_values(g.edges.iter().map(|e| e.0))),
+            arr(UInt32Array::from_iter_values(g.edges.iter().map(|e| e.1))),
+            arr(StringArray::from_iter_values(g.edges.iter().map(|e| rels[e.2 as usize]))),
+        ],
+    )?;
+    let nq = g.queries.len();
+    push(
+        &tables::QUERIES,
+        vec![
+            arr(UInt32Array::from_iter_values(0..nq as u32)),
+            arr(StringArray::from_iter_values(g.queries.iter().map(|q| q.text.as_str()))),
+            arr(StringArray::from(splits(nq, cfg.seed))),
+            arr(StringArray::from_iter(g.queries.iter().map(|q| Some(q.pattern)))),
+            arr(UInt8Array::from_iter(g.queries.iter().map(|q| Some(q.hops)))),
+        ],
+    )?;
+    let pairs: Vec<(u32, u32)> =
+        g.queries.iter().enumerate().flat_map(|(i, q)| q.answers.iter().map(move |&a| (i as u32, a))).collect();
+    push(
+        &tables::ANSWERS,
+        vec![
+            arr(UInt32Array::from_iter_values(pairs.iter().map(|p| p.0))),
+            arr(UInt32Array::from_iter_values(pairs.iter().map(|p| p.1))),
+        ],
+    )?;
+
+    let graphs = graphqa::generate(n_graphs, cfg.seed);
+    let (mut gn, mut ge) = ((vec![], vec![], vec![]), (vec![], vec![], vec![], vec![]));
+    for (gid, sg) in graphs.iter().enumerate() {
+        for (i, t) in sg.nodes.iter().enumerate() {
+            gn.0.push(gid as u32);
+            gn.1.push(i as u32);
+            gn.2.push(t.as_str());
+        }
+        for &(s, d, r) in &sg.edges {
+            ge.0.push(gid as u32);
+            ge.1.push(s);
+            ge.2.push(d);
+            ge.3.push(r);
+        }
+    }
+    push(&tables::GRAPH_NODES, vec![arr(UInt32Array::from(gn.0)), arr(UInt32Array::from(gn.1)), arr(StringArray::from(gn.2))])?;
+    push(
+        &tables::GRAPH_EDGES,
+        vec![arr(UInt32Array::from(ge.0)), arr(UInt32Array::from(ge.1)), arr(UInt32Array::from(ge.2)), arr(StringArray::from(ge.3))],
+    )?;
+    push(
+        &tables::QA,
+        vec![
+            arr(UInt32Array::from_iter_values(0..graphs.len() as u32)),
+            arr(StringArray::from_iter_values(graphs.iter().map(|g| g.question.as_str()))),
+            arr(StringArray::from_iter_values(graphs.iter().map(|g| g.answer.as_str()))),
+            arr(StringArray::from(splits(graphs.len(), cfg.seed ^ 0x9a))),
+        ],
+    )?;
+
+    let t = tag::generate(n_tag, cfg.seed);
+    push(
+        &tables::TAG_NODES,
+        vec![
+            arr(UInt32Array::from_iter_values(0..t.nodes.len() as u32)),
+            arr(StringArray::from_iter_values(t.nodes.iter().map(|n| n.text.as_str()))),
+            arr(StringArray::from_iter(t.nodes.iter().map(|n| Some(n.label)))),
+            arr(Int64Array::from_iter(t.nodes.iter().map(|n| Some(n.time)))),
+            arr(StringArray::from_iter(t.nodes.iter().map(|n| Some(if n.partial { "partial" } else { "observed" })))),
+        ],
+    )?;
+    push(
+        &tables::TAG_EDGES,
+        vec![
+            arr(UInt32Array::from_iter_values(t.edges.iter().map(|e| e.0))),
+            arr(UInt32Array::from_iter_values(t.edges.iter().map(|e| e.1))),
+        ],
+    )?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiny_dataset_validates_and_has_every_family() {
+        let t = generate(&SyntheticConfig { size: Size::Tiny, seed: 1 }).expect("generate");
+        t.validate().expect("valid");
+        for name in ["nodes", "edges", "queries", "answers", "graph_nodes", "graph_edges", "qa", "tag_nodes", "tag_edges"] {
+            assert!(t.get(name).is_some_and(|x| x.batch.num_rows() > 0), "{name}");
+        }
+        let q = t.get("queries").expect("queries");
+        assert_eq!(q.batch.num_rows(), 80);
+    }
+
+    #[test]
+    fn splits_are_sixty_twenty_twenty() {
+        let s = splits(100, 3);
+        assert_eq!(s.iter().filter(|x| **x == "train").count(), 60);
+        assert_eq!(s.iter().filter(|x| **x == "val").count(), 20);
+        assert_eq!(s.iter().filter(|x| **x == "test").count(), 20);
+    }
+}

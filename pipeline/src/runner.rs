@@ -1,0 +1,322 @@
+//! The stage runner: resolves the DAG, decides for each stage whether it must run (and says why),
+//! runs it, commits its outputs atomically and writes its manifest last.
+//!
+//! Cache key (fingerprint) of a stage = sha256 of its name, code version, canonical config and the
+//! content digests of its inputs (upstream stages' output hashes; the dataset's content key for
+//! `ingest`). mtimes are never used. A stage is skipped only when its manifest has the same fingerprint
+//! and every output it lists is present with the same sha256.
+//!
+//! Crash safety: a stage deletes its manifest before running, writes outputs under temporary names in
+//! its own folder, renames them into place only after success, then writes the manifest atomically.
+//! A run killed at any moment leaves a stage without a valid manifest, so the next run redoes it; as
+//! outputs are deterministic, the result is byte-identical to an uninterrupted run.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail};
+use arrow::array::{ArrayRef, Float64Array, StringArray, UInt64Array};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tgrag_datasets::DatasetSpec;
+use tgrag_schemas::{io, tables};
+use tgrag_stages::{Progress, Stage, StageContext};
+
+/// Name of the manifest file in every stage folder.
+pub const MANIFEST: &str = "manifest.json";
+/// Name of the config file in every stage folder.
+pub const CONFIG: &str = "config.json";
+/// Name of the timings table in every stage folder (not part of the byte-identical outputs).
+pub const TIMINGS: &str = "timings.parquet";
+
+/// One output file of a stage.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct OutputInfo {
+    pub sha256: String,
+    pub bytes: u64,
+    pub rows: Option<usize>,
+}
+
+/// A phase timing in the manifest.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PhaseTiming {
+    pub phase: String,
+    pub seconds: f64,
+    pub items: Option<u64>,
+}
+
+/// What a finished stage run leaves next to its outputs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Manifest {
+    pub stage: String,
+    pub code_version: String,
+    pub fingerprint: String,
+    pub config: serde_json::Value,
+    /// Content digests of the inputs (upstream stage → digest of its outputs; `dataset` → content key).
+    pub inputs: BTreeMap<String, String>,
+    pub outputs: BTreeMap<String, OutputInfo>,
+    pub timings: Vec<PhaseTiming>,
+    pub total_seconds: f64,
+    pub finished_at_unix: u64,
+}
+
+impl Manifest {
+    /// Digest of the outputs, as seen by downstream stages.
+    pub fn outputs_digest(&self) -> String {
+        let mut h = Sha256::new();
+        for (file, info) in &self.outputs {
+            h.update(file.as_bytes());
+            h.update(b"\0");
+            h.update(info.sha256.as_bytes());
+            h.update(b"\n");
+        }
+        io::hex(&h.finalize())
+    }
+}
+
+/// The code version of a stage (part of its cache key).
+pub fn code_version(stage: &dyn Stage) -> String {
+    format!("{}@v{} (tgrag {})", stage.info().name, stage.info().version, env!("CARGO_PKG_VERSION"))
+}
+
+/// The cache key of a stage (see the module docs).
+pub fn fingerprint_pub(stage: &str, code: &str, config: &serde_json::Value, inputs: &BTreeMap<String, String>) -> String {
+    fingerprint(stage, code, config, inputs)
+}
+
+fn fingerprint(stage: &str, code: &str, config: &serde_json::Value, inputs: &BTreeMap<String, String>) -> String {
+    let canonical = serde_json::json!({ "stage": stage, "code": code, "config": config, "inputs": inputs });
+    // serde_json maps are sorted (BTreeMap), so this text is canonical.
+    io::hex(&Sha256::digest(canonical.to_string().as_bytes()))
+}
+
+/// Reads a stage's manifest, if there is a readable one.
+pub fn read_manifest(dir: &Path) -> Option<Manifest> {
+    let text = std::fs::read_to_string(dir.join(MANIFEST)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// Options of one `tgrag run`.
+pub struct RunOptions {
+    pub outputs: PathBuf,
+    pub dataset: DatasetSpec,
+    /// Stages asked for (their upstream stages are included); None = all.
+    pub stages: Option<Vec<String>>,
+    pub force: bool,
+    pub progress: Progress,
+    /// Validated config of every stage.
+    pub configs: BTreeMap<String, serde_json::Value>,
+}
+
+/// What the runner decided for a stage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Run(String),
+    Skip(String),
+    NotApplicable(String),
+}
+
+/// Why a stage must run, or why it may be skipped.
+pub fn decide(dir: &Path, fp: &str, code: &str, config: &serde_json::Value, inputs: &BTreeMap<String, String>, force: bool) -> Decision {
+    let Some(m) = read_manifest(dir) else {
+        return Decision::Run(if dir.exists() { "no complete previous run (interrupted or failed)".into() } else { "no previous run".into() });
+    };
+    if force {
+        return Decision::Run("--force".into());
+    }
+    if m.fingerprint != fp {
+        let mut why = Vec::new();
+        if m.code_version != code {
+            why.push(format!("code version {} → {}", m.code_version, code));
+        }
+        if &m.config != config {
+            why.push("config changed".to_string());
+        }
+        for (k, v) in inputs {
+            if m.inputs.get(k) != Some(v) {
+                why.push(format!("input `{k}` changed"));
+            }
+        }
+        if why.is_empty() {
+            why.push("cache key changed".into());
+        }
+        return Decision::Run(why.join(", "));
+    }
+    for (file, info) in &m.outputs {
+        let p = dir.join(file);
+        match io::sha256_file(&p) {
+            Ok(h) if h == info.sha256 => {}
+            Ok(_) => return Decision::Run(format!("output {file} was modified")),
+            Err(_) => return Decision::Run(format!("output {file} is missing")),
+        }
+    }
+    Decision::Skip(format!("up to date ({})", &fp[..12]))
+}
+
+/// Removes leftover temporary files of an interrupted run.
+fn clean_tmp(dir: &Path) -> Result<()> {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') && name.ends_with(".tmp") {
+                std::fs::remove_file(e.path()).with_context(|| format!("removing {}", e.path().display()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn timings_batch(stage: &str, t: &[PhaseTiming]) -> Result<arrow::record_batch::RecordBatch> {
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from(vec![stage; t.len()])),
+        Arc::new(StringArray::from_iter_values(t.iter().map(|x| x.phase.as_str()))),
+        Arc::new(Float64Array::from_iter_values(t.iter().map(|x| x.seconds))),
+        Arc::new(UInt64Array::from_iter(t.iter().map(|x| x.items))),
+    ];
+    Ok(tables::TIMINGS.batch(cols)?)
+}
+
+/// Stages to consider: the asked ones and everything upstream of them, in pipeline order.
+pub fn select(all: &[&'static dyn Stage], wanted: Option<&[String]>) -> Result<Vec<&'static dyn Stage>> {
+    let Some(wanted) = wanted else { return Ok(all.to_vec()) };
+    let names: Vec<&str> = all.iter().map(|s| s.info().name).collect();
+    let mut keep: Vec<&str> = Vec::new();
+    let mut stack: Vec<&str> = Vec::new();
+    for w in wanted {
+        let Some(&n) = names.iter().find(|n| **n == w.as_str()) else {
+            bail!("unknown stage `{w}`; stages: {}", names.join(", "));
+        };
+        stack.push(n);
+    }
+    while let Some(n) = stack.pop() {
+        if keep.contains(&n) {
+            continue;
+        }
+        keep.push(n);
+        if let Some(s) = all.iter().find(|s| s.info().name == n) {
+            stack.extend(s.info().deps.iter().copied());
+        }
+    }
+    Ok(all.iter().copied().filter(|s| keep.contains(&s.info().name)).collect())
+}
+
+/// Inputs (content digests) of a stage given the current state of the outputs folder.
+pub fn stage_inputs(root: &Path, stage: &dyn Stage, dataset: &DatasetSpec) -> Result<BTreeMap<String, String>> {
+    let mut inputs = BTreeMap::new();
+    if stage.info().deps.is_empty() {
+        inputs.insert("dataset".to_string(), dataset.content_key()?);
+    }
+    for dep in stage.info().deps {
+        let d = read_manifest(&root.join(dep)).map_or_else(|| "missing".to_string(), |m| m.outputs_digest());
+        inputs.insert((*dep).to_string(), d);
+    }
+    Ok(inputs)
+}
+
+/// Whether an applicable stage's required upstream tables exist.
+pub fn applicability(root: &Path, stage: &dyn Stage) -> Option<String> {
+    stage
+        .info()
+        .needs
+        .iter()
+        .find(|(s, t)| !root.join(s).join(format!("{t}.parquet")).is_file())
+        .map(|(s, t)| format!("not applicable: stage `{s}` wrote no `{t}` for this dataset"))
+}
+
+/// Outcome of one stage in a run.
+#[derive(Debug)]
+pub struct StageOutcome {
+    pub stage: &'static str,
+    pub decision: Decision,
+    pub seconds: f64,
+    pub outputs: BTreeMap<String, OutputInfo>,
+}
+
+/// Runs the selected stages in order, printing one line per stage.
+pub fn run(opts: &RunOptions, all: &[&'static dyn Stage], mut report: impl FnMut(&StageOutcome)) -> Result<Vec<StageOutcome>> {
+    let root = opts.outputs.join(&opts.dataset.name);
+    let stages = select(all, opts.stages.as_deref())?;
+    let explicitly: Option<Vec<&str>> = opts.stages.as_ref().map(|v| v.iter().map(String::as_str).collect());
+    let mut outcomes = Vec::new();
+    for stage in stages {
+        let info = stage.info();
+        let dir = root.join(info.name);
+        let config = opts.configs.get(info.name).cloned().unwrap_or_else(|| stage.default_config());
+        let code = code_version(stage);
+        if let Some(why) = applicability(&root, stage) {
+            let o = StageOutcome { stage: info.name, decision: Decision::NotApplicable(why), seconds: 0.0, outputs: BTreeMap::new() };
+            report(&o);
+            outcomes.push(o);
+            continue;
+        }
+        let inputs = stage_inputs(&root, stage, &opts.dataset)?;
+        let fp = fingerprint(info.name, &code, &config, &inputs);
+        let force = opts.force && explicitly.as_ref().is_none_or(|e| e.contains(&info.name));
+        let decision = decide(&dir, &fp, &code, &config, &inputs, force);
+        if let Decision::Skip(_) = decision {
+            let outputs = read_manifest(&dir).map(|m| m.outputs).unwrap_or_default();
+            let o = StageOutcome { stage: info.name, decision, seconds: 0.0, outputs };
+            report(&o);
+            outcomes.push(o);
+            continue;
+        }
+        let previous = read_manifest(&dir);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let manifest_path = dir.join(MANIFEST);
+        if manifest_path.exists() {
+            std::fs::remove_file(&manifest_path).with_context(|| format!("removing {}", manifest_path.display()))?;
+        }
+        clean_tmp(&dir)?;
+        let t0 = Instant::now();
+        let mut ctx = StageContext::new(info.name, &opts.dataset, &config, &root, opts.progress);
+        let result = stage.run(&mut ctx);
+        let (written, timings) = ctx.finish();
+        if let Err(e) = result {
+            for w in &written {
+                let _ = std::fs::remove_file(&w.tmp);
+            }
+            // Leave no empty folder behind for a stage that never succeeded.
+            if previous.is_none() {
+                let _ = std::fs::remove_dir(&dir);
+            }
+            return Err(anyhow::Error::new(e).context(format!("stage `{}` failed", info.name)));
+        }
+        let mut outputs = BTreeMap::new();
+        for w in &written {
+            let final_path = dir.join(&w.file);
+            let sha256 = io::sha256_file(&w.tmp)?;
+            let bytes = std::fs::metadata(&w.tmp).map(|m| m.len()).unwrap_or(0);
+            io::commit(&w.tmp, &final_path)?;
+            outputs.insert(w.file.clone(), OutputInfo { sha256, bytes, rows: w.rows });
+        }
+        if let Some(prev) = previous {
+            for file in prev.outputs.keys().filter(|f| !outputs.contains_key(*f)) {
+                let _ = std::fs::remove_file(dir.join(file));
+            }
+        }
+        let seconds = t0.elapsed().as_secs_f64();
+        let timings: Vec<PhaseTiming> =
+            timings.into_iter().map(|t| PhaseTiming { phase: t.phase, seconds: t.seconds, items: t.items }).collect();
+        io::write_parquet_atomic(&dir.join(TIMINGS), &timings_batch(info.name, &timings)?)?;
+        io::write_bytes_atomic(&dir.join(CONFIG), serde_json::to_string_pretty(&config)?.as_bytes())?;
+        let manifest = Manifest {
+            stage: info.name.to_string(),
+            code_version: code,
+            fingerprint: fp,
+            config,
+            inputs,
+            outputs: outputs.clone(),
+            timings,
+            total_seconds: seconds,
+            finished_at_unix: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        };
+        let text = serde_json::to_string_pretty(&manifest)?;
+        io::write_bytes_atomic(&manifest_path, text.as_bytes())?;
+        let o = StageOutcome { stage: info.name, decision, seconds, outputs };
+        report(&o);
+        outcomes.push(o);
+    }
+    Ok(outcomes)
+}

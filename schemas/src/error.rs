@@ -1,0 +1,97 @@
+//! Errors of the schema layer, split by cause: unreadable input, a data violation (the input's fault),
+//! or an internal error (a bug in tgrag).
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// Where and why a table's data breaks its contract. Rows are 0-based data rows (header excluded).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// The file the data came from.
+    pub file: PathBuf,
+    /// The canonical table the file was read as.
+    pub table: String,
+    /// 0-based data row of the first offending value, when one row is to blame.
+    pub row: Option<usize>,
+    /// The offending column, when one column is to blame.
+    pub column: Option<String>,
+    /// What is wrong, in words.
+    pub message: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: table `{}`", self.file.display(), self.table)?;
+        if let Some(row) = self.row {
+            write!(f, ", row {row}")?;
+        }
+        if let Some(col) = &self.column {
+            write!(f, ", column `{col}`")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// Errors of reading, validating and writing canonical tables.
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    /// The data breaks the table's contract (the input's fault).
+    #[error("invalid data: {0}")]
+    Violation(Box<Violation>),
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A Parquet file is truncated, corrupt or not Parquet at all.
+    #[error("{path}: not a readable Parquet file (truncated or corrupt?): {source}")]
+    Parquet {
+        path: PathBuf,
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
+    /// Arrow refused an operation (usually a bug: the table was built with the wrong layout).
+    #[error("{context}: {source}")]
+    Arrow {
+        context: String,
+        #[source]
+        source: arrow::error::ArrowError,
+    },
+    /// No canonical table has this name.
+    #[error("unknown table `{0}`; `tgrag schema` lists the tables")]
+    UnknownTable(String),
+}
+
+impl SchemaError {
+    /// A violation with every location field given.
+    pub fn violation(
+        file: impl Into<PathBuf>,
+        table: &str,
+        row: Option<usize>,
+        column: Option<&str>,
+        message: impl Into<String>,
+    ) -> Self {
+        SchemaError::Violation(Box::new(Violation {
+            file: file.into(),
+            table: table.to_string(),
+            row,
+            column: column.map(str::to_string),
+            message: message.into(),
+        }))
+    }
+
+    /// Wraps an arrow error with what was being done.
+    pub fn arrow(context: impl Into<String>, source: arrow::error::ArrowError) -> Self {
+        SchemaError::Arrow { context: context.into(), source }
+    }
+
+    /// Wraps an io error with the path involved.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        SchemaError::Io { path: path.into(), source }
+    }
+}
+
+/// Result of the schema layer.
+pub type Result<T, E = SchemaError> = std::result::Result<T, E>;

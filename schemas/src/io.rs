@@ -1,0 +1,117 @@
+//! Parquet I/O. Reads name the file in every error; writes are deterministic (fixed writer settings,
+//! no timestamps) and atomic (temporary file in the same folder, fsync, rename).
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use arrow::compute::concat_batches;
+use arrow::record_batch::RecordBatch;
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::Compression;
+use parquet::file::properties::WriterProperties;
+use sha2::{Digest, Sha256};
+
+use crate::{Result, SchemaError, TableSpec, validate};
+
+/// Rows per Parquet row group: fixed so that the same data always gives the same bytes.
+pub const ROW_GROUP_ROWS: usize = 256 * 1024;
+
+fn writer_properties() -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+        .set_created_by(concat!("tgrag ", env!("CARGO_PKG_VERSION")).to_string())
+        .build()
+}
+
+/// Reads a whole Parquet file into one batch.
+pub fn read_parquet(path: &Path) -> Result<RecordBatch> {
+    let file = File::open(path).map_err(|e| SchemaError::io(path, e))?;
+    let pq = |source| SchemaError::Parquet { path: path.to_path_buf(), source };
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(pq)?;
+    let schema = builder.schema().clone();
+    let reader = builder.with_batch_size(64 * 1024).build().map_err(pq)?;
+    let mut batches = Vec::new();
+    for b in reader {
+        batches.push(b.map_err(|e| SchemaError::Parquet {
+            path: path.to_path_buf(),
+            source: parquet::errors::ParquetError::ArrowError(e.to_string()),
+        })?);
+    }
+    concat_batches(&schema, &batches).map_err(|e| SchemaError::arrow(path.display().to_string(), e))
+}
+
+/// Reads a Parquet file as the canonical table `spec`: columns are selected and cast to the
+/// canonical types, and the first violation names the file, row and column.
+pub fn read_table(path: &Path, spec: &TableSpec) -> Result<RecordBatch> {
+    let raw = read_parquet(path)?;
+    validate::conform(spec, path, &raw)
+}
+
+/// Writes `batch` as Parquet at `path` (not atomic: callers write to a temporary name).
+pub fn write_parquet_to(path: &Path, batch: &RecordBatch) -> Result<()> {
+    let file = File::create(path).map_err(|e| SchemaError::io(path, e))?;
+    let pq = |source| SchemaError::Parquet { path: path.to_path_buf(), source };
+    let mut w = ArrowWriter::try_new(file, batch.schema(), Some(writer_properties())).map_err(pq)?;
+    w.write(batch).map_err(pq)?;
+    let file = w.into_inner().map_err(pq)?;
+    file.sync_all().map_err(|e| SchemaError::io(path, e))
+}
+
+/// The temporary name used while `path` is being written: same folder, hidden, `.tmp` suffix.
+pub fn tmp_path_for(path: &Path) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!(".{name}.tmp"))
+}
+
+/// Renames a finished temporary file into place (atomic within one folder).
+pub fn commit(tmp: &Path, path: &Path) -> Result<()> {
+    std::fs::rename(tmp, path).map_err(|e| SchemaError::io(path, e))
+}
+
+/// Writes Parquet atomically: a reader sees either the old file or the whole new one.
+pub fn write_parquet_atomic(path: &Path, batch: &RecordBatch) -> Result<()> {
+    let tmp = tmp_path_for(path);
+    let res = write_parquet_to(&tmp, batch).and_then(|()| commit(&tmp, path));
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res
+}
+
+/// Writes bytes atomically (temporary file in the same folder, fsync, rename).
+pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = tmp_path_for(path);
+    let res = (|| {
+        let mut f = File::create(&tmp).map_err(|e| SchemaError::io(&tmp, e))?;
+        f.write_all(bytes).map_err(|e| SchemaError::io(&tmp, e))?;
+        f.sync_all().map_err(|e| SchemaError::io(&tmp, e))?;
+        commit(&tmp, path)
+    })();
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res
+}
+
+/// Hex sha256 of a file's bytes.
+pub fn sha256_file(path: &Path) -> Result<String> {
+    let mut f = File::open(path).map_err(|e| SchemaError::io(path, e))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(|e| SchemaError::io(path, e))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex(&h.finalize()))
+}
+
+/// Lower-case hex of bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

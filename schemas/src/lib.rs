@@ -1,0 +1,21 @@
+//! Canonical Arrow tables of tgrag: the contract between the `datasets`, `stages` and `pipeline` crates.
+//!
+//! * [`tables`] declares every table (columns, types, nullability, schema version) as a [`TableSpec`].
+//! * [`validate`] checks record batches against a spec and the cross-table rules of a knowledge base
+//!   (unique node ids, edges to existing nodes, answers to existing queries); every violation names the
+//!   file, the row and the column.
+//! * [`io`] reads Parquet with errors that name the file, and writes Parquet deterministically and
+//!   atomically (temporary file in the same folder, fsync, rename).
+//! * [`columns`] gives typed access to columns with errors instead of panics.
+//!
+//! This crate deliberately depends on arrow-rs and parquet only (no polars, datafusion or burn).
+
+pub mod columns;
+pub mod error;
+pub mod io;
+pub mod table;
+pub mod tables;
+pub mod validate;
+
+pub use error::{Result, SchemaError, Violation};
+pub use table::{ColumnSpec, ColType, TableSpec};

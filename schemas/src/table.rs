@@ -1,0 +1,136 @@
+//! A table is declared once as a [`TableSpec`]; its Arrow schema, its documentation (`tgrag schema`)
+//! and its validator all derive from that declaration.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+
+/// Metadata key holding the table name in every Parquet file tgrag writes.
+pub const META_TABLE: &str = "tgrag.table";
+/// Metadata key holding the schema version in every Parquet file tgrag writes.
+pub const META_VERSION: &str = "tgrag.schema_version";
+
+/// Column types used by canonical tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColType {
+    U8,
+    U32,
+    U64,
+    I32,
+    I64,
+    F32,
+    F64,
+    Bool,
+    Utf8,
+    /// `list<u32>` (e.g. a trajectory's node path).
+    ListU32,
+    /// `list<f32>` (e.g. per-node scores along a path).
+    ListF32,
+    /// `list<utf8>` (e.g. a trajectory's node types).
+    ListUtf8,
+    /// `fixed_size_list<f32, n>` (embeddings).
+    Embedding(i32),
+}
+
+impl ColType {
+    /// The Arrow type of the column.
+    pub fn data_type(self) -> DataType {
+        let item = |t: DataType| Arc::new(Field::new("item", t, true));
+        match self {
+            ColType::U8 => DataType::UInt8,
+            ColType::U32 => DataType::UInt32,
+            ColType::U64 => DataType::UInt64,
+            ColType::I32 => DataType::Int32,
+            ColType::I64 => DataType::Int64,
+            ColType::F32 => DataType::Float32,
+            ColType::F64 => DataType::Float64,
+            ColType::Bool => DataType::Boolean,
+            ColType::Utf8 => DataType::Utf8,
+            ColType::ListU32 => DataType::List(item(DataType::UInt32)),
+            ColType::ListF32 => DataType::List(item(DataType::Float32)),
+            ColType::ListUtf8 => DataType::List(item(DataType::Utf8)),
+            ColType::Embedding(n) => DataType::FixedSizeList(item(DataType::Float32), n),
+        }
+    }
+}
+
+/// One column of a canonical table.
+#[derive(Debug, Clone, Copy)]
+pub struct ColumnSpec {
+    pub name: &'static str,
+    pub ty: ColType,
+    pub nullable: bool,
+    pub doc: &'static str,
+}
+
+/// Shorthand constructor for a required column.
+pub const fn req(name: &'static str, ty: ColType, doc: &'static str) -> ColumnSpec {
+    ColumnSpec { name, ty, nullable: false, doc }
+}
+
+/// Shorthand constructor for a nullable column.
+pub const fn opt(name: &'static str, ty: ColType, doc: &'static str) -> ColumnSpec {
+    ColumnSpec { name, ty, nullable: true, doc }
+}
+
+/// A canonical table: name, version, purpose and columns.
+#[derive(Debug, Clone, Copy)]
+pub struct TableSpec {
+    pub name: &'static str,
+    /// Bumped whenever a column is added, removed or changes meaning.
+    pub version: u32,
+    /// Which family of data the table belongs to (knowledge base, graph QA, ...).
+    pub family: &'static str,
+    pub doc: &'static str,
+    pub columns: &'static [ColumnSpec],
+}
+
+impl TableSpec {
+    /// Arrow schema, with the table name and version in its metadata.
+    pub fn schema(&self) -> SchemaRef {
+        let fields: Vec<Field> = self
+            .columns
+            .iter()
+            .map(|c| Field::new(c.name, c.ty.data_type(), c.nullable))
+            .collect();
+        let meta = HashMap::from([
+            (META_TABLE.to_string(), self.name.to_string()),
+            (META_VERSION.to_string(), self.version.to_string()),
+        ]);
+        Arc::new(Schema::new_with_metadata(fields, meta))
+    }
+
+    /// The column spec of `name`, if the table has it.
+    pub fn column(&self, name: &str) -> Option<&ColumnSpec> {
+        self.columns.iter().find(|c| c.name == name)
+    }
+
+    /// Human-readable description, as printed by `tgrag schema <table>`.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "table {} (schema version {}, {})\n  {}\n\n",
+            self.name, self.version, self.family, self.doc
+        );
+        let w = self.columns.iter().map(|c| c.name.len()).max().unwrap_or(0);
+        for c in self.columns {
+            let ty = format!("{}", c.ty.data_type());
+            let null = if c.nullable { "nullable" } else { "required" };
+            s.push_str(&format!("  {:<w$}  {:<28} {:<8}  {}\n", c.name, ty, null, c.doc, w = w));
+        }
+        s
+    }
+}
+
+impl TableSpec {
+    /// Builds a batch of this table from columns given in spec order.
+    pub fn batch(&self, columns: Vec<arrow::array::ArrayRef>) -> crate::Result<arrow::record_batch::RecordBatch> {
+        arrow::record_batch::RecordBatch::try_new(self.schema(), columns)
+            .map_err(|e| crate::SchemaError::arrow(format!("building table `{}`", self.name), e))
+    }
+
+    /// An empty batch of this table.
+    pub fn empty(&self) -> arrow::record_batch::RecordBatch {
+        arrow::record_batch::RecordBatch::new_empty(self.schema())
+    }
+}

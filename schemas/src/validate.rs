@@ -1,0 +1,266 @@
+//! Validation of canonical tables. Every error is a [`crate::Violation`] naming the file, the 0-based
+//! data row and the column of the *first* offending value, so a user can open the file and fix it.
+
+use std::path::Path;
+
+use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array, new_null_array};
+use arrow::compute::{CastOptions, can_cast_types, cast_with_options};
+use arrow::datatypes::DataType;
+use arrow::util::display::array_value_to_string;
+
+use crate::columns::u32s;
+use crate::{Result, SchemaError, TableSpec, tables};
+
+fn first_non_null(a: &dyn Array) -> Option<usize> {
+    (0..a.len()).find(|&i| a.is_valid(i))
+}
+
+fn value_str(a: &dyn Array, row: usize) -> String {
+    let mut s = array_value_to_string(a, row).unwrap_or_else(|_| "?".into());
+    if s.len() > 60 {
+        let cut = (0..=60).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
+        s.truncate(cut);
+        s.push('…');
+    }
+    s
+}
+
+fn is_float(t: &DataType) -> bool {
+    matches!(t, DataType::Float16 | DataType::Float32 | DataType::Float64)
+}
+
+fn is_int(t: &DataType) -> bool {
+    t.is_integer()
+}
+
+/// Casts one column to its canonical type, naming the first row whose value does not fit.
+fn cast_column(spec: &TableSpec, file: &Path, name: &str, col: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
+    if col.data_type() == to {
+        return Ok(col.clone());
+    }
+    let from = col.data_type().clone();
+    let type_violation = |row: Option<usize>, msg: String| {
+        SchemaError::violation(file, spec.name, row, Some(name), msg)
+    };
+    let scalar_ok = is_int(to) || is_float(to) || matches!(to, DataType::Utf8 | DataType::Boolean);
+    let from_ok = is_int(&from)
+        || is_float(&from)
+        || matches!(from, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Boolean | DataType::Null);
+    // Only scalar conversions that cannot silently change meaning: no float→int truncation,
+    // no number→text unless the target is text.
+    let allowed = if matches!(to, DataType::Utf8) {
+        matches!(from, DataType::LargeUtf8 | DataType::Utf8View | DataType::Null)
+    } else {
+        scalar_ok && from_ok && !(is_float(&from) && is_int(to)) && can_cast_types(&from, to)
+    } || (matches!(to, DataType::List(_) | DataType::FixedSizeList(_, _)) && can_cast_types(&from, to));
+    if !allowed {
+        return Err(type_violation(
+            first_non_null(col.as_ref()),
+            format!("has type {from}, expected {to}"),
+        ));
+    }
+    let opts = CastOptions { safe: true, ..Default::default() };
+    let out = cast_with_options(col, to, &opts)
+        .map_err(|e| type_violation(None, format!("cannot convert {from} to {to}: {e}")))?;
+    if let Some(row) = (0..col.len()).find(|&i| col.is_valid(i) && out.is_null(i)) {
+        return Err(type_violation(
+            Some(row),
+            format!("value `{}` is not a valid {to}", value_str(col.as_ref(), row)),
+        ));
+    }
+    Ok(out)
+}
+
+/// Turns any batch that carries the table's columns into the canonical table: selects the columns in
+/// spec order, casts lossless conversions (text digits → integers, u32 → u64, ...), fills absent
+/// nullable columns with nulls, and rejects missing columns, unconvertible values and nulls in required
+/// columns. Extra columns are ignored.
+pub fn conform(spec: &TableSpec, file: &Path, raw: &RecordBatch) -> Result<RecordBatch> {
+    let mut cols: Vec<ArrayRef> = Vec::with_capacity(spec.columns.len());
+    for c in spec.columns {
+        let to = c.ty.data_type();
+        let col = match raw.column_by_name(c.name) {
+            Some(col) => cast_column(spec, file, c.name, col, &to)?,
+            None if c.nullable => new_null_array(&to, raw.num_rows()),
+            None => {
+                let have: Vec<String> = raw.schema().fields().iter().map(|f| f.name().clone()).collect();
+                return Err(SchemaError::violation(
+                    file,
+                    spec.name,
+                    None,
+                    Some(c.name),
+                    format!("missing required column (the file has: {})", have.join(", ")),
+                ));
+            }
+        };
+        cols.push(col);
+    }
+    let batch = spec.batch(cols)?;
+    check_required(spec, file, &batch)?;
+    Ok(batch)
+}
+
+/// Rejects nulls in required columns, naming the first null row.
+pub fn check_required(spec: &TableSpec, file: &Path, batch: &RecordBatch) -> Result<()> {
+    for c in spec.columns.iter().filter(|c| !c.nullable) {
+        if let Some(col) = batch.column_by_name(c.name)
+            && let Some(row) = (0..col.len()).find(|&i| col.is_null(i))
+        {
+            return Err(SchemaError::violation(file, spec.name, Some(row), Some(c.name), "missing value"));
+        }
+    }
+    Ok(())
+}
+
+/// Membership set over u32 ids (a bitmap sized by the largest id).
+#[derive(Debug, Clone, Default)]
+pub struct IdSet {
+    bits: Vec<u64>,
+}
+
+impl IdSet {
+    /// The set of values of an array (nulls ignored).
+    pub fn from_array(a: &UInt32Array) -> Self {
+        let mut s = IdSet::default();
+        for v in a.iter().flatten() {
+            s.insert(v);
+        }
+        s
+    }
+    /// Adds `v`; returns false when it was already present.
+    pub fn insert(&mut self, v: u32) -> bool {
+        let (w, b) = ((v / 64) as usize, v % 64);
+        if w >= self.bits.len() {
+            self.bits.resize(w + 1, 0);
+        }
+        let had = self.bits[w] >> b & 1 == 1;
+        self.bits[w] |= 1 << b;
+        !had
+    }
+    /// Whether `v` is present.
+    pub fn contains(&self, v: u32) -> bool {
+        self.bits.get((v / 64) as usize).is_some_and(|w| w >> (v % 64) & 1 == 1)
+    }
+}
+
+/// Rejects the first repeated value of an id column.
+pub fn check_unique(spec: &TableSpec, file: &Path, batch: &RecordBatch, column: &str) -> Result<()> {
+    let a = u32s(batch, column)?;
+    let mut seen = IdSet::default();
+    for (row, v) in a.iter().enumerate() {
+        if let Some(v) = v
+            && !seen.insert(v)
+        {
+            let first = a.iter().position(|x| x == Some(v)).unwrap_or(row);
+            return Err(SchemaError::violation(
+                file,
+                spec.name,
+                Some(row),
+                Some(column),
+                format!("duplicate {column} {v} (first at row {first})"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Rejects the first value of `column` that is not in `known` (a reference to a missing row).
+pub fn check_refs(
+    spec: &TableSpec,
+    file: &Path,
+    batch: &RecordBatch,
+    column: &str,
+    known: &IdSet,
+    what: &str,
+) -> Result<()> {
+    let a = u32s(batch, column)?;
+    if let Some(row) = (0..a.len()).find(|&i| a.is_valid(i) && !known.contains(a.value(i))) {
+        return Err(SchemaError::violation(
+            file,
+            spec.name,
+            Some(row),
+            Some(column),
+            format!("refers to {what} {} which does not exist", a.value(row)),
+        ));
+    }
+    Ok(())
+}
+
+/// A table together with the file it was read from (for error messages).
+#[derive(Debug, Clone, Copy)]
+pub struct Located<'a> {
+    pub file: &'a Path,
+    pub batch: &'a RecordBatch,
+}
+
+/// The cross-table rules of a knowledge base: unique node and query ids, edges between existing
+/// nodes, answers to existing queries and nodes.
+pub fn check_kb(
+    nodes: Located<'_>,
+    edges: Located<'_>,
+    queries: Option<Located<'_>>,
+    answers: Option<Located<'_>>,
+) -> Result<()> {
+    check_unique(&tables::NODES, nodes.file, nodes.batch, "node_id")?;
+    let node_ids = IdSet::from_array(u32s(nodes.batch, "node_id")?);
+    for col in ["src", "dst"] {
+        check_refs(&tables::EDGES, edges.file, edges.batch, col, &node_ids, "node_id")?;
+    }
+    if let Some(q) = queries {
+        check_unique(&tables::QUERIES, q.file, q.batch, "query_id")?;
+    }
+    if let Some(a) = answers {
+        check_refs(&tables::ANSWERS, a.file, a.batch, "node_id", &node_ids, "node_id")?;
+        if let Some(q) = queries {
+            let qids = IdSet::from_array(u32s(q.batch, "query_id")?);
+            check_refs(&tables::ANSWERS, a.file, a.batch, "query_id", &qids, "query_id")?;
+        }
+    }
+    Ok(())
+}
+
+/// Graph-QA rules: unique (graph_id, node_id), edges between nodes of the same graph, one question per
+/// graph, and every question's graph present.
+pub fn check_graph_qa(nodes: Located<'_>, edges: Located<'_>, qa: Located<'_>) -> Result<()> {
+    let key = |g: u32, n: u32| (u64::from(g) << 32) | u64::from(n);
+    let gids = u32s(nodes.batch, "graph_id")?;
+    let nids = u32s(nodes.batch, "node_id")?;
+    let mut known = std::collections::HashSet::with_capacity(nids.len());
+    for row in 0..nids.len() {
+        if !known.insert(key(gids.value(row), nids.value(row))) {
+            return Err(SchemaError::violation(
+                nodes.file,
+                tables::GRAPH_NODES.name,
+                Some(row),
+                Some("node_id"),
+                format!("duplicate node_id {} in graph {}", nids.value(row), gids.value(row)),
+            ));
+        }
+    }
+    let eg = u32s(edges.batch, "graph_id")?;
+    for col in ["src", "dst"] {
+        let ids = u32s(edges.batch, col)?;
+        if let Some(row) = (0..ids.len()).find(|&r| !known.contains(&key(eg.value(r), ids.value(r)))) {
+            return Err(SchemaError::violation(
+                edges.file,
+                tables::GRAPH_EDGES.name,
+                Some(row),
+                Some(col),
+                format!("refers to node {} missing from graph {}", ids.value(row), eg.value(row)),
+            ));
+        }
+    }
+    check_unique(&tables::QA, qa.file, qa.batch, "graph_id")?;
+    let graphs = IdSet::from_array(gids);
+    check_refs(&tables::QA, qa.file, qa.batch, "graph_id", &graphs, "graph")
+}
+
+/// Text-attributed graph rules: unique node ids, edges between existing nodes.
+pub fn check_tag(nodes: Located<'_>, edges: Located<'_>) -> Result<()> {
+    check_unique(&tables::TAG_NODES, nodes.file, nodes.batch, "node_id")?;
+    let ids = IdSet::from_array(u32s(nodes.batch, "node_id")?);
+    for col in ["src", "dst"] {
+        check_refs(&tables::TAG_EDGES, edges.file, edges.batch, col, &ids, "node_id")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,404 @@
+//! `bm25`: exact BM25 over node documents, and the stage that ranks every query with it.
+//!
+//! Scoring follows bm25s `method="lucene"`: idf = ln(1 + (N − df + 0.5)/(df + 0.5)) and term score
+//! tf·(k1+1)/(tf + k1·(1 − b + b·dl/avgdl)); the rank_bm25 Okapi variant (idf floored at ε·mean idf)
+//! is an option. The maths is pure ([`Bm25Params`] over a [`Bm25Stats`] provider); the index is a
+//! term → (doc, tf) posting list built in parallel.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, Float32Array, RecordBatch, StringArray, UInt32Array, new_null_array};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use tgrag_schemas::{columns, tables};
+
+use crate::text::{TokenizerKind, tokenize};
+use crate::{Result, Stage, StageContext, StageError, StageInfo, parse_config, to_json};
+
+/// Which idf to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Variant {
+    /// bm25s `method="lucene"` (never-negative idf).
+    #[default]
+    Lucene,
+    /// rank_bm25 `BM25Okapi`: idf = ln((N − df + 0.5)/(df + 0.5)), negative idf replaced by ε·mean idf.
+    Okapi,
+}
+
+/// BM25 parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bm25Params {
+    pub k1: f32,
+    pub b: f32,
+    #[serde(default)]
+    pub variant: Variant,
+    /// Okapi's ε (fraction of the mean idf given to terms whose idf is negative).
+    #[serde(default = "default_epsilon")]
+    pub epsilon: f32,
+}
+
+fn default_epsilon() -> f32 {
+    0.25
+}
+
+impl Default for Bm25Params {
+    fn default() -> Self {
+        Bm25Params { k1: 1.5, b: 0.75, variant: Variant::Lucene, epsilon: 0.25 }
+    }
+}
+
+/// Corpus statistics BM25 needs (the index implements it; tests implement it by hand).
+pub trait Bm25Stats {
+    fn num_docs(&self) -> usize;
+    fn avg_doc_len(&self) -> f32;
+    fn doc_freq(&self, term: u32) -> usize;
+}
+
+impl Bm25Params {
+    /// Lucene idf of a term with document frequency `df` among `n` documents.
+    pub fn idf_lucene(n: usize, df: usize) -> f32 {
+        let (n, df) = (n as f64, df as f64);
+        (1.0 + (n - df + 0.5) / (df + 0.5)).ln() as f32
+    }
+
+    /// Term-frequency part of the score.
+    pub fn tf_part(&self, tf: f32, doc_len: f32, avg_len: f32) -> f32 {
+        let norm = if avg_len > 0.0 { doc_len / avg_len } else { 0.0 };
+        tf * (self.k1 + 1.0) / (tf + self.k1 * (1.0 - self.b + self.b * norm))
+    }
+}
+
+/// An inverted index over tokenised documents.
+#[derive(Debug, Clone)]
+pub struct Index {
+    pub params: Bm25Params,
+    vocab: HashMap<String, u32>,
+    doc_len: Vec<u32>,
+    avg_len: f32,
+    offsets: Vec<u64>,
+    docs: Vec<u32>,
+    tfs: Vec<u32>,
+    idf: Vec<f32>,
+}
+
+impl Bm25Stats for Index {
+    fn num_docs(&self) -> usize {
+        self.doc_len.len()
+    }
+    fn avg_doc_len(&self) -> f32 {
+        self.avg_len
+    }
+    fn doc_freq(&self, term: u32) -> usize {
+        let t = term as usize;
+        (self.offsets[t + 1] - self.offsets[t]) as usize
+    }
+}
+
+impl Index {
+    /// Builds the index of already tokenised documents (document i has id i).
+    pub fn build(docs: &[Vec<String>], params: Bm25Params) -> Index {
+        // Term ids in order of first occurrence: deterministic whatever the thread count.
+        let mut vocab: HashMap<String, u32> = HashMap::new();
+        let mut doc_terms: Vec<Vec<(u32, u32)>> = Vec::with_capacity(docs.len());
+        for d in docs {
+            let mut counts: HashMap<u32, u32> = HashMap::new();
+            for tok in d {
+                let next = vocab.len() as u32;
+                let id = *vocab.entry(tok.clone()).or_insert(next);
+                *counts.entry(id).or_insert(0) += 1;
+            }
+            let mut v: Vec<(u32, u32)> = counts.into_iter().collect();
+            v.sort_unstable();
+            doc_terms.push(v);
+        }
+        let nt = vocab.len();
+        let mut offsets = vec![0u64; nt + 1];
+        for v in &doc_terms {
+            for &(t, _) in v {
+                offsets[t as usize + 1] += 1;
+            }
+        }
+        for i in 0..nt {
+            offsets[i + 1] += offsets[i];
+        }
+        let total = offsets[nt] as usize;
+        let (mut pd, mut ptf) = (vec![0u32; total], vec![0u32; total]);
+        let mut fill = offsets.clone();
+        for (doc, v) in doc_terms.iter().enumerate() {
+            for &(t, tf) in v {
+                let p = fill[t as usize] as usize;
+                pd[p] = doc as u32;
+                ptf[p] = tf;
+                fill[t as usize] += 1;
+            }
+        }
+        let doc_len: Vec<u32> = docs.iter().map(|d| d.len() as u32).collect();
+        let n = doc_len.len();
+        let avg_len = if n == 0 { 0.0 } else { (doc_len.iter().map(|&l| f64::from(l)).sum::<f64>() / n as f64) as f32 };
+        let mut index = Index { params, vocab, doc_len, avg_len, offsets, docs: pd, tfs: ptf, idf: Vec::new() };
+        index.idf = index.compute_idf();
+        index
+    }
+
+    fn compute_idf(&self) -> Vec<f32> {
+        let n = self.num_docs();
+        let nt = self.vocab.len() as u32;
+        match self.params.variant {
+            Variant::Lucene => (0..nt).map(|t| Bm25Params::idf_lucene(n, self.doc_freq(t))).collect(),
+            Variant::Okapi => {
+                let raw: Vec<f64> = (0..nt)
+                    .map(|t| {
+                        let df = self.doc_freq(t) as f64;
+                        ((n as f64 - df + 0.5) / (df + 0.5)).ln()
+                    })
+                    .collect();
+                let mean = if raw.is_empty() { 0.0 } else { raw.iter().sum::<f64>() / raw.len() as f64 };
+                let floor = f64::from(self.params.epsilon) * mean;
+                raw.into_iter().map(|v| if v < 0.0 { floor as f32 } else { v as f32 }).collect()
+            }
+        }
+    }
+
+    /// Number of distinct terms.
+    pub fn vocab_size(&self) -> usize {
+        self.vocab.len()
+    }
+
+    /// Scores of every document for a tokenised query (each query token counts once per occurrence,
+    /// as in bm25s and rank_bm25).
+    pub fn scores_into(&self, query: &[String], scores: &mut [f32], touched: &mut Vec<u32>) {
+        for tok in query {
+            let Some(&t) = self.vocab.get(tok) else { continue };
+            let (a, b) = (self.offsets[t as usize] as usize, self.offsets[t as usize + 1] as usize);
+            let idf = self.idf[t as usize];
+            for p in a..b {
+                let d = self.docs[p] as usize;
+                if scores[d] == 0.0 {
+                    touched.push(d as u32);
+                }
+                scores[d] += idf * self.params.tf_part(self.tfs[p] as f32, self.doc_len[d] as f32, self.avg_len);
+            }
+        }
+    }
+
+    /// The `k` best documents among `allowed` (all when None), best first, ties by doc id ascending.
+    /// Documents without any query term are not returned.
+    pub fn search(&self, query: &[String], k: usize, allowed: Option<&[bool]>) -> Vec<(u32, f32)> {
+        let mut scores = vec![0f32; self.num_docs()];
+        let mut touched = Vec::new();
+        self.scores_into(query, &mut scores, &mut touched);
+        let mut hits: Vec<(u32, f32)> = touched
+            .into_iter()
+            .filter(|&d| allowed.is_none_or(|a| a.get(d as usize).copied().unwrap_or(false)))
+            .map(|d| (d, scores[d as usize]))
+            .collect();
+        top_k(&mut hits, k);
+        hits
+    }
+}
+
+/// Keeps the `k` best (score desc, id asc) entries, sorted.
+pub fn top_k(hits: &mut Vec<(u32, f32)>, k: usize) {
+    let cmp = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    if hits.len() > k && k > 0 {
+        hits.select_nth_unstable_by(k - 1, cmp);
+        hits.truncate(k);
+    }
+    if k == 0 {
+        hits.clear();
+    }
+    hits.sort_unstable_by(cmp);
+}
+
+/// Options of the `bm25` stage.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bm25Config {
+    #[serde(flatten)]
+    pub params: Bm25Params,
+    pub tokenizer: TokenizerKind,
+    /// Candidates kept per query.
+    pub top_k: usize,
+}
+
+impl Default for Bm25Config {
+    fn default() -> Self {
+        Bm25Config { params: Bm25Params::default(), tokenizer: TokenizerKind::Bm25s, top_k: 100 }
+    }
+}
+
+/// Rows of a `run` table (trajectory columns null).
+pub fn run_batch(method: &str, rows: &[(u32, Vec<(u32, f32)>)]) -> Result<RecordBatch> {
+    let n: usize = rows.iter().map(|r| r.1.len()).sum();
+    let (mut q, mut node, mut rank, mut score) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    for (qid, hits) in rows {
+        for (i, &(d, s)) in hits.iter().enumerate() {
+            q.push(*qid);
+            node.push(d);
+            rank.push(i as u32 + 1);
+            score.push(s);
+        }
+    }
+    let spec = &tables::RUN;
+    let mut cols: Vec<ArrayRef> = vec![
+        Arc::new(UInt32Array::from(q)),
+        Arc::new(UInt32Array::from(node)),
+        Arc::new(UInt32Array::from(rank)),
+        Arc::new(Float32Array::from(score)),
+        Arc::new(StringArray::from(vec![method; n])),
+    ];
+    for c in &spec.columns[cols.len()..] {
+        cols.push(new_null_array(&c.ty.data_type(), n));
+    }
+    Ok(spec.batch(cols)?)
+}
+
+pub struct Bm25Stage;
+
+static INFO: StageInfo = StageInfo {
+    name: "bm25",
+    version: 1,
+    about: "exact BM25 over node documents; top-k per query (method `bm25`)",
+    deps: &["ingest"],
+    needs: &[("ingest", "nodes"), ("ingest", "queries")],
+    outputs: &["run", "index_stats"],
+};
+
+impl Stage for Bm25Stage {
+    fn info(&self) -> &'static StageInfo {
+        &INFO
+    }
+    fn default_config(&self) -> serde_json::Value {
+        to_json(&Bm25Config::default())
+    }
+    fn check_config(&self, config: &serde_json::Value) -> Result<()> {
+        let c: Bm25Config = parse_config(INFO.name, config)?;
+        let bad = |m: &str| Err(StageError::Config { stage: INFO.name.into(), message: m.into() });
+        if !(c.params.k1 >= 0.0) {
+            return bad("k1 must be ≥ 0");
+        }
+        if !(0.0..=1.0).contains(&c.params.b) {
+            return bad("b must be within [0, 1]");
+        }
+        if c.top_k == 0 {
+            return bad("top_k must be ≥ 1");
+        }
+        Ok(())
+    }
+    fn run(&self, ctx: &mut StageContext<'_>) -> Result<()> {
+        let cfg: Bm25Config = ctx.config()?;
+        let nodes = ctx.input("ingest", "nodes")?;
+        let queries = ctx.input("ingest", "queries")?;
+        let ids = columns::u32s(&nodes, "node_id")?;
+        let docs = columns::strs(&nodes, "doc")?;
+        // Documents in node-id order, so that ties (broken by document index) are broken by node id.
+        let mut order: Vec<usize> = (0..ids.len()).collect();
+        order.sort_unstable_by_key(|&i| ids.value(i));
+        let doc_node: Vec<u32> = order.iter().map(|&i| ids.value(i)).collect();
+        let progress = ctx.progress;
+        let index = ctx.timed("tokenize+index", |_| {
+            let pb = progress.bar(docs.len() as u64, "bm25 tokenize");
+            let toks: Vec<Vec<String>> = order
+                .par_iter()
+                .map(|&i| {
+                    pb.inc(1);
+                    tokenize(docs.value(i), cfg.tokenizer)
+                })
+                .collect();
+            pb.finish_and_clear();
+            Ok(Index::build(&toks, cfg.params))
+        })?;
+        ctx.set_items(docs.len() as u64);
+        let qids = columns::u32s(&queries, "query_id")?;
+        let qtext = columns::strs(&queries, "text")?;
+        let rows = ctx.timed("search", |_| {
+            let pb = progress.bar(qids.len() as u64, "bm25 search");
+            let rows: Vec<(u32, Vec<(u32, f32)>)> = (0..qids.len())
+                .into_par_iter()
+                .map(|i| {
+                    pb.inc(1);
+                    let q = tokenize(qtext.value(i), cfg.tokenizer);
+                    let hits = index.search(&q, cfg.top_k, None);
+                    (qids.value(i), hits.into_iter().map(|(d, s)| (doc_node[d as usize], s)).collect())
+                })
+                .collect();
+            pb.finish_and_clear();
+            Ok(rows)
+        })?;
+        ctx.set_items(qids.len() as u64);
+        ctx.write("run", &run_batch("bm25", &rows)?)?;
+        let stats = RecordBatch::try_from_iter(vec![
+            ("num_docs", Arc::new(UInt32Array::from(vec![index.num_docs() as u32])) as ArrayRef),
+            ("vocab_size", Arc::new(UInt32Array::from(vec![index.vocab_size() as u32])) as ArrayRef),
+            ("avg_doc_len", Arc::new(Float32Array::from(vec![index.avg_doc_len()])) as ArrayRef),
+        ])
+        .map_err(|e| StageError::Internal(e.to_string()))?;
+        ctx.write("index_stats", &stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toks(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
+    /// Brute-force BM25 straight from the formula, for comparison with the index.
+    fn brute(docs: &[Vec<String>], q: &[String], p: Bm25Params) -> Vec<f32> {
+        let n = docs.len();
+        let avg = docs.iter().map(Vec::len).sum::<usize>() as f32 / n as f32;
+        docs.iter()
+            .map(|d| {
+                q.iter()
+                    .map(|t| {
+                        let df = docs.iter().filter(|x| x.contains(t)).count();
+                        let tf = d.iter().filter(|x| *x == t).count() as f32;
+                        if tf == 0.0 {
+                            return 0.0;
+                        }
+                        let idf = ((1.0 + (n as f64 - df as f64 + 0.5) / (df as f64 + 0.5)).ln()) as f32;
+                        idf * tf * (p.k1 + 1.0) / (tf + p.k1 * (1.0 - p.b + p.b * d.len() as f32 / avg))
+                    })
+                    .sum()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn index_matches_formula_and_orders_ties_by_id() {
+        let docs: Vec<Vec<String>> = ["red tent tent", "blue tent", "red red red shoe", "green mug", "tent red"]
+            .iter()
+            .map(|s| toks(s))
+            .collect();
+        let p = Bm25Params::default();
+        let idx = Index::build(&docs, p);
+        let q = toks("red tent");
+        let want = brute(&docs, &q, p);
+        let got = idx.search(&q, 10, None);
+        for &(d, s) in &got {
+            assert!((s - want[d as usize]).abs() < 1e-5, "doc {d}: {s} vs {}", want[d as usize]);
+        }
+        assert_eq!(got.len(), 4, "doc 3 has no query term");
+        let mut sorted: Vec<(u32, f32)> = (0..5).map(|d| (d, want[d as usize])).filter(|x| x.1 > 0.0).collect();
+        sorted.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        assert_eq!(got.iter().map(|x| x.0).collect::<Vec<_>>(), sorted.iter().map(|x| x.0).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn lucene_idf_hand_computed() {
+        // N = 4, df = 1: ln(1 + 3.5/1.5) = ln(3.3333)
+        assert!((Bm25Params::idf_lucene(4, 1) - (10.0f32 / 3.0).ln()).abs() < 1e-6);
+    }
+
+    #[test]
+    fn top_k_keeps_best_with_id_tiebreak() {
+        let mut v = vec![(5, 1.0), (2, 3.0), (9, 3.0), (1, 0.5), (3, 2.0)];
+        top_k(&mut v, 3);
+        assert_eq!(v, vec![(2, 3.0), (9, 3.0), (3, 2.0)]);
+    }
+}

@@ -1,0 +1,40 @@
+//! Errors of stages, by whose fault: bad input data, bad configuration, a missing upstream artifact,
+//! a failing dependency, or a bug in tgrag (`Internal`).
+
+use std::path::PathBuf;
+
+use tgrag_datasets::DatasetError;
+use tgrag_schemas::SchemaError;
+
+/// Why a stage failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    /// Input data breaks a table contract or a file is unreadable.
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
+    /// The dataset could not be loaded.
+    #[error(transparent)]
+    Dataset(#[from] DatasetError),
+    /// The stage's configuration is invalid.
+    #[error("stage `{stage}`: invalid configuration: {message}")]
+    Config { stage: String, message: String },
+    /// An upstream artifact is missing (run the upstream stage first).
+    #[error("{path}: missing input (produced by stage `{stage}`)")]
+    MissingInput { stage: String, path: PathBuf },
+    /// SQL aggregation failed.
+    #[error("datafusion: {0}")]
+    DataFusion(#[from] datafusion::error::DataFusionError),
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A bug in tgrag.
+    #[error("internal error (likely a bug in tgrag): {0}")]
+    Internal(String),
+}
+
+/// Result of the stage layer.
+pub type Result<T, E = StageError> = std::result::Result<T, E>;

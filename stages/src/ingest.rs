@@ -1,0 +1,47 @@
+//! `ingest`: the dataset's canonical tables, validated and written as Parquet. Loading (generation,
+//! raw-file parsing) happens in the `datasets` crate; this stage validates and persists.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Result, Stage, StageContext, StageInfo, parse_config, to_json};
+
+/// Ingest has no options of its own: the dataset's own options (size, seed, files) are its input.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngestConfig {}
+
+pub struct Ingest;
+
+static INFO: StageInfo = StageInfo {
+    name: "ingest",
+    version: 1,
+    about: "load or generate the dataset, validate it, write canonical tables",
+    deps: &[],
+    needs: &[],
+    outputs: &["nodes", "edges", "queries", "answers", "graph_nodes", "graph_edges", "qa", "tag_nodes", "tag_edges"],
+};
+
+impl Stage for Ingest {
+    fn info(&self) -> &'static StageInfo {
+        &INFO
+    }
+    fn default_config(&self) -> serde_json::Value {
+        to_json(&IngestConfig::default())
+    }
+    fn check_config(&self, config: &serde_json::Value) -> Result<()> {
+        parse_config::<IngestConfig>(INFO.name, config).map(|_| ())
+    }
+    fn run(&self, ctx: &mut StageContext<'_>) -> Result<()> {
+        let dataset = ctx.dataset;
+        let tables = ctx.timed("load+validate", |_| Ok(tgrag_datasets::load(dataset)?))?;
+        ctx.timed("write", |ctx| {
+            for t in &tables.tables {
+                ctx.write(t.spec.name, &t.batch)?;
+            }
+            Ok(())
+        })?;
+        let rows: usize = tables.tables.iter().map(|t| t.batch.num_rows()).sum();
+        ctx.set_items(rows as u64);
+        Ok(())
+    }
+}
