@@ -115,3 +115,44 @@ pub fn sha256_file(path: &Path) -> Result<String> {
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{StringArray, UInt32Array};
+    use std::sync::Arc;
+
+    fn sample() -> RecordBatch {
+        let spec = &crate::tables::EDGES;
+        spec.batch(vec![
+            Arc::new(UInt32Array::from(vec![0, 1, 2])),
+            Arc::new(UInt32Array::from(vec![1, 2, 0])),
+            Arc::new(StringArray::from(vec!["r", "s", "r"])),
+        ])
+        .expect("batch")
+    }
+
+    #[test]
+    fn same_batch_same_bytes_and_roundtrip() {
+        let d = tempfile::tempdir().expect("tmp");
+        let (a, b) = (d.path().join("a.parquet"), d.path().join("b.parquet"));
+        write_parquet_atomic(&a, &sample()).expect("write a");
+        write_parquet_atomic(&b, &sample()).expect("write b");
+        assert_eq!(std::fs::read(&a).expect("a"), std::fs::read(&b).expect("b"));
+        assert_eq!(read_table(&a, &crate::tables::EDGES).expect("read"), sample());
+        // No temporary file is left behind.
+        let names: Vec<String> = std::fs::read_dir(d.path()).expect("dir").flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    #[test]
+    fn truncated_parquet_names_the_file() {
+        let d = tempfile::tempdir().expect("tmp");
+        let p = d.path().join("edges.parquet");
+        write_parquet_atomic(&p, &sample()).expect("write");
+        let bytes = std::fs::read(&p).expect("read");
+        std::fs::write(&p, &bytes[..bytes.len() / 2]).expect("truncate");
+        let err = read_parquet(&p).expect_err("truncated").to_string();
+        assert!(err.contains("edges.parquet") && err.contains("truncated or corrupt"), "{err}");
+    }
+}

@@ -93,11 +93,14 @@ pub fn conform(spec: &TableSpec, file: &Path, raw: &RecordBatch) -> Result<Recor
                 ));
             }
         };
+        if !c.nullable
+            && let Some(row) = (0..col.len()).find(|&i| col.is_null(i))
+        {
+            return Err(SchemaError::violation(file, spec.name, Some(row), Some(c.name), "missing value"));
+        }
         cols.push(col);
     }
-    let batch = spec.batch(cols)?;
-    check_required(spec, file, &batch)?;
-    Ok(batch)
+    spec.batch(cols)
 }
 
 /// Rejects nulls in required columns, naming the first null row.
@@ -263,4 +266,89 @@ pub fn check_tag(nodes: Located<'_>, edges: Located<'_>) -> Result<()> {
         check_refs(&tables::TAG_EDGES, edges.file, edges.batch, col, &ids, "node_id")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Float64Array, StringArray};
+    use std::path::PathBuf;
+
+    fn batch(cols: Vec<(&str, ArrayRef)>) -> RecordBatch {
+        RecordBatch::try_from_iter(cols).expect("batch")
+    }
+    fn s(v: &[&str]) -> ArrayRef {
+        Arc::new(StringArray::from(v.to_vec()))
+    }
+    fn u(v: &[u32]) -> ArrayRef {
+        Arc::new(UInt32Array::from(v.to_vec()))
+    }
+    fn violation(e: SchemaError) -> crate::Violation {
+        match e {
+            SchemaError::Violation(v) => *v,
+            other => panic!("expected a violation, got {other}"),
+        }
+    }
+    use std::sync::Arc;
+
+    #[test]
+    fn text_digits_cast_and_bad_value_is_located() {
+        let f = PathBuf::from("nodes.csv");
+        let ok = batch(vec![("node_id", s(&["0", "1"])), ("node_type", s(&["a", "b"])), ("name", s(&["x", "y"])), ("doc", s(&["d", "e"]))]);
+        let c = conform(&tables::NODES, &f, &ok).expect("conform");
+        assert_eq!(c.column(0).data_type(), &DataType::UInt32);
+        let bad = batch(vec![("node_id", s(&["0", "-3"])), ("node_type", s(&["a", "b"])), ("name", s(&["x", "y"])), ("doc", s(&["d", "e"]))]);
+        let v = violation(conform(&tables::NODES, &f, &bad).expect_err("negative id"));
+        assert_eq!((v.row, v.column.as_deref()), (Some(1), Some("node_id")));
+        assert!(v.to_string().starts_with("nodes.csv: table `nodes`, row 1, column `node_id`"), "{v}");
+    }
+
+    #[test]
+    fn float_ids_and_missing_columns_are_rejected() {
+        let f = PathBuf::from("edges.parquet");
+        let floats: ArrayRef = Arc::new(Float64Array::from(vec![1.0, 2.5]));
+        let b = batch(vec![("src", floats), ("dst", u(&[0, 1])), ("relation", s(&["r", "r"]))]);
+        let v = violation(conform(&tables::EDGES, &f, &b).expect_err("float ids"));
+        assert_eq!((v.row, v.column.as_deref()), (Some(0), Some("src")));
+        assert!(v.message.contains("Float64"), "{}", v.message);
+        let b = batch(vec![("src", u(&[0])), ("relation", s(&["r"]))]);
+        let v = violation(conform(&tables::EDGES, &f, &b).expect_err("missing dst"));
+        assert_eq!(v.column.as_deref(), Some("dst"));
+        assert!(v.message.contains("src, relation"), "{}", v.message);
+    }
+
+    #[test]
+    fn nulls_in_required_columns_are_located() {
+        let f = PathBuf::from("q.parquet");
+        let text: ArrayRef = Arc::new(StringArray::from(vec![Some("a"), None, Some("c")]));
+        let b = batch(vec![("query_id", u(&[0, 1, 2])), ("text", text), ("split", s(&["train", "val", "test"]))]);
+        let v = violation(conform(&tables::QUERIES, &f, &b).expect_err("null text"));
+        assert_eq!((v.row, v.column.as_deref()), (Some(1), Some("text")));
+    }
+
+    #[test]
+    fn duplicate_ids_and_dangling_edges_are_located() {
+        let nf = PathBuf::from("nodes.parquet");
+        let ef = PathBuf::from("edges.parquet");
+        let nodes = conform(
+            &tables::NODES,
+            &nf,
+            &batch(vec![("node_id", u(&[0, 1, 2, 1])), ("node_type", s(&["a"; 4])), ("name", s(&["n"; 4])), ("doc", s(&["d"; 4]))]),
+        )
+        .expect("nodes");
+        let edges = conform(&tables::EDGES, &ef, &batch(vec![("src", u(&[0, 2])), ("dst", u(&[1, 9])), ("relation", s(&["r", "r"]))])).expect("edges");
+        let v = violation(check_kb(Located { file: &nf, batch: &nodes }, Located { file: &ef, batch: &edges }, None, None).expect_err("dup"));
+        assert_eq!((v.file.as_path(), v.row, v.column.as_deref()), (nf.as_path(), Some(3), Some("node_id")));
+        assert!(v.message.contains("first at row 1"), "{}", v.message);
+        let nodes = nodes.slice(0, 3);
+        let v = violation(check_kb(Located { file: &nf, batch: &nodes }, Located { file: &ef, batch: &edges }, None, None).expect_err("dangling"));
+        assert_eq!((v.file.as_path(), v.row, v.column.as_deref()), (ef.as_path(), Some(1), Some("dst")));
+    }
+
+    #[test]
+    fn idset_membership() {
+        let mut s = IdSet::default();
+        assert!(s.insert(130) && !s.insert(130) && s.insert(0));
+        assert!(s.contains(130) && s.contains(0) && !s.contains(1) && !s.contains(1_000_000));
+    }
 }

@@ -1,0 +1,324 @@
+//! End-to-end tests of the `tgrag` binary (one integration-test binary for the whole crate).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::array::{ArrayRef, Float64Array, RecordBatch, StringArray, UInt32Array};
+
+fn tgrag(outputs: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tgrag"))
+        .arg("--outputs")
+        .arg(outputs)
+        .arg("--quiet")
+        .args(args)
+        .output()
+        .expect("spawn tgrag")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn ok(o: Output) -> String {
+    assert!(o.status.success(), "tgrag failed:\nstdout:\n{}\nstderr:\n{}", stdout(&o), stderr(&o));
+    stdout(&o)
+}
+
+/// Lines of `tgrag run` output for each stage: (stage, verb).
+fn verbs(out: &str) -> Vec<(String, String)> {
+    out.lines()
+        .filter(|l| l.starts_with("  "))
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            Some((w.next()?.to_string(), w.next()?.to_string()))
+        })
+        .collect()
+}
+
+/// Every file under `dir` (relative path → bytes), except run-dependent ones (timings, manifests).
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name == "timings.parquet" || name == "manifest.json" {
+                continue;
+            }
+            out.insert(p.strip_prefix(dir).expect("prefix").to_path_buf(), std::fs::read(&p).expect("read"));
+        }
+    }
+    out
+}
+
+fn files_named(dir: &Path, pred: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if pred(&e.file_name().to_string_lossy()) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn second_run_skips_everything_force_reruns_and_config_change_reruns_downstream() {
+    let d = tempfile::tempdir().expect("tmp");
+    let o = d.path();
+    let first = ok(tgrag(o, &["run", "--size", "tiny"]));
+    let v = verbs(&first);
+    assert_eq!(v.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(), vec!["ingest", "bm25", "metrics"], "{first}");
+    assert!(v.iter().all(|x| x.1 == "ran"), "{first}");
+    assert!(first.contains("report:"), "{first}");
+
+    let t0 = Instant::now();
+    let second = ok(tgrag(o, &["run", "--size", "tiny"]));
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert!(verbs(&second).iter().all(|x| x.1 == "skipped"), "{second}");
+    assert!(second.contains("up to date"), "{second}");
+
+    let forced = ok(tgrag(o, &["run", "--size", "tiny", "--force"]));
+    assert!(verbs(&forced).iter().all(|x| x.1 == "ran"), "{forced}");
+    assert!(forced.contains("--force"), "{forced}");
+
+    // A config change reruns the stage and, because its outputs change, its dependents.
+    let changed = ok(tgrag(o, &["run", "--size", "tiny", "--set", "bm25.k1=1.2"]));
+    let v = verbs(&changed);
+    assert_eq!(v[0], ("ingest".into(), "skipped".into()), "{changed}");
+    assert_eq!(v[1], ("bm25".into(), "ran".into()), "{changed}");
+    assert!(changed.contains("config changed"), "{changed}");
+    assert_eq!(v[2], ("metrics".into(), "ran".into()), "{changed}");
+
+    // A tampered output is detected.
+    let report = o.join("synthetic/metrics/report.md");
+    std::fs::write(&report, "edited").expect("edit");
+    let again = ok(tgrag(o, &["run", "--size", "tiny", "--set", "bm25.k1=1.2"]));
+    assert!(again.contains("report.md was modified"), "{again}");
+
+    // A different size is a different dataset content: ingest reruns.
+    let other = ok(tgrag(o, &["run", "--size", "tiny", "--seed", "7", "--stages", "ingest"]));
+    assert_eq!(verbs(&other), vec![("ingest".into(), "ran".into())], "{other}");
+    assert!(other.contains("input `dataset` changed"), "{other}");
+}
+
+#[test]
+fn sql_counts_nodes_and_schema_and_stages_describe() {
+    let d = tempfile::tempdir().expect("tmp");
+    let o = d.path();
+    ok(tgrag(o, &["run", "--size", "tiny"]));
+    let nodes = tgrag_schemas::io::read_parquet(&o.join("synthetic/ingest/nodes.parquet")).expect("nodes");
+    let out = ok(tgrag(o, &["sql", "SELECT count(*) AS n FROM synthetic_ingest_nodes"]));
+    assert!(out.contains(&format!("| {} ", nodes.num_rows())), "{out}");
+    // Joins across stages work on the registered names.
+    let out = ok(tgrag(o, &["sql", "SELECT method, count(*) AS q FROM synthetic_metrics_per_query GROUP BY method"]));
+    assert!(out.contains("bm25") && out.contains("| 80 "), "{out}");
+    let list = ok(tgrag(o, &["sql", "--list", ""]));
+    assert!(list.contains("synthetic_bm25_run") && list.contains("synthetic_ingest_tag_edges"), "{list}");
+
+    let schema = ok(tgrag(o, &["schema", "nodes"]));
+    assert!(schema.contains("node_id") && schema.contains("UInt32") && schema.contains("schema version 1"), "{schema}");
+    let bad = tgrag(o, &["schema", "nope"]);
+    assert!(!bad.status.success() && stderr(&bad).contains("unknown table `nope`"));
+
+    let stages = ok(tgrag(o, &["stages", "--size", "tiny"]));
+    assert_eq!(stages.matches("up to date").count(), 3, "{stages}");
+    let stale = ok(tgrag(o, &["stages", "--size", "tiny", "--set", "metrics.mode=mor"]));
+    assert!(stale.contains("stale: config changed"), "{stale}");
+}
+
+#[test]
+fn arguments_are_validated_before_any_work() {
+    let d = tempfile::tempdir().expect("tmp");
+    let o = d.path();
+    for (args, msg) in [
+        (vec!["run", "--size", "huge"], "size `huge`"),
+        (vec!["run", "--stages", "ingest,nope"], "unknown stage `nope`"),
+        (vec!["run", "--set", "bm25.k9=1"], "no option `k9`"),
+        (vec!["run", "--set", "bm25.b=2"], "b must be within [0, 1]"),
+        (vec!["run", "--dataset", "stark-prime"], "not available"),
+        (vec!["run", "--dataset", "nope"], "unknown dataset `nope`"),
+    ] {
+        let out = tgrag(o, &args);
+        assert!(!out.status.success(), "{args:?} should fail");
+        assert!(stderr(&out).contains(msg), "{args:?}: {}", stderr(&out));
+    }
+    assert!(!o.join("synthetic").exists(), "nothing may be written before validation passes");
+}
+
+// ---- bad input files -------------------------------------------------------------------------
+
+const NODES: &str = "node_id,node_type,name,doc\n0,product,Trail Tent,A waterproof tent\n1,brand,Zentra,A brand\n2,product,Mug,A steel mug\n3,color,red,red\n";
+const EDGES: &str = "src,dst,relation\n0,1,has_brand\n2,1,has_brand\n0,3,has_color\n";
+const QUERIES: &str = "query_id,text,split\n0,waterproof tent by Zentra,test\n1,steel mug,train\n";
+const ANSWERS: &str = "query_id,node_id\n0,0\n1,2\n";
+
+fn folder(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let d = tempfile::tempdir().expect("tmp");
+    for (name, text) in files {
+        std::fs::write(d.path().join(name), text).expect("write");
+    }
+    d
+}
+
+fn base_with(replace: &str, text: &str) -> tempfile::TempDir {
+    let mut files = vec![("nodes.csv", NODES), ("edges.csv", EDGES), ("queries.csv", QUERIES), ("answers.csv", ANSWERS)];
+    let stem = |n: &str| n.split('.').next().unwrap_or("").to_string();
+    files.retain(|f| stem(f.0) != stem(replace));
+    if !replace.ends_with(".parquet") {
+        files.push((replace, text));
+    }
+    folder(&files)
+}
+
+/// Runs a folder dataset that must fail; checks the message and that nothing was left behind.
+fn expect_rejected(data: &Path, must_contain: &[&str]) {
+    let out_dir = tempfile::tempdir().expect("tmp");
+    let o = out_dir.path();
+    let out = tgrag(o, &["run", "--dataset", "mine", "--data-dir", data.to_str().expect("utf8")]);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "should fail; stdout: {}", stdout(&out));
+    for m in must_contain {
+        assert!(err.contains(m), "missing `{m}` in error:\n{err}");
+    }
+    let left = files_named(o, |n| n.ends_with(".parquet") || n.ends_with(".tmp") || n == "manifest.json");
+    assert!(left.is_empty(), "artifacts left behind: {left:?}");
+    assert!(!o.join("mine/ingest").exists(), "stage folder left behind");
+}
+
+#[test]
+fn a_valid_folder_dataset_runs_end_to_end() {
+    let data = base_with("none", "");
+    let d = tempfile::tempdir().expect("tmp");
+    let out = ok(tgrag(d.path(), &["run", "--dataset", "mine", "--data-dir", data.path().to_str().expect("utf8")]));
+    assert!(verbs(&out).iter().all(|x| x.1 == "ran"), "{out}");
+    let agg = ok(tgrag(d.path(), &["sql", "SELECT hit1 FROM mine_metrics_aggregate WHERE group_by = 'all'"]));
+    assert!(agg.contains("| 1.0 ") || agg.contains("| 1 "), "both toy queries are answered at rank 1:\n{agg}");
+}
+
+#[test]
+fn truncated_csv_is_rejected_with_file_row_and_column() {
+    // The file ends mid-row: "3,color,red,red\n" becomes "3,color,re", so the row has no `doc`.
+    let cut = &NODES[..NODES.len() - 6];
+    assert!(cut.ends_with("3,color,re"));
+    let data = base_with("nodes.csv", cut);
+    expect_rejected(data.path(), &["nodes.csv", "row 3", "column `doc`", "missing value"]);
+}
+
+#[test]
+fn wrong_column_type_is_rejected_with_file_row_and_column() {
+    let data = base_with("edges.csv", "src,dst,relation\n0,1,has_brand\n2,one,has_brand\n");
+    expect_rejected(data.path(), &["edges.csv", "row 1", "column `dst`", "`one` is not a valid UInt32"]);
+}
+
+#[test]
+fn edge_to_missing_node_is_rejected_with_file_row_and_column() {
+    let data = base_with("edges.csv", "src,dst,relation\n0,1,has_brand\n2,1,has_brand\n0,42,has_color\n");
+    expect_rejected(data.path(), &["edges.csv", "row 2", "column `dst`", "node_id 42 which does not exist"]);
+}
+
+#[test]
+fn duplicate_node_id_is_rejected_with_file_row_and_column() {
+    let data = base_with("nodes.csv", &format!("{NODES}1,brand,Again,dup\n"));
+    expect_rejected(data.path(), &["nodes.csv", "row 4", "column `node_id`", "duplicate node_id 1 (first at row 1)"]);
+}
+
+fn nodes_parquet(ids: ArrayRef) -> RecordBatch {
+    let n = ids.len();
+    RecordBatch::try_from_iter(vec![
+        ("node_id", ids),
+        ("node_type", Arc::new(StringArray::from(vec!["product"; n])) as ArrayRef),
+        ("name", Arc::new(StringArray::from(vec!["x"; n])) as ArrayRef),
+        ("doc", Arc::new(StringArray::from(vec!["d"; n])) as ArrayRef),
+    ])
+    .expect("batch")
+}
+
+#[test]
+fn wrong_parquet_type_and_truncated_parquet_are_rejected() {
+    // node_id stored as float: rejected at its first row, naming the column and both types.
+    let data = base_with("nodes.parquet", "");
+    let p = data.path().join("nodes.parquet");
+    let floats: ArrayRef = Arc::new(Float64Array::from(vec![0.0, 1.0, 2.0, 3.0]));
+    tgrag_schemas::io::write_parquet_atomic(&p, &nodes_parquet(floats)).expect("write");
+    expect_rejected(data.path(), &["nodes.parquet", "row 0", "column `node_id`", "has type Float64, expected UInt32"]);
+
+    // A truncated Parquet file has lost its footer: the file is named and said to be unreadable.
+    let ids: ArrayRef = Arc::new(UInt32Array::from(vec![0, 1, 2, 3]));
+    tgrag_schemas::io::write_parquet_atomic(&p, &nodes_parquet(ids)).expect("write");
+    let bytes = std::fs::read(&p).expect("read");
+    std::fs::write(&p, &bytes[..bytes.len() - 20]).expect("truncate");
+    expect_rejected(data.path(), &["nodes.parquet", "not a readable Parquet file (truncated or corrupt?)"]);
+}
+
+// ---- crash safety and determinism ------------------------------------------------------------
+
+#[test]
+fn sigkill_at_any_stage_then_rerun_gives_the_bytes_of_a_clean_run() {
+    let clean = tempfile::tempdir().expect("tmp");
+    ok(tgrag(clean.path(), &["run", "--size", "medium"]));
+    let reference = snapshot(clean.path());
+    assert!(reference.keys().any(|k| k.ends_with("metrics/report.md")));
+
+    // Same inputs twice give the same bytes.
+    let twice = tempfile::tempdir().expect("tmp");
+    ok(tgrag(twice.path(), &["run", "--size", "medium"]));
+    assert!(snapshot(twice.path()) == reference, "two clean runs differ");
+
+    let crashed = tempfile::tempdir().expect("tmp");
+    let o = crashed.path();
+    let mut kills = 0;
+    for stage in ["ingest", "bm25", "metrics"] {
+        let dir = o.join("synthetic").join(stage);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tgrag"))
+            .arg("--outputs")
+            .arg(o)
+            .args(["--quiet", "run", "--size", "medium"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        // Wait until the stage is mid-flight: its folder exists without a manifest (temporary files
+        // being written, or outputs committed but the manifest not yet written).
+        let t0 = Instant::now();
+        loop {
+            if dir.is_dir() && !dir.join("manifest.json").exists() {
+                child.kill().expect("SIGKILL");
+                kills += 1;
+                break;
+            }
+            if child.try_wait().expect("wait").is_some() || t0.elapsed() > Duration::from_secs(60) {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        let _ = child.wait();
+    }
+    assert!(kills >= 2, "the run was killed mid-stage only {kills} times");
+    let resumed = ok(tgrag(o, &["run", "--size", "medium"]));
+    assert!(resumed.contains("no complete previous run") || resumed.contains("no previous run"), "{resumed}");
+    let got = snapshot(o);
+    assert!(files_named(o, |n| n.ends_with(".tmp")).is_empty(), "temporary files left");
+    assert_eq!(got.keys().collect::<Vec<_>>(), reference.keys().collect::<Vec<_>>());
+    for (k, v) in &reference {
+        assert!(got.get(k) == Some(v), "{} differs from the clean run", k.display());
+    }
+}
