@@ -86,7 +86,7 @@ fn second_run_skips_everything_force_reruns_and_config_change_reruns_downstream(
     let o = d.path();
     let first = ok(tgrag(o, &["run", "--size", "tiny"]));
     let v = verbs(&first);
-    assert_eq!(v.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(), vec!["ingest", "bm25", "metrics"], "{first}");
+    assert_eq!(v.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(), vec!["ingest", "graph", "bm25", "dense", "metrics"], "{first}");
     assert!(v.iter().all(|x| x.1 == "ran"), "{first}");
     assert!(first.contains("report:"), "{first}");
 
@@ -102,11 +102,11 @@ fn second_run_skips_everything_force_reruns_and_config_change_reruns_downstream(
 
     // A config change reruns the stage and, because its outputs change, its dependents.
     let changed = ok(tgrag(o, &["run", "--size", "tiny", "--set", "bm25.k1=1.2"]));
-    let v = verbs(&changed);
-    assert_eq!(v[0], ("ingest".into(), "skipped".into()), "{changed}");
-    assert_eq!(v[1], ("bm25".into(), "ran".into()), "{changed}");
-    assert!(changed.contains("config changed"), "{changed}");
-    assert_eq!(v[2], ("metrics".into(), "ran".into()), "{changed}");
+    let v: BTreeMap<String, String> = verbs(&changed).into_iter().collect();
+    let verb = |s: &str| v.get(s).map(String::as_str).unwrap_or("");
+    assert_eq!((verb("ingest"), verb("graph"), verb("dense")), ("skipped", "skipped", "skipped"), "{changed}");
+    assert_eq!((verb("bm25"), verb("metrics")), ("ran", "ran"), "{changed}");
+    assert!(changed.contains("config changed") && changed.contains("input `bm25` changed"), "{changed}");
 
     // A tampered output is detected.
     let report = o.join("synthetic/metrics/report.md");
@@ -130,7 +130,7 @@ fn sql_counts_nodes_and_schema_and_stages_describe() {
     assert!(out.contains(&format!("| {} ", nodes.num_rows())), "{out}");
     // Joins across stages work on the registered names.
     let out = ok(tgrag(o, &["sql", "SELECT method, count(*) AS q FROM synthetic_metrics_per_query GROUP BY method"]));
-    assert!(out.contains("bm25") && out.contains("| 80 "), "{out}");
+    assert!(out.contains("bm25") && out.contains("dense-hash") && out.contains("| 80 "), "{out}");
     let list = ok(tgrag(o, &["sql", "--list", ""]));
     assert!(list.contains("synthetic_bm25_run") && list.contains("synthetic_ingest_tag_edges"), "{list}");
 
@@ -140,7 +140,7 @@ fn sql_counts_nodes_and_schema_and_stages_describe() {
     assert!(!bad.status.success() && stderr(&bad).contains("unknown table `nope`"));
 
     let stages = ok(tgrag(o, &["stages", "--size", "tiny"]));
-    assert_eq!(stages.matches("up to date").count(), 3, "{stages}");
+    assert_eq!(stages.matches("up to date").count(), 5, "{stages}");
     let stale = ok(tgrag(o, &["stages", "--size", "tiny", "--set", "metrics.mode=mor"]));
     assert!(stale.contains("stale: config changed"), "{stale}");
 }
@@ -286,7 +286,7 @@ fn sigkill_at_any_stage_then_rerun_gives_the_bytes_of_a_clean_run() {
     let crashed = tempfile::tempdir().expect("tmp");
     let o = crashed.path();
     let mut kills = 0;
-    for stage in ["ingest", "bm25", "metrics"] {
+    for stage in ["ingest", "graph", "bm25", "dense", "metrics"] {
         let dir = o.join("synthetic").join(stage);
         let mut child = Command::new(env!("CARGO_BIN_EXE_tgrag"))
             .arg("--outputs")
@@ -312,7 +312,7 @@ fn sigkill_at_any_stage_then_rerun_gives_the_bytes_of_a_clean_run() {
         }
         let _ = child.wait();
     }
-    assert!(kills >= 2, "the run was killed mid-stage only {kills} times");
+    assert!(kills >= 3, "the run was killed mid-stage only {kills} times");
     let resumed = ok(tgrag(o, &["run", "--size", "medium"]));
     assert!(resumed.contains("no complete previous run") || resumed.contains("no previous run"), "{resumed}");
     let got = snapshot(o);

@@ -6,13 +6,17 @@
 //! | stage     | reads                         | writes                                      |
 //! |-----------|-------------------------------|---------------------------------------------|
 //! | `ingest`  | the dataset (generator/files) | canonical tables (`nodes`, `edges`, ...)     |
+//! | `graph`   | `ingest`                      | `graph_stats` (degrees, components)          |
 //! | `bm25`    | `ingest`                      | `run` (BM25 top-k per query), `index_stats` |
+//! | `dense`   | `ingest`                      | `embeddings`, `run` (cosine top-k, burn)     |
 //! | `metrics` | `ingest`, every run stage     | `per_query`, `aggregate`, `report.md`        |
 
 pub mod bm25;
 pub mod context;
+pub mod dense;
 pub mod error;
 pub mod eval;
+pub mod graph;
 pub mod ingest;
 pub mod metrics;
 pub mod text;
@@ -51,7 +55,7 @@ pub trait Stage: Send + Sync {
 
 /// Every stage, in a valid execution order.
 pub fn all() -> Vec<&'static dyn Stage> {
-    vec![&ingest::Ingest, &bm25::Bm25Stage, &metrics::Metrics]
+    vec![&ingest::Ingest, &graph::GraphStage, &bm25::Bm25Stage, &dense::DenseStage, &metrics::Metrics]
 }
 
 /// Deserialises a stage config strictly, naming the stage on error.

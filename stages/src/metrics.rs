@@ -16,7 +16,7 @@ use crate::eval::{Candidates, EvalMode, query_metrics};
 use crate::{Result, Stage, StageContext, StageError, StageInfo, parse_config, to_json};
 
 /// Retrieval stages whose `run` table is evaluated.
-pub const RUN_STAGES: &[&str] = &["bm25"];
+pub const RUN_STAGES: &[&str] = &["bm25", "dense"];
 
 /// Options of the `metrics` stage.
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
@@ -164,7 +164,7 @@ static INFO: StageInfo = StageInfo {
     name: "metrics",
     version: 1,
     about: "STaRK-semantics hit@1/hit@5/recall@20/MRR per query, aggregates (SQL), report.md",
-    deps: &["ingest", "bm25"],
+    deps: &["ingest", "bm25", "dense"],
     needs: &[("ingest", "queries"), ("ingest", "answers")],
     outputs: &["per_query", "aggregate", "report.md"],
 };

@@ -1,0 +1,241 @@
+//! `dense`: dense retrieval by cosine similarity, computed as blocked matrix products with burn (the
+//! Flex CPU backend, or wgpu on a GPU). Until the MiniLM encoder lands, the encoder is a hashing
+//! embedding: BERT normalisation and pre-tokenisation (tokenizers crate), unigrams and bigrams hashed
+//! (FNV-1a, signed) into `dim` buckets, sub-linear term frequency, L2 normalisation. Embeddings are
+//! stored as `FixedSizeList<f32, dim>`.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, FixedSizeListArray, Float32Array, RecordBatch, UInt32Array};
+use arrow::datatypes::{DataType, Field};
+use burn::tensor::{Device, DeviceKind, Tensor, TensorData};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use tgrag_schemas::columns;
+use tokenizers::normalizers::bert::BertNormalizer;
+use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
+use tokenizers::{NormalizedString, Normalizer, OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer};
+
+use crate::bm25::{run_batch, top_k};
+use crate::{Result, Stage, StageContext, StageError, StageInfo, parse_config, to_json};
+
+/// Which burn device computes the similarities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceChoice {
+    /// burn's Flex CPU backend (deterministic; the default everywhere).
+    #[default]
+    Cpu,
+    /// burn-wgpu on the default GPU adapter.
+    Gpu,
+}
+
+impl DeviceChoice {
+    /// The burn device.
+    pub fn device(self) -> Device {
+        match self {
+            DeviceChoice::Cpu => Device::flex(),
+            DeviceChoice::Gpu => Device::wgpu(DeviceKind::DefaultDevice),
+        }
+    }
+}
+
+/// Options of the `dense` stage.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DenseConfig {
+    /// Embedding width of the hashing encoder.
+    pub dim: usize,
+    pub top_k: usize,
+    /// Queries per matrix product.
+    pub batch: usize,
+    pub device: DeviceChoice,
+}
+
+impl Default for DenseConfig {
+    fn default() -> Self {
+        DenseConfig { dim: 256, top_k: 100, batch: 64, device: DeviceChoice::Cpu }
+    }
+}
+
+fn words(text: &str) -> std::result::Result<Vec<String>, StageError> {
+    let err = |e: tokenizers::Error| StageError::Internal(format!("tokenizers: {e}"));
+    let mut n = NormalizedString::from(text);
+    BertNormalizer::default().normalize(&mut n).map_err(err)?;
+    let mut p = PreTokenizedString::from(n);
+    BertPreTokenizer.pre_tokenize(&mut p).map_err(err)?;
+    Ok(p.get_splits(OffsetReferential::Original, OffsetType::None)
+        .into_iter()
+        .map(|s| s.0)
+        .filter(|w| w.chars().any(char::is_alphanumeric))
+        .map(str::to_string)
+        .collect())
+}
+
+fn fnv1a(parts: &[&str]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            h ^= 0x20;
+            h = h.wrapping_mul(0x100_0000_01b3);
+        }
+        for b in p.bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// The hashing embedding of `text` (L2-normalised; all zeros for text without words).
+pub fn hash_embed(text: &str, dim: usize) -> Result<Vec<f32>> {
+    let w = words(text)?;
+    let mut counts = std::collections::HashMap::<(usize, bool), f32>::new();
+    let feats = w.iter().map(|a| fnv1a(&[a])).chain(w.windows(2).map(|p| fnv1a(&[&p[0], &p[1]])));
+    for h in feats {
+        *counts.entry(((h % dim as u64) as usize, h >> 63 == 1)).or_insert(0.0) += 1.0;
+    }
+    let mut v = vec![0f32; dim];
+    let mut keys: Vec<_> = counts.into_iter().collect();
+    keys.sort_unstable_by_key(|k| k.0);
+    for ((i, neg), tf) in keys {
+        let x = 1.0 + tf.ln();
+        v[i] += if neg { -x } else { x };
+    }
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+    Ok(v)
+}
+
+/// Exact top-k inner products of each query row against every document row (row-major `n × dim` and
+/// `m × dim`), computed as blocked matrix products on `device`. Ties break by document index.
+pub fn top_k_inner(docs: &[f32], queries: &[f32], dim: usize, k: usize, batch: usize, device: &Device) -> Result<Vec<Vec<(u32, f32)>>> {
+    let n = docs.len() / dim.max(1);
+    let m = queries.len() / dim.max(1);
+    if n == 0 || m == 0 {
+        return Ok(vec![Vec::new(); m]);
+    }
+    let d: Tensor<2> = Tensor::from_data(TensorData::new(docs.to_vec(), [n, dim]), device);
+    let dt = d.transpose();
+    let mut out = Vec::with_capacity(m);
+    for start in (0..m).step_by(batch.max(1)) {
+        let rows = batch.max(1).min(m - start);
+        let q: Tensor<2> = Tensor::from_data(TensorData::new(queries[start * dim..(start + rows) * dim].to_vec(), [rows, dim]), device);
+        let scores = q.matmul(dt.clone()).into_data();
+        let s = scores.as_slice::<f32>().map_err(|e| StageError::Internal(format!("reading scores: {e:?}")))?;
+        let block: Vec<Vec<(u32, f32)>> = (0..rows)
+            .into_par_iter()
+            .map(|r| {
+                let mut hits: Vec<(u32, f32)> = s[r * n..(r + 1) * n].iter().enumerate().map(|(j, &x)| (j as u32, x)).collect();
+                top_k(&mut hits, k);
+                hits
+            })
+            .collect();
+        out.extend(block);
+    }
+    Ok(out)
+}
+
+/// `FixedSizeList<f32, dim>` column of row-major embeddings.
+pub fn embedding_array(flat: Vec<f32>, dim: usize) -> Result<ArrayRef> {
+    let field = Arc::new(Field::new("item", DataType::Float32, true));
+    FixedSizeListArray::try_new(field, dim as i32, Arc::new(Float32Array::from(flat)), None)
+        .map(|a| Arc::new(a) as ArrayRef)
+        .map_err(|e| StageError::Internal(format!("embedding column: {e}")))
+}
+
+fn embed_all(texts: &[&str], dim: usize) -> Result<Vec<f32>> {
+    let rows: Vec<Vec<f32>> = texts.par_iter().map(|t| hash_embed(t, dim)).collect::<Result<_>>()?;
+    Ok(rows.concat())
+}
+
+pub struct DenseStage;
+
+static INFO: StageInfo = StageInfo {
+    name: "dense",
+    version: 1,
+    about: "hashing embeddings (tokenizers) + exact cosine top-k with burn (method `dense-hash`)",
+    deps: &["ingest"],
+    needs: &[("ingest", "nodes"), ("ingest", "queries")],
+    outputs: &["embeddings", "run"],
+};
+
+impl Stage for DenseStage {
+    fn info(&self) -> &'static StageInfo {
+        &INFO
+    }
+    fn default_config(&self) -> serde_json::Value {
+        to_json(&DenseConfig::default())
+    }
+    fn check_config(&self, config: &serde_json::Value) -> Result<()> {
+        let c: DenseConfig = parse_config(INFO.name, config)?;
+        if c.dim == 0 || c.top_k == 0 || c.batch == 0 {
+            return Err(StageError::Config { stage: INFO.name.into(), message: "dim, top_k and batch must be ≥ 1".into() });
+        }
+        Ok(())
+    }
+    fn run(&self, ctx: &mut StageContext<'_>) -> Result<()> {
+        let cfg: DenseConfig = ctx.config()?;
+        let nodes = ctx.input("ingest", "nodes")?;
+        let queries = ctx.input("ingest", "queries")?;
+        let (ids, docs) = (columns::u32s(&nodes, "node_id")?, columns::strs(&nodes, "doc")?);
+        let mut order: Vec<usize> = (0..ids.len()).collect();
+        order.sort_unstable_by_key(|&i| ids.value(i));
+        let doc_texts: Vec<&str> = order.iter().map(|&i| docs.value(i)).collect();
+        let doc_ids: Vec<u32> = order.iter().map(|&i| ids.value(i)).collect();
+        let demb = ctx.timed("embed nodes", |_| embed_all(&doc_texts, cfg.dim))?;
+        ctx.set_items(doc_texts.len() as u64);
+        let (qids, qtext) = (columns::u32s(&queries, "query_id")?, columns::strs(&queries, "text")?);
+        let q_texts: Vec<&str> = (0..qtext.len()).map(|i| qtext.value(i)).collect();
+        let qemb = ctx.timed("embed queries", |_| embed_all(&q_texts, cfg.dim))?;
+        let device = cfg.device.device();
+        let hits = ctx.timed("cosine top-k (burn)", |_| top_k_inner(&demb, &qemb, cfg.dim, cfg.top_k, cfg.batch, &device))?;
+        ctx.set_items(q_texts.len() as u64);
+        let rows: Vec<(u32, Vec<(u32, f32)>)> =
+            hits.into_iter().enumerate().map(|(i, h)| (qids.value(i), h.into_iter().map(|(d, s)| (doc_ids[d as usize], s)).collect())).collect();
+        let emb = RecordBatch::try_from_iter(vec![
+            ("node_id", Arc::new(UInt32Array::from(doc_ids.clone())) as ArrayRef),
+            ("embedding", embedding_array(demb, cfg.dim)?),
+        ])
+        .map_err(|e| StageError::Internal(e.to_string()))?;
+        ctx.write("embeddings", &emb)?;
+        ctx.write("run", &run_batch("dense-hash", &rows)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_embedding_is_unit_norm_and_similar_texts_score_higher() {
+        let a = hash_embed("Waterproof hiking tent, lightweight!", 128).expect("a");
+        let b = hash_embed("a lightweight waterproof tent for hiking", 128).expect("b");
+        let c = hash_embed("monoclonal antibody for renal fibrosis", 128).expect("c");
+        let dot = |x: &[f32], y: &[f32]| x.iter().zip(y).map(|(p, q)| p * q).sum::<f32>();
+        assert!((dot(&a, &a) - 1.0).abs() < 1e-5);
+        assert!(dot(&a, &b) > dot(&a, &c) + 0.2, "{} vs {}", dot(&a, &b), dot(&a, &c));
+        assert!(hash_embed("!!!", 16).expect("empty").iter().all(|&x| x == 0.0));
+    }
+
+    #[test]
+    fn burn_top_k_matches_brute_force() {
+        let mut rng = tgrag_datasets::rng::Rng::new(3);
+        let (n, m, dim) = (97, 13, 8);
+        let docs: Vec<f32> = (0..n * dim).map(|_| rng.normal() as f32).collect();
+        let qs: Vec<f32> = (0..m * dim).map(|_| rng.normal() as f32).collect();
+        let got = top_k_inner(&docs, &qs, dim, 5, 4, &Device::flex()).expect("top-k");
+        for (qi, hits) in got.iter().enumerate() {
+            let mut all: Vec<(u32, f32)> = (0..n)
+                .map(|j| (j as u32, (0..dim).map(|t| qs[qi * dim + t] * docs[j * dim + t]).sum::<f32>()))
+                .collect();
+            all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), all[..5].iter().map(|h| h.0).collect::<Vec<_>>());
+            for (h, w) in hits.iter().zip(&all) {
+                assert!((h.1 - w.1).abs() < 1e-4);
+            }
+        }
+    }
+}
