@@ -166,7 +166,7 @@ fn cmd_stages(outputs: PathBuf, a: DatasetArgs) -> Result<ExitCode> {
             let inputs = runner::stage_inputs(&root, *s, &dataset)?;
             let cfg = configs.get(info.name).cloned().unwrap_or_else(|| s.default_config());
             let code = runner::code_version(*s);
-            let fp = fingerprint_for(info.name, &code, &cfg, &inputs);
+            let fp = runner::fingerprint(info.name, &code, &cfg, &inputs);
             match runner::decide(&dir, &fp, &code, &cfg, &inputs, false) {
                 Decision::Skip(_) => "up to date".into(),
                 Decision::Run(why) => format!("stale: {why}"),
@@ -177,10 +177,6 @@ fn cmd_stages(outputs: PathBuf, a: DatasetArgs) -> Result<ExitCode> {
         println!("  {:<8} v{:<2} deps {:<12} {:<28}  {}", info.name, info.version, deps, status, info.about);
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn fingerprint_for(stage: &str, code: &str, cfg: &serde_json::Value, inputs: &BTreeMap<String, String>) -> String {
-    runner::fingerprint_pub(stage, code, cfg, inputs)
 }
 
 fn cmd_schema(table: Option<String>) -> Result<ExitCode> {

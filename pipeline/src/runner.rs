@@ -82,11 +82,7 @@ pub fn code_version(stage: &dyn Stage) -> String {
 }
 
 /// The cache key of a stage (see the module docs).
-pub fn fingerprint_pub(stage: &str, code: &str, config: &serde_json::Value, inputs: &BTreeMap<String, String>) -> String {
-    fingerprint(stage, code, config, inputs)
-}
-
-fn fingerprint(stage: &str, code: &str, config: &serde_json::Value, inputs: &BTreeMap<String, String>) -> String {
+pub fn fingerprint(stage: &str, code: &str, config: &serde_json::Value, inputs: &BTreeMap<String, String>) -> String {
     let canonical = serde_json::json!({ "stage": stage, "code": code, "config": config, "inputs": inputs });
     // serde_json maps are sorted (BTreeMap), so this text is canonical.
     io::hex(&Sha256::digest(canonical.to_string().as_bytes()))

@@ -1,8 +1,9 @@
 //! `bm25`: exact BM25 over node documents, and the stage that ranks every query with it.
 //!
 //! Scoring follows bm25s `method="lucene"`: idf = ln(1 + (N − df + 0.5)/(df + 0.5)) and term score
-//! tf·(k1+1)/(tf + k1·(1 − b + b·dl/avgdl)); the rank_bm25 Okapi variant (idf floored at ε·mean idf)
-//! is an option. The maths is pure ([`Bm25Params`] over a [`Bm25Stats`] provider); the index is a
+//! tf/(tf + k1·(1 − b + b·dl/avgdl)) (bm25s' Lucene variant has no (k1+1) factor; it scales every score
+//! alike and so never changes a ranking); the rank_bm25 Okapi variant, idf = ln((N − df + 0.5)/(df + 0.5))
+//! floored at ε·mean idf and tf·(k1+1)/(…), is an option. The maths is pure ([`Bm25Params`] over a [`Bm25Stats`] provider); the index is a
 //! term → (doc, tf) posting list built in parallel.
 
 use std::collections::HashMap;
@@ -64,10 +65,14 @@ impl Bm25Params {
         (1.0 + (n - df + 0.5) / (df + 0.5)).ln() as f32
     }
 
-    /// Term-frequency part of the score.
+    /// Term-frequency part of the score (with the (k1+1) factor for Okapi only, as the libraries do).
     pub fn tf_part(&self, tf: f32, doc_len: f32, avg_len: f32) -> f32 {
         let norm = if avg_len > 0.0 { doc_len / avg_len } else { 0.0 };
-        tf * (self.k1 + 1.0) / (tf + self.k1 * (1.0 - self.b + self.b * norm))
+        let boost = match self.variant {
+            Variant::Lucene => 1.0,
+            Variant::Okapi => self.k1 + 1.0,
+        };
+        tf * boost / (tf + self.k1 * (1.0 - self.b + self.b * norm))
     }
 }
 
@@ -362,7 +367,7 @@ mod tests {
                             return 0.0;
                         }
                         let idf = ((1.0 + (n as f64 - df as f64 + 0.5) / (df as f64 + 0.5)).ln()) as f32;
-                        idf * tf * (p.k1 + 1.0) / (tf + p.k1 * (1.0 - p.b + p.b * d.len() as f32 / avg))
+                        idf * tf / (tf + p.k1 * (1.0 - p.b + p.b * d.len() as f32 / avg))
                     })
                     .sum()
             })
@@ -387,6 +392,76 @@ mod tests {
         let mut sorted: Vec<(u32, f32)> = (0..5).map(|d| (d, want[d as usize])).filter(|x| x.1 > 0.0).collect();
         sorted.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         assert_eq!(got.iter().map(|x| x.0).collect::<Vec<_>>(), sorted.iter().map(|x| x.0).collect::<Vec<_>>());
+    }
+
+    fn fixture_dir() -> Option<std::path::PathBuf> {
+        let d = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/bm25");
+        if d.is_dir() {
+            Some(d)
+        } else {
+            eprintln!("skipped: {} not found (the shared fixtures are absent)", d.display());
+            None
+        }
+    }
+
+    fn token_lists(path: &std::path::Path, id_col: &str) -> Vec<(u32, Vec<String>)> {
+        use arrow::array::AsArray;
+        let b = tgrag_schemas::io::read_parquet(path).expect("read fixture");
+        let ids = arrow::compute::cast(b.column_by_name(id_col).expect("ids"), &arrow::datatypes::DataType::UInt32).expect("cast");
+        let ids = ids.as_primitive::<arrow::datatypes::UInt32Type>();
+        let toks = b.column_by_name("tokens").expect("tokens").as_list::<i32>();
+        (0..b.num_rows())
+            .map(|i| {
+                let l = toks.value(i);
+                let s = l.as_string::<i32>();
+                (ids.value(i), (0..s.len()).map(|j| s.value(j).to_string()).collect())
+            })
+            .collect()
+    }
+
+    /// Compares top-20 lists with the fixture: same ids up to ties (same score set), scores within tol.
+    fn check_against(dir: &std::path::Path, file: &str, params: Bm25Params, tol: f32) {
+        use arrow::array::AsArray;
+        let docs = token_lists(&dir.join("corpus.parquet"), "doc_id");
+        assert!(docs.iter().enumerate().all(|(i, d)| d.0 as usize == i));
+        let corpus: Vec<Vec<String>> = docs.into_iter().map(|d| d.1).collect();
+        let index = Index::build(&corpus, params);
+        let queries = token_lists(&dir.join("queries.parquet"), "query_id");
+        let want = tgrag_schemas::io::read_parquet(&dir.join(file)).expect("top20");
+        let cast = |c: &str, t| arrow::compute::cast(want.column_by_name(c).expect("col"), &t).expect("cast");
+        let (q, d, s) = (cast("query_id", arrow::datatypes::DataType::UInt32), cast("doc_id", arrow::datatypes::DataType::UInt32), cast("score", arrow::datatypes::DataType::Float64));
+        let (q, d, s) = (q.as_primitive::<arrow::datatypes::UInt32Type>(), d.as_primitive::<arrow::datatypes::UInt32Type>(), s.as_primitive::<arrow::datatypes::Float64Type>());
+        let mut expected: HashMap<u32, Vec<(u32, f64)>> = HashMap::new();
+        for i in 0..want.num_rows() {
+            expected.entry(q.value(i)).or_default().push((d.value(i), s.value(i)));
+        }
+        for (qid, toks) in &queries {
+            let got = index.search(toks, 20, None);
+            let exp = expected.get(qid).cloned().unwrap_or_default();
+            assert_eq!(got.len(), exp.len(), "query {qid}: {got:?} vs {exp:?}");
+            for (g, e) in got.iter().zip(&exp) {
+                assert!(((g.1 as f64) - e.1).abs() <= f64::from(tol) * e.1.abs().max(1.0), "query {qid}: score {} vs {}", g.1, e.1);
+                if g.0 != e.0 {
+                    // Only a tie may reorder ids.
+                    let tied = exp.iter().any(|x| x.0 == g.0 && (x.1 - e.1).abs() < 1e-4);
+                    assert!(tied, "query {qid}: doc {} where {} was expected", g.0, e.0);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn matches_bm25s_lucene_fixture() {
+        if let Some(dir) = fixture_dir() {
+            check_against(&dir, "bm25s_lucene_top20.parquet", Bm25Params { k1: 1.2, b: 0.75, variant: Variant::Lucene, epsilon: 0.25 }, 1e-4);
+        }
+    }
+
+    #[test]
+    fn matches_rank_bm25_okapi_fixture() {
+        if let Some(dir) = fixture_dir() {
+            check_against(&dir, "rank_bm25_top20.parquet", Bm25Params { k1: 1.5, b: 0.75, variant: Variant::Okapi, epsilon: 0.25 }, 1e-4);
+        }
     }
 
     #[test]

@@ -168,6 +168,47 @@ mod tests {
     }
 
     #[test]
+    fn matches_ranking_metrics_fixture() {
+        use arrow::array::AsArray;
+        use arrow::datatypes::{DataType, Float64Type, UInt32Type};
+        use std::collections::HashMap;
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/ranking_metrics");
+        if !dir.is_dir() {
+            eprintln!("skipped: {} not found (the shared fixtures are absent)", dir.display());
+            return;
+        }
+        let read = |f: &str| tgrag_schemas::io::read_parquet(&dir.join(f)).expect("fixture");
+        let col = |b: &arrow::array::RecordBatch, c: &str, t: DataType| arrow::compute::cast(b.column_by_name(c).expect(c), &t).expect("cast");
+        let run = read("run.parquet");
+        let (rq, rn, rs) = (col(&run, "qid", DataType::UInt32), col(&run, "node_id", DataType::UInt32), col(&run, "score", DataType::Float32));
+        let (rq, rn, rs) = (rq.as_primitive::<UInt32Type>(), rn.as_primitive::<UInt32Type>(), rs.as_primitive::<arrow::datatypes::Float32Type>());
+        let mut runs: HashMap<u32, Vec<(u32, f32)>> = HashMap::new();
+        for i in 0..run.num_rows() {
+            runs.entry(rq.value(i)).or_default().push((rn.value(i), rs.value(i)));
+        }
+        let qrels = read("qrels.parquet");
+        let (aq, an) = (col(&qrels, "qid", DataType::UInt32), col(&qrels, "node_id", DataType::UInt32));
+        let (aq, an) = (aq.as_primitive::<UInt32Type>(), an.as_primitive::<UInt32Type>());
+        let mut gold: HashMap<u32, Vec<u32>> = HashMap::new();
+        for i in 0..qrels.num_rows() {
+            gold.entry(aq.value(i)).or_default().push(an.value(i));
+        }
+        let m = read("metrics.parquet");
+        let q = col(&m, "qid", DataType::UInt32);
+        let q = q.as_primitive::<UInt32Type>();
+        let want: Vec<_> = ["hit1", "hit5", "recall20", "mrr"].iter().map(|c| col(&m, c, DataType::Float64)).collect();
+        let cands = Candidates::range(1000);
+        for i in 0..m.num_rows() {
+            let qid = q.value(i);
+            let got = query_metrics(runs.get(&qid).map_or(&[][..], Vec::as_slice), &gold[&qid], &cands, EvalMode::Stark);
+            let w: Vec<f64> = want.iter().map(|a| a.as_primitive::<Float64Type>().value(i)).collect();
+            for (name, g, w) in [("hit1", got.hit1, w[0]), ("hit5", got.hit5, w[1]), ("recall20", got.recall20, w[2]), ("mrr", got.mrr, w[3])] {
+                assert!((g - w).abs() < 1e-9, "query {qid} {name}: {g} vs {w}");
+            }
+        }
+    }
+
+    #[test]
     fn hand_computed_case() {
         // Candidates 0..10; run ranks 7 (0.9), 3 (0.5); answers {3, 8}.
         // STaRK: 3 is rank 2; 8 unretrieved: after 7, 3 and the unretrieved ids 0,1,2,4,5,6 → rank 9.
