@@ -54,7 +54,7 @@ pub struct DenseConfig {
 
 impl Default for DenseConfig {
     fn default() -> Self {
-        DenseConfig { dim: 256, top_k: 100, batch: 64, device: DeviceChoice::Cpu }
+        DenseConfig { dim: 256, top_k: 100, batch: 256, device: DeviceChoice::Cpu }
     }
 }
 
@@ -117,25 +117,68 @@ pub fn top_k_inner(docs: &[f32], queries: &[f32], dim: usize, k: usize, batch: u
     if n == 0 || m == 0 {
         return Ok(vec![Vec::new(); m]);
     }
-    let d: Tensor<2> = Tensor::from_data(TensorData::new(docs.to_vec(), [n, dim]), device);
-    let dt = d.transpose();
+    // The transposed document matrix is materialised once (dim × n, contiguous), so that every block
+    // is a plain [rows × dim] · [dim × n] product.
+    let mut t = vec![0f32; n * dim];
+    for (j, row) in docs.chunks_exact(dim).enumerate() {
+        for (i, &x) in row.iter().enumerate() {
+            t[i * n + j] = x;
+        }
+    }
+    let dt: Tensor<2> = Tensor::from_data(TensorData::new(t, [dim, n]), device);
     let mut out = Vec::with_capacity(m);
     for start in (0..m).step_by(batch.max(1)) {
         let rows = batch.max(1).min(m - start);
         let q: Tensor<2> = Tensor::from_data(TensorData::new(queries[start * dim..(start + rows) * dim].to_vec(), [rows, dim]), device);
         let scores = q.matmul(dt.clone()).into_data();
         let s = scores.as_slice::<f32>().map_err(|e| StageError::Internal(format!("reading scores: {e:?}")))?;
-        let block: Vec<Vec<(u32, f32)>> = (0..rows)
-            .into_par_iter()
-            .map(|r| {
-                let mut hits: Vec<(u32, f32)> = s[r * n..(r + 1) * n].iter().enumerate().map(|(j, &x)| (j as u32, x)).collect();
-                top_k(&mut hits, k);
-                hits
-            })
-            .collect();
+        let block: Vec<Vec<(u32, f32)>> = s.par_chunks_exact(n).map(|row| heap_top_k(row, k)).collect();
         out.extend(block);
     }
     Ok(out)
+}
+
+/// The `k` largest entries of `row` as (index, value), best first, ties by index ascending, with a
+/// bounded heap (one pass, no copy of the row).
+pub fn heap_top_k(row: &[f32], k: usize) -> Vec<(u32, f32)> {
+    use std::cmp::Ordering;
+    use std::collections::BinaryHeap;
+    /// Heap entry ordered so that the heap's top is the worst kept hit.
+    struct Worst(f32, u32);
+    impl PartialEq for Worst {
+        fn eq(&self, o: &Self) -> bool {
+            self.cmp(o) == Ordering::Equal
+        }
+    }
+    impl Eq for Worst {}
+    impl PartialOrd for Worst {
+        fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+            Some(self.cmp(o))
+        }
+    }
+    impl Ord for Worst {
+        // Greater = worse: lower score, or equal score and higher index.
+        fn cmp(&self, o: &Self) -> Ordering {
+            o.0.total_cmp(&self.0).then(self.1.cmp(&o.1))
+        }
+    }
+    if k == 0 {
+        return Vec::new();
+    }
+    let mut heap: BinaryHeap<Worst> = BinaryHeap::with_capacity(k + 1);
+    for (j, &x) in row.iter().enumerate() {
+        if heap.len() < k {
+            heap.push(Worst(x, j as u32));
+        } else if let Some(top) = heap.peek()
+            && Worst(x, j as u32) < *top
+        {
+            heap.pop();
+            heap.push(Worst(x, j as u32));
+        }
+    }
+    let mut v: Vec<(u32, f32)> = heap.into_iter().map(|w| (w.1, w.0)).collect();
+    top_k(&mut v, k);
+    v
 }
 
 /// `FixedSizeList<f32, dim>` column of row-major embeddings.
@@ -218,6 +261,20 @@ mod tests {
         assert!((dot(&a, &a) - 1.0).abs() < 1e-5);
         assert!(dot(&a, &b) > dot(&a, &c) + 0.2, "{} vs {}", dot(&a, &b), dot(&a, &c));
         assert!(hash_embed("!!!", 16).expect("empty").iter().all(|&x| x == 0.0));
+    }
+
+    #[test]
+    fn heap_top_k_matches_sorting_with_ties() {
+        let mut rng = tgrag_datasets::rng::Rng::new(8);
+        for _ in 0..200 {
+            let n = 1 + rng.below(50);
+            let row: Vec<f32> = (0..n).map(|_| rng.below(6) as f32).collect();
+            let k = rng.below(n + 3);
+            let mut all: Vec<(u32, f32)> = row.iter().enumerate().map(|(j, &x)| (j as u32, x)).collect();
+            all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            all.truncate(k);
+            assert_eq!(heap_top_k(&row, k), all);
+        }
     }
 
     #[test]
