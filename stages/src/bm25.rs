@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use tgrag_schemas::{columns, tables};
 
 use crate::text::{TokenizerKind, tokenize};
-use crate::{Result, Stage, StageContext, StageError, StageInfo, parse_config, to_json};
+use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
 
 /// Which idf to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -272,29 +272,22 @@ static INFO: StageInfo = StageInfo {
     outputs: &["run", "index_stats"],
 };
 
-impl Stage for Bm25Stage {
-    fn info(&self) -> &'static StageInfo {
-        &INFO
-    }
-    fn default_config(&self) -> serde_json::Value {
-        to_json(&Bm25Config::default())
-    }
-    fn check_config(&self, config: &serde_json::Value) -> Result<()> {
-        let c: Bm25Config = parse_config(INFO.name, config)?;
-        let bad = |m: &str| Err(StageError::Config { stage: INFO.name.into(), message: m.into() });
+impl StageSpec for Bm25Stage {
+    type Config = Bm25Config;
+    const INFO: &'static StageInfo = &INFO;
+    fn validate(c: &Bm25Config) -> std::result::Result<(), String> {
         if !(c.params.k1 >= 0.0) {
-            return bad("k1 must be ≥ 0");
+            return Err("k1 must be ≥ 0".into());
         }
         if !(0.0..=1.0).contains(&c.params.b) {
-            return bad("b must be within [0, 1]");
+            return Err("b must be within [0, 1]".into());
         }
         if c.top_k == 0 {
-            return bad("top_k must be ≥ 1");
+            return Err("top_k must be ≥ 1".into());
         }
         Ok(())
     }
-    fn run(&self, ctx: &mut StageContext<'_>) -> Result<()> {
-        let cfg: Bm25Config = ctx.config()?;
+    fn execute(&self, ctx: &mut StageContext<'_>, cfg: Bm25Config) -> Result<()> {
         let nodes = ctx.input("ingest", "nodes")?;
         let queries = ctx.input("ingest", "queries")?;
         let ids = columns::u32s(&nodes, "node_id")?;

@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use arrow::record_batch::RecordBatch;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use serde::de::DeserializeOwned;
 use tgrag_datasets::DatasetSpec;
 use tgrag_schemas::{io, tables};
 
@@ -88,12 +87,6 @@ impl<'a> StageContext<'a> {
             written: Vec::new(),
             timings: Vec::new(),
         }
-    }
-
-    /// The stage's config, deserialised.
-    pub fn config<T: DeserializeOwned>(&self) -> Result<T> {
-        serde_json::from_value(self.config.clone())
-            .map_err(|e| StageError::Config { stage: self.stage.into(), message: e.to_string() })
     }
 
     /// Path of an upstream artifact.

@@ -17,7 +17,7 @@ use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
 use tokenizers::{NormalizedString, Normalizer, OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer};
 
 use crate::bm25::{run_batch, top_k};
-use crate::{Result, Stage, StageContext, StageError, StageInfo, parse_config, to_json};
+use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
 
 /// Which burn device computes the similarities.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -205,22 +205,16 @@ static INFO: StageInfo = StageInfo {
     outputs: &["embeddings", "run"],
 };
 
-impl Stage for DenseStage {
-    fn info(&self) -> &'static StageInfo {
-        &INFO
-    }
-    fn default_config(&self) -> serde_json::Value {
-        to_json(&DenseConfig::default())
-    }
-    fn check_config(&self, config: &serde_json::Value) -> Result<()> {
-        let c: DenseConfig = parse_config(INFO.name, config)?;
+impl StageSpec for DenseStage {
+    type Config = DenseConfig;
+    const INFO: &'static StageInfo = &INFO;
+    fn validate(c: &DenseConfig) -> std::result::Result<(), String> {
         if c.dim == 0 || c.top_k == 0 || c.batch == 0 {
-            return Err(StageError::Config { stage: INFO.name.into(), message: "dim, top_k and batch must be ≥ 1".into() });
+            return Err("dim, top_k and batch must be ≥ 1".into());
         }
         Ok(())
     }
-    fn run(&self, ctx: &mut StageContext<'_>) -> Result<()> {
-        let cfg: DenseConfig = ctx.config()?;
+    fn execute(&self, ctx: &mut StageContext<'_>, cfg: DenseConfig) -> Result<()> {
         let nodes = ctx.input("ingest", "nodes")?;
         let queries = ctx.input("ingest", "queries")?;
         let (ids, docs) = (columns::u32s(&nodes, "node_id")?, columns::strs(&nodes, "doc")?);

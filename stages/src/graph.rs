@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use tgrag_schemas::columns;
 
-use crate::{Result, Stage, StageContext, StageError, StageInfo, parse_config, to_json};
+use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
 
 /// The knowledge base as an undirected graph: every stored edge (s, d, r) is traversable both ways,
 /// as in STaRK's undirected conversion. Parallel edges between the same pair are folded into one
@@ -97,17 +97,10 @@ static INFO: StageInfo = StageInfo {
     outputs: &["graph_stats"],
 };
 
-impl Stage for GraphStage {
-    fn info(&self) -> &'static StageInfo {
-        &INFO
-    }
-    fn default_config(&self) -> serde_json::Value {
-        to_json(&GraphConfig::default())
-    }
-    fn check_config(&self, config: &serde_json::Value) -> Result<()> {
-        parse_config::<GraphConfig>(INFO.name, config).map(|_| ())
-    }
-    fn run(&self, ctx: &mut StageContext<'_>) -> Result<()> {
+impl StageSpec for GraphStage {
+    type Config = GraphConfig;
+    const INFO: &'static StageInfo = &INFO;
+    fn execute(&self, ctx: &mut StageContext<'_>, _config: GraphConfig) -> Result<()> {
         let nodes = ctx.input("ingest", "nodes")?;
         let edges = ctx.input("ingest", "edges")?;
         let ids = columns::u32s(&nodes, "node_id")?;

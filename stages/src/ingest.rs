@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Result, Stage, StageContext, StageInfo, parse_config, to_json};
+use crate::{Result, StageContext, StageInfo, StageSpec};
 
 /// Ingest has no options of its own: the dataset's own options (size, seed, files) are its input.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -21,17 +21,10 @@ static INFO: StageInfo = StageInfo {
     outputs: &["nodes", "edges", "queries", "answers", "graph_nodes", "graph_edges", "qa", "tag_nodes", "tag_edges"],
 };
 
-impl Stage for Ingest {
-    fn info(&self) -> &'static StageInfo {
-        &INFO
-    }
-    fn default_config(&self) -> serde_json::Value {
-        to_json(&IngestConfig::default())
-    }
-    fn check_config(&self, config: &serde_json::Value) -> Result<()> {
-        parse_config::<IngestConfig>(INFO.name, config).map(|_| ())
-    }
-    fn run(&self, ctx: &mut StageContext<'_>) -> Result<()> {
+impl StageSpec for Ingest {
+    type Config = IngestConfig;
+    const INFO: &'static StageInfo = &INFO;
+    fn execute(&self, ctx: &mut StageContext<'_>, _config: IngestConfig) -> Result<()> {
         let dataset = ctx.dataset;
         let tables = ctx.timed("load+validate", |_| Ok(tgrag_datasets::load(dataset)?))?;
         ctx.timed("write", |ctx| {

@@ -58,12 +58,41 @@ pub fn all() -> Vec<&'static dyn Stage> {
     vec![&ingest::Ingest, &graph::GraphStage, &bm25::Bm25Stage, &dense::DenseStage, &metrics::Metrics]
 }
 
-/// Deserialises a stage config strictly, naming the stage on error.
-pub fn parse_config<T: serde::de::DeserializeOwned>(stage: &str, v: &serde_json::Value) -> Result<T> {
-    serde_json::from_value(v.clone()).map_err(|e| StageError::Config { stage: stage.into(), message: e.to_string() })
+/// What a stage module implements: its description, its typed config and its work. Every
+/// `StageSpec` is a [`Stage`] through the blanket impl below, which owns the JSON side (defaults,
+/// strict parsing, error wording), so that no stage repeats it.
+pub trait StageSpec: Send + Sync {
+    /// The stage's options (`deny_unknown_fields` so that a typo in `--set` is an error).
+    type Config: serde::Serialize + serde::de::DeserializeOwned + Default;
+    /// Name, version, dependencies.
+    const INFO: &'static StageInfo;
+    /// Checks values that parse but make no sense (`b` outside [0, 1], ...).
+    fn validate(_config: &Self::Config) -> std::result::Result<(), String> {
+        Ok(())
+    }
+    /// Does the stage's work with its parsed config.
+    fn execute(&self, ctx: &mut StageContext<'_>, config: Self::Config) -> Result<()>;
 }
 
-/// Serialises a default config.
-pub fn to_json<T: serde::Serialize>(t: &T) -> serde_json::Value {
-    serde_json::to_value(t).unwrap_or(serde_json::Value::Null)
+fn parse<T: StageSpec>(v: &serde_json::Value) -> Result<T::Config> {
+    let config_error = |message: String| StageError::Config { stage: T::INFO.name.into(), message };
+    let c: T::Config = serde_json::from_value(v.clone()).map_err(|e| config_error(e.to_string()))?;
+    T::validate(&c).map_err(config_error)?;
+    Ok(c)
+}
+
+impl<T: StageSpec> Stage for T {
+    fn info(&self) -> &'static StageInfo {
+        T::INFO
+    }
+    fn default_config(&self) -> serde_json::Value {
+        serde_json::to_value(T::Config::default()).unwrap_or(serde_json::Value::Null)
+    }
+    fn check_config(&self, config: &serde_json::Value) -> Result<()> {
+        parse::<T>(config).map(|_| ())
+    }
+    fn run(&self, ctx: &mut StageContext<'_>) -> Result<()> {
+        let config = parse::<T>(ctx.config)?;
+        self.execute(ctx, config)
+    }
 }

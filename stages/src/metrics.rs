@@ -13,7 +13,7 @@ use tgrag_schemas::columns::{self, opt_str};
 use tgrag_schemas::{tables, validate};
 
 use crate::eval::{Candidates, EvalMode, query_metrics};
-use crate::{Result, Stage, StageContext, StageError, StageInfo, parse_config, to_json};
+use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
 
 /// Retrieval stages whose `run` table is evaluated.
 pub const RUN_STAGES: &[&str] = &["bm25", "dense"];
@@ -169,18 +169,10 @@ static INFO: StageInfo = StageInfo {
     outputs: &["per_query", "aggregate", "report.md"],
 };
 
-impl Stage for Metrics {
-    fn info(&self) -> &'static StageInfo {
-        &INFO
-    }
-    fn default_config(&self) -> serde_json::Value {
-        to_json(&MetricsConfig::default())
-    }
-    fn check_config(&self, config: &serde_json::Value) -> Result<()> {
-        parse_config::<MetricsConfig>(INFO.name, config).map(|_| ())
-    }
-    fn run(&self, ctx: &mut StageContext<'_>) -> Result<()> {
-        let cfg: MetricsConfig = ctx.config()?;
+impl StageSpec for Metrics {
+    type Config = MetricsConfig;
+    const INFO: &'static StageInfo = &INFO;
+    fn execute(&self, ctx: &mut StageContext<'_>, cfg: MetricsConfig) -> Result<()> {
         let nodes = ctx.input("ingest", "nodes")?;
         let queries = ctx.input("ingest", "queries")?;
         let answers = ctx.input("ingest", "answers")?;
