@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, FixedSizeListArray, Float32Array, RecordBatch, UInt32Array};
 use arrow::datatypes::{DataType, Field};
-use burn::tensor::{Device, DeviceKind, Tensor, TensorData};
+use burn::tensor::{Device, Tensor, TensorData};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use tgrag_schemas::columns;
@@ -19,26 +19,7 @@ use tokenizers::{NormalizedString, Normalizer, OffsetReferential, OffsetType, Pr
 use crate::bm25::{run_batch, top_k};
 use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
 
-/// Which burn device computes the similarities.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum DeviceChoice {
-    /// burn's Flex CPU backend (deterministic; the default everywhere).
-    #[default]
-    Cpu,
-    /// burn-wgpu on the default GPU adapter.
-    Gpu,
-}
-
-impl DeviceChoice {
-    /// The burn device.
-    pub fn device(self) -> Device {
-        match self {
-            DeviceChoice::Cpu => Device::flex(),
-            DeviceChoice::Gpu => Device::wgpu(DeviceKind::DefaultDevice),
-        }
-    }
-}
+pub use tgrag_models::DeviceChoice;
 
 /// Options of the `dense` stage.
 #[derive(Debug, Clone, Serialize, Deserialize)]

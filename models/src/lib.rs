@@ -1,0 +1,13 @@
+//! Neural models of tgrag, written in burn and generic over the device (the Flex CPU backend
+//! everywhere, wgpu where a GPU is present).
+//!
+//! * [`minilm`]: all-MiniLM-L6-v2 sentence embeddings (BERT, 6 layers, 384 dims), weights read
+//!   strictly from `model.safetensors`, word pieces from `tokenizer.json`.
+//! * [`device`]: the `--device cpu|gpu|auto` choice shared by every stage that runs a model.
+
+pub mod device;
+pub mod error;
+pub mod minilm;
+
+pub use device::DeviceChoice;
+pub use error::ModelError;

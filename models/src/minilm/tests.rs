@@ -1,0 +1,300 @@
+//! MiniLM tests: an independent f64 re-implementation of BERT on a tiny random checkpoint,
+//! strict weight loading, and parity with sentence-transformers (`shared/fixtures/minilm`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use burn::tensor::Device;
+use safetensors::Dtype;
+use safetensors::tensor::TensorView;
+
+use super::*;
+
+/// A tiny checkpoint: name → (shape, values), in the sentence-transformers naming.
+fn tiny(cfg: &BertConfig, seed: u64) -> BTreeMap<String, (Vec<usize>, Vec<f32>)> {
+    let mut state = seed;
+    let mut rnd = |n: usize, scale: f32| -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((state >> 33) as f32 / (1u64 << 31) as f32 - 0.5) * 2.0 * scale
+            })
+            .collect()
+    };
+    let (d, i) = (cfg.hidden_size, cfg.intermediate_size);
+    let mut m = BTreeMap::new();
+    let mut put = |name: String, shape: Vec<usize>, scale: f32, offset: f32| {
+        let n = shape.iter().product();
+        let v = rnd(n, scale).into_iter().map(|x| x + offset).collect();
+        m.insert(name, (shape, v));
+    };
+    put("embeddings.word_embeddings.weight".into(), vec![cfg.vocab_size, d], 1.0, 0.0);
+    put("embeddings.position_embeddings.weight".into(), vec![cfg.max_position_embeddings, d], 0.5, 0.0);
+    put("embeddings.token_type_embeddings.weight".into(), vec![cfg.type_vocab_size, d], 0.5, 0.0);
+    put("embeddings.LayerNorm.weight".into(), vec![d], 0.2, 1.0);
+    put("embeddings.LayerNorm.bias".into(), vec![d], 0.2, 0.0);
+    for l in 0..cfg.num_hidden_layers {
+        let p = format!("encoder.layer.{l}");
+        for (n, o, inn) in [
+            ("attention.self.query", d, d),
+            ("attention.self.key", d, d),
+            ("attention.self.value", d, d),
+            ("attention.output.dense", d, d),
+            ("intermediate.dense", i, d),
+            ("output.dense", d, i),
+        ] {
+            put(format!("{p}.{n}.weight"), vec![o, inn], 0.6, 0.0);
+            put(format!("{p}.{n}.bias"), vec![o], 0.2, 0.0);
+        }
+        for n in ["attention.output.LayerNorm", "output.LayerNorm"] {
+            put(format!("{p}.{n}.weight"), vec![d], 0.2, 1.0);
+            put(format!("{p}.{n}.bias"), vec![d], 0.2, 0.0);
+        }
+    }
+    put("pooler.dense.weight".into(), vec![d, d], 0.5, 0.0);
+    put("pooler.dense.bias".into(), vec![d], 0.5, 0.0);
+    m
+}
+
+fn tiny_cfg() -> BertConfig {
+    BertConfig {
+        vocab_size: 23,
+        hidden_size: 8,
+        num_hidden_layers: 2,
+        num_attention_heads: 2,
+        intermediate_size: 12,
+        max_position_embeddings: 16,
+        type_vocab_size: 2,
+        layer_norm_eps: 1e-12,
+        hidden_act: "gelu".into(),
+    }
+}
+
+/// Serialize a checkpoint (plus the `position_ids` buffer) as safetensors bytes.
+fn to_bytes(m: &BTreeMap<String, (Vec<usize>, Vec<f32>)>, max_pos: usize, with_pos_ids: bool) -> Vec<u8> {
+    let raw: Vec<(String, Vec<usize>, Vec<u8>, Dtype)> = m
+        .iter()
+        .map(|(k, (s, v))| (k.clone(), s.clone(), v.iter().flat_map(|x| x.to_le_bytes()).collect(), Dtype::F32))
+        .chain(with_pos_ids.then(|| {
+            let bytes = (0..max_pos as i64).flat_map(|x| x.to_le_bytes()).collect();
+            ("embeddings.position_ids".to_string(), vec![1, max_pos], bytes, Dtype::I64)
+        }))
+        .collect();
+    let views: Vec<(String, TensorView<'_>)> =
+        raw.iter().map(|(k, s, b, dt)| (k.clone(), TensorView::new(*dt, s.clone(), b).expect("view"))).collect();
+    safetensors::tensor::serialize(views, None).expect("serialize")
+}
+
+/// Plain f64 BERT + mean pooling + L2, written from the HF definition, one sequence at a time.
+fn reference(cfg: &BertConfig, m: &BTreeMap<String, (Vec<usize>, Vec<f32>)>, ids: &[u32]) -> Vec<f64> {
+    let w = |n: &str| -> Vec<f64> { m[n].1.iter().map(|&x| f64::from(x)).collect() };
+    let (d, h, inter) = (cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size);
+    let dh = d / h;
+    let ln = |x: &mut [f64], g: &[f64], b: &[f64]| {
+        let mean = x.iter().sum::<f64>() / d as f64;
+        let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / d as f64;
+        for (j, v) in x.iter_mut().enumerate() {
+            *v = (*v - mean) / (var + cfg.layer_norm_eps).sqrt() * g[j] + b[j];
+        }
+    };
+    // y = x W^T + b with W stored (out, in)
+    let lin = |x: &[f64], wt: &[f64], b: &[f64], din: usize, dout: usize| -> Vec<f64> {
+        (0..dout).map(|o| b[o] + (0..din).map(|i| x[i] * wt[o * din + i]).sum::<f64>()).collect()
+    };
+    let erf = |x: f64| -> f64 {
+        // Abramowitz–Stegun 7.1.26 is too coarse; integrate exp(-t²) with Simpson's rule instead.
+        let n = 2000;
+        let hstep = x / n as f64;
+        let f = |t: f64| (-t * t).exp();
+        let mut s = f(0.0) + f(x);
+        for k in 1..n {
+            s += f(k as f64 * hstep) * if k % 2 == 1 { 4.0 } else { 2.0 };
+        }
+        s * hstep / 3.0 * 2.0 / std::f64::consts::PI.sqrt()
+    };
+    let (we, pe, te) = (w("embeddings.word_embeddings.weight"), w("embeddings.position_embeddings.weight"), w("embeddings.token_type_embeddings.weight"));
+    let mut xs: Vec<Vec<f64>> = ids
+        .iter()
+        .enumerate()
+        .map(|(p, &t)| {
+            let mut x: Vec<f64> = (0..d).map(|j| we[t as usize * d + j] + pe[p * d + j] + te[j]).collect();
+            ln(&mut x, &w("embeddings.LayerNorm.weight"), &w("embeddings.LayerNorm.bias"));
+            x
+        })
+        .collect();
+    let n = ids.len();
+    for l in 0..cfg.num_hidden_layers {
+        let p = |s: &str| format!("encoder.layer.{l}.{s}");
+        let proj = |name: &str, xs: &Vec<Vec<f64>>| -> Vec<Vec<f64>> {
+            xs.iter().map(|x| lin(x, &w(&p(&format!("{name}.weight"))), &w(&p(&format!("{name}.bias"))), d, d)).collect()
+        };
+        let (q, k, v) = (proj("attention.self.query", &xs), proj("attention.self.key", &xs), proj("attention.self.value", &xs));
+        let mut ctx = vec![vec![0f64; d]; n];
+        for head in 0..h {
+            let r = head * dh..(head + 1) * dh;
+            for i in 0..n {
+                let s: Vec<f64> = (0..n).map(|j| r.clone().map(|c| q[i][c] * k[j][c]).sum::<f64>() / (dh as f64).sqrt()).collect();
+                let mx = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let e: Vec<f64> = s.iter().map(|x| (x - mx).exp()).collect();
+                let z: f64 = e.iter().sum();
+                for c in r.clone() {
+                    ctx[i][c] = (0..n).map(|j| e[j] / z * v[j][c]).sum();
+                }
+            }
+        }
+        for i in 0..n {
+            let a = lin(&ctx[i], &w(&p("attention.output.dense.weight")), &w(&p("attention.output.dense.bias")), d, d);
+            let mut x: Vec<f64> = a.iter().zip(&xs[i]).map(|(a, b)| a + b).collect();
+            ln(&mut x, &w(&p("attention.output.LayerNorm.weight")), &w(&p("attention.output.LayerNorm.bias")));
+            let hmid: Vec<f64> = lin(&x, &w(&p("intermediate.dense.weight")), &w(&p("intermediate.dense.bias")), d, inter)
+                .into_iter()
+                .map(|u| 0.5 * u * (1.0 + erf(u / std::f64::consts::SQRT_2)))
+                .collect();
+            let o = lin(&hmid, &w(&p("output.dense.weight")), &w(&p("output.dense.bias")), inter, d);
+            let mut y: Vec<f64> = o.iter().zip(&x).map(|(a, b)| a + b).collect();
+            ln(&mut y, &w(&p("output.LayerNorm.weight")), &w(&p("output.LayerNorm.bias")));
+            xs[i] = y;
+        }
+    }
+    let mean: Vec<f64> = (0..d).map(|j| xs.iter().map(|x| x[j]).sum::<f64>() / n as f64).collect();
+    let norm = mean.iter().map(|x| x * x).sum::<f64>().sqrt();
+    mean.iter().map(|x| x / norm).collect()
+}
+
+#[test]
+fn burn_bert_matches_f64_reference_with_padding_and_bucketing() {
+    let cfg = tiny_cfg();
+    let m = tiny(&cfg, 7);
+    let bytes = to_bytes(&m, cfg.max_position_embeddings, true);
+    let bert = Bert::from_safetensors(cfg.clone(), Path::new("tiny.safetensors"), &bytes, &Device::flex()).expect("load");
+    // Different lengths in one batch exercise padding; batch 3 splits them across buckets.
+    let seqs: Vec<Vec<u32>> = vec![vec![1, 5, 2], vec![1, 7, 8, 9, 10, 11, 2], vec![1, 2], vec![1, 22, 3, 3, 4, 2], vec![1, 0, 2], vec![1; 16]];
+    for batch_size in [1, 3, 32] {
+        let got = bert.encode_ids(&seqs, EncodeOptions { batch_size }, &|_| {}).expect("encode");
+        for (s, ids) in seqs.iter().enumerate() {
+            let want = reference(&cfg, &m, ids);
+            for j in 0..cfg.hidden_size {
+                let g = f64::from(got[s * cfg.hidden_size + j]);
+                assert!((g - want[j]).abs() < 2e-5, "batch {batch_size} seq {s} dim {j}: {g} vs {}", want[j]);
+            }
+        }
+    }
+    let too_long = vec![vec![1u32; 17]];
+    assert!(bert.encode_ids(&too_long, EncodeOptions::default(), &|_| {}).is_err());
+    assert!(bert.encode_ids(&[vec![1, 23]], EncodeOptions::default(), &|_| {}).is_err());
+}
+
+#[test]
+fn weight_loading_is_strict() {
+    let cfg = tiny_cfg();
+    let dev = Device::flex();
+    let load = |m: &BTreeMap<String, (Vec<usize>, Vec<f32>)>, pos: bool| {
+        Bert::from_safetensors(cfg.clone(), Path::new("w.safetensors"), &to_bytes(m, cfg.max_position_embeddings, pos), &dev).err().map(|e| e.to_string())
+    };
+    let m = tiny(&cfg, 1);
+    assert_eq!(load(&m, true), None);
+    // An unused tensor.
+    let mut extra = m.clone();
+    extra.insert("classifier.weight".into(), (vec![2, 8], vec![0.0; 16]));
+    let e = load(&extra, true).expect("extra tensor must fail");
+    assert!(e.contains("w.safetensors") && e.contains("classifier.weight") && e.contains("not used"), "{e}");
+    // A missing tensor.
+    let mut missing = m.clone();
+    missing.remove("encoder.layer.1.output.dense.bias");
+    let e = load(&missing, true).expect("missing tensor must fail");
+    assert!(e.contains("missing tensor `encoder.layer.1.output.dense.bias`"), "{e}");
+    // The position_ids buffer is part of the file and must be there.
+    assert!(load(&m, false).expect("no position ids").contains("embeddings.position_ids"));
+    // A misshapen tensor.
+    let mut shaped = m.clone();
+    shaped.insert("encoder.layer.0.intermediate.dense.weight".into(), (vec![12, 7], vec![0.0; 84]));
+    let e = load(&shaped, true).expect("shape must fail");
+    assert!(e.contains("shape [12, 7], expected [12, 8]"), "{e}");
+    // Not safetensors at all.
+    let e = Bert::from_safetensors(cfg.clone(), Path::new("w.safetensors"), b"garbage", &dev).err().expect("garbage");
+    assert!(e.to_string().contains("not a safetensors file"), "{e}");
+}
+
+fn shared() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/minilm")
+}
+
+fn model_dir() -> PathBuf {
+    default_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+}
+
+fn read_batches(path: &Path) -> Vec<arrow::record_batch::RecordBatch> {
+    let f = std::fs::File::open(path).expect("open");
+    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f).expect("parquet").build().expect("reader").map(|b| b.expect("batch")).collect()
+}
+
+#[test]
+fn matches_sentence_transformers_fixture() {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::{Float32Type, Int32Type, Int64Type};
+    let fx = shared();
+    if !fx.join("sentences.parquet").exists() {
+        eprintln!("SKIP matches_sentence_transformers_fixture: {} not found", fx.display());
+        return;
+    }
+    let dir = model_dir();
+    if !dir.join("model.safetensors").exists() {
+        eprintln!("SKIP matches_sentence_transformers_fixture: no model in {} (run `make models`)", dir.display());
+        return;
+    }
+    let model = MiniLm::load(&dir, &Device::flex()).expect("load model");
+    let mut texts: Vec<(i64, String)> = Vec::new();
+    for b in read_batches(&fx.join("sentences.parquet")) {
+        let ids = b.column_by_name("sent_id").expect("sent_id");
+        let ids: Vec<i64> = match ids.data_type() {
+            arrow::datatypes::DataType::Int32 => ids.as_primitive::<Int32Type>().values().iter().map(|&x| i64::from(x)).collect(),
+            _ => ids.as_primitive::<Int64Type>().values().to_vec(),
+        };
+        let t = b.column_by_name("text").expect("text");
+        let t = arrow::compute::cast(t, &arrow::datatypes::DataType::Utf8).expect("cast");
+        let t = t.as_string::<i32>();
+        for (i, id) in ids.iter().enumerate() {
+            texts.push((*id, t.value(i).to_string()));
+        }
+    }
+    // Token ids, every sentence, every position.
+    let mut want_ids: BTreeMap<i64, Vec<(i64, u32)>> = BTreeMap::new();
+    for b in read_batches(&fx.join("input_ids.parquet")) {
+        let col = |n: &str| arrow::compute::cast(b.column_by_name(n).expect(n), &arrow::datatypes::DataType::Int64).expect("cast");
+        let (s, p, t) = (col("sent_id"), col("position"), col("token_id"));
+        let (s, p, t) = (s.as_primitive::<Int64Type>(), p.as_primitive::<Int64Type>(), t.as_primitive::<Int64Type>());
+        for i in 0..b.num_rows() {
+            want_ids.entry(s.value(i)).or_default().push((p.value(i), t.value(i) as u32));
+        }
+    }
+    for (id, text) in &texts {
+        let mut want = want_ids[id].clone();
+        want.sort_unstable();
+        let want: Vec<u32> = want.into_iter().map(|(_, t)| t).collect();
+        assert_eq!(model.token_ids(text).expect("tokens"), want, "token ids of sentence {id}");
+    }
+    // Embeddings: cosine ≥ 0.9999 for every sentence.
+    let refs: Vec<&str> = texts.iter().map(|(_, t)| t.as_str()).collect();
+    let got = model.encode(&refs, EncodeOptions::default(), &|_| {}).expect("encode");
+    let mut want_emb: BTreeMap<i64, Vec<f32>> = BTreeMap::new();
+    for b in read_batches(&fx.join("embeddings.parquet")) {
+        let s = arrow::compute::cast(b.column_by_name("sent_id").expect("sent_id"), &arrow::datatypes::DataType::Int64).expect("cast");
+        let s = s.as_primitive::<Int64Type>();
+        let cols: Vec<_> = (0..DIM).map(|j| b.column_by_name(&format!("e{j:03}")).expect("column").as_primitive::<Float32Type>().clone()).collect();
+        for i in 0..b.num_rows() {
+            want_emb.insert(s.value(i), cols.iter().map(|c| c.value(i)).collect());
+        }
+    }
+    let mut worst = 1.0f64;
+    for (r, (id, _)) in texts.iter().enumerate() {
+        let g = &got[r * DIM..(r + 1) * DIM];
+        let w = &want_emb[id];
+        let dot: f64 = g.iter().zip(w).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
+        let na: f64 = g.iter().map(|a| f64::from(*a).powi(2)).sum::<f64>().sqrt();
+        let nb: f64 = w.iter().map(|a| f64::from(*a).powi(2)).sum::<f64>().sqrt();
+        let cos = dot / (na * nb);
+        worst = worst.min(cos);
+        assert!(cos >= 0.9999, "sentence {id}: cosine {cos}");
+    }
+    eprintln!("minilm fixture: {} sentences, min cosine {worst:.7}", texts.len());
+}
