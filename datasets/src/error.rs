@@ -31,6 +31,13 @@ pub enum DatasetError {
     /// A dataset option is invalid.
     #[error("invalid dataset option: {0}")]
     Config(String),
+    /// A raw file of a real dataset is malformed (bad pickle, tensor, zip entry, CSV row, ...);
+    /// `at` names the entry, row or field.
+    #[error("{path}: {at}: {reason}")]
+    Malformed { path: PathBuf, at: String, reason: String },
+    /// Downloading from the Hugging Face hub failed.
+    #[error("download of {repo}/{file} failed: {reason}")]
+    Download { repo: String, file: String, reason: String },
     /// Reading a file or folder failed.
     #[error("{path}: {source}")]
     Io {
@@ -38,6 +45,15 @@ pub enum DatasetError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl DatasetError {
+    pub fn malformed(path: impl Into<PathBuf>, at: impl Into<String>, reason: impl Into<String>) -> Self {
+        DatasetError::Malformed { path: path.into(), at: at.into(), reason: reason.into() }
+    }
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        DatasetError::Io { path: path.into(), source }
+    }
 }
 
 /// Result of the dataset layer.

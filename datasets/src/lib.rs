@@ -9,10 +9,15 @@
 //! Every loader returns [`DatasetTables`]: canonical batches plus the file each came from, so that
 //! validation errors name the file, row and column.
 
+pub mod archive;
 pub mod error;
 pub mod folder;
+pub mod hub;
+pub mod pickle;
+pub mod pyrepr;
 pub mod registry;
 pub mod rng;
+pub mod stark;
 pub mod synthetic;
 
 use std::path::{Path, PathBuf};
@@ -114,6 +119,13 @@ pub fn load(spec: &DatasetSpec) -> Result<DatasetTables> {
     let tables = match &spec.source {
         Source::Synthetic(cfg) => synthetic::generate(cfg)?,
         Source::Folder(dir) => folder::load(dir)?,
+        Source::Stark { kb, .. } => {
+            let kb = stark::Kb::parse(kb).ok_or_else(|| DatasetError::Config(format!("unknown STaRK KB `{kb}`")))?;
+            let (root, _) = spec.stark_root(&|_| {})?;
+            let skb = stark::Skb::load(kb, &root)?;
+            let qa = stark::Qa::load(kb, &root, false)?;
+            stark::to_tables(&skb, &qa, &root)?
+        }
         Source::NotYetAvailable { reason } => {
             return Err(DatasetError::NotAvailable { name: spec.name.clone(), reason: reason.clone() });
         }

@@ -15,6 +15,9 @@ pub enum Source {
     Synthetic(SyntheticConfig),
     /// A folder of canonical tables (`nodes.parquet`, `edges.csv`, ...).
     Folder(PathBuf),
+    /// A STaRK KB in the hub layout (`skb/<kb>/processed.zip`, `qa/<kb>/…`): a local folder, or
+    /// (`root: None`) fetched from the hub into the hf-hub cache.
+    Stark { kb: String, root: Option<PathBuf> },
     /// Known to the design but not loadable by this build (the reason says what is missing).
     NotYetAvailable { reason: String },
 }
@@ -71,7 +74,10 @@ pub fn resolve(name: &str, data_dir: Option<PathBuf>, opts: DatasetOptions) -> R
             "dataset name `{name}`: use letters, digits, `-` and `_` (it names the outputs folder)"
         )));
     }
+    let stark_kb = name.strip_prefix("stark-").filter(|k| crate::stark::Kb::parse(k).is_some());
     let source = match (name, data_dir) {
+        (_, Some(dir)) if stark_kb.is_some() && dir.join("skb").is_dir() => Source::Stark { kb: stark_kb.unwrap_or_default().to_string(), root: Some(dir) },
+        (_, None) if stark_kb.is_some() => Source::Stark { kb: stark_kb.unwrap_or_default().to_string(), root: None },
         (_, Some(dir)) => {
             if !dir.is_dir() {
                 return Err(DatasetError::Io {
@@ -120,7 +126,35 @@ impl DatasetSpec {
                 }
                 Ok(format!("folder {}", parts.join(" ")))
             }
+            Source::Stark { kb, .. } => {
+                let (root, fetched) = self.stark_root(&|_| {})?;
+                let mut parts = vec![format!("stark {kb}")];
+                match fetched {
+                    Some(f) => parts.extend(f.iter().map(|f| format!("{}:{}", f.file, f.sha256))),
+                    None => {
+                        let k = crate::stark::Kb::parse(kb).ok_or_else(|| DatasetError::Config(format!("unknown STaRK KB `{kb}`")))?;
+                        for f in k.hub_files() {
+                            parts.push(format!("{f}:{}", crate::hub::sha256_file(&root.join(&f))?));
+                        }
+                    }
+                }
+                Ok(parts.join(" "))
+            }
             Source::NotYetAvailable { reason } => Err(DatasetError::NotAvailable { name: self.name.clone(), reason: reason.clone() }),
+        }
+    }
+
+    /// The hub-layout folder of a STaRK dataset: the local folder, or the hf-hub snapshot after
+    /// fetching what is missing (then also the fetched files with their sha256).
+    pub fn stark_root(&self, on_file: &dyn Fn(&str)) -> Result<(PathBuf, Option<Vec<crate::hub::Fetched>>)> {
+        match &self.source {
+            Source::Stark { root: Some(r), .. } => Ok((r.clone(), None)),
+            Source::Stark { kb, root: None } => {
+                let k = crate::stark::Kb::parse(kb).ok_or_else(|| DatasetError::Config(format!("unknown STaRK KB `{kb}`")))?;
+                let (root, fetched) = crate::hub::fetch(&crate::stark::hub_repo(), &k.hub_files(), on_file)?;
+                Ok((root, Some(fetched)))
+            }
+            _ => Err(DatasetError::Config(format!("dataset `{}` is not a STaRK dataset", self.name))),
         }
     }
 }

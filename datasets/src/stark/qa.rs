@@ -1,0 +1,164 @@
+//! STaRK QA files: `stark_qa.csv` (`id,query,answer_ids`), the human-generated set
+//! (`…,answer_ids_source`) and the split files (`train|val|test|test-0.1.index`: one query id per
+//! line). As `load_qa`: rows ordered by id, splits mapped to positions in that order.
+
+use std::path::Path;
+
+use super::Kb;
+use crate::error::{DatasetError, Result};
+
+/// The split files `get_idx_split()` reads (all must exist).
+pub const SPLIT_FILES: [&str; 4] = ["train", "val", "test", "test-0.1"];
+
+/// One QA row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QaRow {
+    pub id: i64,
+    pub query: String,
+    pub answer_ids: Vec<i64>,
+    /// Human-generated set only (`answer_ids_source`).
+    pub source_ids: Option<Vec<i64>>,
+}
+
+/// A QA set in id order, with its splits as positions.
+#[derive(Debug, Clone)]
+pub struct Qa {
+    pub rows: Vec<QaRow>,
+    pub splits: Vec<(String, Vec<usize>)>,
+}
+
+impl Qa {
+    /// `load_qa(kb)` (`human=false`) or `load_qa(kb, human_generated_eval=True)`.
+    pub fn load(kb: Kb, root: &Path, human: bool) -> Result<Self> {
+        let dir = root.join(format!("qa/{}", kb.name()));
+        let file = if human { "stark_qa_human_generated_eval.csv" } else { "stark_qa.csv" };
+        let path = dir.join("stark_qa").join(file);
+        let text = read_utf8(&path)?;
+        let records = parse_csv(&text, &path)?;
+        let Some(header) = records.first() else { return Err(DatasetError::malformed(&path, "header", "empty file")) };
+        let col = |name: &str| {
+            header.iter().position(|h| h == name).ok_or_else(|| DatasetError::malformed(&path, "header", format!("missing column `{name}`")))
+        };
+        let (ci, cq, ca) = (col("id")?, col("query")?, col("answer_ids")?);
+        let cs = if human { Some(col("answer_ids_source")?) } else { None };
+        let mut rows = Vec::with_capacity(records.len() - 1);
+        for (r, rec) in records.iter().enumerate().skip(1) {
+            let at = |c: &str| format!("row {r}, column {c}");
+            let field = |c: usize, name: &str| rec.get(c).ok_or_else(|| DatasetError::malformed(&path, at(name), "missing value"));
+            let id = field(ci, "id")?.trim().parse::<i64>().map_err(|e| DatasetError::malformed(&path, at("id"), format!("not an integer: {e}")))?;
+            let query = field(cq, "query")?.clone();
+            let answer_ids = parse_int_list(field(ca, "answer_ids")?).map_err(|e| DatasetError::malformed(&path, at("answer_ids"), e))?;
+            let source_ids = match cs {
+                Some(c) => Some(parse_int_list(field(c, "answer_ids_source")?).map_err(|e| DatasetError::malformed(&path, at("answer_ids_source"), e))?),
+                None => None,
+            };
+            rows.push(QaRow { id, query, answer_ids, source_ids });
+        }
+        rows.sort_by_key(|r| r.id);
+        if let Some(w) = rows.windows(2).find(|w| w[0].id == w[1].id) {
+            return Err(DatasetError::malformed(&path, "column id", format!("duplicate query id {}", w[0].id)));
+        }
+        let splits = if human {
+            vec![("human_generated_eval".to_string(), (0..rows.len()).collect())]
+        } else {
+            let mut splits = Vec::new();
+            for s in SPLIT_FILES {
+                let p = dir.join("split").join(format!("{s}.index"));
+                let text = read_utf8(&p)?;
+                let mut positions = Vec::new();
+                for (line_no, line) in text.lines().enumerate() {
+                    if line.trim().is_empty() {
+                        continue;
+                    }
+                    let id: i64 = line.trim().parse().map_err(|e| DatasetError::malformed(&p, format!("line {}", line_no + 1), format!("not a query id: {e}")))?;
+                    let pos = rows
+                        .binary_search_by_key(&id, |r| r.id)
+                        .map_err(|_| DatasetError::malformed(&p, format!("line {}", line_no + 1), format!("query id {id} is not in stark_qa.csv")))?;
+                    positions.push(pos);
+                }
+                splits.push((s.to_string(), positions));
+            }
+            splits
+        };
+        Ok(Qa { rows, splits })
+    }
+}
+
+fn read_utf8(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).map_err(|e| DatasetError::io(path, e))?;
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        DatasetError::malformed(path, format!("byte {at}"), "not valid UTF-8")
+    })
+}
+
+/// `eval(answer_ids)` for the only shape these files hold: a list of ints, `[1, 2]`.
+fn parse_int_list(s: &str) -> std::result::Result<Vec<i64>, String> {
+    let t = s.trim();
+    let inner = t.strip_prefix('[').and_then(|x| x.strip_suffix(']')).ok_or_else(|| format!("`{t}` is not a list of ids"))?;
+    inner
+        .split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(|x| x.parse::<i64>().map_err(|e| format!("`{x}` in `{t}` is not an integer: {e}")))
+        .collect()
+}
+
+/// RFC 4180 CSV as pandas reads `to_csv` output: `"` quoting with `""` escapes, fields may hold
+/// newlines and carriage returns inside quotes; records end at `\n` (or `\r\n`).
+pub fn parse_csv(text: &str, path: &Path) -> Result<Vec<Vec<String>>> {
+    let mut records = Vec::new();
+    let mut rec: Vec<String> = Vec::new();
+    let mut field = String::new();
+    let mut chars = text.chars().peekable();
+    let mut in_quotes = false;
+    let mut at_field_start = true;
+    let mut line = 1usize;
+    while let Some(c) = chars.next() {
+        if in_quotes {
+            match c {
+                '"' if chars.peek() == Some(&'"') => {
+                    chars.next();
+                    field.push('"');
+                }
+                '"' => in_quotes = false,
+                c => {
+                    if c == '\n' {
+                        line += 1;
+                    }
+                    field.push(c)
+                }
+            }
+            continue;
+        }
+        match c {
+            '"' if at_field_start => {
+                in_quotes = true;
+                at_field_start = false;
+            }
+            ',' => {
+                rec.push(std::mem::take(&mut field));
+                at_field_start = true;
+            }
+            '\r' if chars.peek() == Some(&'\n') => {}
+            '\n' => {
+                rec.push(std::mem::take(&mut field));
+                records.push(std::mem::take(&mut rec));
+                at_field_start = true;
+                line += 1;
+            }
+            c => {
+                field.push(c);
+                at_field_start = false;
+            }
+        }
+    }
+    if in_quotes {
+        return Err(DatasetError::malformed(path, format!("line {line}"), "a quoted field is never closed (truncated file?)"));
+    }
+    if !field.is_empty() || !rec.is_empty() {
+        rec.push(field);
+        records.push(rec);
+    }
+    Ok(records)
+}
