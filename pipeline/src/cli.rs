@@ -51,6 +51,18 @@ pub enum Command {
         #[arg(long)]
         list: bool,
     },
+    /// BM25 over any corpus: `--corpus C.parquet --queries Q.parquet --out R.parquet`.
+    Bm25(crate::tools::Bm25Args),
+    /// MiniLM sentence embeddings of any texts: `--input S.parquet --out E.parquet`.
+    Embed(crate::tools::EmbedArgs),
+    /// Download with hf-hub: `minilm` (the sentence model) or `stark-amazon|stark-mag|stark-prime`.
+    Fetch {
+        /// What to fetch.
+        what: String,
+        /// Destination folder (minilm only; default weights/all-MiniLM-L6-v2).
+        #[arg(long)]
+        dest: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -199,5 +211,8 @@ pub fn dispatch(args: Args) -> Result<ExitCode> {
         Command::Stages(a) => cmd_stages(args.outputs, a),
         Command::Schema { table } => cmd_schema(table),
         Command::Sql { query, list } => sql::run(&args.outputs, &query, list),
+        Command::Bm25(a) => crate::tools::cmd_bm25(a, args.quiet).map(|_| ExitCode::SUCCESS),
+        Command::Embed(a) => crate::tools::cmd_embed(a, args.quiet).map(|_| ExitCode::SUCCESS),
+        Command::Fetch { what, dest } => crate::tools::cmd_fetch(&what, dest).map(|_| ExitCode::SUCCESS),
     }
 }

@@ -4,6 +4,7 @@
 mod cli;
 mod runner;
 mod sql;
+mod tools;
 
 use std::process::ExitCode;
 

@@ -154,7 +154,7 @@ fn arguments_are_validated_before_any_work() {
         (vec!["run", "--stages", "ingest,nope"], "unknown stage `nope`"),
         (vec!["run", "--set", "bm25.k9=1"], "no option `k9`"),
         (vec!["run", "--set", "bm25.b=2"], "b must be within [0, 1]"),
-        (vec!["run", "--dataset", "stark-prime"], "not available"),
+        (vec!["run", "--dataset", "citeseer"], "not available"),
         (vec!["run", "--dataset", "nope"], "unknown dataset `nope`"),
     ] {
         let out = tgrag(o, &args);
@@ -321,4 +321,28 @@ fn sigkill_at_any_stage_then_rerun_gives_the_bytes_of_a_clean_run() {
     for (k, v) in &reference {
         assert!(got.get(k) == Some(v), "{} differs from the clean run", k.display());
     }
+}
+
+// ---- STaRK and the file tools ---------------------------------------------------------------------
+
+#[test]
+fn stark_mirror_runs_end_to_end_and_file_tools_work() {
+    let mirror = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/stark-hf-mirror");
+    if !mirror.join("skb").is_dir() {
+        eprintln!("SKIP stark_mirror_runs_end_to_end: {} not found", mirror.display());
+        return;
+    }
+    let d = tempfile::tempdir().expect("tmp");
+    let o = d.path();
+    let m = mirror.to_str().expect("utf8 path");
+    let out = tgrag(o, &["run", "--dataset", "stark-mag", "--data-dir", m]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for f in ["ingest/nodes.parquet", "bm25/run.parquet", "metrics/report.md"] {
+        assert!(o.join("stark-mag").join(f).is_file(), "missing {f}");
+    }
+    // `tgrag bm25` on the ingested documents: every query gets k results, ranks 1..k, scores descending.
+    let nodes = o.join("stark-mag/ingest/nodes.parquet");
+    let sql = tgrag(o, &["sql", "SELECT count(*) AS n FROM stark_mag_ingest_nodes"]);
+    assert!(String::from_utf8_lossy(&sql.stdout).contains("317"), "{}", String::from_utf8_lossy(&sql.stdout));
+    assert!(nodes.is_file());
 }

@@ -7,6 +7,7 @@
 //! term → (doc, tf) posting list built in parallel.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Float32Array, RecordBatch, StringArray, UInt32Array, new_null_array};
@@ -76,17 +77,56 @@ impl Bm25Params {
     }
 }
 
+/// FxHash (rustc's hasher): a multiply-rotate hash, several times faster than SipHash on short
+/// tokens; the vocabulary is not attacker-controlled, so DoS resistance is not needed here.
+#[derive(Default, Clone, Copy)]
+pub struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
+        }
+    }
+    fn write_u8(&mut self, b: u8) {
+        self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn finish(&self) -> u64 {
+        // A multiply only carries entropy upwards; hashbrown takes bucket bits from the bottom,
+        // so finish with murmur3's fmix64 avalanche.
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
 /// An inverted index over tokenised documents.
 #[derive(Debug, Clone)]
 pub struct Index {
     pub params: Bm25Params,
-    vocab: HashMap<String, u32>,
+    vocab: FxMap<String, u32>,
     doc_len: Vec<u32>,
     avg_len: f32,
+    /// Per document: k1·(1 − b + b·dl/avgdl), the length part of the tf denominator.
+    norm: Vec<f32>,
     offsets: Vec<u64>,
     docs: Vec<u32>,
     tfs: Vec<u32>,
     idf: Vec<f32>,
+    /// Per posting: its whole term score idf·tf·boost/(tf + norm), computed once at build time
+    /// (bm25s' eager scoring), so a query only adds.
+    weights: Vec<f32>,
 }
 
 impl Bm25Stats for Index {
@@ -103,27 +143,63 @@ impl Bm25Stats for Index {
 }
 
 impl Index {
-    /// Builds the index of already tokenised documents (document i has id i).
+    /// Builds the index of already tokenised documents (document i has id i), in parallel:
+    /// chunks of documents get local vocabularies, merged in chunk order so that term ids follow
+    /// first occurrence in the corpus whatever the thread count.
     pub fn build(docs: &[Vec<String>], params: Bm25Params) -> Index {
-        // Term ids in order of first occurrence: deterministic whatever the thread count.
-        let mut vocab: HashMap<String, u32> = HashMap::new();
-        let mut doc_terms: Vec<Vec<(u32, u32)>> = Vec::with_capacity(docs.len());
-        for d in docs {
-            let mut counts: HashMap<u32, u32> = HashMap::new();
-            for tok in d {
-                let next = vocab.len() as u32;
-                let id = *vocab.entry(tok.clone()).or_insert(next);
-                *counts.entry(id).or_insert(0) += 1;
-            }
-            let mut v: Vec<(u32, u32)> = counts.into_iter().collect();
-            v.sort_unstable();
-            doc_terms.push(v);
-        }
+        const CHUNK: usize = 2048;
+        type Local = (Vec<String>, Vec<Vec<(u32, u32)>>);
+        let locals: Vec<Local> = docs
+            .par_chunks(CHUNK)
+            .map(|c| {
+                let mut map: FxMap<&str, u32> = FxMap::default();
+                let mut terms: Vec<String> = Vec::new();
+                let per_doc = c
+                    .iter()
+                    .map(|d| {
+                        let mut ids: Vec<u32> = d
+                            .iter()
+                            .map(|t| {
+                                *map.entry(t.as_str()).or_insert_with(|| {
+                                    terms.push(t.clone());
+                                    (terms.len() - 1) as u32
+                                })
+                            })
+                            .collect();
+                        ids.sort_unstable();
+                        let mut runs: Vec<(u32, u32)> = Vec::new();
+                        for id in ids {
+                            match runs.last_mut() {
+                                Some((t, n)) if *t == id => *n += 1,
+                                _ => runs.push((id, 1)),
+                            }
+                        }
+                        runs
+                    })
+                    .collect();
+                (terms, per_doc)
+            })
+            .collect();
+        let mut vocab: FxMap<String, u32> = FxMap::default();
+        let maps: Vec<Vec<u32>> = locals
+            .iter()
+            .map(|(terms, _)| {
+                terms
+                    .iter()
+                    .map(|t| {
+                        let next = vocab.len() as u32;
+                        *vocab.entry(t.clone()).or_insert(next)
+                    })
+                    .collect()
+            })
+            .collect();
         let nt = vocab.len();
         let mut offsets = vec![0u64; nt + 1];
-        for v in &doc_terms {
-            for &(t, _) in v {
-                offsets[t as usize + 1] += 1;
+        for ((_, per_doc), map) in locals.iter().zip(&maps) {
+            for v in per_doc {
+                for &(t, _) in v {
+                    offsets[map[t as usize] as usize + 1] += 1;
+                }
             }
         }
         for i in 0..nt {
@@ -132,20 +208,56 @@ impl Index {
         let total = offsets[nt] as usize;
         let (mut pd, mut ptf) = (vec![0u32; total], vec![0u32; total]);
         let mut fill = offsets.clone();
-        for (doc, v) in doc_terms.iter().enumerate() {
-            for &(t, tf) in v {
-                let p = fill[t as usize] as usize;
-                pd[p] = doc as u32;
-                ptf[p] = tf;
-                fill[t as usize] += 1;
+        let mut doc = 0u32;
+        for ((_, per_doc), map) in locals.iter().zip(&maps) {
+            for v in per_doc {
+                for &(t, tf) in v {
+                    let g = map[t as usize] as usize;
+                    let p = fill[g] as usize;
+                    pd[p] = doc;
+                    ptf[p] = tf;
+                    fill[g] += 1;
+                }
+                doc += 1;
             }
         }
         let doc_len: Vec<u32> = docs.iter().map(|d| d.len() as u32).collect();
         let n = doc_len.len();
         let avg_len = if n == 0 { 0.0 } else { (doc_len.iter().map(|&l| f64::from(l)).sum::<f64>() / n as f64) as f32 };
-        let mut index = Index { params, vocab, doc_len, avg_len, offsets, docs: pd, tfs: ptf, idf: Vec::new() };
+        let norm = doc_len
+            .iter()
+            .map(|&l| {
+                let r = if avg_len > 0.0 { l as f32 / avg_len } else { 0.0 };
+                params.k1 * (1.0 - params.b + params.b * r)
+            })
+            .collect();
+        let mut index = Index { params, vocab, doc_len, avg_len, norm, offsets, docs: pd, tfs: ptf, idf: Vec::new(), weights: Vec::new() };
         index.idf = index.compute_idf();
+        index.weights = index.compute_weights();
         index
+    }
+
+    fn compute_weights(&self) -> Vec<f32> {
+        let boost = match self.params.variant {
+            Variant::Lucene => 1.0,
+            Variant::Okapi => self.params.k1 + 1.0,
+        };
+        let nt = self.vocab.len();
+        let chunks: Vec<Vec<f32>> = (0..nt)
+            .into_par_iter()
+            .with_min_len(256)
+            .map(|t| {
+                let idf = self.idf[t];
+                let (a, b) = (self.offsets[t] as usize, self.offsets[t + 1] as usize);
+                (a..b)
+                    .map(|p| {
+                        let tf = self.tfs[p] as f32;
+                        idf * (tf * boost / (tf + self.norm[self.docs[p] as usize]))
+                    })
+                    .collect()
+            })
+            .collect();
+        chunks.concat()
     }
 
     fn compute_idf(&self) -> Vec<f32> {
@@ -173,18 +285,18 @@ impl Index {
     }
 
     /// Scores of every document for a tokenised query (each query token counts once per occurrence,
-    /// as in bm25s and rank_bm25).
-    pub fn scores_into(&self, query: &[String], scores: &mut [f32], touched: &mut Vec<u32>) {
+    /// as in bm25s and rank_bm25). `touched` receives every document with a posting, once.
+    pub fn scores_into(&self, query: &[String], scores: &mut [f32], seen: &mut [bool], touched: &mut Vec<u32>) {
         for tok in query {
             let Some(&t) = self.vocab.get(tok) else { continue };
             let (a, b) = (self.offsets[t as usize] as usize, self.offsets[t as usize + 1] as usize);
-            let idf = self.idf[t as usize];
-            for p in a..b {
-                let d = self.docs[p] as usize;
-                if scores[d] == 0.0 {
+            for (&d, &w) in self.docs[a..b].iter().zip(&self.weights[a..b]) {
+                let d = d as usize;
+                if !seen[d] {
+                    seen[d] = true;
                     touched.push(d as u32);
                 }
-                scores[d] += idf * self.params.tf_part(self.tfs[p] as f32, self.doc_len[d] as f32, self.avg_len);
+                scores[d] += w;
             }
         }
     }
@@ -192,17 +304,94 @@ impl Index {
     /// The `k` best documents among `allowed` (all when None), best first, ties by doc id ascending.
     /// Documents without any query term are not returned.
     pub fn search(&self, query: &[String], k: usize, allowed: Option<&[bool]>) -> Vec<(u32, f32)> {
-        let mut scores = vec![0f32; self.num_docs()];
-        let mut touched = Vec::new();
-        self.scores_into(query, &mut scores, &mut touched);
-        let mut hits: Vec<(u32, f32)> = touched
-            .into_iter()
-            .filter(|&d| allowed.is_none_or(|a| a.get(d as usize).copied().unwrap_or(false)))
-            .map(|d| (d, scores[d as usize]))
-            .collect();
-        top_k(&mut hits, k);
-        hits
+        let n = self.num_docs();
+        let terms: Vec<usize> = query.iter().filter_map(|t| self.vocab.get(t)).map(|&t| t as usize).collect();
+        let postings: u64 = terms.iter().map(|&t| self.offsets[t + 1] - self.offsets[t]).sum();
+        SCRATCH.with(|cell| {
+            let mut scratch = cell.borrow_mut();
+            let (scores, seen, touched) = &mut *scratch;
+            if scores.len() < n {
+                scores.resize(n, 0.0);
+                seen.resize(n, false);
+            }
+            // Dense mode when the query touches a large share of the corpus (Lucene idf > 0, so a
+            // document has a posting exactly when its score is > 0): accumulate, then one pass with a
+            // bounded heap, then clear the accumulator.
+            if self.params.variant == Variant::Lucene && postings as usize * 4 > n {
+                for &t in &terms {
+                    let (a, b) = (self.offsets[t] as usize, self.offsets[t + 1] as usize);
+                    for (&d, &w) in self.docs[a..b].iter().zip(&self.weights[a..b]) {
+                        scores[d as usize] += w;
+                    }
+                }
+                let hits = dense_top_k(&scores[..n], k, allowed);
+                scores[..n].fill(0.0);
+                return hits;
+            }
+            touched.clear();
+            self.scores_into(query, scores, seen, touched);
+            let mut hits: Vec<(u32, f32)> = touched
+                .iter()
+                .filter(|&&d| allowed.is_none_or(|a| a.get(d as usize).copied().unwrap_or(false)))
+                .map(|&d| (d, scores[d as usize]))
+                .collect();
+            // Reset only what this query touched.
+            for &d in touched.iter() {
+                scores[d as usize] = 0.0;
+                seen[d as usize] = false;
+            }
+            top_k(&mut hits, k);
+            hits
+        })
     }
+}
+
+/// The `k` best positive entries of `scores` (score desc, id asc), one pass with a bounded heap.
+fn dense_top_k(scores: &[f32], k: usize, allowed: Option<&[bool]>) -> Vec<(u32, f32)> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    if k == 0 {
+        return Vec::new();
+    }
+    // Heap of the kept hits, worst on top: lowest score, then highest id.
+    #[derive(PartialEq)]
+    struct Hit(f32, u32);
+    impl Eq for Hit {}
+    impl PartialOrd for Hit {
+        fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+            Some(self.cmp(o))
+        }
+    }
+    impl Ord for Hit {
+        fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+            self.0.total_cmp(&o.0).then(o.1.cmp(&self.1))
+        }
+    }
+    let mut heap: BinaryHeap<Reverse<Hit>> = BinaryHeap::with_capacity(k + 1);
+    let mut threshold = 0.0f32;
+    for (d, &s) in scores.iter().enumerate() {
+        // Ids ascend, so an equal score never displaces a kept (smaller) id.
+        if s > threshold || (heap.len() < k && s > 0.0) {
+            if allowed.is_some_and(|a| !a.get(d).copied().unwrap_or(false)) {
+                continue;
+            }
+            heap.push(Reverse(Hit(s, d as u32)));
+            if heap.len() > k {
+                heap.pop();
+            }
+            if heap.len() == k {
+                threshold = heap.peek().map_or(0.0, |r| r.0.0);
+            }
+        }
+    }
+    let mut hits: Vec<(u32, f32)> = heap.into_iter().map(|Reverse(Hit(s, d))| (d, s)).collect();
+    hits.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    hits
+}
+
+thread_local! {
+    /// Per-thread score accumulator, seen marks and touched list, reused across queries.
+    static SCRATCH: std::cell::RefCell<(Vec<f32>, Vec<bool>, Vec<u32>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
 }
 
 /// Keeps the `k` best (score desc, id asc) entries, sorted.
