@@ -87,19 +87,7 @@ pub fn snapshot_commit(root: &Path) -> Option<String> {
     root.file_name().map(|s| s.to_string_lossy().into_owned())
 }
 
-/// sha256 of a file, hex.
+/// sha256 of a file, hex (the same routine that hashes every pipeline artifact).
 pub fn sha256_file(path: &Path) -> Result<String> {
-    use sha2::{Digest, Sha256};
-    use std::io::Read;
-    let mut f = std::fs::File::open(path).map_err(|e| DatasetError::io(path, e))?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf).map_err(|e| DatasetError::io(path, e))?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(tgrag_schemas::io::sha256_file(path)?)
 }

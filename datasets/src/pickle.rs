@@ -380,25 +380,14 @@ impl<'a> Vm<'a> {
                     let b = self.take(n)?.to_vec();
                     self.push(Obj::Val(Value::Bytes(b)))
                 }
-                0x94 => {
-                    let k = self.memo.len() as u32;
-                    self.memo_put(k)?
-                }
-                b'q' => {
-                    let k = u32::from(self.u8()?);
-                    self.memo_put(k)?
-                }
-                b'r' => {
-                    let k = self.u32()?;
-                    self.memo_put(k)?
-                }
-                b'h' => {
-                    let k = u32::from(self.u8()?);
-                    self.memo_get(k)?
-                }
-                b'j' => {
-                    let k = self.u32()?;
-                    self.memo_get(k)?
+                // Memo store (MEMOIZE, BINPUT, LONG_BINPUT) and fetch (BINGET, LONG_BINGET).
+                0x94 | b'q' | b'r' | b'h' | b'j' => {
+                    let key = match op {
+                        0x94 => self.memo.len() as u32,
+                        b'q' | b'h' => u32::from(self.u8()?),
+                        _ => self.u32()?,
+                    };
+                    if matches!(op, b'h' | b'j') { self.memo_get(key)? } else { self.memo_put(key)? }
                 }
                 b'0' => {
                     self.pop()?;

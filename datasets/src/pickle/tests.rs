@@ -3,7 +3,7 @@
 use super::*;
 
 #[test]
-fn memoised_list_sees_later_appends_and_dict_keeps_python_semantics() {
+fn memoised_list_sees_later_appends_and_dict_keeps_python_semantics() -> Result<(), PickleError> {
     // x = []; d = {'a': x, 'b': x}; x.append(1) — written as EMPTY_LIST MEMOIZE, then appended.
     // protocol 4: } ( a ] MEMOIZE  b GET0 u ... simplified by hand:
     let mut p = vec![0x80, 4, b'}'];
@@ -11,13 +11,14 @@ fn memoised_list_sees_later_appends_and_dict_keeps_python_semantics() {
     // append 1 to the memoised list and put it on the dict again under 'a' (duplicate key keeps position)
     p.extend([b'h', 0, b'K', 1, b'a', b'0']);
     p.extend([0x8c, 1, b'a', b'h', 0, b's', b'.']);
-    let v = load(&p).expect("pickle");
+    let v = load(&p)?;
     let l = Value::List(vec![Value::Int(1)]);
     assert_eq!(v, Value::Dict(vec![(Value::Str("a".into()), l.clone()), (Value::Str("b".into()), l)]));
+    Ok(())
 }
 
 #[test]
-fn integers_floats_and_numpy_scalars() {
+fn integers_floats_and_numpy_scalars() -> Result<(), PickleError> {
     // LONG1 -2 (0xfe), BININT -5, BINFLOAT 1.5 big endian, numpy.float64 scalar via STACK_GLOBAL.
     let mut p = vec![0x80, 4, b'('];
     p.extend([0x8a, 1, 0xfe]);
@@ -46,8 +47,9 @@ fn integers_floats_and_numpy_scalars() {
     p.extend([b'C', 8]);
     p.extend(4.0f64.to_le_bytes());
     p.extend([0x86, b'R', b'l', b'.']);
-    let v = load(&p).expect("pickle");
+    let v = load(&p)?;
     assert_eq!(v, Value::List(vec![Value::Int(-2), Value::Int(-5), Value::Float(1.5), Value::Numpy(Box::new(Value::Float(4.0)))]));
+    Ok(())
 }
 
 #[test]

@@ -117,12 +117,17 @@ impl Skb {
                 *doc += &format!("- {kind} citation count: {}\n", self.s(i, "CitationCount"));
             }
         };
+        // Authors, fields of study and institutions share one shape: a name line, the known
+        // counts, then `-1` replaced by `Unknown` across the whole text (MPEG-1 → MPEGUnknown).
+        let named = |head: &str, kind: &str| {
+            let mut doc = format!("{head}{}\n", self.s(i, "DisplayName"));
+            counts(&mut doc, kind);
+            doc.replace("-1", "Unknown")
+        };
         match self.s(i, "type").as_str() {
-            "author" => {
-                let mut doc = format!("- author name: {}\n", self.s(i, "DisplayName"));
-                counts(&mut doc, "author");
-                doc.replace("-1", "Unknown")
-            }
+            "author" => named("- author name: ", "author"),
+            "field_of_study" => named(" - field of study: ", "field"),
+            "institution" => named(" - institution: ", "institution"),
             "paper" => {
                 let mut doc = format!(" - paper title: {}\n", self.s(i, "title"));
                 let abs = self.s(i, "abstract").replace('\r', "");
@@ -130,26 +135,17 @@ impl Skb {
                 if self.s(i, "Date") != "-1" {
                     doc += &format!(" - publication date: {}\n", self.s(i, "Date"));
                 }
-                if self.s(i, "OriginalVenue") != "-1" {
-                    doc += &format!(" - venue: {}\n", self.s(i, "OriginalVenue"));
-                } else if self.s(i, "JournalDisplayName") != "-1" {
-                    doc += &format!(" - journal: {}\n", self.s(i, "JournalDisplayName"));
-                } else if self.s(i, "ConferenceSeriesDisplayName") != "-1" {
-                    doc += &format!(" - conference: {}\n", self.s(i, "ConferenceSeriesDisplayName"));
-                } else if self.s(i, "ConferenceInstancesDisplayName") != "-1" {
-                    doc += &format!(" - conference: {}\n", self.s(i, "ConferenceInstancesDisplayName"));
+                // The first venue field that is set, in MagSKB's order.
+                let venues = [
+                    ("OriginalVenue", "venue"),
+                    ("JournalDisplayName", "journal"),
+                    ("ConferenceSeriesDisplayName", "conference"),
+                    ("ConferenceInstancesDisplayName", "conference"),
+                ];
+                if let Some((key, label)) = venues.iter().find(|(k, _)| self.s(i, k) != "-1") {
+                    doc += &format!(" - {label}: {}\n", self.s(i, key));
                 }
                 doc
-            }
-            "field_of_study" => {
-                let mut doc = format!(" - field of study: {}\n", self.s(i, "DisplayName"));
-                counts(&mut doc, "field");
-                doc.replace("-1", "Unknown")
-            }
-            "institution" => {
-                let mut doc = format!(" - institution: {}\n", self.s(i, "DisplayName"));
-                counts(&mut doc, "institution");
-                doc.replace("-1", "Unknown")
             }
             // MagSKB leaves `doc` unbound for any other type (a NameError); no such node exists.
             _ => String::new(),
