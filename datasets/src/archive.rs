@@ -66,11 +66,10 @@ pub fn read_pt_long(name: &Path, bytes: Vec<u8>) -> Result<LongTensor> {
         .cloned()
         .ok_or_else(|| bad("archive", "no <stem>/data.pkl record: not a torch.save file".into()))?;
     let prefix = &pkl_name[..pkl_name.len() - "data.pkl".len()];
-    if let Some(order) = z.files.get(&format!("{prefix}byteorder")) {
-        if order.as_slice() != b"little" {
+    if let Some(order) = z.files.get(&format!("{prefix}byteorder"))
+        && order.as_slice() != b"little" {
             return Err(bad(&format!("{prefix}byteorder"), format!("byte order `{}` is not supported", String::from_utf8_lossy(order))));
         }
-    }
     let v = pickle::load(z.get(&pkl_name)?).map_err(|e| bad(&pkl_name, e.to_string()))?;
     let Value::Tensor(t) = v else { return Err(bad(&pkl_name, "the pickle does not hold a tensor".into())) };
     if t.dtype != "int64" {

@@ -10,15 +10,24 @@
 //! validation errors name the file, row and column.
 
 pub mod archive;
+pub mod enron;
 pub mod error;
 pub mod folder;
+pub mod graphqa;
 pub mod hub;
+pub mod mor_plans;
 pub mod pickle;
+pub mod primekg_paths;
 pub mod pyrepr;
+pub mod raw;
 pub mod registry;
 pub mod rng;
 pub mod stark;
 pub mod synthetic;
+pub mod tape;
+
+#[cfg(test)]
+mod real_tests;
 
 use std::path::{Path, PathBuf};
 
@@ -79,6 +88,7 @@ impl DatasetTables {
             ("qa", "graph_nodes"),
             ("tag_nodes", "tag_edges"),
             ("tag_edges", "tag_nodes"),
+            ("emails", "tag_nodes"),
         ] {
             need(a, b)?;
         }
@@ -92,6 +102,9 @@ impl DatasetTables {
         }
         if let (Some(n), Some(e)) = (self.located("tag_nodes"), self.located("tag_edges")) {
             validate::check_tag(n, e)?;
+        }
+        if let (Some(n), Some(m)) = (self.located("tag_nodes"), self.located("emails")) {
+            validate::check_emails(n, m)?;
         }
         if self.tables.is_empty() {
             return Err(DatasetError::Empty);
@@ -112,6 +125,7 @@ pub const INPUT_TABLES: &[&TableSpec] = &[
     &tables::QA,
     &tables::TAG_NODES,
     &tables::TAG_EDGES,
+    &tables::EMAILS,
 ];
 
 /// Loads the tables of a dataset (generating or reading them) and validates them.
@@ -126,12 +140,58 @@ pub fn load(spec: &DatasetSpec) -> Result<DatasetTables> {
             let qa = stark::Qa::load(kb, &root, false)?;
             stark::to_tables(&skb, &qa, &root)?
         }
+        Source::Raw { kind, dir } => load_raw(*kind, dir, spec)?,
         Source::NotYetAvailable { reason } => {
             return Err(DatasetError::NotAvailable { name: spec.name.clone(), reason: reason.clone() });
         }
     };
     tables.validate()?;
     Ok(tables)
+}
+
+/// Reads a raw-format dataset from its folder.
+fn load_raw(kind: registry::RawKind, dir: &Path, spec: &DatasetSpec) -> Result<DatasetTables> {
+    use registry::RawKind;
+    let seed = 42;
+    match kind {
+        RawKind::ExplaGraphs => {
+            let (items, src) = graphqa::explagraphs::load(dir, seed)?;
+            graphqa::to_tables(&items, &src)
+        }
+        RawKind::SceneGraphs => {
+            let items = graphqa::scenegraphs::load_dir(dir, seed)?;
+            graphqa::to_tables(&items, dir)
+        }
+        RawKind::WebQsp => {
+            let items = graphqa::webqsp::load_rog_dir(dir)?;
+            if items.is_empty() {
+                return Err(DatasetError::NotAvailable {
+                    name: spec.name.clone(),
+                    reason: format!(
+                        "{} holds WebQSP questions but no per-question subgraphs; add RoG-webqsp Parquet files (data/{{train,validation,test}}-*.parquet)",
+                        dir.display()
+                    ),
+                });
+            }
+            graphqa::to_tables(&items, dir)
+        }
+        RawKind::Tape => tape::load(dir)?.to_tables(),
+        RawKind::Enron => {
+            let rd = std::fs::read_dir(dir).map_err(|e| DatasetError::io(dir, e))?;
+            let mut files: Vec<PathBuf> = rd
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("emails") && n.ends_with(".csv")))
+                .collect();
+            files.sort();
+            let mut emails = Vec::new();
+            for f in &files {
+                emails.extend(enron::read_csv(f)?);
+            }
+            let src = files.first().cloned().unwrap_or_else(|| dir.to_path_buf());
+            enron::PeopleGraph::build(emails, &src).to_tables()
+        }
+        RawKind::PrimekgPaths => primekg_paths::Pathways::load(dir)?.to_tables(),
+    }
 }
 
 /// Path-like label for generated tables, used in error messages.

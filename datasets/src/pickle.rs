@@ -284,7 +284,7 @@ impl<'a> Vm<'a> {
             "i8" if b.len() == 8 => Value::Int(i64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])),
             "i4" if b.len() == 4 => Value::Int(i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
             "b1" if b.len() == 1 => Value::Bool(b[0] != 0),
-            k if k.starts_with('U') && b.len() % 4 == 0 => {
+            k if k.starts_with('U') && b.len().is_multiple_of(4) => {
                 // UCS-4 little endian; numpy drops trailing NULs.
                 let mut s = String::new();
                 for c in b.chunks_exact(4) {
@@ -403,7 +403,7 @@ impl<'a> Vm<'a> {
                     let items = self.pop_mark()?;
                     self.push(Obj::Tuple(items))
                 }
-                0x85 | 0x86 | 0x87 => {
+                0x85..=0x87 => {
                     let n = (op - 0x84) as usize;
                     if self.stack.len() < n {
                         return self.err("stack underflow");

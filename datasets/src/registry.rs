@@ -1,6 +1,6 @@
 //! Every dataset the pipeline knows, and how each is obtained.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -18,8 +18,78 @@ pub enum Source {
     /// A STaRK KB in the hub layout (`skb/<kb>/processed.zip`, `qa/<kb>/…`): a local folder, or
     /// (`root: None`) fetched from the hub into the hf-hub cache.
     Stark { kb: String, root: Option<PathBuf> },
+    /// A real dataset in its own raw file format, read from a local folder.
+    Raw { kind: RawKind, dir: PathBuf },
     /// Known to the design but not loadable by this build (the reason says what is missing).
     NotYetAvailable { reason: String },
+}
+
+/// The raw formats tgrag reads (one loader module each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RawKind {
+    /// `crate::graphqa::explagraphs`.
+    ExplaGraphs,
+    /// `crate::graphqa::scenegraphs`.
+    SceneGraphs,
+    /// `crate::graphqa::webqsp` (RoG Parquet subgraphs).
+    WebQsp,
+    /// `crate::tape` (CiteSeer with text).
+    Tape,
+    /// `crate::enron`.
+    Enron,
+    /// `crate::primekg_paths`.
+    PrimekgPaths,
+}
+
+impl RawKind {
+    /// The kind a dataset name is read as, and the folder name it has under `$TGRAG_DATA_ROOT` (the
+    /// layout of the project's shared data).
+    pub fn for_name(name: &str) -> Option<(RawKind, &'static str)> {
+        Some(match name {
+            "explagraphs" => (RawKind::ExplaGraphs, "explagraphs"),
+            "scenegraphs" => (RawKind::SceneGraphs, "scenegraphs"),
+            "webqsp" => (RawKind::WebQsp, "webqsp"),
+            "citeseer" => (RawKind::Tape, "citeseer-text"),
+            "enron" => (RawKind::Enron, "enron-sample"),
+            "primekg-paths" => (RawKind::PrimekgPaths, "primekg-drugmechdb-paths"),
+            _ => return None,
+        })
+    }
+
+    /// Whether `dir` holds this raw format (else a `--data-dir` is read as canonical tables).
+    pub fn recognises(self, dir: &Path) -> bool {
+        let any = |pred: &dyn Fn(&str) -> bool| {
+            std::fs::read_dir(dir).map(|r| r.filter_map(|e| e.ok()).any(|e| e.file_name().to_str().is_some_and(pred))).unwrap_or(false)
+        };
+        match self {
+            RawKind::ExplaGraphs => crate::graphqa::explagraphs::gretriever_file(dir).is_some() || dir.join("train.tsv").is_file(),
+            RawKind::SceneGraphs => any(&|n| n.ends_with("sceneGraphs.json")),
+            RawKind::WebQsp => any(&|n| n.ends_with(".parquet") || n.starts_with("WebQSP")) || dir.join("data").is_dir(),
+            RawKind::Tape => any(&|n| n.ends_with("_texts.txt")),
+            RawKind::Enron => any(&|n| n.starts_with("emails") && n.ends_with(".csv")),
+            RawKind::PrimekgPaths => dir.join("benchmark_pathways_nodes.csv").is_file(),
+        }
+    }
+
+    /// What a user must provide, for error messages.
+    pub fn expects(self) -> &'static str {
+        match self {
+            RawKind::ExplaGraphs => "G-Retriever's train_dev.tsv, or ExplaGraphs' train.tsv and dev.tsv",
+            RawKind::SceneGraphs => "GQA's <split>_sceneGraphs.json and <split>_balanced_questions.json",
+            RawKind::WebQsp => "RoG-webqsp Parquet files (data/{train,validation,test}-*.parquet)",
+            RawKind::Tape => "TAPE's <name>_texts.txt and <name>.cites",
+            RawKind::Enron => "emails*.csv with columns file,message (the Kaggle Enron layout)",
+            RawKind::PrimekgPaths => "benchmark_pathways_{nodes,edges,metadata}.csv",
+        }
+    }
+}
+
+/// The folder that holds a raw dataset when no `--data-dir` is given: `$TGRAG_DATA_ROOT/<folder>`,
+/// else `../shared/datasets/<folder>` (the project's shared data) when it exists.
+pub fn default_raw_dir(folder: &str) -> Option<PathBuf> {
+    let roots: Vec<PathBuf> = std::env::var_os("TGRAG_DATA_ROOT").map(PathBuf::from).into_iter().chain([PathBuf::from("../shared/datasets")]).collect();
+    roots.into_iter().map(|r| r.join(folder)).find(|d| d.is_dir())
 }
 
 /// A resolved dataset: its name (the `outputs/<name>/` folder) and source.
@@ -48,6 +118,7 @@ pub const KNOWN: &[(&str, &str)] = &[
     ("music", "Amazon review graph"),
     ("pantry", "Amazon review graph"),
     ("enron", "Enron e-mail people graph"),
+    ("primekg-paths", "PrimeKG x DrugMechDB mechanism paths (a tiny typed KB)"),
 ];
 
 /// Options that shape a dataset (only the synthetic generator takes them today).
@@ -78,6 +149,21 @@ pub fn resolve(name: &str, data_dir: Option<PathBuf>, opts: DatasetOptions) -> R
     let source = match (name, data_dir) {
         (_, Some(dir)) if stark_kb.is_some() && dir.join("skb").is_dir() => Source::Stark { kb: stark_kb.unwrap_or_default().to_string(), root: Some(dir) },
         (_, None) if stark_kb.is_some() => Source::Stark { kb: stark_kb.unwrap_or_default().to_string(), root: None },
+        (_, Some(dir)) if dir.is_dir() && RawKind::for_name(name).is_some_and(|(k, _)| k.recognises(&dir)) => {
+            Source::Raw { kind: RawKind::for_name(name).map(|k| k.0).unwrap_or(RawKind::Tape), dir }
+        }
+        (_, None) if RawKind::for_name(name).is_some() => {
+            let (kind, folder) = RawKind::for_name(name).unwrap_or((RawKind::Tape, ""));
+            match default_raw_dir(folder) {
+                Some(dir) if kind.recognises(&dir) => Source::Raw { kind, dir },
+                _ => Source::NotYetAvailable {
+                    reason: format!(
+                        "no local copy found; pass --data-dir with {}, or set TGRAG_DATA_ROOT to a folder holding `{folder}/`",
+                        kind.expects()
+                    ),
+                },
+            }
+        }
         (_, Some(dir)) => {
             if !dir.is_dir() {
                 return Err(DatasetError::Io {
@@ -140,6 +226,17 @@ impl DatasetSpec {
                 }
                 Ok(parts.join(" "))
             }
+            Source::Raw { kind, dir } => {
+                let mut files = Vec::new();
+                collect_files(dir, &mut files)?;
+                files.sort();
+                let mut parts = vec![format!("raw {kind:?}")];
+                for f in files {
+                    let rel = f.strip_prefix(dir).unwrap_or(&f).display().to_string();
+                    parts.push(format!("{rel}:{}", tgrag_schemas::io::sha256_file(&f)?));
+                }
+                Ok(parts.join(" "))
+            }
             Source::NotYetAvailable { reason } => Err(DatasetError::NotAvailable { name: self.name.clone(), reason: reason.clone() }),
         }
     }
@@ -157,4 +254,19 @@ impl DatasetSpec {
             _ => Err(DatasetError::Config(format!("dataset `{}` is not a STaRK dataset", self.name))),
         }
     }
+}
+
+/// Every regular file under `dir`, recursively (the content key of a raw dataset).
+fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    let rd = std::fs::read_dir(dir).map_err(|e| DatasetError::io(dir, e))?;
+    for e in rd {
+        let e = e.map_err(|e| DatasetError::io(dir, e))?;
+        let p = e.path();
+        if p.is_dir() {
+            collect_files(&p, out)?;
+        } else if p.is_file() {
+            out.push(p);
+        }
+    }
+    Ok(())
 }

@@ -346,3 +346,24 @@ fn stark_mirror_runs_end_to_end_and_file_tools_work() {
     assert!(String::from_utf8_lossy(&sql.stdout).contains("317"), "{}", String::from_utf8_lossy(&sql.stdout));
     assert!(nodes.is_file());
 }
+
+#[test]
+fn real_raw_datasets_run_from_their_own_files() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/datasets");
+    if !root.is_dir() {
+        eprintln!("SKIP real_raw_datasets_run_from_their_own_files: {} not found", root.display());
+        return;
+    }
+    let d = tempfile::tempdir().expect("tmp");
+    let o = d.path();
+    for (name, folder, query, want) in [
+        ("enron", "enron-sample", "SELECT count(*) AS n FROM enron_ingest_emails", "1000"),
+        ("citeseer", "citeseer-text", "SELECT count(*) AS n FROM citeseer_ingest_tag_nodes WHERE key IS NOT NULL", "3186"),
+        ("explagraphs", "explagraphs", "SELECT count(DISTINCT graph_id) AS n FROM explagraphs_ingest_graph_nodes", "2766"),
+    ] {
+        let dir = root.join(folder);
+        ok(tgrag(o, &["run", "--dataset", name, "--data-dir", dir.to_str().expect("utf8 path")]));
+        let out = ok(tgrag(o, &["sql", query]));
+        assert!(out.contains(want), "{name}: {out}");
+    }
+}

@@ -108,12 +108,13 @@ pub const QA: TableSpec = TableSpec {
 /// Nodes of a text-attributed graph (TopoRAG).
 pub const TAG_NODES: TableSpec = TableSpec {
     name: "tag_nodes",
-    version: 1,
+    version: 2,
     family: "text-attributed graph",
     doc: "Nodes with text, label, optional time and the observed/partial split.",
     columns: &[
         req("node_id", U32, "node id, unique"),
         req("text", Utf8, "full node text"),
+        opt("key", Utf8, "the dataset's own node id (paper id, e-mail address)"),
         opt("label", Utf8, "class label"),
         opt("time", I64, "timestamp or year, when the dataset has one"),
         opt("split", Utf8, "observed | partial (TopoRAG §6.1.1), when already split"),
@@ -127,6 +128,23 @@ pub const TAG_EDGES: TableSpec = TableSpec {
     family: "text-attributed graph",
     doc: "Edges between existing tag_nodes (undirected graphs store each edge once).",
     columns: &[req("src", U32, "source node_id"), req("dst", U32, "destination node_id")],
+};
+
+/// E-mails of an e-mail graph (Enron): the texts that live on the people graph's edges.
+pub const EMAILS: TableSpec = TableSpec {
+    name: "emails",
+    version: 1,
+    family: "text-attributed graph",
+    doc: "One row per e-mail; sender and recipients are tag_nodes (people).",
+    columns: &[
+        req("email_id", U32, "e-mail id, unique (input order)"),
+        req("file", Utf8, "where the message came from (maildir path)"),
+        req("sender", U32, "the From address, a tag_nodes node_id"),
+        req("recipients", ListU32, "To and Cc addresses in header order, tag_nodes node_ids"),
+        opt("time", I64, "Date header as Unix seconds (UTC)"),
+        req("subject", Utf8, "Subject header"),
+        req("body", Utf8, "message body"),
+    ],
 };
 
 /// A ranked retrieval run.
@@ -213,6 +231,7 @@ pub const ALL: &[&TableSpec] = &[
     &QA,
     &TAG_NODES,
     &TAG_EDGES,
+    &EMAILS,
     &RUN,
     &METRICS_PER_QUERY,
     &METRICS_AGGREGATE,

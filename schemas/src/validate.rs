@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array, new_null_array};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array, new_null_array};
 use arrow::compute::{CastOptions, can_cast_types, cast_with_options};
 use arrow::datatypes::DataType;
 use arrow::util::display::array_value_to_string;
@@ -264,6 +264,35 @@ pub fn check_tag(nodes: Located<'_>, edges: Located<'_>) -> Result<()> {
     let ids = IdSet::from_array(u32s(nodes.batch, "node_id")?);
     for col in ["src", "dst"] {
         check_refs(&tables::TAG_EDGES, edges.file, edges.batch, col, &ids, "node_id")?;
+    }
+    Ok(())
+}
+
+/// E-mails of a people graph: unique ids, sender and every recipient an existing tag node.
+pub fn check_emails(nodes: Located<'_>, emails: Located<'_>) -> Result<()> {
+    check_unique(&tables::EMAILS, emails.file, emails.batch, "email_id")?;
+    let ids = IdSet::from_array(u32s(nodes.batch, "node_id")?);
+    check_refs(&tables::EMAILS, emails.file, emails.batch, "sender", &ids, "node_id")?;
+    let col = emails.batch.column_by_name("recipients").ok_or_else(|| {
+        SchemaError::violation(emails.file, "emails", None, Some("recipients"), "missing column")
+    })?;
+    let lists = col.as_list_opt::<i32>().ok_or_else(|| {
+        SchemaError::violation(emails.file, "emails", None, Some("recipients"), "not a list column")
+    })?;
+    for row in 0..lists.len() {
+        let v = lists.value(row);
+        let Some(v) = v.as_primitive_opt::<arrow::datatypes::UInt32Type>() else {
+            return Err(SchemaError::violation(emails.file, "emails", Some(row), Some("recipients"), "not a list of u32"));
+        };
+        if let Some(bad) = v.iter().flatten().find(|&x| !ids.contains(x)) {
+            return Err(SchemaError::violation(
+                emails.file,
+                "emails",
+                Some(row),
+                Some("recipients"),
+                format!("refers to node_id {bad} which does not exist"),
+            ));
+        }
     }
     Ok(())
 }

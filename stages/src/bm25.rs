@@ -465,7 +465,7 @@ impl StageSpec for Bm25Stage {
     type Config = Bm25Config;
     const INFO: &'static StageInfo = &INFO;
     fn validate(c: &Bm25Config) -> std::result::Result<(), String> {
-        if !(c.params.k1 >= 0.0) {
+        if c.params.k1.is_nan() || c.params.k1 < 0.0 {
             return Err("k1 must be ≥ 0".into());
         }
         if !(0.0..=1.0).contains(&c.params.b) {

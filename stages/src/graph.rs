@@ -119,6 +119,7 @@ impl StageSpec for GraphStage {
             e.3 += u64::from(deg == 0);
         }
         let total = per.values().fold((0, 0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2.max(b.2), a.3 + b.3));
+        #[allow(clippy::type_complexity)]
         let rows: Vec<(&str, (u64, u64, u64, u64))> = per.into_iter().chain(std::iter::once(("*", total))).collect();
         let cols: Vec<(&str, ArrayRef)> = vec![
             ("node_type", Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0)))),

@@ -14,11 +14,11 @@ pub struct Ingest;
 
 static INFO: StageInfo = StageInfo {
     name: "ingest",
-    version: 1,
+    version: 2,
     about: "load or generate the dataset, validate it, write canonical tables",
     deps: &[],
     needs: &[],
-    outputs: &["nodes", "edges", "queries", "answers", "graph_nodes", "graph_edges", "qa", "tag_nodes", "tag_edges"],
+    outputs: &["nodes", "edges", "queries", "answers", "graph_nodes", "graph_edges", "qa", "tag_nodes", "tag_edges", "emails"],
 };
 
 impl StageSpec for Ingest {

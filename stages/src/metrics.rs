@@ -39,6 +39,7 @@ pub fn per_query(
         columns::f32s(run, "score")?,
         columns::strs(run, "method")?,
     );
+    #[allow(clippy::type_complexity)]
     let mut by_method: BTreeMap<&str, HashMap<u32, Vec<(u32, f32)>>> = BTreeMap::new();
     for i in 0..run.num_rows() {
         by_method.entry(rm.value(i)).or_default().entry(rq.value(i)).or_default().push((rn.value(i), rs.value(i)));

@@ -37,26 +37,24 @@ impl Skb {
         // `dimensions, weight = details.product_dimensions.split(' ; ')` inside a bare `try`: only
         // a value with exactly two parts prints; anything else (no details, nan, one or three
         // parts) is silently skipped.
-        if let Some(Value::Dict(_)) = self.attr(i, "details").map(Value::plain) {
-            if let Some(pd) = self.attr(i, "details").and_then(|d| d.get("product_dimensions")).and_then(Value::as_str) {
+        if let Some(Value::Dict(_)) = self.attr(i, "details").map(Value::plain)
+            && let Some(pd) = self.attr(i, "details").and_then(|d| d.get("product_dimensions")).and_then(Value::as_str) {
                 let parts: Vec<&str> = pd.split(" ; ").collect();
                 if let [dimensions, weight] = parts.as_slice() {
                     doc += &format!("- dimensions: {dimensions}\n- weight: {weight}\n");
                 }
             }
-        }
-        if let Some(Value::List(d)) = self.attr(i, "description").map(Value::plain) {
-            if !d.is_empty() {
+        if let Some(Value::List(d)) = self.attr(i, "description").map(Value::plain)
+            && !d.is_empty() {
                 let joined = d.iter().map(py_str).collect::<Vec<_>>().join(" ");
                 let description = joined.trim_matches(' ');
                 if !description.is_empty() {
                     doc += &format!("- description: {description}\n");
                 }
             }
-        }
         let mut feature_text = String::new();
-        if let Some(Value::List(f)) = self.attr(i, "feature").map(Value::plain) {
-            if !f.is_empty() {
+        if let Some(Value::List(f)) = self.attr(i, "feature").map(Value::plain)
+            && !f.is_empty() {
                 feature_text = "- features: \n".into();
                 for (k, feature) in f.iter().enumerate() {
                     let text = py_str(feature);
@@ -65,10 +63,9 @@ impl Skb {
                     }
                 }
             }
-        }
         let mut review_text = String::new();
-        if let Some(Value::List(reviews)) = self.attr(i, "review").map(Value::plain) {
-            if !reviews.is_empty() {
+        if let Some(Value::List(reviews)) = self.attr(i, "review").map(Value::plain)
+            && !reviews.is_empty() {
                 review_text = "- reviews: \n".into();
                 let scores: Vec<i64> = reviews
                     .iter()
@@ -90,10 +87,9 @@ impl Skb {
                     }
                 }
             }
-        }
         let mut qa_text = String::new();
-        if let Some(Value::List(qas)) = self.attr(i, "qa").map(Value::plain) {
-            if !qas.is_empty() {
+        if let Some(Value::List(qas)) = self.attr(i, "qa").map(Value::plain)
+            && !qas.is_empty() {
                 qa_text = "- Q&A: \n".into();
                 for (k, q) in qas.iter().enumerate() {
                     let g = |key: &str| q.get(key).map(py_str).unwrap_or_default();
@@ -103,7 +99,6 @@ impl Skb {
                     }
                 }
             }
-        }
         doc + &feature_text + &review_text + &qa_text
     }
 

@@ -283,7 +283,7 @@ pub fn clean_dict(v: &Value) -> Value {
                     Value::Dict(_) => Some((k.clone(), clean_dict(v))),
                     other => {
                         let s = crate::pyrepr::py_str(other);
-                        (s != "" && s != "nan").then(|| (k.clone(), other.clone()))
+                        (!s.is_empty() && s != "nan").then(|| (k.clone(), other.clone()))
                     }
                 })
                 .collect(),

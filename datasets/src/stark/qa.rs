@@ -30,7 +30,12 @@ pub struct Qa {
 impl Qa {
     /// `load_qa(kb)` (`human=false`) or `load_qa(kb, human_generated_eval=True)`.
     pub fn load(kb: Kb, root: &Path, human: bool) -> Result<Self> {
-        let dir = root.join(format!("qa/{}", kb.name()));
+        Self::load_dir(&root.join(format!("qa/{}", kb.name())), human)
+    }
+
+    /// The same from one KB's QA folder (`stark_qa/`, `split/`), as in the STaRK git history layout.
+    /// `test-0.1.index` is optional (older copies lack it); the other split files are required.
+    pub fn load_dir(dir: &Path, human: bool) -> Result<Self> {
         let file = if human { "stark_qa_human_generated_eval.csv" } else { "stark_qa.csv" };
         let path = dir.join("stark_qa").join(file);
         let text = read_utf8(&path)?;
@@ -64,6 +69,9 @@ impl Qa {
             let mut splits = Vec::new();
             for s in SPLIT_FILES {
                 let p = dir.join("split").join(format!("{s}.index"));
+                if s == "test-0.1" && !p.exists() {
+                    continue;
+                }
                 let text = read_utf8(&p)?;
                 let mut positions = Vec::new();
                 for (line_no, line) in text.lines().enumerate() {
@@ -84,14 +92,6 @@ impl Qa {
     }
 }
 
-fn read_utf8(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).map_err(|e| DatasetError::io(path, e))?;
-    String::from_utf8(bytes).map_err(|e| {
-        let at = e.utf8_error().valid_up_to();
-        DatasetError::malformed(path, format!("byte {at}"), "not valid UTF-8")
-    })
-}
-
 /// `eval(answer_ids)` for the only shape these files hold: a list of ints, `[1, 2]`.
 fn parse_int_list(s: &str) -> std::result::Result<Vec<i64>, String> {
     let t = s.trim();
@@ -104,61 +104,5 @@ fn parse_int_list(s: &str) -> std::result::Result<Vec<i64>, String> {
         .collect()
 }
 
-/// RFC 4180 CSV as pandas reads `to_csv` output: `"` quoting with `""` escapes, fields may hold
-/// newlines and carriage returns inside quotes; records end at `\n` (or `\r\n`).
-pub fn parse_csv(text: &str, path: &Path) -> Result<Vec<Vec<String>>> {
-    let mut records = Vec::new();
-    let mut rec: Vec<String> = Vec::new();
-    let mut field = String::new();
-    let mut chars = text.chars().peekable();
-    let mut in_quotes = false;
-    let mut at_field_start = true;
-    let mut line = 1usize;
-    while let Some(c) = chars.next() {
-        if in_quotes {
-            match c {
-                '"' if chars.peek() == Some(&'"') => {
-                    chars.next();
-                    field.push('"');
-                }
-                '"' => in_quotes = false,
-                c => {
-                    if c == '\n' {
-                        line += 1;
-                    }
-                    field.push(c)
-                }
-            }
-            continue;
-        }
-        match c {
-            '"' if at_field_start => {
-                in_quotes = true;
-                at_field_start = false;
-            }
-            ',' => {
-                rec.push(std::mem::take(&mut field));
-                at_field_start = true;
-            }
-            '\r' if chars.peek() == Some(&'\n') => {}
-            '\n' => {
-                rec.push(std::mem::take(&mut field));
-                records.push(std::mem::take(&mut rec));
-                at_field_start = true;
-                line += 1;
-            }
-            c => {
-                field.push(c);
-                at_field_start = false;
-            }
-        }
-    }
-    if in_quotes {
-        return Err(DatasetError::malformed(path, format!("line {line}"), "a quoted field is never closed (truncated file?)"));
-    }
-    if !field.is_empty() || !rec.is_empty() {
-        rec.push(field);
-        records.push(rec);
-    }
-    Ok(records)
-}
+pub use crate::raw::parse_csv;
+use crate::raw::read_utf8;

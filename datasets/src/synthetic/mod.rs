@@ -189,6 +189,7 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<DatasetTables> {
         vec![
             arr(UInt32Array::from_iter_values(0..t.nodes.len() as u32)),
             arr(StringArray::from_iter_values(t.nodes.iter().map(|n| n.text.as_str()))),
+            arr(StringArray::from_iter(t.nodes.iter().map(|_| None::<&str>))),
             arr(StringArray::from_iter(t.nodes.iter().map(|n| Some(n.label)))),
             arr(Int64Array::from_iter(t.nodes.iter().map(|n| Some(n.time)))),
             arr(StringArray::from_iter(t.nodes.iter().map(|n| Some(if n.partial { "partial" } else { "observed" })))),

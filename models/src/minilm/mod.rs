@@ -143,7 +143,7 @@ impl MiniLm {
         if cfg.hidden_act != "gelu" {
             return Err(ModelError::BadFile { path: cfg_path, reason: format!("hidden_act `{}` is not supported (only `gelu`)", cfg.hidden_act) });
         }
-        if cfg.num_attention_heads == 0 || cfg.hidden_size % cfg.num_attention_heads != 0 {
+        if cfg.num_attention_heads == 0 || !cfg.hidden_size.is_multiple_of(cfg.num_attention_heads) {
             return Err(ModelError::BadFile { path: cfg_path, reason: "hidden_size is not a multiple of num_attention_heads".into() });
         }
         let w_path = dir.join("model.safetensors");
