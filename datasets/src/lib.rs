@@ -28,6 +28,8 @@ pub mod tape;
 
 #[cfg(test)]
 mod real_tests;
+#[cfg(test)]
+mod test_support;
 
 use std::path::{Path, PathBuf};
 

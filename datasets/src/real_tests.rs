@@ -1,34 +1,7 @@
 //! Every real file of `../shared/datasets` loads, with the counts its MANIFEST states (skipped with a
 //! message when the folder is absent), and malformed variants of each format give located errors.
 
-use std::path::{Path, PathBuf};
-
-use crate::DatasetError;
-
-type TestResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
-
-fn shared(folder: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/datasets").join(folder);
-    if p.is_dir() {
-        Some(p)
-    } else {
-        eprintln!("SKIP: {} not found", p.display());
-        None
-    }
-}
-
-fn malformed_at(e: DatasetError) -> TestResult<(PathBuf, String, String)> {
-    match e {
-        DatasetError::Malformed { path, at, reason } => Ok((path, at, reason)),
-        other => Err(format!("expected a Malformed error, got {other}").into()),
-    }
-}
-
-fn write(dir: &Path, name: &str, body: &[u8]) -> TestResult<PathBuf> {
-    let p = dir.join(name);
-    std::fs::write(&p, body)?;
-    Ok(p)
-}
+use crate::test_support::{TestResult, malformed_at, shared, write};
 
 #[test]
 fn citeseer_tape_files_have_manifest_counts() -> TestResult {

@@ -125,6 +125,24 @@ impl Rng {
     }
 }
 
+/// Seeded 60/20/20 train/val/test assignment of `n` items: a shuffle drawn from `stream`, the first
+/// 60% of the shuffled order train, the next 20% val, the rest test.
+pub fn split_60_20_20(n: usize, seed: u64, stream: &str) -> Vec<&'static str> {
+    let mut order: Vec<usize> = (0..n).collect();
+    Rng::for_item(seed, stream, 0).shuffle(&mut order);
+    let mut out = vec!["train"; n];
+    for (rank, &i) in order.iter().enumerate() {
+        out[i] = if rank * 10 < n * 6 {
+            "train"
+        } else if rank * 10 < n * 8 {
+            "val"
+        } else {
+            "test"
+        };
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -90,19 +90,7 @@ pub fn to_tables(items: &[GraphQaItem], source: &Path) -> Result<DatasetTables> 
 /// Seeded 60/20/20 train/val/test assignment of `n` items (G-Retriever splits its GraphQA sets
 /// 60/20/20 at random; its exact sklearn permutation is not reproduced).
 pub fn random_splits(n: usize, seed: u64) -> Vec<&'static str> {
-    let mut order: Vec<usize> = (0..n).collect();
-    crate::rng::Rng::for_item(seed, "graphqa-splits", 0).shuffle(&mut order);
-    let mut out = vec!["train"; n];
-    for (rank, &i) in order.iter().enumerate() {
-        out[i] = if rank * 10 < n * 6 {
-            "train"
-        } else if rank * 10 < n * 8 {
-            "val"
-        } else {
-            "test"
-        };
-    }
-    out
+    crate::rng::split_60_20_20(n, seed, "graphqa-splits")
 }
 
 /// G-Retriever's split files `split/{train,val,test}_indices.txt` (one index per line), when present:

@@ -1,39 +1,11 @@
 //! GraphQA loaders: hand-derived graphs for G-Retriever's textualisation, the real ExplaGraphs and
 //! WebQSP files of `../shared/datasets` with their MANIFEST counts, and malformed variants.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use super::*;
-use crate::DatasetError;
-
-type TestResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
-
-fn shared(folder: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/datasets").join(folder);
-    if p.is_dir() {
-        Some(p)
-    } else {
-        eprintln!("SKIP: {} not found", p.display());
-        None
-    }
-}
-
-fn malformed_at(e: DatasetError) -> TestResult<(PathBuf, String, String)> {
-    match e {
-        DatasetError::Malformed { path, at, reason } => Ok((path, at, reason)),
-        other => Err(format!("expected a Malformed error, got {other}").into()),
-    }
-}
-
-fn write(dir: &Path, name: &str, body: &[u8]) -> TestResult<PathBuf> {
-    let p = dir.join(name);
-    if let Some(parent) = p.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    std::fs::write(&p, body)?;
-    Ok(p)
-}
+use crate::test_support::{TestResult, malformed_at, shared, write};
 
 #[test]
 fn explagraphs_textualisation_by_hand() -> TestResult {

@@ -23,8 +23,7 @@ fn mirror() -> Option<PathBuf> {
     }
 }
 
-/// Test failures carry the error that caused them (no unwrap/expect: `?` with context).
-type TestResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
+use crate::test_support::TestResult;
 
 fn col<'a>(b: &'a RecordBatch, c: &str) -> TestResult<&'a arrow::array::ArrayRef> {
     b.column_by_name(c).ok_or_else(|| format!("expected file has no column `{c}`").into())

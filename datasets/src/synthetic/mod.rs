@@ -15,7 +15,6 @@ use arrow::array::{ArrayRef, Int64Array, StringArray, UInt8Array, UInt32Array};
 use serde::{Deserialize, Serialize};
 use tgrag_schemas::tables;
 
-use crate::rng::Rng;
 use crate::{DatasetError, DatasetTables, LoadedTable, Result, generated_source};
 
 /// Version of the generator; part of the `ingest` stage's cache key.
@@ -85,19 +84,7 @@ fn arr<A: arrow::array::Array + 'static>(a: A) -> ArrayRef {
 
 /// Query splits: 60% train, 20% val, 20% test, by a seeded shuffle.
 fn splits(n: usize, seed: u64) -> Vec<&'static str> {
-    let mut order: Vec<usize> = (0..n).collect();
-    Rng::for_item(seed, "splits", 0).shuffle(&mut order);
-    let mut out = vec!["train"; n];
-    for (rank, &i) in order.iter().enumerate() {
-        out[i] = if rank * 10 < n * 6 {
-            "train"
-        } else if rank * 10 < n * 8 {
-            "val"
-        } else {
-            "test"
-        };
-    }
-    out
+    crate::rng::split_60_20_20(n, seed, "splits")
 }
 
 /// Generates every table of the synthetic dataset.
