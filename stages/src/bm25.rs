@@ -15,7 +15,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use tgrag_schemas::{columns, tables};
 
-use crate::text::{TokenizerKind, tokenize};
+use crate::text::{TokenizerKind, for_each_token};
 use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
 
 /// Which idf to use.
@@ -112,9 +112,17 @@ impl Hasher for FxHasher {
 type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 /// An inverted index over tokenised documents.
+///
+/// Postings are stored per term, sorted by document. Terms found in at least an eighth of the
+/// documents also get a dense weight column (one f32 per document): a query that touches much of the
+/// corpus then adds whole columns (vectorised) instead of scattering posting by posting. The dense
+/// columns hold less than three times the memory of the postings they duplicate, and give bit-identical
+/// scores (adding 0.0 for a document without the term changes nothing).
 #[derive(Debug, Clone)]
 pub struct Index {
     pub params: Bm25Params,
+    /// The tokeniser the documents went through, when the index was built from texts.
+    pub tokenizer: Option<TokenizerKind>,
     vocab: FxMap<String, u32>,
     doc_len: Vec<u32>,
     avg_len: f32,
@@ -127,6 +135,9 @@ pub struct Index {
     /// Per posting: its whole term score idf·tf·boost/(tf + norm), computed once at build time
     /// (bm25s' eager scoring), so a query only adds.
     weights: Vec<f32>,
+    /// Per term: the slot of its dense column in `dense`, or `u32::MAX`.
+    dense_slot: Vec<u32>,
+    dense: Vec<f32>,
 }
 
 impl Bm25Stats for Index {
@@ -142,64 +153,103 @@ impl Bm25Stats for Index {
     }
 }
 
+/// One chunk of documents, indexed with a chunk-local vocabulary.
+struct LocalChunk {
+    /// Local term id → term, in order of first occurrence within the chunk.
+    terms: Vec<String>,
+    /// (local term id, tf) of every document (terms in first-occurrence order), concatenated;
+    /// `ends[i]` closes document i.
+    runs: Vec<(u32, u32)>,
+    ends: Vec<usize>,
+    lens: Vec<u32>,
+}
+
 impl Index {
-    /// Builds the index of already tokenised documents (document i has id i), in parallel:
-    /// chunks of documents get local vocabularies, merged in chunk order so that term ids follow
-    /// first occurrence in the corpus whatever the thread count.
+    /// Builds the index of already tokenised documents (document i has id i).
     pub fn build(docs: &[Vec<String>], params: Bm25Params) -> Index {
+        Self::build_with(docs.len(), params, None, |i, _buf, f| docs[i].iter().for_each(|t| f(t)))
+    }
+
+    /// Builds the index of raw texts (document i has id i), tokenising on the fly: no string is
+    /// allocated per token, only per distinct term of each chunk.
+    /// (Not generic on purpose: generic code is compiled in the calling crate, with its optimisation
+    /// level; this keeps the hot loop in this optimised crate.)
+    pub fn build_texts(texts: &[&str], kind: TokenizerKind, params: Bm25Params) -> Index {
+        Self::build_with(texts.len(), params, Some(kind), |i, buf, f| for_each_token(texts[i], kind, buf, f))
+    }
+
+    /// The common build, in parallel: chunks of documents get local vocabularies, merged in chunk
+    /// order so that term ids follow first occurrence in the corpus whatever the thread count.
+    /// `visit(i, buf, f)` calls `f` with every token of document i (`buf` is scratch space).
+    fn build_with<V>(n: usize, params: Bm25Params, tokenizer: Option<TokenizerKind>, visit: V) -> Index
+    where
+        V: Fn(usize, &mut String, &mut dyn FnMut(&str)) + Sync,
+    {
         const CHUNK: usize = 2048;
-        type Local = (Vec<String>, Vec<Vec<(u32, u32)>>);
-        let locals: Vec<Local> = docs
-            .par_chunks(CHUNK)
-            .map(|c| {
-                let mut map: FxMap<&str, u32> = FxMap::default();
-                let mut terms: Vec<String> = Vec::new();
-                let per_doc = c
-                    .iter()
-                    .map(|d| {
-                        let mut ids: Vec<u32> = d
-                            .iter()
-                            .map(|t| {
-                                *map.entry(t.as_str()).or_insert_with(|| {
-                                    terms.push(t.clone());
-                                    (terms.len() - 1) as u32
-                                })
-                            })
-                            .collect();
-                        ids.sort_unstable();
-                        let mut runs: Vec<(u32, u32)> = Vec::new();
-                        for id in ids {
-                            match runs.last_mut() {
-                                Some((t, n)) if *t == id => *n += 1,
-                                _ => runs.push((id, 1)),
+        let starts: Vec<usize> = (0..n).step_by(CHUNK).collect();
+        let locals: Vec<LocalChunk> = starts
+            .par_iter()
+            .map(|&s| {
+                let e = (s + CHUNK).min(n);
+                let mut map: FxMap<String, u32> = FxMap::default();
+                let mut buf = String::new();
+                // Per local term: its count in the current document; `uniq` lists the terms seen
+                // in it (first occurrence order), so counts are reset without a sort or a scan.
+                let mut counts: Vec<u32> = Vec::new();
+                let mut uniq: Vec<u32> = Vec::new();
+                let mut chunk = LocalChunk { terms: Vec::new(), runs: Vec::new(), ends: Vec::with_capacity(e - s), lens: Vec::with_capacity(e - s) };
+                for i in s..e {
+                    let mut len = 0u32;
+                    visit(i, &mut buf, &mut |t: &str| {
+                        let id = match map.get(t) {
+                            Some(&id) => id,
+                            None => {
+                                let id = chunk.terms.len() as u32;
+                                map.insert(t.to_string(), id);
+                                chunk.terms.push(t.to_string());
+                                counts.push(0);
+                                id
                             }
+                        };
+                        let c = &mut counts[id as usize];
+                        if *c == 0 {
+                            uniq.push(id);
                         }
-                        runs
-                    })
-                    .collect();
-                (terms, per_doc)
+                        *c += 1;
+                        len += 1;
+                    });
+                    chunk.lens.push(len);
+                    for &id in &uniq {
+                        chunk.runs.push((id, std::mem::take(&mut counts[id as usize])));
+                    }
+                    uniq.clear();
+                    chunk.ends.push(chunk.runs.len());
+                }
+                chunk
             })
             .collect();
         let mut vocab: FxMap<String, u32> = FxMap::default();
         let maps: Vec<Vec<u32>> = locals
             .iter()
-            .map(|(terms, _)| {
-                terms
+            .map(|c| {
+                c.terms
                     .iter()
-                    .map(|t| {
-                        let next = vocab.len() as u32;
-                        *vocab.entry(t.clone()).or_insert(next)
+                    .map(|t| match vocab.get(t.as_str()) {
+                        Some(&g) => g,
+                        None => {
+                            let g = vocab.len() as u32;
+                            vocab.insert(t.clone(), g);
+                            g
+                        }
                     })
                     .collect()
             })
             .collect();
         let nt = vocab.len();
         let mut offsets = vec![0u64; nt + 1];
-        for ((_, per_doc), map) in locals.iter().zip(&maps) {
-            for v in per_doc {
-                for &(t, _) in v {
-                    offsets[map[t as usize] as usize + 1] += 1;
-                }
+        for (c, map) in locals.iter().zip(&maps) {
+            for &(t, _) in &c.runs {
+                offsets[map[t as usize] as usize + 1] += 1;
             }
         }
         for i in 0..nt {
@@ -209,20 +259,23 @@ impl Index {
         let (mut pd, mut ptf) = (vec![0u32; total], vec![0u32; total]);
         let mut fill = offsets.clone();
         let mut doc = 0u32;
-        for ((_, per_doc), map) in locals.iter().zip(&maps) {
-            for v in per_doc {
-                for &(t, tf) in v {
+        let mut doc_len: Vec<u32> = Vec::with_capacity(n);
+        for (c, map) in locals.iter().zip(&maps) {
+            let mut a = 0;
+            for &end in &c.ends {
+                for &(t, tf) in &c.runs[a..end] {
                     let g = map[t as usize] as usize;
                     let p = fill[g] as usize;
                     pd[p] = doc;
                     ptf[p] = tf;
                     fill[g] += 1;
                 }
+                a = end;
                 doc += 1;
             }
+            doc_len.extend_from_slice(&c.lens);
         }
-        let doc_len: Vec<u32> = docs.iter().map(|d| d.len() as u32).collect();
-        let n = doc_len.len();
+        drop(locals);
         let avg_len = if n == 0 { 0.0 } else { (doc_len.iter().map(|&l| f64::from(l)).sum::<f64>() / n as f64) as f32 };
         let norm = doc_len
             .iter()
@@ -231,10 +284,47 @@ impl Index {
                 params.k1 * (1.0 - params.b + params.b * r)
             })
             .collect();
-        let mut index = Index { params, vocab, doc_len, avg_len, norm, offsets, docs: pd, tfs: ptf, idf: Vec::new(), weights: Vec::new() };
+        let mut index = Index {
+            params,
+            tokenizer,
+            vocab,
+            doc_len,
+            avg_len,
+            norm,
+            offsets,
+            docs: pd,
+            tfs: ptf,
+            idf: Vec::new(),
+            weights: Vec::new(),
+            dense_slot: Vec::new(),
+            dense: Vec::new(),
+        };
         index.idf = index.compute_idf();
         index.weights = index.compute_weights();
+        index.build_dense();
         index
+    }
+
+    /// Dense weight columns for the terms in at least an eighth of the documents.
+    fn build_dense(&mut self) {
+        let n = self.num_docs();
+        let nt = self.vocab.len();
+        self.dense_slot = vec![u32::MAX; nt];
+        if n < 64 {
+            return;
+        }
+        let heavy: Vec<usize> = (0..nt).filter(|&t| self.doc_freq(t as u32) * 8 >= n).collect();
+        for (slot, &t) in heavy.iter().enumerate() {
+            self.dense_slot[t] = slot as u32;
+        }
+        let mut dense = vec![0f32; heavy.len() * n];
+        dense.par_chunks_mut(n).zip(&heavy).for_each(|(col, &t)| {
+            let (a, b) = (self.offsets[t] as usize, self.offsets[t + 1] as usize);
+            for (&d, &w) in self.docs[a..b].iter().zip(&self.weights[a..b]) {
+                col[d as usize] = w;
+            }
+        });
+        self.dense = dense;
     }
 
     fn compute_weights(&self) -> Vec<f32> {
@@ -242,22 +332,21 @@ impl Index {
             Variant::Lucene => 1.0,
             Variant::Okapi => self.params.k1 + 1.0,
         };
-        let nt = self.vocab.len();
-        let chunks: Vec<Vec<f32>> = (0..nt)
-            .into_par_iter()
-            .with_min_len(256)
-            .map(|t| {
-                let idf = self.idf[t];
-                let (a, b) = (self.offsets[t] as usize, self.offsets[t + 1] as usize);
-                (a..b)
-                    .map(|p| {
-                        let tf = self.tfs[p] as f32;
-                        idf * (tf * boost / (tf + self.norm[self.docs[p] as usize]))
-                    })
-                    .collect()
-            })
-            .collect();
-        chunks.concat()
+        let mut weights = vec![0f32; self.docs.len()];
+        weights.par_chunks_mut(1 << 16).enumerate().for_each(|(c, out)| {
+            let start = c << 16;
+            // The term of the first posting of this block, then walk forward.
+            let mut t = self.offsets.partition_point(|&o| o as usize <= start).saturating_sub(1);
+            for (j, w) in out.iter_mut().enumerate() {
+                let p = start + j;
+                while self.offsets[t + 1] as usize <= p {
+                    t += 1;
+                }
+                let tf = self.tfs[p] as f32;
+                *w = self.idf[t] * (tf * boost / (tf + self.norm[self.docs[p] as usize]));
+            }
+        });
+        weights
     }
 
     fn compute_idf(&self) -> Vec<f32> {
@@ -284,12 +373,21 @@ impl Index {
         self.vocab.len()
     }
 
+    /// Term ids of a tokenised query (unknown terms dropped, repeats kept).
+    fn term_ids<'a>(&self, query: impl IntoIterator<Item = &'a str>) -> Vec<usize> {
+        query.into_iter().filter_map(|t| self.vocab.get(t)).map(|&t| t as usize).collect()
+    }
+
     /// Scores of every document for a tokenised query (each query token counts once per occurrence,
     /// as in bm25s and rank_bm25). `touched` receives every document with a posting, once.
     pub fn scores_into(&self, query: &[String], scores: &mut [f32], seen: &mut [bool], touched: &mut Vec<u32>) {
-        for tok in query {
-            let Some(&t) = self.vocab.get(tok) else { continue };
-            let (a, b) = (self.offsets[t as usize] as usize, self.offsets[t as usize + 1] as usize);
+        let terms = self.term_ids(query.iter().map(String::as_str));
+        self.accumulate_sparse(&terms, scores, seen, touched);
+    }
+
+    fn accumulate_sparse(&self, terms: &[usize], scores: &mut [f32], seen: &mut [bool], touched: &mut Vec<u32>) {
+        for &t in terms {
+            let (a, b) = (self.offsets[t] as usize, self.offsets[t + 1] as usize);
             for (&d, &w) in self.docs[a..b].iter().zip(&self.weights[a..b]) {
                 let d = d as usize;
                 if !seen[d] {
@@ -304,8 +402,24 @@ impl Index {
     /// The `k` best documents among `allowed` (all when None), best first, ties by doc id ascending.
     /// Documents without any query term are not returned.
     pub fn search(&self, query: &[String], k: usize, allowed: Option<&[bool]>) -> Vec<(u32, f32)> {
+        let terms = self.term_ids(query.iter().map(String::as_str));
+        self.search_terms(&terms, k, allowed)
+    }
+
+    /// [`Index::search`] on raw query text, tokenised by `kind` (normally the documents' tokenizer).
+    pub fn search_text(&self, query: &str, kind: TokenizerKind, k: usize, allowed: Option<&[bool]>) -> Vec<(u32, f32)> {
+        let mut terms = Vec::new();
+        let mut buf = String::new();
+        for_each_token(query, kind, &mut buf, |t| {
+            if let Some(&id) = self.vocab.get(t) {
+                terms.push(id as usize);
+            }
+        });
+        self.search_terms(&terms, k, allowed)
+    }
+
+    fn search_terms(&self, terms: &[usize], k: usize, allowed: Option<&[bool]>) -> Vec<(u32, f32)> {
         let n = self.num_docs();
-        let terms: Vec<usize> = query.iter().filter_map(|t| self.vocab.get(t)).map(|&t| t as usize).collect();
         let postings: u64 = terms.iter().map(|&t| self.offsets[t + 1] - self.offsets[t]).sum();
         SCRATCH.with(|cell| {
             let mut scratch = cell.borrow_mut();
@@ -315,21 +429,29 @@ impl Index {
                 seen.resize(n, false);
             }
             // Dense mode when the query touches a large share of the corpus (Lucene idf > 0, so a
-            // document has a posting exactly when its score is > 0): accumulate, then one pass with a
-            // bounded heap, then clear the accumulator.
+            // document has a posting exactly when its score is > 0): accumulate (whole columns for
+            // the frequent terms), then one pass with a bounded heap, then clear the accumulator.
             if self.params.variant == Variant::Lucene && postings as usize * 4 > n {
-                for &t in &terms {
-                    let (a, b) = (self.offsets[t] as usize, self.offsets[t + 1] as usize);
-                    for (&d, &w) in self.docs[a..b].iter().zip(&self.weights[a..b]) {
-                        scores[d as usize] += w;
+                let acc = &mut scores[..n];
+                for &t in terms {
+                    let slot = self.dense_slot[t] as usize;
+                    if slot != u32::MAX as usize {
+                        for (s, &w) in acc.iter_mut().zip(&self.dense[slot * n..(slot + 1) * n]) {
+                            *s += w;
+                        }
+                    } else {
+                        let (a, b) = (self.offsets[t] as usize, self.offsets[t + 1] as usize);
+                        for (&d, &w) in self.docs[a..b].iter().zip(&self.weights[a..b]) {
+                            acc[d as usize] += w;
+                        }
                     }
                 }
-                let hits = dense_top_k(&scores[..n], k, allowed);
-                scores[..n].fill(0.0);
+                let hits = dense_top_k(acc, k, allowed);
+                acc.fill(0.0);
                 return hits;
             }
             touched.clear();
-            self.scores_into(query, scores, seen, touched);
+            self.accumulate_sparse(terms, scores, seen, touched);
             let mut hits: Vec<(u32, f32)> = touched
                 .iter()
                 .filter(|&&d| allowed.is_none_or(|a| a.get(d as usize).copied().unwrap_or(false)))
@@ -347,6 +469,7 @@ impl Index {
 }
 
 /// The `k` best positive entries of `scores` (score desc, id asc), one pass with a bounded heap.
+/// Blocks of 64 whose maximum cannot enter the heap are skipped after a vectorised max.
 fn dense_top_k(scores: &[f32], k: usize, allowed: Option<&[bool]>) -> Vec<(u32, f32)> {
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
@@ -369,18 +492,28 @@ fn dense_top_k(scores: &[f32], k: usize, allowed: Option<&[bool]>) -> Vec<(u32, 
     }
     let mut heap: BinaryHeap<Reverse<Hit>> = BinaryHeap::with_capacity(k + 1);
     let mut threshold = 0.0f32;
-    for (d, &s) in scores.iter().enumerate() {
-        // Ids ascend, so an equal score never displaces a kept (smaller) id.
-        if s > threshold || (heap.len() < k && s > 0.0) {
-            if allowed.is_some_and(|a| !a.get(d).copied().unwrap_or(false)) {
+    const BLOCK: usize = 64;
+    for (bi, block) in scores.chunks(BLOCK).enumerate() {
+        if heap.len() == k {
+            let max = block.iter().fold(0.0f32, |m, &x| if x > m { x } else { m });
+            if max <= threshold {
                 continue;
             }
-            heap.push(Reverse(Hit(s, d as u32)));
-            if heap.len() > k {
-                heap.pop();
-            }
-            if heap.len() == k {
-                threshold = heap.peek().map_or(0.0, |r| r.0.0);
+        }
+        for (j, &s) in block.iter().enumerate() {
+            let d = bi * BLOCK + j;
+            // Ids ascend, so an equal score never displaces a kept (smaller) id.
+            if s > threshold || (heap.len() < k && s > 0.0) {
+                if allowed.is_some_and(|a| !a.get(d).copied().unwrap_or(false)) {
+                    continue;
+                }
+                heap.push(Reverse(Hit(s, d as u32)));
+                if heap.len() > k {
+                    heap.pop();
+                }
+                if heap.len() == k {
+                    threshold = heap.peek().map_or(0.0, |r| r.0.0);
+                }
             }
         }
     }
@@ -487,16 +620,11 @@ impl StageSpec for Bm25Stage {
         let doc_node: Vec<u32> = order.iter().map(|&i| ids.value(i)).collect();
         let progress = ctx.progress;
         let index = ctx.timed("tokenize+index", |_| {
-            let pb = progress.bar(docs.len() as u64, "bm25 tokenize");
-            let toks: Vec<Vec<String>> = order
-                .par_iter()
-                .map(|&i| {
-                    pb.inc(1);
-                    tokenize(docs.value(i), cfg.tokenizer)
-                })
-                .collect();
+            let pb = progress.bar(1, "bm25 index");
+            let texts: Vec<&str> = order.iter().map(|&i| docs.value(i)).collect();
+            let index = Index::build_texts(&texts, cfg.tokenizer, cfg.params);
             pb.finish_and_clear();
-            Ok(Index::build(&toks, cfg.params))
+            Ok(index)
         })?;
         ctx.set_items(docs.len() as u64);
         let qids = columns::u32s(&queries, "query_id")?;
@@ -507,8 +635,7 @@ impl StageSpec for Bm25Stage {
                 .into_par_iter()
                 .map(|i| {
                     pb.inc(1);
-                    let q = tokenize(qtext.value(i), cfg.tokenizer);
-                    let hits = index.search(&q, cfg.top_k, None);
+                    let hits = index.search_text(qtext.value(i), cfg.tokenizer, cfg.top_k, None);
                     (qids.value(i), hits.into_iter().map(|(d, s)| (doc_node[d as usize], s)).collect())
                 })
                 .collect();
@@ -539,11 +666,12 @@ mod tests {
     fn brute(docs: &[Vec<String>], q: &[String], p: Bm25Params) -> Vec<f32> {
         let n = docs.len();
         let avg = docs.iter().map(Vec::len).sum::<usize>() as f32 / n as f32;
+        let dfs: Vec<usize> = q.iter().map(|t| docs.iter().filter(|x| x.contains(t)).count()).collect();
         docs.iter()
             .map(|d| {
                 q.iter()
-                    .map(|t| {
-                        let df = docs.iter().filter(|x| x.contains(t)).count();
+                    .zip(&dfs)
+                    .map(|(t, &df)| {
                         let tf = d.iter().filter(|x| *x == t).count() as f32;
                         if tf == 0.0 {
                             return 0.0;
@@ -644,6 +772,64 @@ mod tests {
         if let Some(dir) = fixture_dir() {
             check_against(&dir, "rank_bm25_top20.parquet", Bm25Params { k1: 1.5, b: 0.75, variant: Variant::Okapi, epsilon: 0.25 }, 1e-4);
         }
+    }
+
+    /// A seeded corpus with a skewed vocabulary: several terms are in more than an eighth of the
+    /// documents (dense columns, dense accumulation) and there are more documents than one build chunk.
+    fn skewed_corpus(n: usize) -> Vec<String> {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        (0..n)
+            .map(|_| {
+                let len = 3 + next() % 12;
+                (0..len)
+                    .map(|_| {
+                        // Term index with a heavy head: min of two uniforms over 0..60, squared-ish.
+                        let a = next() % 60;
+                        let b = next() % 60;
+                        format!("w{}", a.min(b) * a.min(b) / 60)
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn dense_columns_and_chunking_agree_with_brute_force() {
+        let texts = skewed_corpus(4500);
+        let toks: Vec<Vec<String>> = texts.iter().map(|t| crate::text::tokenize(t, TokenizerKind::Bm25s)).collect();
+        let p = Bm25Params::default();
+        let from_texts = Index::build_texts(&texts.iter().map(String::as_str).collect::<Vec<_>>(), TokenizerKind::Bm25s, p);
+        let from_tokens = Index::build(&toks, p);
+        assert!(from_texts.dense_slot.iter().filter(|&&s| s != u32::MAX).count() >= 3, "the head terms must get dense columns");
+        assert_eq!(from_texts.vocab_size(), from_tokens.vocab_size());
+        for q in ["w0", "w0 w1 w2", "w3 w57", "w40 w0 w0", "w9 w16 w25 w36"] {
+            let qt = toks_of(q);
+            let want = brute(&toks, &qt, p);
+            let got = from_texts.search_text(q, TokenizerKind::Bm25s, 25, None);
+            assert_eq!(got, from_tokens.search(&qt, 25, None), "query {q}: both builds rank alike");
+            let mut exp: Vec<(u32, f32)> = want.iter().enumerate().filter(|x| *x.1 > 0.0).map(|(d, &s)| (d as u32, s)).collect();
+            exp.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            exp.truncate(25);
+            assert_eq!(got.len(), exp.len(), "query {q}");
+            for (g, e) in got.iter().zip(&exp) {
+                assert!((g.1 - e.1).abs() <= 1e-4 * e.1.max(1.0), "query {q}: {g:?} vs {e:?}");
+            }
+            // Ranks agree except among near-equal scores.
+            for (g, e) in got.iter().zip(&exp) {
+                assert!(g.0 == e.0 || (want[g.0 as usize] - e.1).abs() < 1e-4, "query {q}: {g:?} vs {e:?}");
+            }
+        }
+    }
+
+    fn toks_of(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
     }
 
     #[test]

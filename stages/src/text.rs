@@ -27,6 +27,36 @@ fn is_word(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
 }
 
+/// Calls `f` with every token of `text`, in order, without allocating a string per token: the
+/// lower-cased text goes into `buf` (reused across calls) and tokens are slices of it.
+/// Same tokens as [`tokenize`].
+pub fn for_each_token(text: &str, kind: TokenizerKind, buf: &mut String, mut f: impl FnMut(&str)) {
+    buf.clear();
+    if text.is_ascii() {
+        buf.push_str(text);
+        buf.make_ascii_lowercase();
+    } else {
+        // `to_lowercase` is context-sensitive (final sigma), so the whole text is lowered at once.
+        buf.push_str(&text.to_lowercase());
+    }
+    match kind {
+        TokenizerKind::Bm25s => {
+            for t in buf.split(|c: char| !is_word(c)) {
+                if t.chars().nth(1).is_some() && !STOPWORDS_EN.contains(&t) {
+                    f(t);
+                }
+            }
+        }
+        TokenizerKind::Simple => {
+            for t in buf.split(|c: char| !c.is_alphanumeric()) {
+                if !t.is_empty() {
+                    f(t);
+                }
+            }
+        }
+    }
+}
+
 /// Splits `text` into tokens. `(?u)\b\w\w+\b` matches exactly the maximal runs of word characters
 /// that are at least two characters long, which is how it is computed here.
 pub fn tokenize(text: &str, kind: TokenizerKind) -> Vec<String> {
@@ -56,5 +86,18 @@ mod tests {
         assert_eq!(tokenize("Snake_case", TokenizerKind::Simple), vec!["snake", "case"]);
         assert_eq!(tokenize("x² a", TokenizerKind::Simple), vec!["x²", "a"]);
         assert_eq!(tokenize("Café naïve", TokenizerKind::Simple), vec!["café", "naïve"]);
+    }
+
+    #[test]
+    fn visitor_gives_the_same_tokens_as_tokenize() {
+        let texts = ["The USB-C port, a 2x faster hub!", "ΣΟΦΟΣ Straße x² snake_case", "", "a I", "Ünïcode and ASCII mixed: ÀB cd"];
+        let mut buf = String::new();
+        for kind in [TokenizerKind::Bm25s, TokenizerKind::Simple] {
+            for t in texts {
+                let mut got = Vec::new();
+                for_each_token(t, kind, &mut buf, |x| got.push(x.to_string()));
+                assert_eq!(got, tokenize(t, kind), "{t:?} {kind:?}");
+            }
+        }
     }
 }
