@@ -63,6 +63,10 @@ pub struct EmbedArgs {
     /// Sentences per forward pass (after sorting by length).
     #[arg(long, default_value_t = 32)]
     pub batch_size: usize,
+    /// `fused` (the CPU engine: packed sequences, fused passes, AVX-512 gemm; `--device cpu` only)
+    /// or `burn` (the burn model on the chosen device). Default: fused on cpu, burn on gpu.
+    #[arg(long)]
+    pub engine: Option<String>,
 }
 
 fn column<'a>(b: &'a RecordBatch, path: &Path, name: &str) -> Result<&'a ArrayRef> {
@@ -208,6 +212,14 @@ pub fn cmd_embed(a: EmbedArgs, quiet: bool) -> Result<()> {
     if a.batch_size == 0 {
         bail!("--batch-size must be at least 1");
     }
+    let on_gpu = device.resolved() == DeviceChoice::Gpu;
+    let fused = match a.engine.as_deref() {
+        None => !on_gpu,
+        Some("fused") if on_gpu => bail!("--engine fused runs on the CPU only (use --engine burn with --device gpu)"),
+        Some("fused") => true,
+        Some("burn") => false,
+        Some(e) => bail!("--engine {e}: expected fused or burn"),
+    };
     let dir = a.model.clone().unwrap_or_else(|| minilm::default_dir(Path::new(".")));
     if !dir.join("model.safetensors").is_file() {
         bail!("{}: no model.safetensors (run `make models` or `tgrag fetch minilm`)", dir.display());
@@ -217,7 +229,7 @@ pub fn cmd_embed(a: EmbedArgs, quiet: bool) -> Result<()> {
     check_ids(&ids, &a.input, "id")?;
     let texts = texts(&input, &a.input, "text")?;
     let t0 = Instant::now();
-    let model = MiniLm::load(&dir, &device.device())?;
+    let model = if fused { MiniLm::load_fused(&dir)? } else { MiniLm::load(&dir, &device.device())? };
     let t_load = t0.elapsed().as_secs_f64();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let bar = Progress { quiet }.bar(refs.len() as u64, "embed (MiniLM)");
@@ -236,9 +248,10 @@ pub fn cmd_embed(a: EmbedArgs, quiet: bool) -> Result<()> {
     let batch = RecordBatch::try_new(schema, vec![ids, Arc::new(list)])?;
     tgrag_schemas::io::write_parquet_atomic(&a.out, &batch)?;
     eprintln!(
-        "embed: {} texts on {} in {:.3}s ({:.1} texts/s; model load {:.2}s) → {}",
+        "embed: {} texts on {} ({} engine) in {:.3}s ({:.1} texts/s; model load {:.2}s) → {}",
         refs.len(),
         device.resolved().as_str(),
+        if fused { "fused" } else { "burn" },
         t_enc,
         refs.len() as f64 / t_enc.max(1e-9),
         t_load,

@@ -11,6 +11,7 @@
 //! error. The pooler (`pooler.dense`) belongs to BertModel and is loaded, but sentence embeddings
 //! do not use it; `embeddings.position_ids` must be the buffer `0..max_position_embeddings`.
 
+pub mod fused;
 pub mod weights;
 
 use std::path::{Path, PathBuf};
@@ -114,9 +115,17 @@ pub struct Bert {
     pooler: Linear,
 }
 
-/// The sentence encoder: word pieces + [`Bert`] + mean pooling + L2 normalisation.
+/// Which implementation of the encoder runs.
+pub enum Engine {
+    /// burn, generic over the device (Flex CPU backend or wgpu).
+    Burn(Bert),
+    /// The CPU engine ([`fused::FusedBert`]): packed sequences, fused passes, AVX-512 gemm.
+    Fused(fused::FusedBert),
+}
+
+/// The sentence encoder: word pieces + the BERT encoder + mean pooling + L2 normalisation.
 pub struct MiniLm {
-    pub bert: Bert,
+    pub engine: Engine,
     tokenizer: Tokenizer,
 }
 
@@ -134,28 +143,39 @@ impl Default for EncodeOptions {
 }
 
 impl MiniLm {
-    /// Load `config.json`, `model.safetensors` and `tokenizer.json` from `dir` onto `device`.
+    /// Load `config.json`, `model.safetensors` and `tokenizer.json` from `dir` into the burn
+    /// engine on `device`.
     pub fn load(dir: &Path, device: &Device) -> Result<Self> {
-        let cfg_path = dir.join("config.json");
-        let cfg_text = std::fs::read_to_string(&cfg_path).map_err(|source| ModelError::Io { path: cfg_path.clone(), source })?;
-        let cfg: BertConfig = serde_json::from_str(&cfg_text)
-            .map_err(|e| ModelError::BadFile { path: cfg_path.clone(), reason: format!("not a BERT config: {e}") })?;
-        if cfg.hidden_act != "gelu" {
-            return Err(ModelError::BadFile { path: cfg_path, reason: format!("hidden_act `{}` is not supported (only `gelu`)", cfg.hidden_act) });
-        }
-        if cfg.num_attention_heads == 0 || !cfg.hidden_size.is_multiple_of(cfg.num_attention_heads) {
-            return Err(ModelError::BadFile { path: cfg_path, reason: "hidden_size is not a multiple of num_attention_heads".into() });
-        }
-        let w_path = dir.join("model.safetensors");
-        let bytes = std::fs::read(&w_path).map_err(|source| ModelError::Io { path: w_path.clone(), source })?;
+        let (cfg, w_path, bytes) = read_model(dir)?;
         let bert = Bert::from_safetensors(cfg, &w_path, &bytes, device)?;
-        let tokenizer = load_tokenizer(&dir.join("tokenizer.json"))?;
-        Ok(MiniLm { bert, tokenizer })
+        Ok(MiniLm { engine: Engine::Burn(bert), tokenizer: load_tokenizer(&dir.join("tokenizer.json"))? })
+    }
+
+    /// Load the model into the CPU engine ([`fused::FusedBert`]).
+    pub fn load_fused(dir: &Path) -> Result<Self> {
+        let (cfg, w_path, bytes) = read_model(dir)?;
+        let bert = fused::FusedBert::from_safetensors(cfg, &w_path, &bytes)?;
+        Ok(MiniLm { engine: Engine::Fused(bert), tokenizer: load_tokenizer(&dir.join("tokenizer.json"))? })
+    }
+
+    /// The engine for a device choice: the CPU engine for `cpu`, burn on wgpu for `gpu`.
+    pub fn for_device(dir: &Path, choice: crate::DeviceChoice) -> Result<Self> {
+        match choice.resolved() {
+            crate::DeviceChoice::Gpu => Self::load(dir, &choice.device()),
+            _ => Self::load_fused(dir),
+        }
+    }
+
+    fn config(&self) -> &BertConfig {
+        match &self.engine {
+            Engine::Burn(b) => &b.cfg,
+            Engine::Fused(f) => f.config(),
+        }
     }
 
     /// Embedding width (384 for all-MiniLM-L6-v2).
     pub fn dim(&self) -> usize {
-        self.bert.cfg.hidden_size
+        self.config().hidden_size
     }
 
     /// Word-piece ids of `text` exactly as fed to the model: `[CLS] … [SEP]`, at most 256.
@@ -168,7 +188,10 @@ impl MiniLm {
     /// `on_batch` is called with the number of sentences after each forward pass (progress).
     pub fn encode(&self, texts: &[&str], opts: EncodeOptions, on_batch: &(dyn Fn(usize) + Sync)) -> Result<Vec<f32>> {
         let ids: Vec<Vec<u32>> = texts.par_iter().map(|t| self.token_ids(t)).collect::<Result<_>>()?;
-        self.bert.encode_ids(&ids, opts, on_batch)
+        match &self.engine {
+            Engine::Burn(b) => b.encode_ids(&ids, opts, on_batch),
+            Engine::Fused(f) => encode_batched(f.config(), &ids, opts, on_batch, |batch| f.forward_pooled(batch)),
+        }
     }
 }
 
@@ -217,26 +240,7 @@ impl Bert {
     /// Unit-length mean-pooled embeddings of id sequences (each at most `max_position_embeddings`
     /// long), row-major, in input order, batched by length.
     pub fn encode_ids(&self, ids: &[Vec<u32>], opts: EncodeOptions, on_batch: &(dyn Fn(usize) + Sync)) -> Result<Vec<f32>> {
-        if let Some(s) = ids.iter().find(|s| s.len() > self.cfg.max_position_embeddings) {
-            return Err(ModelError::Internal(format!("a sequence of {} ids exceeds max_position_embeddings", s.len())));
-        }
-        if let Some(&t) = ids.iter().flatten().find(|&&t| t as usize >= self.cfg.vocab_size) {
-            return Err(ModelError::Internal(format!("token id {t} is outside the vocabulary")));
-        }
-        let mut order: Vec<usize> = (0..ids.len()).collect();
-        // Length bucketing: similar lengths share a batch, so padding stays small. Stable order.
-        order.sort_by_key(|&i| (ids[i].len(), i));
-        let d = self.dim();
-        let mut out = vec![0f32; ids.len() * d];
-        for chunk in order.chunks(opts.batch_size.max(1)) {
-            let batch: Vec<&[u32]> = chunk.iter().map(|&i| ids[i].as_slice()).collect();
-            let emb = self.forward_pooled(&batch)?;
-            for (row, &i) in chunk.iter().enumerate() {
-                out[i * d..(i + 1) * d].copy_from_slice(&emb[row * d..(row + 1) * d]);
-            }
-            on_batch(chunk.len());
-        }
-        Ok(out)
+        encode_batched(&self.cfg, ids, opts, on_batch, |batch| self.forward_pooled(batch))
     }
 
     /// Mean-pooled, L2-normalised embeddings of a batch of id sequences (row-major).
@@ -291,6 +295,54 @@ impl Bert {
         let s = data.as_slice::<f32>().map_err(|e| ModelError::Internal(format!("reading embeddings: {e:?}")))?;
         Ok(s.to_vec())
     }
+}
+
+/// `config.json` (checked) and the bytes of `model.safetensors` of a model folder.
+fn read_model(dir: &Path) -> Result<(BertConfig, PathBuf, Vec<u8>)> {
+    let cfg_path = dir.join("config.json");
+    let cfg_text = std::fs::read_to_string(&cfg_path).map_err(|source| ModelError::Io { path: cfg_path.clone(), source })?;
+    let cfg: BertConfig = serde_json::from_str(&cfg_text)
+        .map_err(|e| ModelError::BadFile { path: cfg_path.clone(), reason: format!("not a BERT config: {e}") })?;
+    if cfg.hidden_act != "gelu" {
+        return Err(ModelError::BadFile { path: cfg_path, reason: format!("hidden_act `{}` is not supported (only `gelu`)", cfg.hidden_act) });
+    }
+    if cfg.num_attention_heads == 0 || !cfg.hidden_size.is_multiple_of(cfg.num_attention_heads) {
+        return Err(ModelError::BadFile { path: cfg_path, reason: "hidden_size is not a multiple of num_attention_heads".into() });
+    }
+    let w_path = dir.join("model.safetensors");
+    let bytes = std::fs::read(&w_path).map_err(|source| ModelError::Io { path: w_path.clone(), source })?;
+    Ok((cfg, w_path, bytes))
+}
+
+/// Checks the ids, sorts them by length (similar lengths share a batch: little padding for the
+/// burn engine, even work for the CPU engine), runs `forward` per batch and returns the rows in
+/// input order.
+fn encode_batched(
+    cfg: &BertConfig,
+    ids: &[Vec<u32>],
+    opts: EncodeOptions,
+    on_batch: &(dyn Fn(usize) + Sync),
+    forward: impl Fn(&[&[u32]]) -> Result<Vec<f32>>,
+) -> Result<Vec<f32>> {
+    if let Some(s) = ids.iter().find(|s| s.len() > cfg.max_position_embeddings) {
+        return Err(ModelError::Internal(format!("a sequence of {} ids exceeds max_position_embeddings", s.len())));
+    }
+    if let Some(&t) = ids.iter().flatten().find(|&&t| t as usize >= cfg.vocab_size) {
+        return Err(ModelError::Internal(format!("token id {t} is outside the vocabulary")));
+    }
+    let mut order: Vec<usize> = (0..ids.len()).collect();
+    order.sort_by_key(|&i| (ids[i].len(), i));
+    let d = cfg.hidden_size;
+    let mut out = vec![0f32; ids.len() * d];
+    for chunk in order.chunks(opts.batch_size.max(1)) {
+        let batch: Vec<&[u32]> = chunk.iter().map(|&i| ids[i].as_slice()).collect();
+        let emb = forward(&batch)?;
+        for (row, &i) in chunk.iter().enumerate() {
+            out[i * d..(i + 1) * d].copy_from_slice(&emb[row * d..(row + 1) * d]);
+        }
+        on_batch(chunk.len());
+    }
+    Ok(out)
 }
 
 /// `tokenizer.json` with sentence-transformers' settings: truncation to 256, no padding.

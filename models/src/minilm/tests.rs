@@ -185,6 +185,78 @@ fn burn_bert_matches_f64_reference_with_padding_and_bucketing() {
 }
 
 #[test]
+fn fused_engine_matches_f64_reference_and_burn() {
+    let cfg = tiny_cfg();
+    let m = tiny(&cfg, 11);
+    let bytes = to_bytes(&m, cfg.max_position_embeddings, true);
+    let fused = fused::FusedBert::from_safetensors(cfg.clone(), Path::new("tiny.safetensors"), &bytes).expect("load");
+    let bert = Bert::from_safetensors(cfg.clone(), Path::new("tiny.safetensors"), &bytes, &Device::flex()).expect("load");
+    let seqs: Vec<Vec<u32>> = vec![vec![1, 5, 2], vec![1, 7, 8, 9, 10, 11, 2], vec![1, 2], vec![1, 22, 3, 3, 4, 2], vec![1, 0, 2], vec![1; 16], vec![3]];
+    for batch_size in [1, 3, 32] {
+        let got = encode_batched(&cfg, &seqs, EncodeOptions { batch_size }, &|_| {}, |b| fused.forward_pooled(b)).expect("encode");
+        let burn = bert.encode_ids(&seqs, EncodeOptions { batch_size }, &|_| {}).expect("encode");
+        for (s, ids) in seqs.iter().enumerate() {
+            let want = reference(&cfg, &m, ids);
+            for j in 0..cfg.hidden_size {
+                let g = f64::from(got[s * cfg.hidden_size + j]);
+                assert!((g - want[j]).abs() < 2e-5, "batch {batch_size} seq {s} dim {j}: {g} vs {}", want[j]);
+                assert!((g - f64::from(burn[s * cfg.hidden_size + j])).abs() < 2e-5, "fused vs burn, seq {s} dim {j}");
+            }
+        }
+    }
+}
+
+#[test]
+fn vectorisable_erf_and_exp_are_accurate() {
+    // erf against f64 libm on a fine grid, including the saturated tails.
+    let mut worst_erf = 0.0f64;
+    for i in -60_000..=60_000 {
+        let x = i as f32 * 1e-4;
+        let e = (f64::from(fused::erf_approx(x)) - erf64(f64::from(x))).abs();
+        worst_erf = worst_erf.max(e);
+    }
+    assert!(worst_erf < 5e-7, "erf max abs error {worst_erf}");
+    // exp: relative error on [−86.99, 20] (below −87 it returns 0, as softmax needs).
+    let mut worst_exp = 0.0f64;
+    for i in -86_990..=20_000 {
+        let x = i as f32 * 1e-3;
+        let want = f64::from(x).exp();
+        let e = ((f64::from(fused::exp_approx(x)) - want) / want).abs();
+        worst_exp = worst_exp.max(e);
+    }
+    assert!(worst_exp < 1e-6, "exp max relative error {worst_exp}");
+    assert_eq!(fused::exp_approx(-1e4), 0.0);
+    assert_eq!(fused::exp_approx(0.0), 1.0);
+}
+
+/// erf in f64 by its Taylor series (|x| < 3) and the continued fraction of erfc beyond: an
+/// independent reference, accurate to ~1e-15 on the grid above.
+fn erf64(x: f64) -> f64 {
+    let a = x.abs();
+    let v = if a < 3.0 {
+        let (mut term, mut sum, mut n) = (a, a, 0.0f64);
+        loop {
+            n += 1.0;
+            term *= -a * a / n;
+            let add = term / (2.0 * n + 1.0);
+            sum += add;
+            if add.abs() < 1e-17 {
+                break;
+            }
+        }
+        2.0 / std::f64::consts::PI.sqrt() * sum
+    } else {
+        // erfc(a) = exp(-a²)/√π · 1/(a + 1/2/(a + 1/(a + 3/2/(a + …)))), evaluated bottom-up.
+        let mut f = 0.0f64;
+        for k in (1..60).rev() {
+            f = (k as f64 / 2.0) / (a + f);
+        }
+        1.0 - (-a * a).exp() / std::f64::consts::PI.sqrt() / (a + f)
+    };
+    v.copysign(x)
+}
+
+#[test]
 fn weight_loading_is_strict() {
     let cfg = tiny_cfg();
     let dev = Device::flex();
@@ -198,6 +270,11 @@ fn weight_loading_is_strict() {
     extra.insert("classifier.weight".into(), (vec![2, 8], vec![0.0; 16]));
     let e = load(&extra, true).expect("extra tensor must fail");
     assert!(e.contains("w.safetensors") && e.contains("classifier.weight") && e.contains("not used"), "{e}");
+    let fused_err = |m: &BTreeMap<String, (Vec<usize>, Vec<f32>)>| {
+        fused::FusedBert::from_safetensors(cfg.clone(), Path::new("w.safetensors"), &to_bytes(m, cfg.max_position_embeddings, true)).err().map(|e| e.to_string())
+    };
+    assert_eq!(fused_err(&m), None);
+    assert!(fused_err(&extra).is_some_and(|e| e.contains("classifier.weight")), "the CPU engine is strict too");
     // A missing tensor.
     let mut missing = m.clone();
     missing.remove("encoder.layer.1.output.dense.bias");
@@ -242,7 +319,8 @@ fn matches_sentence_transformers_fixture() {
         eprintln!("SKIP matches_sentence_transformers_fixture: no model in {} (run `make models`)", dir.display());
         return;
     }
-    let model = MiniLm::load(&dir, &Device::flex()).expect("load model");
+    let burn = MiniLm::load(&dir, &Device::flex()).expect("load model");
+    let fused = MiniLm::load_fused(&dir).expect("load model");
     let mut texts: Vec<(i64, String)> = Vec::new();
     for b in read_batches(&fx.join("sentences.parquet")) {
         let ids = b.column_by_name("sent_id").expect("sent_id");
@@ -271,10 +349,11 @@ fn matches_sentence_transformers_fixture() {
         let mut want = want_ids[id].clone();
         want.sort_unstable();
         let want: Vec<u32> = want.into_iter().map(|(_, t)| t).collect();
-        assert_eq!(model.token_ids(text).expect("tokens"), want, "token ids of sentence {id}");
+        assert_eq!(fused.token_ids(text).expect("tokens"), want, "token ids of sentence {id}");
     }
     // Embeddings: cosine ≥ 0.9999 for every sentence.
     let refs: Vec<&str> = texts.iter().map(|(_, t)| t.as_str()).collect();
+    for (engine, model) in [("burn", &burn), ("cpu", &fused)] {
     let got = model.encode(&refs, EncodeOptions::default(), &|_| {}).expect("encode");
     let mut want_emb: BTreeMap<i64, Vec<f32>> = BTreeMap::new();
     for b in read_batches(&fx.join("embeddings.parquet")) {
@@ -294,7 +373,8 @@ fn matches_sentence_transformers_fixture() {
         let nb: f64 = w.iter().map(|a| f64::from(*a).powi(2)).sum::<f64>().sqrt();
         let cos = dot / (na * nb);
         worst = worst.min(cos);
-        assert!(cos >= 0.9999, "sentence {id}: cosine {cos}");
+        assert!(cos >= 0.9999, "{engine} engine, sentence {id}: cosine {cos}");
     }
-    eprintln!("minilm fixture: {} sentences, min cosine {worst:.7}", texts.len());
+    eprintln!("minilm fixture ({engine} engine): {} sentences, min cosine {worst:.7}", texts.len());
+    }
 }
