@@ -10,6 +10,8 @@ use arrow::array::{ArrayRef, Float64Array, RecordBatch, StringArray, UInt32Array
 
 fn tgrag(outputs: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tgrag"))
+        // The MiniLM model that `make models` (a prerequisite of `make test`) puts in weights/.
+        .env("TGRAG_MODELS", Path::new(env!("CARGO_MANIFEST_DIR")).join("../weights"))
         .arg("--outputs")
         .arg(outputs)
         .arg("--quiet")
@@ -130,7 +132,7 @@ fn sql_counts_nodes_and_schema_and_stages_describe() {
     assert!(out.contains(&format!("| {} ", nodes.num_rows())), "{out}");
     // Joins across stages work on the registered names.
     let out = ok(tgrag(o, &["sql", "SELECT method, count(*) AS q FROM synthetic_metrics_per_query GROUP BY method"]));
-    assert!(out.contains("bm25") && out.contains("dense-hash") && out.contains("| 80 "), "{out}");
+    assert!(out.contains("bm25") && out.contains("| dense ") && out.contains("| 80 "), "{out}");
     let list = ok(tgrag(o, &["sql", "--list", ""]));
     assert!(list.contains("synthetic_bm25_run") && list.contains("synthetic_ingest_tag_edges"), "{list}");
 
@@ -273,14 +275,17 @@ fn wrong_parquet_type_and_truncated_parquet_are_rejected() {
 
 #[test]
 fn sigkill_at_any_stage_then_rerun_gives_the_bytes_of_a_clean_run() {
+    // The hashing encoder keeps this test fast (MiniLM on `medium` takes minutes on 2 cores);
+    // MiniLM's determinism is checked on `tiny` below.
+    const RUN: [&str; 5] = ["run", "--size", "medium", "--set", "dense.encoder=\"hash\""];
     let clean = tempfile::tempdir().expect("tmp");
-    ok(tgrag(clean.path(), &["run", "--size", "medium"]));
+    ok(tgrag(clean.path(), &RUN));
     let reference = snapshot(clean.path());
     assert!(reference.keys().any(|k| k.ends_with("metrics/report.md")));
 
     // Same inputs twice give the same bytes.
     let twice = tempfile::tempdir().expect("tmp");
-    ok(tgrag(twice.path(), &["run", "--size", "medium"]));
+    ok(tgrag(twice.path(), &RUN));
     assert!(snapshot(twice.path()) == reference, "two clean runs differ");
 
     let crashed = tempfile::tempdir().expect("tmp");
@@ -289,9 +294,11 @@ fn sigkill_at_any_stage_then_rerun_gives_the_bytes_of_a_clean_run() {
     for stage in ["ingest", "graph", "bm25", "dense", "metrics"] {
         let dir = o.join("synthetic").join(stage);
         let mut child = Command::new(env!("CARGO_BIN_EXE_tgrag"))
+            .env("TGRAG_MODELS", Path::new(env!("CARGO_MANIFEST_DIR")).join("../weights"))
             .arg("--outputs")
             .arg(o)
-            .args(["--quiet", "run", "--size", "medium"])
+            .arg("--quiet")
+            .args(RUN)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -313,7 +320,7 @@ fn sigkill_at_any_stage_then_rerun_gives_the_bytes_of_a_clean_run() {
         let _ = child.wait();
     }
     assert!(kills >= 3, "the run was killed mid-stage only {kills} times");
-    let resumed = ok(tgrag(o, &["run", "--size", "medium"]));
+    let resumed = ok(tgrag(o, &RUN));
     assert!(resumed.contains("no complete previous run") || resumed.contains("no previous run"), "{resumed}");
     let got = snapshot(o);
     assert!(files_named(o, |n| n.ends_with(".tmp")).is_empty(), "temporary files left");
@@ -321,6 +328,39 @@ fn sigkill_at_any_stage_then_rerun_gives_the_bytes_of_a_clean_run() {
     for (k, v) in &reference {
         assert!(got.get(k) == Some(v), "{} differs from the clean run", k.display());
     }
+}
+
+#[test]
+fn minilm_dense_stage_is_deterministic_and_needs_the_model() {
+    let (a, b) = (tempfile::tempdir().expect("tmp"), tempfile::tempdir().expect("tmp"));
+    ok(tgrag(a.path(), &["run", "--size", "tiny"]));
+    ok(tgrag(b.path(), &["run", "--size", "tiny"]));
+    let (sa, sb) = (snapshot(a.path()), snapshot(b.path()));
+    let dense: Vec<_> = sa.keys().filter(|k| k.to_string_lossy().contains("dense/")).collect();
+    assert!(!dense.is_empty());
+    for k in dense {
+        assert!(sa.get(k) == sb.get(k), "{} differs between two MiniLM runs", k.display());
+    }
+    // The embeddings are MiniLM's: 384 wide and unit length.
+    let emb = tgrag_schemas::io::read_parquet(&a.path().join("synthetic/dense/embeddings.parquet")).expect("embeddings");
+    let col = emb.column_by_name("embedding").expect("embedding");
+    let list = col.as_any().downcast_ref::<arrow::array::FixedSizeListArray>().expect("fixed size list");
+    assert_eq!(list.value_length(), 384);
+    let v = list.value(0);
+    let v = v.as_any().downcast_ref::<arrow::array::Float32Array>().expect("f32");
+    let norm: f32 = v.values().iter().map(|x| x * x).sum::<f32>().sqrt();
+    assert!((norm - 1.0).abs() < 1e-4, "norm {norm}");
+    // A missing model is a clear error naming the fix.
+    let c = tempfile::tempdir().expect("tmp");
+    let out = Command::new(env!("CARGO_BIN_EXE_tgrag"))
+        .env("TGRAG_MODELS", c.path())
+        .arg("--outputs")
+        .arg(c.path())
+        .args(["--quiet", "run", "--size", "tiny"])
+        .output()
+        .expect("spawn");
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("no MiniLM model") && stderr(&out).contains("make models"), "{}", stderr(&out));
 }
 
 // ---- STaRK and the file tools ---------------------------------------------------------------------

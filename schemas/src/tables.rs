@@ -205,6 +205,66 @@ pub const METRICS_AGGREGATE: TableSpec = TableSpec {
     ],
 };
 
+/// A persisted BM25 index: one row per index (the global one and one per node type).
+pub const BM25_INDEX: TableSpec = TableSpec {
+    name: "bm25_index",
+    version: 1,
+    family: "indexes",
+    doc: "Parameters and statistics of each persisted BM25 index (scope `*` = all nodes, else a node type).",
+    columns: &[
+        req("scope", Utf8, "`*` for the global index, else the node type it covers"),
+        req("num_docs", U32, "documents (nodes) in the index"),
+        req("vocab_size", U32, "distinct terms"),
+        req("avg_doc_len", F32, "mean document length in tokens"),
+        req("k1", F32, "BM25 k1"),
+        req("b", F32, "BM25 b"),
+        req("variant", Utf8, "lucene | okapi"),
+        req("tokenizer", Utf8, "bm25s | simple"),
+    ],
+};
+
+/// Terms of the persisted BM25 indexes.
+pub const BM25_TERMS: TableSpec = TableSpec {
+    name: "bm25_terms",
+    version: 1,
+    family: "indexes",
+    doc: "The vocabulary of each BM25 index, in term-id order (first occurrence in node-id order).",
+    columns: &[
+        req("scope", Utf8, "index scope (see bm25_index)"),
+        req("term_id", U32, "term id within the scope"),
+        req("term", Utf8, "the token"),
+        req("df", U32, "document frequency"),
+        req("idf", F32, "idf of the index's variant (recomputed on load; here for readers)"),
+    ],
+};
+
+/// Postings of the persisted BM25 indexes.
+pub const BM25_POSTINGS: TableSpec = TableSpec {
+    name: "bm25_postings",
+    version: 1,
+    family: "indexes",
+    doc: "One row per (term, document) pair: the inverted lists, by term then node id.",
+    columns: &[
+        req("scope", Utf8, "index scope (see bm25_index)"),
+        req("term_id", U32, "term id within the scope"),
+        req("node_id", U32, "document (node)"),
+        req("tf", U32, "term frequency in the document"),
+    ],
+};
+
+/// Documents of the persisted BM25 indexes.
+pub const BM25_DOCS: TableSpec = TableSpec {
+    name: "bm25_docs",
+    version: 1,
+    family: "indexes",
+    doc: "The documents of each BM25 index in index order (node id ascending) with their lengths.",
+    columns: &[
+        req("scope", Utf8, "index scope (see bm25_index)"),
+        req("node_id", U32, "document (node)"),
+        req("len", U32, "document length in tokens"),
+    ],
+};
+
 /// Wall-clock timings of a stage; kept apart so that result tables stay byte-identical.
 pub const TIMINGS: TableSpec = TableSpec {
     name: "timings",
@@ -233,6 +293,10 @@ pub const ALL: &[&TableSpec] = &[
     &TAG_EDGES,
     &EMAILS,
     &RUN,
+    &BM25_INDEX,
+    &BM25_TERMS,
+    &BM25_POSTINGS,
+    &BM25_DOCS,
     &METRICS_PER_QUERY,
     &METRICS_AGGREGATE,
     &TIMINGS,

@@ -368,6 +368,147 @@ impl Index {
         }
     }
 
+    /// The index as persisted rows under `scope`: (bm25_index, bm25_terms, bm25_postings,
+    /// bm25_docs). `node_of[d]` is the node id of document d and must ascend (index order).
+    pub fn to_tables(&self, scope: &str, node_of: &[u32]) -> Result<[RecordBatch; 4]> {
+        if node_of.len() != self.num_docs() || node_of.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(StageError::Internal("bm25 persist: node ids must ascend, one per document".into()));
+        }
+        let nt = self.vocab.len();
+        let mut terms = vec![""; nt];
+        for (t, &id) in &self.vocab {
+            terms[id as usize] = t.as_str();
+        }
+        let np = self.docs.len();
+        let variant = match self.params.variant {
+            Variant::Lucene => "lucene",
+            Variant::Okapi => "okapi",
+        };
+        let tokenizer = match self.tokenizer {
+            Some(TokenizerKind::Simple) => "simple",
+            _ => "bm25s",
+        };
+        let index = tables::BM25_INDEX.batch(vec![
+            Arc::new(StringArray::from(vec![scope])),
+            Arc::new(UInt32Array::from(vec![self.num_docs() as u32])),
+            Arc::new(UInt32Array::from(vec![nt as u32])),
+            Arc::new(Float32Array::from(vec![self.avg_len])),
+            Arc::new(Float32Array::from(vec![self.params.k1])),
+            Arc::new(Float32Array::from(vec![self.params.b])),
+            Arc::new(StringArray::from(vec![variant])),
+            Arc::new(StringArray::from(vec![tokenizer])),
+        ])?;
+        let term_rows = tables::BM25_TERMS.batch(vec![
+            Arc::new(StringArray::from(vec![scope; nt])),
+            Arc::new(UInt32Array::from_iter_values(0..nt as u32)),
+            Arc::new(StringArray::from(terms)),
+            Arc::new(UInt32Array::from_iter_values((0..nt as u32).map(|t| self.doc_freq(t) as u32))),
+            Arc::new(Float32Array::from(self.idf.clone())),
+        ])?;
+        let mut term_of = Vec::with_capacity(np);
+        for t in 0..nt {
+            term_of.extend(std::iter::repeat_n(t as u32, self.doc_freq(t as u32)));
+        }
+        let postings = tables::BM25_POSTINGS.batch(vec![
+            Arc::new(StringArray::from(vec![scope; np])),
+            Arc::new(UInt32Array::from(term_of)),
+            Arc::new(UInt32Array::from_iter_values(self.docs.iter().map(|&d| node_of[d as usize]))),
+            Arc::new(UInt32Array::from(self.tfs.clone())),
+        ])?;
+        let docs = tables::BM25_DOCS.batch(vec![
+            Arc::new(StringArray::from(vec![scope; node_of.len()])),
+            Arc::new(UInt32Array::from(node_of.to_vec())),
+            Arc::new(UInt32Array::from(self.doc_len.clone())),
+        ])?;
+        Ok([index, term_rows, postings, docs])
+    }
+
+    /// Loads the index of `scope` from persisted tables (as [`Index::to_tables`] writes them,
+    /// possibly concatenated over scopes). Returns the index and the node id of each document.
+    /// Weights, idf and dense columns are recomputed from the counts, so a loaded index scores
+    /// exactly as the one that was saved.
+    pub fn from_tables(scope: &str, index: &RecordBatch, terms: &RecordBatch, postings: &RecordBatch, docs: &RecordBatch) -> Result<(Index, Vec<u32>)> {
+        let bad = |m: String| StageError::Internal(format!("bm25 index `{scope}`: {m}"));
+        let sc = columns::strs(index, "scope")?;
+        let row = (0..sc.len()).find(|&i| sc.value(i) == scope).ok_or_else(|| bad("no such scope".into()))?;
+        let variant = match columns::strs(index, "variant")?.value(row) {
+            "lucene" => Variant::Lucene,
+            "okapi" => Variant::Okapi,
+            v => return Err(bad(format!("unknown variant `{v}`"))),
+        };
+        let tokenizer = match columns::strs(index, "tokenizer")?.value(row) {
+            "bm25s" => TokenizerKind::Bm25s,
+            "simple" => TokenizerKind::Simple,
+            v => return Err(bad(format!("unknown tokenizer `{v}`"))),
+        };
+        let params = Bm25Params { k1: columns::f32s(index, "k1")?.value(row), b: columns::f32s(index, "b")?.value(row), variant, epsilon: default_epsilon() };
+        // Documents in index order.
+        let (dsc, dnode, dlen) = (columns::strs(docs, "scope")?, columns::u32s(docs, "node_id")?, columns::u32s(docs, "len")?);
+        let rows: Vec<usize> = (0..dsc.len()).filter(|&i| dsc.value(i) == scope).collect();
+        let node_of: Vec<u32> = rows.iter().map(|&i| dnode.value(i)).collect();
+        let doc_len: Vec<u32> = rows.iter().map(|&i| dlen.value(i)).collect();
+        if node_of.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(bad("bm25_docs node ids do not ascend".into()));
+        }
+        // Vocabulary in term-id order.
+        let (tsc, tid, tterm) = (columns::strs(terms, "scope")?, columns::u32s(terms, "term_id")?, columns::strs(terms, "term")?);
+        let mut vocab: FxMap<String, u32> = FxMap::default();
+        for i in (0..tsc.len()).filter(|&i| tsc.value(i) == scope) {
+            let id = tid.value(i);
+            if id as usize != vocab.len() || vocab.insert(tterm.value(i).to_string(), id).is_some() {
+                return Err(bad(format!("bm25_terms row {i}: term ids must run 0, 1, … without repeats")));
+            }
+        }
+        let nt = vocab.len();
+        // Postings grouped by term, documents ascending.
+        let (psc, pterm, pnode, ptf) = (columns::strs(postings, "scope")?, columns::u32s(postings, "term_id")?, columns::u32s(postings, "node_id")?, columns::u32s(postings, "tf")?);
+        let mut offsets = vec![0u64; nt + 1];
+        let (mut pd, mut ptfs) = (Vec::new(), Vec::new());
+        let mut last: Option<(u32, u32)> = None;
+        for i in (0..psc.len()).filter(|&i| psc.value(i) == scope) {
+            let (t, node) = (pterm.value(i), pnode.value(i));
+            if (t as usize) >= nt || last.is_some_and(|l| (t, node) <= l) {
+                return Err(bad(format!("bm25_postings row {i}: postings must be sorted by term then node, with known terms")));
+            }
+            let d = node_of.binary_search(&node).map_err(|_| bad(format!("bm25_postings row {i}: node {node} is not a document")))?;
+            offsets[t as usize + 1] += 1;
+            pd.push(d as u32);
+            ptfs.push(ptf.value(i));
+            last = Some((t, node));
+        }
+        for i in 0..nt {
+            offsets[i + 1] += offsets[i];
+        }
+        let n = doc_len.len();
+        let avg_len = if n == 0 { 0.0 } else { (doc_len.iter().map(|&l| f64::from(l)).sum::<f64>() / n as f64) as f32 };
+        let norm = doc_len
+            .iter()
+            .map(|&l| {
+                let r = if avg_len > 0.0 { l as f32 / avg_len } else { 0.0 };
+                params.k1 * (1.0 - params.b + params.b * r)
+            })
+            .collect();
+        let mut idx = Index {
+            params,
+            tokenizer: Some(tokenizer),
+            vocab,
+            doc_len,
+            avg_len,
+            norm,
+            offsets,
+            docs: pd,
+            tfs: ptfs,
+            idf: Vec::new(),
+            weights: Vec::new(),
+            dense_slot: Vec::new(),
+            dense: Vec::new(),
+        };
+        idx.idf = idx.compute_idf();
+        idx.weights = idx.compute_weights();
+        idx.build_dense();
+        Ok((idx, node_of))
+    }
+
     /// Number of distinct terms.
     pub fn vocab_size(&self) -> usize {
         self.vocab.len()
@@ -549,11 +690,18 @@ pub struct Bm25Config {
     pub tokenizer: TokenizerKind,
     /// Candidates kept per query.
     pub top_k: usize,
+    /// Also build (and persist) one index per node type, for methods that rank within a type (MoR).
+    #[serde(default = "yes")]
+    pub per_type: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Default for Bm25Config {
     fn default() -> Self {
-        Bm25Config { params: Bm25Params::default(), tokenizer: TokenizerKind::Bm25s, top_k: 100 }
+        Bm25Config { params: Bm25Params::default(), tokenizer: TokenizerKind::Bm25s, top_k: 100, per_type: true }
     }
 }
 
@@ -587,11 +735,11 @@ pub struct Bm25Stage;
 
 static INFO: StageInfo = StageInfo {
     name: "bm25",
-    version: 1,
-    about: "exact BM25 over node documents; top-k per query (method `bm25`)",
+    version: 2,
+    about: "exact BM25 over node documents (global and per node type, persisted); top-k per query (method `bm25`)",
     deps: &["ingest"],
     needs: &[("ingest", "nodes"), ("ingest", "queries")],
-    outputs: &["run", "index_stats"],
+    outputs: &["run", "bm25_index", "bm25_terms", "bm25_postings", "bm25_docs"],
 };
 
 impl StageSpec for Bm25Stage {
@@ -644,13 +792,33 @@ impl StageSpec for Bm25Stage {
         })?;
         ctx.set_items(qids.len() as u64);
         ctx.write("run", &run_batch("bm25", &rows)?)?;
-        let stats = RecordBatch::try_from_iter(vec![
-            ("num_docs", Arc::new(UInt32Array::from(vec![index.num_docs() as u32])) as ArrayRef),
-            ("vocab_size", Arc::new(UInt32Array::from(vec![index.vocab_size() as u32])) as ArrayRef),
-            ("avg_doc_len", Arc::new(Float32Array::from(vec![index.avg_doc_len()])) as ArrayRef),
-        ])
-        .map_err(|e| StageError::Internal(e.to_string()))?;
-        ctx.write("index_stats", &stats)
+        // Persisted indexes: the global one (scope `*`), then one per node type (sorted by name).
+        let types = columns::strs(&nodes, "node_type")?;
+        let mut parts = vec![index.to_tables("*", &doc_node)?];
+        if cfg.per_type {
+            let mut by_type: std::collections::BTreeMap<&str, Vec<usize>> = std::collections::BTreeMap::new();
+            for &i in &order {
+                by_type.entry(types.value(i)).or_default().push(i);
+            }
+            let built = ctx.timed("per-type indexes", |_| {
+                by_type
+                    .iter()
+                    .map(|(t, rows)| {
+                        let texts: Vec<&str> = rows.iter().map(|&i| docs.value(i)).collect();
+                        let nodes: Vec<u32> = rows.iter().map(|&i| ids.value(i)).collect();
+                        Index::build_texts(&texts, cfg.tokenizer, cfg.params).to_tables(t, &nodes)
+                    })
+                    .collect::<Result<Vec<_>>>()
+            })?;
+            parts.extend(built);
+        }
+        for (k, name) in ["bm25_index", "bm25_terms", "bm25_postings", "bm25_docs"].iter().enumerate() {
+            let batches: Vec<RecordBatch> = parts.iter().map(|p| p[k].clone()).collect();
+            let schema = batches[0].schema();
+            let all = arrow::compute::concat_batches(&schema, &batches).map_err(|e| StageError::Internal(e.to_string()))?;
+            ctx.write(name, &all)?;
+        }
+        Ok(())
     }
 }
 
@@ -826,6 +994,34 @@ mod tests {
                 assert!(g.0 == e.0 || (want[g.0 as usize] - e.1).abs() < 1e-4, "query {q}: {g:?} vs {e:?}");
             }
         }
+    }
+
+    #[test]
+    fn persisted_index_reloads_and_scores_identically() {
+        let texts = skewed_corpus(3000);
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let p = Bm25Params { k1: 1.2, b: 0.6, variant: Variant::Okapi, epsilon: 0.25 };
+        let a = Index::build_texts(&refs, TokenizerKind::Simple, p);
+        let b = Index::build_texts(&refs[..700], TokenizerKind::Bm25s, Bm25Params::default());
+        let nodes_a: Vec<u32> = (0..3000).map(|d| 10 * d + 3).collect();
+        let nodes_b: Vec<u32> = (0..700).map(|d| 2 * d).collect();
+        let (ta, tb) = (a.to_tables("*", &nodes_a).expect("a"), b.to_tables("paper", &nodes_b).expect("b"));
+        let cat = |k: usize| arrow::compute::concat_batches(&ta[k].schema(), &[ta[k].clone(), tb[k].clone()]).expect("concat");
+        let (idx, terms, postings, docs) = (cat(0), cat(1), cat(2), cat(3));
+        for (scope, orig, nodes) in [("*", &a, &nodes_a), ("paper", &b, &nodes_b)] {
+            let (re, node_of) = Index::from_tables(scope, &idx, &terms, &postings, &docs).expect("load");
+            assert_eq!(&node_of, nodes);
+            assert_eq!((re.params, re.tokenizer, re.vocab_size()), (orig.params, orig.tokenizer, orig.vocab_size()));
+            for q in ["w0", "w1 w2 w3", "w57 w0", "w30"] {
+                let kind = orig.tokenizer.unwrap_or_default();
+                assert_eq!(re.search_text(q, kind, 30, None), orig.search_text(q, kind, 30, None), "scope {scope}, query {q}");
+            }
+        }
+        assert!(Index::from_tables("nope", &idx, &terms, &postings, &docs).is_err());
+        // Postings out of order are refused, not silently mis-scored.
+        let rev = arrow::compute::take_record_batch(&postings, &UInt32Array::from_iter_values((0..postings.num_rows() as u32).rev())).expect("take");
+        let e = Index::from_tables("*", &idx, &terms, &rev, &docs).expect_err("unsorted postings");
+        assert!(e.to_string().contains("sorted by term then node"), "{e}");
     }
 
     fn toks_of(s: &str) -> Vec<String> {

@@ -1,8 +1,9 @@
 //! `dense`: dense retrieval by cosine similarity, computed as blocked matrix products with burn (the
-//! Flex CPU backend, or wgpu on a GPU). Until the MiniLM encoder lands, the encoder is a hashing
-//! embedding: BERT normalisation and pre-tokenisation (tokenizers crate), unigrams and bigrams hashed
-//! (FNV-1a, signed) into `dim` buckets, sub-linear term frequency, L2 normalisation. Embeddings are
-//! stored as `FixedSizeList<f32, dim>`.
+//! Flex CPU backend, or wgpu on a GPU). The encoder is all-MiniLM-L6-v2 (default; method `dense`) or,
+//! with `encoder = "hash"` (no model needed), a hashing embedding: BERT normalisation and
+//! pre-tokenisation (tokenizers crate), unigrams and bigrams hashed (FNV-1a, signed) into `dim`
+//! buckets, sub-linear term frequency, L2 normalisation (method `dense-hash`). Embeddings are stored
+//! as `FixedSizeList<f32, dim>`.
 
 use std::sync::Arc;
 
@@ -21,11 +22,28 @@ use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
 
 pub use tgrag_models::DeviceChoice;
 
+/// Which text encoder the `dense` stage uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Encoder {
+    /// all-MiniLM-L6-v2 (384 dims; `make models` puts it in weights/). Method name `dense`.
+    #[default]
+    Minilm,
+    /// The hashing embedding below (`dim` dims, no model needed). Method name `dense-hash`.
+    Hash,
+}
+
 /// Options of the `dense` stage.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DenseConfig {
-    /// Embedding width of the hashing encoder.
+    #[serde(default)]
+    pub encoder: Encoder,
+    /// MiniLM model folder; default `$TGRAG_MODELS/all-MiniLM-L6-v2` or `weights/all-MiniLM-L6-v2`.
+    /// Its `model.safetensors` must be the pinned file (sha256 checked), so the cache key holds.
+    #[serde(default)]
+    pub model_dir: Option<String>,
+    /// Embedding width of the hashing encoder (MiniLM's is 384).
     pub dim: usize,
     pub top_k: usize,
     /// Queries per matrix product.
@@ -35,8 +53,28 @@ pub struct DenseConfig {
 
 impl Default for DenseConfig {
     fn default() -> Self {
-        DenseConfig { dim: 256, top_k: 100, batch: 256, device: DeviceChoice::Cpu }
+        DenseConfig { encoder: Encoder::Minilm, model_dir: None, dim: 256, top_k: 100, batch: 256, device: DeviceChoice::Cpu }
     }
+}
+
+/// The MiniLM sentence encoder of a stage config: the model folder, its weights checked against the
+/// pinned sha256, and the CPU engine (`cpu`) or burn on wgpu (`gpu`).
+pub fn load_minilm(model_dir: Option<&str>, device: DeviceChoice) -> Result<tgrag_models::minilm::MiniLm> {
+    use tgrag_models::minilm;
+    let dir = model_dir.map_or_else(|| minilm::default_dir(std::path::Path::new(".")), std::path::PathBuf::from);
+    let w = dir.join("model.safetensors");
+    if !w.is_file() {
+        return Err(StageError::ModelFile(format!(
+            "no MiniLM model at {} (run `make models` or `tgrag fetch minilm`, or use --set dense.encoder=hash)",
+            w.display()
+        )));
+    }
+    let pinned = minilm::FILES.iter().find(|(f, _)| *f == "model.safetensors").map(|(_, h)| *h).unwrap_or_default();
+    let got = tgrag_schemas::io::sha256_file(&w)?;
+    if got != pinned {
+        return Err(StageError::ModelFile(format!("{} has sha256 {got}, not the pinned all-MiniLM-L6-v2 weights ({pinned})", w.display())));
+    }
+    Ok(minilm::MiniLm::for_device(&dir, device)?)
 }
 
 fn words(text: &str) -> std::result::Result<Vec<String>, StageError> {
@@ -179,8 +217,8 @@ pub struct DenseStage;
 
 static INFO: StageInfo = StageInfo {
     name: "dense",
-    version: 1,
-    about: "hashing embeddings (tokenizers) + exact cosine top-k with burn (method `dense-hash`)",
+    version: 2,
+    about: "MiniLM (or hashing) embeddings + exact cosine top-k with burn (method `dense` or `dense-hash`)",
     deps: &["ingest"],
     needs: &[("ingest", "nodes"), ("ingest", "queries")],
     outputs: &["embeddings", "run"],
@@ -203,23 +241,43 @@ impl StageSpec for DenseStage {
         order.sort_unstable_by_key(|&i| ids.value(i));
         let doc_texts: Vec<&str> = order.iter().map(|&i| docs.value(i)).collect();
         let doc_ids: Vec<u32> = order.iter().map(|&i| ids.value(i)).collect();
-        let demb = ctx.timed("embed nodes", |_| embed_all(&doc_texts, cfg.dim))?;
-        ctx.set_items(doc_texts.len() as u64);
         let (qids, qtext) = (columns::u32s(&queries, "query_id")?, columns::strs(&queries, "text")?);
         let q_texts: Vec<&str> = (0..qtext.len()).map(|i| qtext.value(i)).collect();
-        let qemb = ctx.timed("embed queries", |_| embed_all(&q_texts, cfg.dim))?;
+        let (demb, qemb, dim, method) = match cfg.encoder {
+            Encoder::Hash => {
+                let demb = ctx.timed("embed nodes", |_| embed_all(&doc_texts, cfg.dim))?;
+                ctx.set_items(doc_texts.len() as u64);
+                let qemb = ctx.timed("embed queries", |_| embed_all(&q_texts, cfg.dim))?;
+                (demb, qemb, cfg.dim, "dense-hash")
+            }
+            Encoder::Minilm => {
+                let model = ctx.timed("load MiniLM", |_| load_minilm(cfg.model_dir.as_deref(), cfg.device))?;
+                let opts = tgrag_models::minilm::EncodeOptions::default();
+                let progress = ctx.progress;
+                let encode = |texts: &[&str], what: &str| -> Result<Vec<f32>> {
+                    let pb = progress.bar(texts.len() as u64, what);
+                    let out = model.encode(texts, opts, &|n| pb.inc(n as u64)).map_err(StageError::from);
+                    pb.finish_and_clear();
+                    out
+                };
+                let demb = ctx.timed("embed nodes", |_| encode(&doc_texts, "dense: embed nodes (MiniLM)"))?;
+                ctx.set_items(doc_texts.len() as u64);
+                let qemb = ctx.timed("embed queries", |_| encode(&q_texts, "dense: embed queries (MiniLM)"))?;
+                (demb, qemb, model.dim(), "dense")
+            }
+        };
         let device = cfg.device.device();
-        let hits = ctx.timed("cosine top-k (burn)", |_| top_k_inner(&demb, &qemb, cfg.dim, cfg.top_k, cfg.batch, &device))?;
+        let hits = ctx.timed("cosine top-k (burn)", |_| top_k_inner(&demb, &qemb, dim, cfg.top_k, cfg.batch, &device))?;
         ctx.set_items(q_texts.len() as u64);
         let rows: Vec<(u32, Vec<(u32, f32)>)> =
             hits.into_iter().enumerate().map(|(i, h)| (qids.value(i), h.into_iter().map(|(d, s)| (doc_ids[d as usize], s)).collect())).collect();
         let emb = RecordBatch::try_from_iter(vec![
             ("node_id", Arc::new(UInt32Array::from(doc_ids.clone())) as ArrayRef),
-            ("embedding", embedding_array(demb, cfg.dim)?),
+            ("embedding", embedding_array(demb, dim)?),
         ])
         .map_err(|e| StageError::Internal(e.to_string()))?;
         ctx.write("embeddings", &emb)?;
-        ctx.write("run", &run_batch("dense-hash", &rows)?)
+        ctx.write("run", &run_batch(method, &rows)?)
     }
 }
 

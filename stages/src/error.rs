@@ -21,6 +21,12 @@ pub enum StageError {
     /// An upstream artifact is missing (run the upstream stage first).
     #[error("{path}: missing input (produced by stage `{stage}`)")]
     MissingInput { stage: String, path: PathBuf },
+    /// A model the stage needs is absent or is not the pinned file (fix: `make models`).
+    #[error("{0}")]
+    ModelFile(String),
+    /// Loading or running a model failed.
+    #[error(transparent)]
+    Model(#[from] tgrag_models::ModelError),
     /// SQL aggregation failed.
     #[error("datafusion: {0}")]
     DataFusion(#[from] datafusion::error::DataFusionError),

@@ -7,7 +7,7 @@
 //! |-----------|-------------------------------|---------------------------------------------|
 //! | `ingest`  | the dataset (generator/files) | canonical tables (`nodes`, `edges`, ...)     |
 //! | `graph`   | `ingest`                      | `graph_stats` (degrees, components)          |
-//! | `bm25`    | `ingest`                      | `run` (BM25 top-k per query), `index_stats` |
+//! | `bm25`    | `ingest`                      | `run` (BM25 top-k per query), `bm25_index`, `bm25_terms`, `bm25_postings`, `bm25_docs` |
 //! | `dense`   | `ingest`                      | `embeddings`, `run` (cosine top-k, burn)     |
 //! | `metrics` | `ingest`, every run stage     | `per_query`, `aggregate`, `report.md`        |
 

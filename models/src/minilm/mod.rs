@@ -118,9 +118,9 @@ pub struct Bert {
 /// Which implementation of the encoder runs.
 pub enum Engine {
     /// burn, generic over the device (Flex CPU backend or wgpu).
-    Burn(Bert),
+    Burn(Box<Bert>),
     /// The CPU engine ([`fused::FusedBert`]): packed sequences, fused passes, AVX-512 gemm.
-    Fused(fused::FusedBert),
+    Fused(Box<fused::FusedBert>),
 }
 
 /// The sentence encoder: word pieces + the BERT encoder + mean pooling + L2 normalisation.
@@ -148,14 +148,14 @@ impl MiniLm {
     pub fn load(dir: &Path, device: &Device) -> Result<Self> {
         let (cfg, w_path, bytes) = read_model(dir)?;
         let bert = Bert::from_safetensors(cfg, &w_path, &bytes, device)?;
-        Ok(MiniLm { engine: Engine::Burn(bert), tokenizer: load_tokenizer(&dir.join("tokenizer.json"))? })
+        Ok(MiniLm { engine: Engine::Burn(Box::new(bert)), tokenizer: load_tokenizer(&dir.join("tokenizer.json"))? })
     }
 
     /// Load the model into the CPU engine ([`fused::FusedBert`]).
     pub fn load_fused(dir: &Path) -> Result<Self> {
         let (cfg, w_path, bytes) = read_model(dir)?;
         let bert = fused::FusedBert::from_safetensors(cfg, &w_path, &bytes)?;
-        Ok(MiniLm { engine: Engine::Fused(bert), tokenizer: load_tokenizer(&dir.join("tokenizer.json"))? })
+        Ok(MiniLm { engine: Engine::Fused(Box::new(bert)), tokenizer: load_tokenizer(&dir.join("tokenizer.json"))? })
     }
 
     /// The engine for a device choice: the CPU engine for `cpu`, burn on wgpu for `gpu`.
