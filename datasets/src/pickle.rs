@@ -423,20 +423,13 @@ impl<'a> Vm<'a> {
                     let pairs = items.chunks_exact(2).map(|p| (p[0], p[1])).collect();
                     self.push(Obj::Dict(pairs))
                 }
-                b'a' => {
-                    let v = self.pop()?;
-                    let l = self.top()?;
-                    match &mut self.arena[l] {
-                        Obj::List(x) => x.push(v),
-                        _ => return self.err("APPEND to a non-list"),
-                    }
-                }
-                b'e' => {
-                    let items = self.pop_mark()?;
+                b'a' | b'e' => {
+                    // APPEND (one item) and APPENDS (the items above the mark) onto the list below.
+                    let items = if op == b'a' { vec![self.pop()?] } else { self.pop_mark()? };
                     let l = self.top()?;
                     match &mut self.arena[l] {
                         Obj::List(x) => x.extend(items),
-                        _ => return self.err("APPENDS to a non-list"),
+                        _ => return self.err(if op == b'a' { "APPEND to a non-list" } else { "APPENDS to a non-list" }),
                     }
                 }
                 b's' => {
@@ -482,15 +475,11 @@ impl<'a> Vm<'a> {
                     let (m, n) = (self.str_of(m)?, self.str_of(n)?);
                     self.global(m, n)?
                 }
-                b'R' => {
+                // REDUCE (callable, args) and NEWOBJ (class, args): the same for the allowed globals.
+                b'R' | 0x81 => {
                     let args = self.pop()?;
                     let f = self.pop()?;
                     self.reduce(f, args)?
-                }
-                0x81 => {
-                    let args = self.pop()?;
-                    let cls = self.pop()?;
-                    self.reduce(cls, args)?
                 }
                 b'b' => {
                     // BUILD: only dtype state (byte order etc.) is expected; it changes nothing we keep.

@@ -153,6 +153,14 @@ impl Bm25Stats for Index {
     }
 }
 
+/// Inverted lists: term t's postings are `docs[offsets[t]..offsets[t + 1]]` (documents ascending)
+/// with their term frequencies in `tfs`.
+struct Postings {
+    offsets: Vec<u64>,
+    docs: Vec<u32>,
+    tfs: Vec<u32>,
+}
+
 /// One chunk of documents, indexed with a chunk-local vocabulary.
 struct LocalChunk {
     /// Local term id → term, in order of first occurrence within the chunk.
@@ -276,6 +284,14 @@ impl Index {
             doc_len.extend_from_slice(&c.lens);
         }
         drop(locals);
+        Self::assemble(params, tokenizer, vocab, doc_len, Postings { offsets, docs: pd, tfs: ptf })
+    }
+
+    /// The index from its counts (vocabulary, document lengths, postings): everything derived
+    /// (average length, length norms, idf, weights, dense columns) is computed here, for a fresh
+    /// build and for a reloaded index alike.
+    fn assemble(params: Bm25Params, tokenizer: Option<TokenizerKind>, vocab: FxMap<String, u32>, doc_len: Vec<u32>, postings: Postings) -> Index {
+        let n = doc_len.len();
         let avg_len = if n == 0 { 0.0 } else { (doc_len.iter().map(|&l| f64::from(l)).sum::<f64>() / n as f64) as f32 };
         let norm = doc_len
             .iter()
@@ -284,6 +300,7 @@ impl Index {
                 params.k1 * (1.0 - params.b + params.b * r)
             })
             .collect();
+        let Postings { offsets, docs, tfs } = postings;
         let mut index = Index {
             params,
             tokenizer,
@@ -292,8 +309,8 @@ impl Index {
             avg_len,
             norm,
             offsets,
-            docs: pd,
-            tfs: ptf,
+            docs,
+            tfs,
             idf: Vec::new(),
             weights: Vec::new(),
             dense_slot: Vec::new(),
@@ -479,33 +496,7 @@ impl Index {
         for i in 0..nt {
             offsets[i + 1] += offsets[i];
         }
-        let n = doc_len.len();
-        let avg_len = if n == 0 { 0.0 } else { (doc_len.iter().map(|&l| f64::from(l)).sum::<f64>() / n as f64) as f32 };
-        let norm = doc_len
-            .iter()
-            .map(|&l| {
-                let r = if avg_len > 0.0 { l as f32 / avg_len } else { 0.0 };
-                params.k1 * (1.0 - params.b + params.b * r)
-            })
-            .collect();
-        let mut idx = Index {
-            params,
-            tokenizer: Some(tokenizer),
-            vocab,
-            doc_len,
-            avg_len,
-            norm,
-            offsets,
-            docs: pd,
-            tfs: ptfs,
-            idf: Vec::new(),
-            weights: Vec::new(),
-            dense_slot: Vec::new(),
-            dense: Vec::new(),
-        };
-        idx.idf = idx.compute_idf();
-        idx.weights = idx.compute_weights();
-        idx.build_dense();
+        let idx = Self::assemble(params, Some(tokenizer), vocab, doc_len, Postings { offsets, docs: pd, tfs: ptfs });
         Ok((idx, node_of))
     }
 

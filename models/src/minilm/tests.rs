@@ -161,49 +161,47 @@ fn reference(cfg: &BertConfig, m: &BTreeMap<String, (Vec<usize>, Vec<f32>)>, ids
     mean.iter().map(|x| x / norm).collect()
 }
 
-#[test]
-fn burn_bert_matches_f64_reference_with_padding_and_bucketing() {
+/// Sequences of different lengths: in one batch they exercise padding (burn) and packing (fused);
+/// batch 3 splits them across length buckets; `[3]` is a single token.
+fn tiny_seqs() -> Vec<Vec<u32>> {
+    vec![vec![1, 5, 2], vec![1, 7, 8, 9, 10, 11, 2], vec![1, 2], vec![1, 22, 3, 3, 4, 2], vec![1, 0, 2], vec![1; 16], vec![3]]
+}
+
+/// Runs `encode(ids, batch_size)` on a tiny random checkpoint and compares every value with the f64
+/// reference; then checks that too-long sequences and out-of-vocabulary ids are refused.
+fn check_engine_against_reference(engine: &str, seed: u64, encode: impl Fn(&BertConfig, &[u8], &[Vec<u32>], usize) -> Result<Vec<f32>>) {
     let cfg = tiny_cfg();
-    let m = tiny(&cfg, 7);
+    let m = tiny(&cfg, seed);
     let bytes = to_bytes(&m, cfg.max_position_embeddings, true);
-    let bert = Bert::from_safetensors(cfg.clone(), Path::new("tiny.safetensors"), &bytes, &Device::flex()).expect("load");
-    // Different lengths in one batch exercise padding; batch 3 splits them across buckets.
-    let seqs: Vec<Vec<u32>> = vec![vec![1, 5, 2], vec![1, 7, 8, 9, 10, 11, 2], vec![1, 2], vec![1, 22, 3, 3, 4, 2], vec![1, 0, 2], vec![1; 16]];
+    let seqs = tiny_seqs();
     for batch_size in [1, 3, 32] {
-        let got = bert.encode_ids(&seqs, EncodeOptions { batch_size }, &|_| {}).expect("encode");
+        let got = encode(&cfg, &bytes, &seqs, batch_size).expect("encode");
         for (s, ids) in seqs.iter().enumerate() {
             let want = reference(&cfg, &m, ids);
             for j in 0..cfg.hidden_size {
                 let g = f64::from(got[s * cfg.hidden_size + j]);
-                assert!((g - want[j]).abs() < 2e-5, "batch {batch_size} seq {s} dim {j}: {g} vs {}", want[j]);
+                assert!((g - want[j]).abs() < 2e-5, "{engine}, batch {batch_size} seq {s} dim {j}: {g} vs {}", want[j]);
             }
         }
     }
-    let too_long = vec![vec![1u32; 17]];
-    assert!(bert.encode_ids(&too_long, EncodeOptions::default(), &|_| {}).is_err());
-    assert!(bert.encode_ids(&[vec![1, 23]], EncodeOptions::default(), &|_| {}).is_err());
+    assert!(encode(&cfg, &bytes, &[vec![1u32; 17]], 32).is_err(), "{engine}: a sequence over max_position_embeddings");
+    assert!(encode(&cfg, &bytes, &[vec![1, 23]], 32).is_err(), "{engine}: an id outside the vocabulary");
 }
 
 #[test]
-fn fused_engine_matches_f64_reference_and_burn() {
-    let cfg = tiny_cfg();
-    let m = tiny(&cfg, 11);
-    let bytes = to_bytes(&m, cfg.max_position_embeddings, true);
-    let fused = fused::FusedBert::from_safetensors(cfg.clone(), Path::new("tiny.safetensors"), &bytes).expect("load");
-    let bert = Bert::from_safetensors(cfg.clone(), Path::new("tiny.safetensors"), &bytes, &Device::flex()).expect("load");
-    let seqs: Vec<Vec<u32>> = vec![vec![1, 5, 2], vec![1, 7, 8, 9, 10, 11, 2], vec![1, 2], vec![1, 22, 3, 3, 4, 2], vec![1, 0, 2], vec![1; 16], vec![3]];
-    for batch_size in [1, 3, 32] {
-        let got = encode_batched(&cfg, &seqs, EncodeOptions { batch_size }, &|_| {}, |b| fused.forward_pooled(b)).expect("encode");
-        let burn = bert.encode_ids(&seqs, EncodeOptions { batch_size }, &|_| {}).expect("encode");
-        for (s, ids) in seqs.iter().enumerate() {
-            let want = reference(&cfg, &m, ids);
-            for j in 0..cfg.hidden_size {
-                let g = f64::from(got[s * cfg.hidden_size + j]);
-                assert!((g - want[j]).abs() < 2e-5, "batch {batch_size} seq {s} dim {j}: {g} vs {}", want[j]);
-                assert!((g - f64::from(burn[s * cfg.hidden_size + j])).abs() < 2e-5, "fused vs burn, seq {s} dim {j}");
-            }
-        }
-    }
+fn burn_bert_matches_f64_reference_with_padding_and_bucketing() {
+    check_engine_against_reference("burn", 7, |cfg, bytes, seqs, batch_size| {
+        let bert = Bert::from_safetensors(cfg.clone(), Path::new("tiny.safetensors"), bytes, &Device::flex())?;
+        bert.encode_ids(seqs, EncodeOptions { batch_size }, &|_| {})
+    });
+}
+
+#[test]
+fn fused_engine_matches_f64_reference_with_packing_and_bucketing() {
+    check_engine_against_reference("fused", 11, |cfg, bytes, seqs, batch_size| {
+        let fused = fused::FusedBert::from_safetensors(cfg.clone(), Path::new("tiny.safetensors"), bytes)?;
+        encode_batched(cfg, seqs, EncodeOptions { batch_size }, &|_| {}, |b| fused.forward_pooled(b))
+    });
 }
 
 #[test]
