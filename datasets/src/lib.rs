@@ -24,6 +24,7 @@ pub mod registry;
 pub mod rng;
 pub mod stark;
 pub mod synthetic;
+pub mod tag;
 pub mod tape;
 
 #[cfg(test)]
@@ -193,6 +194,11 @@ fn load_raw(kind: registry::RawKind, dir: &Path, spec: &DatasetSpec) -> Result<D
             enron::PeopleGraph::build(emails, &src).to_tables()
         }
         RawKind::PrimekgPaths => primekg_paths::Pathways::load(dir)?.to_tables(),
+        RawKind::Cora => tag::planetoid::load_cora(dir)?.to_tables(),
+        RawKind::Pubmed => tag::planetoid::load_pubmed(dir)?.to_tables(),
+        RawKind::OgbArxiv => tag::ogb::load(dir, tag::ogb::OgbGraph::Arxiv)?.to_tables(),
+        RawKind::OgbProducts => tag::ogb::load(dir, tag::ogb::OgbGraph::Products)?.to_tables(),
+        RawKind::Reviews { latest_percent } => tag::reviews::load(dir, f64::from(latest_percent) / 100.0)?.to_tables(),
     }
 }
 

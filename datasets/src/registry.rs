@@ -40,6 +40,16 @@ pub enum RawKind {
     Enron,
     /// `crate::primekg_paths`.
     PrimekgPaths,
+    /// `crate::tag::planetoid::load_cora` (TAPE's `cora_orig`).
+    Cora,
+    /// `crate::tag::planetoid::load_pubmed` (TAPE's `PubMed_orig`).
+    Pubmed,
+    /// `crate::tag::ogb` with ogbn-arxiv.
+    OgbArxiv,
+    /// `crate::tag::ogb` with ogbn-products.
+    OgbProducts,
+    /// `crate::tag::reviews`, keeping the latest `latest_percent` % of the reviews.
+    Reviews { latest_percent: u32 },
 }
 
 impl RawKind {
@@ -53,6 +63,15 @@ impl RawKind {
             "citeseer" => (RawKind::Tape, "citeseer-text"),
             "enron" => (RawKind::Enron, "enron-sample"),
             "primekg-paths" => (RawKind::PrimekgPaths, "primekg-drugmechdb-paths"),
+            "cora" => (RawKind::Cora, "cora_orig"),
+            "pubmed" => (RawKind::Pubmed, "PubMed_orig"),
+            "arxiv" => (RawKind::OgbArxiv, "ogbn_arxiv"),
+            "products" => (RawKind::OgbProducts, "ogbn_products"),
+            // The paper keeps the latest 1% of the 27M Book reviews.
+            "book" => (RawKind::Reviews { latest_percent: 1 }, "amazon-book"),
+            "music" => (RawKind::Reviews { latest_percent: 100 }, "amazon-music"),
+            "pantry" => (RawKind::Reviews { latest_percent: 100 }, "amazon-pantry"),
+            "epinion" => (RawKind::Reviews { latest_percent: 100 }, "epinions"),
             _ => return None,
         })
     }
@@ -69,6 +88,10 @@ impl RawKind {
             RawKind::Tape => any(&|n| n.ends_with("_texts.txt")),
             RawKind::Enron => any(&|n| n.starts_with("emails") && n.ends_with(".csv")),
             RawKind::PrimekgPaths => dir.join("benchmark_pathways_nodes.csv").is_file(),
+            RawKind::Cora => crate::tag::find(dir, &["cora.content", "cora/cora.content"]).is_some(),
+            RawKind::Pubmed => crate::tag::find(dir, &["pubmed.json"]).is_some(),
+            RawKind::OgbArxiv | RawKind::OgbProducts => crate::tag::find(dir, &["raw/edge.csv"]).is_some(),
+            RawKind::Reviews { .. } => crate::tag::reviews::files(dir).is_ok_and(|f| !f.is_empty()),
         }
     }
 
@@ -81,6 +104,11 @@ impl RawKind {
             RawKind::Tape => "TAPE's <name>_texts.txt and <name>.cites",
             RawKind::Enron => "emails*.csv with columns file,message (the Kaggle Enron layout)",
             RawKind::PrimekgPaths => "benchmark_pathways_{nodes,edges,metadata}.csv",
+            RawKind::Cora => "TAPE's cora_orig (cora.content, cora.cites, mccallum/cora/papers and extractions/)",
+            RawKind::Pubmed => "TAPE's PubMed_orig (data/Pubmed-Diabetes.{NODE.paper,DIRECTED.cites}.tab, pubmed.json)",
+            RawKind::OgbArxiv => "OGB's ogbn_arxiv (raw/*.csv.gz, mapping/*.csv.gz) plus titleabs.tsv",
+            RawKind::OgbProducts => "OGB's ogbn_products (raw/*.csv.gz, mapping/*.csv.gz) plus Amazon-3M trn.json/tst.json",
+            RawKind::Reviews { .. } => "review files (*.json[l][.gz]): Amazon 2018 JSON lines or Epinions Python-literal lines",
         }
     }
 }

@@ -10,8 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::DatasetTables;
 use crate::error::{DatasetError, Result};
-use crate::raw::{Tables, opt_strs, read_utf8, strs, u32s};
-use tgrag_schemas::tables;
+use crate::raw::read_utf8;
 
 /// One paper.
 #[derive(Debug, Clone, PartialEq)]
@@ -126,21 +125,12 @@ pub fn load(dir: &Path) -> Result<TapeGraph> {
 impl TapeGraph {
     /// `tag_nodes` (no time: TopoRAG then splits at random) and `tag_edges`.
     pub fn to_tables(&self) -> Result<DatasetTables> {
-        let mut t = Tables::new();
-        let n = self.papers.len() as u32;
-        t.push(
-            &tables::TAG_NODES,
-            &self.texts_path,
-            vec![
-                u32s(0..n),
-                strs(self.papers.iter().map(|p| p.text.as_str())),
-                opt_strs(self.papers.iter().map(|p| Some(p.key.as_str()))),
-                opt_strs(self.papers.iter().map(|p| Some(p.label.as_str()))),
-                std::sync::Arc::new(arrow::array::Int64Array::from(vec![None::<i64>; n as usize])),
-                opt_strs(self.papers.iter().map(|_| None::<&str>)),
-            ],
-        )?;
-        t.push(&tables::TAG_EDGES, &self.cites_path, vec![u32s(self.edges.iter().map(|e| e.0)), u32s(self.edges.iter().map(|e| e.1))])?;
-        Ok(t.finish())
+        crate::tag::TagGraph {
+            nodes: self.papers.iter().map(|p| crate::tag::TagNode { key: p.key.clone(), text: p.text.clone(), label: Some(p.label.clone()), time: None }).collect(),
+            edges: self.edges.clone(),
+            nodes_path: self.texts_path.clone(),
+            edges_path: self.cites_path.clone(),
+        }
+        .to_tables()
     }
 }

@@ -3,10 +3,12 @@
 //!
 //! * [`minilm`]: all-MiniLM-L6-v2 sentence embeddings (BERT, 6 layers, 384 dims), weights read
 //!   strictly from `model.safetensors`, word pieces from `tokenizer.json`.
+//! * [`linalg`]: f64 matrix product and symmetric eigendecomposition (GraphWave's exact mode).
 //! * [`device`]: the `--device cpu|gpu|auto` choice shared by every stage that runs a model.
 
 pub mod device;
 pub mod error;
+pub mod linalg;
 pub mod minilm;
 
 pub use device::DeviceChoice;

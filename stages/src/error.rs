@@ -21,6 +21,9 @@ pub enum StageError {
     /// An upstream artifact is missing (run the upstream stage first).
     #[error("{path}: missing input (produced by stage `{stage}`)")]
     MissingInput { stage: String, path: PathBuf },
+    /// Input data is inconsistent (the message names the table, row and field).
+    #[error("{0}")]
+    Input(String),
     /// A model the stage needs is absent or is not the pinned file (fix: `make models`).
     #[error("{0}")]
     ModelFile(String),

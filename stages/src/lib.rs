@@ -14,6 +14,7 @@
 pub mod bm25;
 pub mod context;
 pub mod dense;
+pub mod diffusion;
 pub mod error;
 pub mod eval;
 pub mod graph;

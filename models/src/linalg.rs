@@ -1,0 +1,298 @@
+//! Dense f64 linear algebra for the topology stages: a bounds-checked matrix product (gemm, the
+//! crate's second audited `unsafe` call) and a symmetric eigendecomposition (Householder
+//! tridiagonalisation + implicit QL, the EISPACK tred2/tql2 pair as JAMA writes them).
+
+use crate::error::{ModelError, Result};
+
+/// `a (m×k) · b (k×n)`, both row-major, returned row-major (m×n). Parallel with rayon.
+#[allow(unsafe_code)]
+pub fn matmul_f64(m: usize, k: usize, n: usize, a: &[f64], b: &[f64]) -> Result<Vec<f64>> {
+    if a.len() != m * k || b.len() != k * n {
+        return Err(ModelError::Internal(format!("matmul {m}×{k}·{k}×{n}: operands hold {} and {} values", a.len(), b.len())));
+    }
+    let mut c = vec![0.0f64; m * n];
+    if m == 0 || n == 0 || k == 0 {
+        return Ok(c);
+    }
+    // SAFETY: the three slices hold exactly m×k, k×n and m×n values laid out row-major with the
+    // strides given; `c` is a fresh exclusive buffer.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            c.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            a.as_ptr(),
+            1,
+            k as isize,
+            b.as_ptr(),
+            1,
+            n as isize,
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            gemm::Parallelism::Rayon(0),
+        );
+    }
+    Ok(c)
+}
+
+/// Eigenvalues (ascending) and eigenvectors of a symmetric `n × n` row-major matrix. The vectors
+/// come back as rows: `vectors[j*n..(j+1)*n]` is the unit eigenvector of `values[j]`.
+pub fn sym_eigen(n: usize, a: &[f64]) -> Result<(Vec<f64>, Vec<f64>)> {
+    if a.len() != n * n {
+        return Err(ModelError::Internal(format!("eigen: {} values for a {n}×{n} matrix", a.len())));
+    }
+    if n == 0 {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let mut v = a.to_vec();
+    let mut d = vec![0.0; n];
+    let mut e = vec![0.0; n];
+    tred2(n, &mut v, &mut d, &mut e);
+    // tql2 rotates columns of V; work on its transpose so that each rotation touches two rows.
+    let mut vt = vec![0.0; n * n];
+    for i in 0..n {
+        for j in 0..n {
+            vt[j * n + i] = v[i * n + j];
+        }
+    }
+    tql2(n, &mut vt, &mut d, &mut e)?;
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&x, &y| d[x].total_cmp(&d[y]).then(x.cmp(&y)));
+    let values = order.iter().map(|&j| d[j]).collect();
+    let mut vectors = Vec::with_capacity(n * n);
+    for &j in &order {
+        vectors.extend_from_slice(&vt[j * n..j * n + n]);
+    }
+    Ok((values, vectors))
+}
+
+fn tred2(n: usize, v: &mut [f64], d: &mut [f64], e: &mut [f64]) {
+    let at = |i: usize, j: usize| i * n + j;
+    for j in 0..n {
+        d[j] = v[at(n - 1, j)];
+    }
+    for i in (1..n).rev() {
+        let mut scale = 0.0;
+        let mut h = 0.0;
+        for dk in d.iter().take(i) {
+            scale += dk.abs();
+        }
+        if scale == 0.0 {
+            e[i] = d[i - 1];
+            for j in 0..i {
+                d[j] = v[at(i - 1, j)];
+                v[at(i, j)] = 0.0;
+                v[at(j, i)] = 0.0;
+            }
+        } else {
+            for dk in d.iter_mut().take(i) {
+                *dk /= scale;
+                h += *dk * *dk;
+            }
+            let mut f = d[i - 1];
+            let mut g = h.sqrt();
+            if f > 0.0 {
+                g = -g;
+            }
+            e[i] = scale * g;
+            h -= f * g;
+            d[i - 1] = f - g;
+            e.iter_mut().take(i).for_each(|x| *x = 0.0);
+            for j in 0..i {
+                f = d[j];
+                v[at(j, i)] = f;
+                g = e[j] + v[at(j, j)] * f;
+                for k in j + 1..i {
+                    g += v[at(k, j)] * d[k];
+                    e[k] += v[at(k, j)] * f;
+                }
+                e[j] = g;
+            }
+            f = 0.0;
+            for j in 0..i {
+                e[j] /= h;
+                f += e[j] * d[j];
+            }
+            let hh = f / (h + h);
+            for j in 0..i {
+                e[j] -= hh * d[j];
+            }
+            for j in 0..i {
+                f = d[j];
+                g = e[j];
+                for k in j..i {
+                    v[at(k, j)] -= f * e[k] + g * d[k];
+                }
+                d[j] = v[at(i - 1, j)];
+                v[at(i, j)] = 0.0;
+            }
+        }
+        d[i] = h;
+    }
+    for i in 0..n - 1 {
+        v[at(n - 1, i)] = v[at(i, i)];
+        v[at(i, i)] = 1.0;
+        let h = d[i + 1];
+        if h != 0.0 {
+            for k in 0..=i {
+                d[k] = v[at(k, i + 1)] / h;
+            }
+            for j in 0..=i {
+                let mut g = 0.0;
+                for k in 0..=i {
+                    g += v[at(k, i + 1)] * v[at(k, j)];
+                }
+                for k in 0..=i {
+                    v[at(k, j)] -= g * d[k];
+                }
+            }
+        }
+        for k in 0..=i {
+            v[at(k, i + 1)] = 0.0;
+        }
+    }
+    for j in 0..n {
+        d[j] = v[at(n - 1, j)];
+        v[at(n - 1, j)] = 0.0;
+    }
+    v[at(n - 1, n - 1)] = 1.0;
+    e[0] = 0.0;
+}
+
+/// `vt` is Vᵀ: row `i` is column `i` of V.
+fn tql2(n: usize, vt: &mut [f64], d: &mut [f64], e: &mut [f64]) -> Result<()> {
+    for i in 1..n {
+        e[i - 1] = e[i];
+    }
+    e[n - 1] = 0.0;
+    let mut f = 0.0;
+    let mut tst1: f64 = 0.0;
+    let eps = f64::EPSILON;
+    for l in 0..n {
+        tst1 = tst1.max(d[l].abs() + e[l].abs());
+        let mut m = l;
+        while m < n && e[m].abs() > eps * tst1 {
+            m += 1;
+        }
+        // e[n-1] is 0, so m < n always holds here.
+        let m = m.min(n - 1);
+        if m > l {
+            let mut iter = 0;
+            loop {
+                iter += 1;
+                if iter > 60 {
+                    return Err(ModelError::Internal(format!("eigen: QL iteration did not converge for eigenvalue {l}")));
+                }
+                let mut g = d[l];
+                let mut p = (d[l + 1] - g) / (2.0 * e[l]);
+                let mut r = p.hypot(1.0);
+                if p < 0.0 {
+                    r = -r;
+                }
+                d[l] = e[l] / (p + r);
+                d[l + 1] = e[l] * (p + r);
+                let dl1 = d[l + 1];
+                let mut h = g - d[l];
+                for di in d.iter_mut().skip(l + 2) {
+                    *di -= h;
+                }
+                f += h;
+                p = d[m];
+                let mut c = 1.0;
+                let mut c2 = c;
+                let mut c3 = c;
+                let el1 = e[l + 1];
+                let mut s = 0.0;
+                let mut s2 = 0.0;
+                for i in (l..m).rev() {
+                    c3 = c2;
+                    c2 = c;
+                    s2 = s;
+                    g = c * e[i];
+                    h = c * p;
+                    r = p.hypot(e[i]);
+                    e[i + 1] = s * r;
+                    s = e[i] / r;
+                    c = p / r;
+                    p = c * d[i] - s * g;
+                    d[i + 1] = h + s * (c * g + s * d[i]);
+                    let (lo, hi) = vt.split_at_mut((i + 1) * n);
+                    let (row_i, row_i1) = (&mut lo[i * n..], &mut hi[..n]);
+                    for (a, b) in row_i.iter_mut().zip(row_i1.iter_mut()) {
+                        let hb = *b;
+                        *b = s * *a + c * hb;
+                        *a = c * *a - s * hb;
+                    }
+                }
+                p = -s * s2 * c3 * el1 * e[l] / dl1;
+                e[l] = s * p;
+                d[l] = c * p;
+                if e[l].abs() <= eps * tst1 {
+                    break;
+                }
+            }
+        }
+        d[l] += f;
+        e[l] = 0.0;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eigen_reconstructs_the_matrix_and_is_orthonormal() -> Result<()> {
+        // A path-graph Laplacian (repeated structure) plus a random symmetric matrix.
+        for n in [1usize, 2, 5, 40] {
+            let mut a = vec![0.0; n * n];
+            let mut s = 12345u64;
+            for i in 0..n {
+                for j in 0..=i {
+                    s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let x = ((s >> 11) as f64 / (1u64 << 53) as f64) - 0.5;
+                    a[i * n + j] = x;
+                    a[j * n + i] = x;
+                }
+            }
+            let (w, u) = sym_eigen(n, &a)?;
+            assert!(w.windows(2).all(|p| p[0] <= p[1]));
+            for i in 0..n {
+                for j in 0..n {
+                    let rec: f64 = (0..n).map(|k| u[k * n + i] * w[k] * u[k * n + j]).sum();
+                    assert!((rec - a[i * n + j]).abs() < 1e-12, "A[{i},{j}]");
+                    let dot: f64 = (0..n).map(|k| u[i * n + k] * u[j * n + k]).sum();
+                    assert!((dot - if i == j { 1.0 } else { 0.0 }).abs() < 1e-12);
+                }
+            }
+        }
+        // Hand case: [[2,1],[1,2]] has eigenvalues 1 and 3.
+        let (w, _) = sym_eigen(2, &[2.0, 1.0, 1.0, 2.0])?;
+        assert!((w[0] - 1.0).abs() < 1e-15 && (w[1] - 3.0).abs() < 1e-15);
+        Ok(())
+    }
+
+    #[test]
+    fn matmul_matches_loops() -> Result<()> {
+        let (m, k, n) = (7, 5, 3);
+        let a: Vec<f64> = (0..m * k).map(|i| (i as f64).sin()).collect();
+        let b: Vec<f64> = (0..k * n).map(|i| (i as f64).cos()).collect();
+        let c = matmul_f64(m, k, n, &a, &b)?;
+        for i in 0..m {
+            for j in 0..n {
+                let want: f64 = (0..k).map(|t| a[i * k + t] * b[t * n + j]).sum();
+                assert!((c[i * n + j] - want).abs() < 1e-13);
+            }
+        }
+        assert!(matmul_f64(2, 2, 2, &a[..3], &b[..4]).is_err());
+        Ok(())
+    }
+}
