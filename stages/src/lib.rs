@@ -18,9 +18,13 @@ pub mod diffusion;
 pub mod error;
 pub mod eval;
 pub mod graph;
+pub mod graphwave;
 pub mod ingest;
 pub mod metrics;
 pub mod text;
+
+#[cfg(test)]
+mod topo_fixtures;
 
 pub use context::{Progress, StageContext, Timing, Written};
 pub use error::{Result, StageError};
