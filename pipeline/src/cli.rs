@@ -55,6 +55,10 @@ pub enum Command {
     Bm25(crate::tools::Bm25Args),
     /// MiniLM sentence embeddings of any texts: `--input S.parquet --out E.parquet`.
     Embed(crate::tools::EmbedArgs),
+    /// TopoRAG proximity embeddings P = Σ α_k Â^k R: `--edges E.parquet --projection R.parquet --out P.parquet`.
+    Diffusion(crate::topo_tools::DiffusionArgs),
+    /// GraphWave role embeddings: `--edges E.parquet --scales 0.5,1,3 --points 25 --out W.parquet`.
+    Graphwave(crate::topo_tools::GraphwaveArgs),
     /// Download with hf-hub: `minilm` (the sentence model) or `stark-amazon|stark-mag|stark-prime`.
     Fetch {
         /// What to fetch.
@@ -213,6 +217,8 @@ pub fn dispatch(args: Args) -> Result<ExitCode> {
         Command::Sql { query, list } => sql::run(&args.outputs, &query, list),
         Command::Bm25(a) => crate::tools::cmd_bm25(a, args.quiet).map(|_| ExitCode::SUCCESS),
         Command::Embed(a) => crate::tools::cmd_embed(a, args.quiet).map(|_| ExitCode::SUCCESS),
+        Command::Diffusion(a) => crate::topo_tools::cmd_diffusion(a).map(|_| ExitCode::SUCCESS),
+        Command::Graphwave(a) => crate::topo_tools::cmd_graphwave(a).map(|_| ExitCode::SUCCESS),
         Command::Fetch { what, dest } => crate::tools::cmd_fetch(&what, dest).map(|_| ExitCode::SUCCESS),
     }
 }

@@ -5,6 +5,7 @@ mod cli;
 mod runner;
 mod sql;
 mod tools;
+mod topo_tools;
 
 use std::process::ExitCode;
 

@@ -407,3 +407,80 @@ fn real_raw_datasets_run_from_their_own_files() {
         assert!(out.contains(want), "{name}: {out}");
     }
 }
+
+fn shared_fixture(name: &str) -> Option<PathBuf> {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures").join(name);
+    if d.is_dir() {
+        Some(d)
+    } else {
+        eprintln!("SKIP: {} not found (the shared fixtures are absent)", d.display());
+        None
+    }
+}
+
+/// Rows of a fixture table for one `graph_id`, without the `graph_id` column (and with `alpha_id`
+/// equal to `alpha` when the table has one), as the file tools read them.
+fn fixture_rows(path: &Path, graph: i32, alpha: Option<i32>) -> RecordBatch {
+    use arrow::array::AsArray;
+    let b = tgrag_schemas::io::read_parquet(path).expect("fixture");
+    let g = b.column_by_name("graph_id").expect("graph_id").as_primitive::<arrow::datatypes::Int32Type>();
+    let a = b.column_by_name("alpha_id").map(|c| c.as_primitive::<arrow::datatypes::Int32Type>().clone());
+    let keep: arrow::array::BooleanArray = (0..b.num_rows()).map(|i| Some(g.value(i) == graph && alpha.is_none_or(|x| a.as_ref().is_some_and(|a| a.value(i) == x)))).collect();
+    let f = arrow::compute::filter_record_batch(&b, &keep).expect("filter");
+    let idx: Vec<usize> = (0..f.num_columns()).filter(|&i| !["graph_id", "alpha_id"].contains(&f.schema().field(i).name().as_str())).collect();
+    f.project(&idx).expect("project")
+}
+
+fn f64_col(b: &RecordBatch, name: &str) -> Vec<f64> {
+    use arrow::array::AsArray;
+    let c = arrow::compute::cast(b.column_by_name(name).expect("column"), &arrow::datatypes::DataType::Float64).expect("cast");
+    c.as_primitive::<arrow::datatypes::Float64Type>().values().to_vec()
+}
+
+#[test]
+fn diffusion_and_graphwave_commands_reproduce_the_fixtures() {
+    let (Some(diff), Some(gw)) = (shared_fixture("diffusion"), shared_fixture("graphwave")) else { return };
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = tmp.path().join("outputs");
+    // Graph 2 of the diffusion fixture: ER, 1,000 nodes, undirected; alpha_id 1 = (0.5, 0.3, 0.2).
+    let (e, r, p) = (tmp.path().join("E.parquet"), tmp.path().join("R.parquet"), tmp.path().join("P.parquet"));
+    tgrag_schemas::io::write_parquet_atomic(&e, &fixture_rows(&diff.join("edges.parquet"), 2, None)).expect("edges");
+    tgrag_schemas::io::write_parquet_atomic(&r, &fixture_rows(&diff.join("R.parquet"), 2, None)).expect("R");
+    for (flag, tol) in [(None, 1e-4), (Some("--f64"), 1e-9)] {
+        let mut args = vec!["diffusion", "--edges", e.to_str().expect("utf8"), "--projection", r.to_str().expect("utf8"), "--alpha", "0.5,0.3,0.2", "--out", p.to_str().expect("utf8")];
+        args.extend(flag);
+        ok(tgrag(&out, &args));
+        let got = tgrag_schemas::io::read_parquet(&p).expect("P");
+        let want = fixture_rows(&diff.join("P.parquet"), 2, Some(1));
+        assert_eq!(got.num_rows(), 1000);
+        assert_eq!(f64_col(&got, "node"), f64_col(&want, "node"));
+        for c in 0..32 {
+            let name = format!("p{c:02}");
+            for (g, w) in f64_col(&got, &name).iter().zip(f64_col(&want, &name)) {
+                assert!((g - w).abs() <= tol * w.abs().max(1.0), "{name}: {g} vs {w}");
+            }
+        }
+    }
+    // GraphWave on graph 1 (house_cycle, 40 nodes), exact mode, fixture's column layout.
+    let w = tmp.path().join("W.parquet");
+    tgrag_schemas::io::write_parquet_atomic(&e, &fixture_rows(&gw.join("edges.parquet"), 1, None)).expect("edges");
+    ok(tgrag(&out, &["graphwave", "--edges", e.to_str().expect("utf8"), "--scales", "0.5,1,3", "--points", "25", "--mode", "exact", "--out", w.to_str().expect("utf8")]));
+    let got = tgrag_schemas::io::read_parquet(&w).expect("W");
+    let want = fixture_rows(&gw.join("embeddings.parquet"), 1, None);
+    let names: Vec<String> = got.schema().fields().iter().map(|f| f.name().clone()).collect();
+    assert_eq!(names, want.schema().fields().iter().map(|f| f.name().clone()).collect::<Vec<_>>());
+    for name in names.iter().skip(1) {
+        for (g, w) in f64_col(&got, name).iter().zip(f64_col(&want, name)) {
+            assert!((g - w).abs() <= 1e-8, "{name}: {g} vs {w}");
+        }
+    }
+    // A projection row naming a node outside 0..N is refused with file, row and column; no output.
+    let bad = RecordBatch::try_from_iter([("node", Arc::new(UInt32Array::from(vec![0, 5])) as ArrayRef), ("r00", Arc::new(Float64Array::from(vec![1.0, 2.0])) as ArrayRef)]).expect("batch");
+    tgrag_schemas::io::write_parquet_atomic(&r, &bad).expect("bad R");
+    let p2 = tmp.path().join("P2.parquet");
+    let o = tgrag(&out, &["diffusion", "--edges", e.to_str().expect("utf8"), "--projection", r.to_str().expect("utf8"), "--out", p2.to_str().expect("utf8")]);
+    assert!(!o.status.success());
+    let msg = stderr(&o);
+    assert!(msg.contains("R.parquet") && msg.contains("row 2") && msg.contains("`node`"), "{msg}");
+    assert!(!p2.exists());
+}

@@ -65,38 +65,50 @@ impl Adjacency {
 macro_rules! diffuse_impl {
     ($name:ident, $t:ty) => {
         /// P = Σ_k alphas[k-1] · Â^k R for a row-major `n × d` block `r`; returns P (row-major).
+        ///
+        /// Memory-bound: every step gathers one d-wide row per stored edge. Narrow column panels
+        /// (to keep X in the last-level cache) were measured slower on the 2-core bench machine than
+        /// whole rows, so whole rows it is.
         pub fn $name(adj: &Adjacency, r: &[$t], d: usize, alphas: &[f64]) -> Vec<$t> {
             let n = adj.n;
-            let mut x: Vec<$t> = r.to_vec();
-            let mut next: Vec<$t> = vec![0.0; n * d];
             let mut p: Vec<$t> = vec![0.0; n * d];
-            if d == 0 {
+            if d == 0 || n == 0 {
                 return p;
             }
-            for &alpha in alphas {
-                let alpha = alpha as $t;
-                next.par_chunks_mut(d * 64).zip(p.par_chunks_mut(d * 64)).enumerate().for_each(|(block, (out, acc))| {
-                    for (k, (row, prow)) in out.chunks_exact_mut(d).zip(acc.chunks_exact_mut(d)).enumerate() {
-                        let i = block * 64 + k;
-                        let nb = &adj.indices[adj.indptr[i]..adj.indptr[i + 1]];
-                        row.fill(0.0);
-                        if nb.is_empty() {
-                            continue;
-                        }
-                        for &j in nb {
-                            let src = &x[j as usize * d..j as usize * d + d];
-                            for (o, s) in row.iter_mut().zip(src) {
-                                *o += *s;
+            let w_max = d;
+            let mut c0 = 0;
+            while c0 < d {
+                let w = w_max.min(d - c0);
+                let mut x: Vec<$t> = (0..n).flat_map(|i| r[i * d + c0..i * d + c0 + w].iter().copied()).collect();
+                let mut next: Vec<$t> = vec![0.0; n * w];
+                let mut acc: Vec<$t> = vec![0.0; n * w];
+                for &alpha in alphas {
+                    let alpha = alpha as $t;
+                    next.par_chunks_mut(w * 256).zip(acc.par_chunks_mut(w * 256)).enumerate().for_each(|(block, (out, pacc))| {
+                        for (k, (row, prow)) in out.chunks_exact_mut(w).zip(pacc.chunks_exact_mut(w)).enumerate() {
+                            let i = block * 256 + k;
+                            let nb = &adj.indices[adj.indptr[i]..adj.indptr[i + 1]];
+                            row.fill(0.0);
+                            if nb.is_empty() {
+                                continue;
+                            }
+                            for &j in nb {
+                                let src = &x[j as usize * w..j as usize * w + w];
+                                for (o, s) in row.iter_mut().zip(src) {
+                                    *o += *s;
+                                }
+                            }
+                            let inv = 1.0 / nb.len() as $t;
+                            for (o, a) in row.iter_mut().zip(prow.iter_mut()) {
+                                *o *= inv;
+                                *a += alpha * *o;
                             }
                         }
-                        let inv = 1.0 / nb.len() as $t;
-                        for (o, a) in row.iter_mut().zip(prow.iter_mut()) {
-                            *o *= inv;
-                            *a += alpha * *o;
-                        }
-                    }
-                });
-                std::mem::swap(&mut x, &mut next);
+                    });
+                    std::mem::swap(&mut x, &mut next);
+                }
+                p.par_chunks_mut(d).zip(acc.par_chunks(w)).for_each(|(prow, arow)| prow[c0..c0 + w].copy_from_slice(arow));
+                c0 += w;
             }
             p
         }

@@ -22,6 +22,7 @@ pub mod graphwave;
 pub mod ingest;
 pub mod metrics;
 pub mod text;
+pub mod textmetrics;
 
 #[cfg(test)]
 mod topo_fixtures;

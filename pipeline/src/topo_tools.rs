@@ -1,0 +1,196 @@
+//! Topology commands for any files: `tgrag diffusion` (TopoRAG proximity, eq. 3) and `tgrag
+//! graphwave` (role embeddings, eqs. 4–6). Inputs are checked (file, row, column) before work
+//! starts; outputs are written to a temporary file and renamed.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use arrow::array::{Array, ArrayRef, AsArray, Float32Array, Float64Array, UInt32Array};
+use arrow::datatypes::{DataType, Field, Float64Type, Schema, UInt32Type};
+use arrow::record_batch::RecordBatch;
+use tgrag_stages::diffusion::{Adjacency, diffuse_f32, diffuse_f64};
+use tgrag_stages::graphwave::{self, Mode};
+
+/// `tgrag diffusion` arguments.
+#[derive(Debug, clap::Args)]
+pub struct DiffusionArgs {
+    /// Edges Parquet: `src`, `dst` (integers; undirected edges given once).
+    #[arg(long)]
+    pub edges: PathBuf,
+    /// Projection Parquet: `node` (0..N−1) and `r00`, `r01`, … (float).
+    #[arg(long)]
+    pub projection: PathBuf,
+    /// α_1,…,α_K (K = number of diffusion steps).
+    #[arg(long, default_value = "1,1,1")]
+    pub alpha: String,
+    /// Treat edges as arcs src → dst (default: undirected).
+    #[arg(long)]
+    pub directed: bool,
+    /// Compute and write in f64 (default f32).
+    #[arg(long)]
+    pub f64: bool,
+    /// Output Parquet: `node`, `p00`, … (rows in node order).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// `tgrag graphwave` arguments.
+#[derive(Debug, clap::Args)]
+pub struct GraphwaveArgs {
+    /// Edges Parquet: `src`, `dst` (undirected, each edge once).
+    #[arg(long)]
+    pub edges: PathBuf,
+    /// Heat scales s.
+    #[arg(long, default_value = "0.5,1,3")]
+    pub scales: String,
+    /// Sample points T of t in [0, 100].
+    #[arg(long, default_value_t = 25)]
+    pub points: usize,
+    /// Number of nodes (default: largest id in the edges + 1).
+    #[arg(long)]
+    pub num_nodes: Option<usize>,
+    /// `exact` (eigendecomposition), `chebyshev`, or `auto` (exact up to 2,000 nodes).
+    #[arg(long, default_value = "auto")]
+    pub mode: String,
+    /// Output Parquet: `node`, `f000`, … (per scale: T real parts, then T imaginary parts).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+fn numbers(s: &str, flag: &str) -> Result<Vec<f64>> {
+    s.split(',').map(|x| x.trim().parse::<f64>().with_context(|| format!("{flag} {s}: `{x}` is not a number"))).collect()
+}
+
+/// A column cast to u32, with the file, row and column of the first value that does not fit.
+fn u32_column(b: &RecordBatch, path: &Path, name: &str) -> Result<Vec<u32>> {
+    let c = b.column_by_name(name).with_context(|| format!("{}: missing column `{name}`", path.display()))?;
+    if !c.data_type().is_integer() {
+        bail!("{}: column `{name}` is {}, expected integers", path.display(), c.data_type());
+    }
+    let cast = arrow::compute::cast(c, &DataType::UInt32)?;
+    if let Some(row) = (0..cast.len()).find(|&i| cast.is_null(i)) {
+        bail!("{}: row {}, column `{name}`: missing or not a non-negative 32-bit id", path.display(), row + 1);
+    }
+    Ok(cast.as_primitive::<UInt32Type>().values().to_vec())
+}
+
+fn read_edges(path: &Path) -> Result<(Vec<u32>, Vec<u32>)> {
+    let b = tgrag_schemas::io::read_parquet(path)?;
+    Ok((u32_column(&b, path, "src")?, u32_column(&b, path, "dst")?))
+}
+
+fn write_matrix(out: &Path, first: &str, prefix: &str, digits: usize, n: usize, d: usize, values: ArrayValues) -> Result<()> {
+    let mut fields = vec![Field::new(first, DataType::UInt32, false)];
+    let mut cols: Vec<ArrayRef> = vec![Arc::new(UInt32Array::from_iter_values(0..n as u32))];
+    for c in 0..d {
+        let name = format!("{prefix}{c:0digits$}");
+        match &values {
+            ArrayValues::F32(v) => {
+                fields.push(Field::new(name, DataType::Float32, false));
+                cols.push(Arc::new(Float32Array::from_iter_values((0..n).map(|i| v[i * d + c]))));
+            }
+            ArrayValues::F64(v) => {
+                fields.push(Field::new(name, DataType::Float64, false));
+                cols.push(Arc::new(Float64Array::from_iter_values((0..n).map(|i| v[i * d + c]))));
+            }
+        }
+    }
+    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)?;
+    tgrag_schemas::io::write_parquet_atomic(out, &batch)?;
+    Ok(())
+}
+
+enum ArrayValues {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+}
+
+pub fn cmd_diffusion(a: DiffusionArgs) -> Result<()> {
+    let alphas = numbers(&a.alpha, "--alpha")?;
+    if alphas.is_empty() || alphas.iter().any(|x| !x.is_finite()) {
+        bail!("--alpha {}: give K finite weights, e.g. 1,1,1", a.alpha);
+    }
+    let t_read = Instant::now();
+    let proj = tgrag_schemas::io::read_parquet(&a.projection)?;
+    let nodes = u32_column(&proj, &a.projection, "node")?;
+    let n = nodes.len();
+    let mut slot = vec![usize::MAX; n];
+    for (row, &node) in nodes.iter().enumerate() {
+        let s = slot.get_mut(node as usize).with_context(|| format!("{}: row {}, column `node`: {node} is not in 0..{n} (one row per node)", a.projection.display(), row + 1))?;
+        if *s != usize::MAX {
+            bail!("{}: row {}, column `node`: node {node} appears twice", a.projection.display(), row + 1);
+        }
+        *s = row;
+    }
+    let rcols: Vec<String> = proj.schema().fields().iter().map(|f| f.name().clone()).filter(|c| c.starts_with('r') && c.len() > 1 && c[1..].chars().all(|x| x.is_ascii_digit())).collect();
+    if rcols.is_empty() {
+        bail!("{}: no projection columns `r00`, `r01`, …", a.projection.display());
+    }
+    let d = rcols.len();
+    let mut r = vec![0.0f64; n * d];
+    for (c, name) in rcols.iter().enumerate() {
+        let col = proj.column_by_name(name).with_context(|| format!("{}: column `{name}`", a.projection.display()))?;
+        if !col.data_type().is_floating() && !col.data_type().is_integer() {
+            bail!("{}: column `{name}` is {}, expected floats", a.projection.display(), col.data_type());
+        }
+        let col = arrow::compute::cast(col, &DataType::Float64)?;
+        if let Some(row) = (0..col.len()).find(|&i| col.is_null(i)) {
+            bail!("{}: row {}, column `{name}`: missing value", a.projection.display(), row + 1);
+        }
+        let v = col.as_primitive::<Float64Type>().values();
+        for (node, &row) in slot.iter().enumerate() {
+            r[node * d + c] = v[row];
+        }
+    }
+    let (src, dst) = read_edges(&a.edges)?;
+    let t_read = t_read.elapsed().as_secs_f64();
+    let t_csr = Instant::now();
+    let adj = Adjacency::from_edges(n, &src, &dst, a.directed).with_context(|| format!("{}", a.edges.display()))?;
+    let t_csr = t_csr.elapsed().as_secs_f64();
+    let t0 = Instant::now();
+    let values = if a.f64 {
+        ArrayValues::F64(diffuse_f64(&adj, &r, d, &alphas))
+    } else {
+        let r32: Vec<f32> = r.iter().map(|&v| v as f32).collect();
+        ArrayValues::F32(diffuse_f32(&adj, &r32, d, &alphas))
+    };
+    let t_diffuse = t0.elapsed().as_secs_f64();
+    write_matrix(&a.out, "node", "p", 2, n, d, values)?;
+    eprintln!(
+        "diffusion: N = {n}, nnz(A) = {}, d = {d}, K = {} ({}) in {t_diffuse:.3}s (read {t_read:.2}s, csr {t_csr:.2}s) → {}",
+        adj.indices.len(),
+        alphas.len(),
+        if a.f64 { "f64" } else { "f32" },
+        a.out.display()
+    );
+    Ok(())
+}
+
+pub fn cmd_graphwave(a: GraphwaveArgs) -> Result<()> {
+    let scales = numbers(&a.scales, "--scales")?;
+    graphwave::check(&scales, a.points)?;
+    let (src, dst) = read_edges(&a.edges)?;
+    let max_id = src.iter().chain(&dst).max().map_or(0, |&m| m as usize + 1);
+    let n = match a.num_nodes {
+        Some(n) if n < max_id => bail!("--num-nodes {n}: the edges name node {}", max_id - 1),
+        Some(n) => n,
+        None => max_id,
+    };
+    let mode = match a.mode.as_str() {
+        "exact" => Mode::Exact,
+        "chebyshev" => graphwave::DEFAULT_CHEBYSHEV,
+        "auto" if n <= 2000 => Mode::Exact,
+        "auto" => graphwave::DEFAULT_CHEBYSHEV,
+        m => bail!("--mode {m}: expected exact, chebyshev or auto"),
+    };
+    let adj = Adjacency::from_edges(n, &src, &dst, false).with_context(|| format!("{}", a.edges.display()))?;
+    let ts = graphwave::sample_points(a.points, 100.0);
+    let t0 = Instant::now();
+    let emb = graphwave::embed(&adj, &scales, &ts, mode)?;
+    let width = scales.len() * 2 * a.points;
+    write_matrix(&a.out, "node", "f", 3, n, width, ArrayValues::F64(emb))?;
+    eprintln!("graphwave: N = {n}, {} scales × {} points ({:?}) in {:.3}s → {}", scales.len(), a.points, mode, t0.elapsed().as_secs_f64(), a.out.display());
+    Ok(())
+}
