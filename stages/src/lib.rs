@@ -9,6 +9,7 @@
 //! | `graph`   | `ingest`                      | `graph_stats` (degrees, components)          |
 //! | `bm25`    | `ingest`                      | `run` (BM25 top-k per query), `bm25_index`, `bm25_terms`, `bm25_postings`, `bm25_docs` |
 //! | `dense`   | `ingest`                      | `embeddings`, `run` (cosine top-k, burn)     |
+//! | `toporag` | `ingest` (tag_nodes, tag_edges) | `split`, `retrieved`, `context_quality`, `context_summary`, `correlation` |
 //! | `metrics` | `ingest`, every run stage     | `per_query`, `aggregate`, `report.md`        |
 
 pub mod bm25;
@@ -23,6 +24,7 @@ pub mod ingest;
 pub mod metrics;
 pub mod text;
 pub mod textmetrics;
+pub mod toporag;
 
 #[cfg(test)]
 mod topo_fixtures;
@@ -61,7 +63,7 @@ pub trait Stage: Send + Sync {
 
 /// Every stage, in a valid execution order.
 pub fn all() -> Vec<&'static dyn Stage> {
-    vec![&ingest::Ingest, &graph::GraphStage, &bm25::Bm25Stage, &dense::DenseStage, &metrics::Metrics]
+    vec![&ingest::Ingest, &graph::GraphStage, &bm25::Bm25Stage, &dense::DenseStage, &toporag::ToporagStage, &metrics::Metrics]
 }
 
 /// What a stage module implements: its description, its typed config and its work. Every
