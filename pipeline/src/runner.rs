@@ -219,6 +219,14 @@ pub fn applicability(root: &Path, stage: &dyn Stage) -> Option<String> {
         .iter()
         .find(|(s, t)| !root.join(s).join(format!("{t}.parquet")).is_file())
         .map(|(s, t)| format!("not applicable: stage `{s}` wrote no `{t}` for this dataset"))
+        .or_else(|| {
+            stage
+                .info()
+                .excludes
+                .iter()
+                .find(|(s, t)| root.join(s).join(format!("{t}.parquet")).is_file())
+                .map(|(s, t)| format!("not applicable: stage `{s}` wrote `{t}` (a table this stage does not handle)"))
+        })
 }
 
 /// Outcome of one stage in a run.

@@ -277,7 +277,22 @@ fn wrong_parquet_type_and_truncated_parquet_are_rejected() {
 fn sigkill_at_any_stage_then_rerun_gives_the_bytes_of_a_clean_run() {
     // The hashing encoder keeps this test fast (MiniLM on `medium` takes minutes on 2 cores);
     // MiniLM's determinism is checked on `tiny` below.
-    const RUN: [&str; 5] = ["run", "--size", "medium", "--set", "dense.encoder=\"hash\""];
+    // A small GraphWave (one scale, two points) and few correlation pairs keep `toporag` quick too.
+    const RUN: [&str; 13] = [
+        "run",
+        "--size",
+        "medium",
+        "--set",
+        "dense.encoder=\"hash\"",
+        "--set",
+        "toporag.encoder=\"hash\"",
+        "--set",
+        "toporag.scales=[0.1]",
+        "--set",
+        "toporag.points=2",
+        "--set",
+        "toporag.max_pairs=20000",
+    ];
     let clean = tempfile::tempdir().expect("tmp");
     ok(tgrag(clean.path(), &RUN));
     let reference = snapshot(clean.path());
@@ -402,10 +417,18 @@ fn real_raw_datasets_run_from_their_own_files() {
         ("explagraphs", "explagraphs", "SELECT count(DISTINCT graph_id) AS n FROM explagraphs_ingest_graph_nodes", "2766"),
     ] {
         let dir = root.join(folder);
-        ok(tgrag(o, &["run", "--dataset", name, "--data-dir", dir.to_str().expect("utf8 path")]));
+        // The hashing encoder keeps CiteSeer's TopoRAG stage fast here (MiniLM: ~100 s on 2 cores).
+        ok(tgrag(o, &["run", "--dataset", name, "--data-dir", dir.to_str().expect("utf8 path"), "--set", "toporag.encoder=\"hash\""]));
         let out = ok(tgrag(o, &["sql", query]));
         assert!(out.contains(want), "{name}: {out}");
     }
+    // CiteSeer: 3,186 papers, 2,823 with ≥ 100 words; 10% of them (283) partially observed, each with
+    // top-3 texts from the four retrievers that retrieve; Enron's e-mail graph skips the stage.
+    let out = ok(tgrag(o, &["sql", "SELECT count(*) AS n FROM citeseer_toporag_split WHERE split = 'partial'"]));
+    assert!(out.contains("283"), "{out}");
+    let out = ok(tgrag(o, &["sql", "SELECT count(*) AS n FROM citeseer_toporag_retrieved"]));
+    assert!(out.contains(&(283 * 3 * 4).to_string()), "{out}");
+    assert!(!o.join("enron/toporag/manifest.json").exists());
 }
 
 fn shared_fixture(name: &str) -> Option<PathBuf> {

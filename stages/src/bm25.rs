@@ -730,6 +730,7 @@ static INFO: StageInfo = StageInfo {
     about: "exact BM25 over node documents (global and per node type, persisted); top-k per query (method `bm25`)",
     deps: &["ingest"],
     needs: &[("ingest", "nodes"), ("ingest", "queries")],
+    excludes: &[],
     outputs: &["run", "bm25_index", "bm25_terms", "bm25_postings", "bm25_docs"],
 };
 

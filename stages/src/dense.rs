@@ -221,6 +221,7 @@ static INFO: StageInfo = StageInfo {
     about: "MiniLM (or hashing) embeddings + exact cosine top-k with burn (method `dense` or `dense-hash`)",
     deps: &["ingest"],
     needs: &[("ingest", "nodes"), ("ingest", "queries")],
+    excludes: &[],
     outputs: &["embeddings", "run"],
 };
 

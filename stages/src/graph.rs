@@ -94,6 +94,7 @@ static INFO: StageInfo = StageInfo {
     about: "undirected typed CSR of the KB; degree/isolation/components per node type",
     deps: &["ingest"],
     needs: &[("ingest", "nodes"), ("ingest", "edges")],
+    excludes: &[],
     outputs: &["graph_stats"],
 };
 

@@ -18,6 +18,7 @@ static INFO: StageInfo = StageInfo {
     about: "load or generate the dataset, validate it, write canonical tables",
     deps: &[],
     needs: &[],
+    excludes: &[],
     outputs: &["nodes", "edges", "queries", "answers", "graph_nodes", "graph_edges", "qa", "tag_nodes", "tag_edges", "emails"],
 };
 

@@ -45,6 +45,9 @@ pub struct StageInfo {
     /// Upstream tables that must exist for the stage to apply (`(stage, table)`); when one is
     /// missing the stage is skipped as not applicable to the dataset.
     pub needs: &'static [(&'static str, &'static str)],
+    /// Upstream tables whose presence makes the stage not applicable (`(stage, table)`), e.g. the
+    /// node-level TopoRAG stage on an e-mail graph.
+    pub excludes: &'static [(&'static str, &'static str)],
     /// What the stage writes (documentation; the manifest lists the actual files).
     pub outputs: &'static [&'static str],
 }

@@ -167,6 +167,7 @@ static INFO: StageInfo = StageInfo {
     about: "STaRK-semantics hit@1/hit@5/recall@20/MRR per query, aggregates (SQL), report.md",
     deps: &["ingest", "bm25", "dense"],
     needs: &[("ingest", "queries"), ("ingest", "answers")],
+    excludes: &[],
     outputs: &["per_query", "aggregate", "report.md"],
 };
 
