@@ -237,8 +237,8 @@ mod tests {
             let b = st.score(true);
             assert!((b.score - bleu[i]).abs() < 1e-9, "pair {i}: BLEU {} vs {}", b.score, bleu[i]);
             assert!((b.bp - bp[i]).abs() < 1e-12);
-            for n in 0..4 {
-                assert!((b.precisions[n] - prec[n][i]).abs() < 1e-9, "pair {i} precision {}", n + 1);
+            for (n, want) in prec.iter().enumerate() {
+                assert!((b.precisions[n] - want[i]).abs() < 1e-9, "pair {i} precision {}", n + 1);
             }
             let (p, r, f) = rouge_l(&refs[i], &hyp[i]);
             assert!((p - rp[i]).abs() < 1e-12 && (r - rr[i]).abs() < 1e-12 && (f - rf[i]).abs() < 1e-12, "pair {i}: ROUGE-L");

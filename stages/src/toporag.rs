@@ -203,6 +203,9 @@ fn batch(cols: Vec<(&str, ArrayRef)>) -> Result<RecordBatch> {
     RecordBatch::try_from_iter(cols).map_err(|e| StageError::Internal(e.to_string()))
 }
 
+/// A text encoder: texts and a progress label → row-major embeddings and their width.
+type EncodeFn = dyn Fn(&[&str], &str) -> Result<(Vec<f32>, usize)>;
+
 pub struct ToporagStage;
 
 static INFO: StageInfo = StageInfo {
@@ -264,7 +267,7 @@ impl StageSpec for ToporagStage {
         // Text embeddings: full texts of every kept node, the visible words of the targets.
         let visible: Vec<&str> = targets.iter().map(|&t| sp.visible[t as usize].as_str()).collect();
         let hidden: Vec<&str> = targets.iter().map(|&t| sp.hidden[t as usize].as_str()).collect();
-        let encode: Box<dyn Fn(&[&str], &str) -> Result<(Vec<f32>, usize)>> = match cfg.encoder {
+        let encode: Box<EncodeFn> = match cfg.encoder {
             Encoder::Hash => {
                 let dim = cfg.hash_dim;
                 Box::new(move |t: &[&str], _: &str| Ok((t.par_iter().map(|s| hash_embed(s, dim)).collect::<Result<Vec<_>>>()?.concat(), dim)))
