@@ -117,22 +117,31 @@ fn diffusion_matches_scipy_fixture() -> TestResult {
     Ok(())
 }
 
-#[test]
-fn graphwave_exact_matches_fixture() -> TestResult {
-    let Some(dir) = fixture("graphwave") else { return Ok(()) };
+/// The graphs of the GraphWave fixture as `(graph_id, undirected adjacency)`.
+fn graphwave_graphs(dir: &std::path::Path) -> TestResult<Vec<(i64, Adjacency)>> {
     let read = |f: &str| tgrag_schemas::io::read_parquet(&dir.join(f));
-    let (graphs, edges, emb) = (read("graphs.parquet")?, read("edges.parquet")?, read("embeddings.parquet")?);
+    let (graphs, edges) = (read("graphs.parquet")?, read("edges.parquet")?);
     let (gids, ns) = (i64s(&graphs, "graph_id")?, i64s(&graphs, "n_nodes")?);
-    let (e_rows, w_rows) = (rows_by_graph(&edges)?, rows_by_graph(&emb)?);
-    let (esrc, edst, wnode) = (i64s(&edges, "src")?, i64s(&edges, "dst")?, i64s(&emb, "node")?);
-    let ts = sample_points(25, 100.0);
-    let mut worst: f64 = 0.0;
+    let e_rows = rows_by_graph(&edges)?;
+    let (esrc, edst) = (i64s(&edges, "src")?, i64s(&edges, "dst")?);
+    let mut out = Vec::new();
     for (gi, &g) in gids.iter().enumerate() {
-        let n = ns[gi] as usize;
         let er = e_rows.get(&g).ok_or("edges")?;
         let src: Vec<u32> = er.iter().map(|&i| esrc[i] as u32).collect();
         let dst: Vec<u32> = er.iter().map(|&i| edst[i] as u32).collect();
-        let adj = Adjacency::from_edges(n, &src, &dst, false)?;
+        out.push((g, Adjacency::from_edges(ns[gi] as usize, &src, &dst, false)?));
+    }
+    Ok(out)
+}
+
+#[test]
+fn graphwave_exact_matches_fixture() -> TestResult {
+    let Some(dir) = fixture("graphwave") else { return Ok(()) };
+    let emb = tgrag_schemas::io::read_parquet(&dir.join("embeddings.parquet"))?;
+    let (w_rows, wnode) = (rows_by_graph(&emb)?, i64s(&emb, "node")?);
+    let ts = sample_points(25, 100.0);
+    let mut worst: f64 = 0.0;
+    for (g, adj) in graphwave_graphs(&dir)? {
         let got = embed(&adj, &[0.5, 1.0, 3.0], &ts, Mode::Exact)?;
         let rows = w_rows.get(&g).ok_or("embeddings")?;
         let (want, width) = block(&emb, "f", rows)?;
@@ -153,18 +162,9 @@ fn graphwave_exact_matches_fixture() -> TestResult {
 #[test]
 fn graphwave_chebyshev_error_against_exact_on_fixture_graphs() -> TestResult {
     let Some(dir) = fixture("graphwave") else { return Ok(()) };
-    let read = |f: &str| tgrag_schemas::io::read_parquet(&dir.join(f));
-    let (graphs, edges) = (read("graphs.parquet")?, read("edges.parquet")?);
-    let (gids, ns) = (i64s(&graphs, "graph_id")?, i64s(&graphs, "n_nodes")?);
-    let e_rows = rows_by_graph(&edges)?;
-    let (esrc, edst) = (i64s(&edges, "src")?, i64s(&edges, "dst")?);
     let ts = sample_points(25, 100.0);
-    for (gi, &g) in gids.iter().enumerate() {
-        let n = ns[gi] as usize;
-        let er = e_rows.get(&g).ok_or("edges")?;
-        let src: Vec<u32> = er.iter().map(|&i| esrc[i] as u32).collect();
-        let dst: Vec<u32> = er.iter().map(|&i| edst[i] as u32).collect();
-        let adj = Adjacency::from_edges(n, &src, &dst, false)?;
+    for (g, adj) in graphwave_graphs(&dir)? {
+        let n = adj.n;
         let exact = embed(&adj, &[0.5, 1.0, 3.0], &ts, Mode::Exact)?;
         let cheb = embed(&adj, &[0.5, 1.0, 3.0], &ts, crate::graphwave::DEFAULT_CHEBYSHEV)?;
         let err = exact.iter().zip(&cheb).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
