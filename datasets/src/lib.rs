@@ -18,6 +18,7 @@ pub mod hub;
 pub mod mor_plans;
 pub mod pickle;
 pub mod primekg_paths;
+pub mod pyliteral;
 pub mod pyrepr;
 pub mod raw;
 pub mod registry;

@@ -864,16 +864,6 @@ mod tests {
         assert_eq!(got.iter().map(|x| x.0).collect::<Vec<_>>(), sorted.iter().map(|x| x.0).collect::<Vec<_>>());
     }
 
-    fn fixture_dir() -> Option<std::path::PathBuf> {
-        let d = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/bm25");
-        if d.is_dir() {
-            Some(d)
-        } else {
-            eprintln!("skipped: {} not found (the shared fixtures are absent)", d.display());
-            None
-        }
-    }
-
     fn token_lists(path: &std::path::Path, id_col: &str) -> Vec<(u32, Vec<String>)> {
         use arrow::array::AsArray;
         let b = tgrag_schemas::io::read_parquet(path).expect("read fixture");
@@ -922,14 +912,14 @@ mod tests {
 
     #[test]
     fn matches_bm25s_lucene_fixture() {
-        if let Some(dir) = fixture_dir() {
+        if let Some(dir) = crate::test_support::fixture("bm25") {
             check_against(&dir, "bm25s_lucene_top20.parquet", Bm25Params { k1: 1.2, b: 0.75, variant: Variant::Lucene, epsilon: 0.25 }, 1e-4);
         }
     }
 
     #[test]
     fn matches_rank_bm25_okapi_fixture() {
-        if let Some(dir) = fixture_dir() {
+        if let Some(dir) = crate::test_support::fixture("bm25") {
             check_against(&dir, "rank_bm25_top20.parquet", Bm25Params { k1: 1.5, b: 0.75, variant: Variant::Okapi, epsilon: 0.25 }, 1e-4);
         }
     }

@@ -172,11 +172,7 @@ mod tests {
         use arrow::array::AsArray;
         use arrow::datatypes::{DataType, Float64Type, UInt32Type};
         use std::collections::HashMap;
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/ranking_metrics");
-        if !dir.is_dir() {
-            eprintln!("skipped: {} not found (the shared fixtures are absent)", dir.display());
-            return;
-        }
+        let Some(dir) = crate::test_support::fixture("ranking_metrics") else { return };
         let read = |f: &str| tgrag_schemas::io::read_parquet(&dir.join(f)).expect("fixture");
         let col = |b: &arrow::array::RecordBatch, c: &str, t: DataType| arrow::compute::cast(b.column_by_name(c).expect(c), &t).expect("cast");
         let run = read("run.parquet");

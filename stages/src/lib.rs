@@ -27,6 +27,8 @@ pub mod textmetrics;
 pub mod toporag;
 
 #[cfg(test)]
+mod test_support;
+#[cfg(test)]
 mod topo_fixtures;
 
 pub use context::{Progress, StageContext, Timing, Written};

@@ -194,7 +194,7 @@ pub fn rouge_l(target: &str, prediction: &str) -> (f64, f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topo_fixtures::{f64s, fixture, i64s};
+    use crate::test_support::{f64s, fixture, i64s};
     use arrow::array::{Array, AsArray};
 
     #[test]

@@ -2,36 +2,14 @@
 //! references; skipped with a message when the shared fixtures are absent).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use arrow::array::{Array, AsArray};
-use arrow::datatypes::{DataType, Float64Type, Int64Type};
 use arrow::record_batch::RecordBatch;
 
 use crate::diffusion::{Adjacency, cosine_top_k, diffuse_f32, diffuse_f64};
 use crate::graphwave::{Mode, embed, sample_points};
 
-type TestResult<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
-
-pub(crate) fn fixture(name: &str) -> Option<PathBuf> {
-    let d = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures").join(name);
-    if d.is_dir() {
-        Some(d)
-    } else {
-        eprintln!("SKIP: {} not found (the shared fixtures are absent)", d.display());
-        None
-    }
-}
-
-pub(crate) fn f64s(b: &RecordBatch, name: &str) -> TestResult<Vec<f64>> {
-    let c = arrow::compute::cast(b.column_by_name(name).ok_or(format!("no column {name}"))?, &DataType::Float64)?;
-    Ok(c.as_primitive::<Float64Type>().values().to_vec())
-}
-
-pub(crate) fn i64s(b: &RecordBatch, name: &str) -> TestResult<Vec<i64>> {
-    let c = arrow::compute::cast(b.column_by_name(name).ok_or(format!("no column {name}"))?, &DataType::Int64)?;
-    Ok(c.as_primitive::<Int64Type>().values().to_vec())
-}
+use crate::test_support::{TestResult, f64s, fixture, i64s};
 
 /// Per-graph rows of a fixture table: `graph_id` → row indices.
 fn rows_by_graph(b: &RecordBatch) -> TestResult<HashMap<i64, Vec<usize>>> {

@@ -16,7 +16,10 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use serde_json::Value;
+
 use super::{TagGraph, TagNode, lines, read_text};
+use crate::pyliteral::python_literal;
 use crate::error::{DatasetError, Result};
 
 /// One review as read.
@@ -49,31 +52,33 @@ pub fn read(path: &Path) -> Result<Vec<Review>> {
     let mut out = Vec::new();
     for (line, l) in lines(&text) {
         let at = |field: &str| format!("line {line}, field {field}");
-        let fields: Vec<(String, Lit)> = match serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(l) {
-            Ok(map) => map.into_iter().map(|(k, v)| (k, Lit::from_json(v))).collect(),
-            Err(_) => parse_py_dict(l).map_err(|why| DatasetError::malformed(path, format!("line {line}"), format!("neither a JSON object nor a Python dict literal: {why}")))?,
+        let fields: serde_json::Map<String, Value> = match serde_json::from_str::<serde_json::Map<String, Value>>(l) {
+            Ok(map) => map,
+            Err(_) => match python_literal(l) {
+                Ok(Value::Object(map)) => map,
+                Ok(other) => return Err(DatasetError::malformed(path, format!("line {line}"), format!("expected a dict, found {other}"))),
+                Err(why) => return Err(DatasetError::malformed(path, format!("line {line}"), format!("neither a JSON object nor a Python dict literal: {why}"))),
+            },
         };
-        let get = |names: &[&str]| fields.iter().find(|(k, _)| names.contains(&k.as_str())).map(|(_, v)| v);
+        let get = |names: &[&str]| names.iter().find_map(|n| fields.get(*n));
         let string = |names: &[&str]| -> Result<Option<String>> {
             match get(names) {
-                None | Some(Lit::None) => Ok(None),
-                Some(Lit::Str(s)) => Ok(Some(s.clone())),
-                Some(Lit::Int(i)) => Ok(Some(i.to_string())),
-                Some(other) => Err(DatasetError::malformed(path, at(names[0]), format!("expected a string, found {other:?}"))),
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(Value::Number(i)) if i.is_i64() => Ok(Some(i.to_string())),
+                Some(other) => Err(DatasetError::malformed(path, at(names[0]), format!("expected a string, found {other}"))),
             }
         };
         let Some(text) = string(&["reviewText", "review"])?.filter(|t| !t.trim().is_empty()) else { continue };
         let user = string(&["reviewerID", "user"])?.ok_or_else(|| DatasetError::malformed(path, at("reviewerID/user"), "missing"))?;
         let item = string(&["asin", "item"])?.ok_or_else(|| DatasetError::malformed(path, at("asin/item"), "missing"))?;
-        let time = match get(&["unixReviewTime", "time"]) {
-            Some(Lit::Int(t)) => *t,
-            other => return Err(DatasetError::malformed(path, at("unixReviewTime/time"), format!("expected an integer Unix time, found {other:?}"))),
-        };
+        let time = get(&["unixReviewTime", "time"])
+            .and_then(Value::as_i64)
+            .ok_or_else(|| DatasetError::malformed(path, at("unixReviewTime/time"), format!("expected an integer Unix time, found {:?}", get(&["unixReviewTime", "time"]))))?;
         let rating = match get(&["overall", "stars"]) {
-            None | Some(Lit::None) => None,
-            Some(Lit::Int(i)) => Some(*i as f64),
-            Some(Lit::Float(f)) => Some(*f),
-            Some(other) => return Err(DatasetError::malformed(path, at("overall/stars"), format!("expected a number, found {other:?}"))),
+            None | Some(Value::Null) => None,
+            Some(Value::Number(x)) => x.as_f64(),
+            Some(other) => return Err(DatasetError::malformed(path, at("overall/stars"), format!("expected a number, found {other}"))),
         };
         out.push(Review { user, item, time, text, rating });
     }
@@ -120,134 +125,6 @@ pub fn load(dir: &Path, fraction: f64) -> Result<TagGraph> {
     Ok(build(all, fraction, &first))
 }
 
-/// A Python literal value (the subset review files use).
-#[derive(Debug, Clone, PartialEq)]
-pub enum Lit {
-    None,
-    Bool(bool),
-    Int(i64),
-    Float(f64),
-    Str(String),
-    Other,
-}
-
-impl Lit {
-    fn from_json(v: serde_json::Value) -> Lit {
-        match v {
-            serde_json::Value::Null => Lit::None,
-            serde_json::Value::Bool(b) => Lit::Bool(b),
-            serde_json::Value::Number(n) => n.as_i64().map(Lit::Int).or_else(|| n.as_f64().map(Lit::Float)).unwrap_or(Lit::Other),
-            serde_json::Value::String(s) => Lit::Str(s),
-            _ => Lit::Other,
-        }
-    }
-}
-
-/// Parses a flat Python dict literal (`{'k': 'v', 'n': 1.5, 'b': True}`): string keys; string,
-/// number, bool and None values. Nothing is evaluated.
-pub fn parse_py_dict(s: &str) -> std::result::Result<Vec<(String, Lit)>, String> {
-    let c: Vec<char> = s.trim().chars().collect();
-    let mut i = 0;
-    let ws = |i: &mut usize| {
-        while *i < c.len() && c[*i].is_whitespace() {
-            *i += 1
-        }
-    };
-    let expect = |i: &mut usize, ch: char| -> std::result::Result<(), String> {
-        if c.get(*i) == Some(&ch) {
-            *i += 1;
-            Ok(())
-        } else {
-            Err(format!("expected `{ch}` at character {}", *i + 1))
-        }
-    };
-    expect(&mut i, '{')?;
-    let mut out = Vec::new();
-    ws(&mut i);
-    if c.get(i) == Some(&'}') {
-        return if i + 1 == c.len() { Ok(out) } else { Err("text after the closing `}`".into()) };
-    }
-    loop {
-        ws(&mut i);
-        let key = match py_string(&c, &mut i)? {
-            Lit::Str(k) => k,
-            _ => return Err(format!("a key at character {} is not a string", i + 1)),
-        };
-        ws(&mut i);
-        expect(&mut i, ':')?;
-        ws(&mut i);
-        let value = match c.get(i) {
-            Some('\'') | Some('"') => py_string(&c, &mut i)?,
-            Some(_) => {
-                let start = i;
-                while i < c.len() && !matches!(c[i], ',' | '}') && !c[i].is_whitespace() {
-                    i += 1;
-                }
-                let tok: String = c[start..i].iter().collect();
-                match tok.as_str() {
-                    "None" => Lit::None,
-                    "True" => Lit::Bool(true),
-                    "False" => Lit::Bool(false),
-                    t => t.parse::<i64>().map(Lit::Int).or_else(|_| t.parse::<f64>().map(Lit::Float)).map_err(|_| format!("`{t}` at character {} is not a literal this reader accepts", start + 1))?,
-                }
-            }
-            None => return Err("truncated after `:`".into()),
-        };
-        out.push((key, value));
-        ws(&mut i);
-        match c.get(i) {
-            Some(',') => i += 1,
-            Some('}') if i + 1 == c.len() => return Ok(out),
-            Some('}') => return Err("text after the closing `}`".into()),
-            _ => return Err(format!("expected `,` or `}}` at character {} (truncated?)", i + 1)),
-        }
-    }
-}
-
-fn py_string(c: &[char], i: &mut usize) -> std::result::Result<Lit, String> {
-    let start = *i;
-    let q = match c.get(*i) {
-        Some(&q @ ('\'' | '"')) => q,
-        _ => return Err(format!("expected a quoted string at character {}", start + 1)),
-    };
-    *i += 1;
-    let mut s = String::new();
-    loop {
-        let ch = *c.get(*i).ok_or_else(|| format!("string opened at character {} never closes", start + 1))?;
-        *i += 1;
-        match ch {
-            '\\' => {
-                let e = *c.get(*i).ok_or("truncated escape")?;
-                *i += 1;
-                match e {
-                    'n' => s.push('\n'),
-                    't' => s.push('\t'),
-                    'r' => s.push('\r'),
-                    '0' => s.push('\0'),
-                    '\\' | '\'' | '"' => s.push(e),
-                    'x' | 'u' | 'U' => {
-                        let len = match e {
-                            'x' => 2,
-                            'u' => 4,
-                            _ => 8,
-                        };
-                        let hex: String = c.get(*i..*i + len).ok_or("truncated escape")?.iter().collect();
-                        *i += len;
-                        let code = u32::from_str_radix(&hex, 16).map_err(|_| format!("bad escape \\{e}{hex}"))?;
-                        s.push(char::from_u32(code).ok_or_else(|| format!("escape \\{e}{hex} is not a character"))?);
-                    }
-                    other => {
-                        s.push('\\');
-                        s.push(other);
-                    }
-                }
-            }
-            ch if ch == q => return Ok(Lit::Str(s)),
-            ch => s.push(ch),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,6 +161,14 @@ mod tests {
         Ok(())
     }
 
+    /// The reason a one-line `epinions.json` is refused with.
+    fn load_err(dir: &Path, body: &[u8]) -> TestResult<String> {
+        let sub = dir.join("bad");
+        write(&sub, "epinions.json", body)?;
+        let (_, _, why) = malformed_at(load(&sub, 1.0).err().ok_or("accepted")?)?;
+        Ok(why)
+    }
+
     #[test]
     fn epinions_python_literals_are_parsed_not_evaluated() -> TestResult {
         let dir = tempfile::tempdir()?;
@@ -296,7 +181,8 @@ mod tests {
         assert_eq!(g.nodes[1].text, "It's \"fine\"\n\u{e9}t\u{e9}");
         assert_eq!(g.nodes[0].label.as_deref(), Some("2"));
         assert_eq!(g.edges, vec![(0, 1)]);
-        assert_eq!(parse_py_dict("{'a': __import__('os')}").err().map(|e| e.contains("not a literal")), Some(true));
+        let err = load_err(dir.path(), b"{'user': 'x', 'item': __import__('os')}\n")?;
+        assert!(err.contains("not a literal"), "{err}");
         Ok(())
     }
 
@@ -308,7 +194,7 @@ mod tests {
         assert_eq!((path, at.as_str()), (p.clone(), "line 1, field unixReviewTime/time"));
         write(dir.path(), "a.json", b"{'user': 'u', 'review': 'cut\n")?;
         let (_, at, why) = malformed_at(load(dir.path(), 1.0).err().ok_or("truncated literal accepted")?)?;
-        assert!(at == "line 1" && why.contains("never closes"), "{at}: {why}");
+        assert!(at == "line 1" && why.contains("never closed"), "{at}: {why}");
         write(dir.path(), "a.json", b"{\"reviewerID\": 5, \"asin\": \"P\", \"reviewText\": [1], \"unixReviewTime\": 1}\n")?;
         let (_, at, _) = malformed_at(load(dir.path(), 1.0).err().ok_or("list text accepted")?)?;
         assert_eq!(at, "line 1, field reviewText");
