@@ -8,6 +8,7 @@
 
 pub mod device;
 pub mod error;
+pub mod gnn;
 pub mod linalg;
 pub mod minilm;
 

@@ -278,8 +278,9 @@ fn wrong_parquet_type_and_truncated_parquet_are_rejected() {
 fn sigkill_at_any_stage_then_rerun_gives_the_bytes_of_a_clean_run() {
     // The hashing encoder keeps this test fast (MiniLM on `medium` takes minutes on 2 cores);
     // MiniLM's determinism is checked on `tiny` below.
-    // A small GraphWave (one scale, two points) and few correlation pairs keep `toporag` quick too.
-    const RUN: [&str; 13] = [
+    // A small GraphWave (one scale, two points), few correlation pairs and short GNN trainings keep
+    // `toporag` quick too.
+    const RUN: [&str; 17] = [
         "run",
         "--size",
         "medium",
@@ -293,6 +294,10 @@ fn sigkill_at_any_stage_then_rerun_gives_the_bytes_of_a_clean_run() {
         "toporag.points=2",
         "--set",
         "toporag.max_pairs=20000",
+        "--set",
+        "toporag.nc_max_epochs=20",
+        "--set",
+        "toporag.lp_max_epochs=5",
     ];
     let clean = tempfile::tempdir().expect("tmp");
     ok(tgrag(clean.path(), &RUN));
@@ -418,18 +423,32 @@ fn real_raw_datasets_run_from_their_own_files() {
         ("explagraphs", "explagraphs", "SELECT count(DISTINCT graph_id) AS n FROM explagraphs_ingest_graph_nodes", "2766"),
     ] {
         let dir = root.join(folder);
-        // The hashing encoder keeps CiteSeer's TopoRAG stage fast here (MiniLM: ~100 s on 2 cores).
-        ok(tgrag(o, &["run", "--dataset", name, "--data-dir", dir.to_str().expect("utf8 path"), "--set", "toporag.encoder=\"hash\""]));
+        // The hashing encoder and short GNN trainings keep the TopoRAG stage fast here (MiniLM and
+        // the paper's epochs: ~4 min on 2 cores for CiteSeer).
+        let fast = ["--set", "toporag.encoder=\"hash\"", "--set", "toporag.nc_max_epochs=15", "--set", "toporag.lp_max_epochs=5"];
+        let mut args = vec!["run", "--dataset", name, "--data-dir", dir.to_str().expect("utf8 path")];
+        args.extend(fast);
+        ok(tgrag(o, &args));
         let out = ok(tgrag(o, &["sql", query]));
         assert!(out.contains(want), "{name}: {out}");
     }
     // CiteSeer: 3,186 papers, 2,823 with ≥ 100 words; 10% of them (283) partially observed, each with
-    // top-3 texts from the four retrievers that retrieve; Enron's e-mail graph skips the stage.
+    // top-3 texts from the four retrievers that retrieve, and the GNNs trained on 6 feature sets
+    // (5 retrievers + oracle): 3 models for node classification, one link predictor.
     let out = ok(tgrag(o, &["sql", "SELECT count(*) AS n FROM citeseer_toporag_split WHERE split = 'partial'"]));
     assert!(out.contains("283"), "{out}");
     let out = ok(tgrag(o, &["sql", "SELECT count(*) AS n FROM citeseer_toporag_retrieved"]));
     assert!(out.contains(&(283 * 3 * 4).to_string()), "{out}");
-    assert!(!o.join("enron/toporag/manifest.json").exists());
+    let out = ok(tgrag(o, &["sql", "SELECT count(*) AS n FROM citeseer_toporag_node_classification WHERE test_nodes = 283"]));
+    assert!(out.contains("| 18 "), "{out}");
+    let out = ok(tgrag(o, &["sql", "SELECT count(*) AS n FROM citeseer_toporag_link_prediction"]));
+    assert!(out.contains("| 6 "), "{out}");
+    // Enron, the e-mail variant: 1,000 e-mails, 978 after repeats and ≤ 3-word bodies are dropped,
+    // the newest 98 are targets; retrieval pools the closest people's e-mails.
+    let out = ok(tgrag(o, &["sql", "SELECT count(*) AS n FROM enron_toporag_split WHERE split = 'partial'"]));
+    assert!(out.contains("| 98 "), "{out}");
+    let out = ok(tgrag(o, &["sql", "SELECT count(*) AS n FROM enron_toporag_retrieved WHERE retriever = 'topo-proximity'"]));
+    assert!(out.contains(&format!("| {} ", 98 * 3)), "{out}");
 }
 
 fn shared_fixture(name: &str) -> Option<PathBuf> {

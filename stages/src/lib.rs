@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod text;
 pub mod textmetrics;
 pub mod toporag;
+pub mod topotasks;
 
 #[cfg(test)]
 mod test_support;

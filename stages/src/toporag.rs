@@ -24,7 +24,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use tgrag_datasets::rng::Rng;
@@ -32,7 +32,8 @@ use tgrag_schemas::columns;
 
 use crate::dense::{DeviceChoice, Encoder, hash_embed, load_minilm};
 use crate::diffusion::{Adjacency, Neighbour, cosine_top_k, diffuse_f32, diffuse_f64};
-use crate::{Result, StageContext, StageError, StageInfo, StageSpec, graphwave, textmetrics};
+use crate::{Result, StageContext, StageError, StageInfo, StageSpec, graphwave, textmetrics, topotasks};
+use tgrag_models::gnn::{LinkPredConfig, NodeClassConfig};
 
 /// Options of the `toporag` stage.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -63,6 +64,20 @@ pub struct ToporagConfig {
     pub hash_dim: usize,
     /// Pairs for the correlation analysis (all pairs when there are fewer).
     pub max_pairs: usize,
+    /// Run the task-oriented evaluation (node classification, link prediction).
+    pub tasks: bool,
+    /// Node classification: epochs, early-stopping patience, the share of labelled observed nodes
+    /// held out for early stopping.
+    pub nc_max_epochs: usize,
+    pub nc_patience: usize,
+    pub nc_val_fraction: f64,
+    /// Link prediction: epochs, patience, the share of non-test edges held out for validation, the
+    /// negative pairs per evaluation set, K of Hits@K.
+    pub lp_max_epochs: usize,
+    pub lp_patience: usize,
+    pub lp_val_fraction: f64,
+    pub lp_negatives: usize,
+    pub lp_hits_k: usize,
 }
 
 impl Default for ToporagConfig {
@@ -82,6 +97,15 @@ impl Default for ToporagConfig {
             model_dir: None,
             hash_dim: 256,
             max_pairs: 2_000_000,
+            tasks: true,
+            nc_max_epochs: 1000,
+            nc_patience: 100,
+            nc_val_fraction: 0.2,
+            lp_max_epochs: 500,
+            lp_patience: 50,
+            lp_val_fraction: 0.1,
+            lp_negatives: 1000,
+            lp_hits_k: 100,
         }
     }
 }
@@ -210,13 +234,12 @@ pub struct ToporagStage;
 
 static INFO: StageInfo = StageInfo {
     name: "toporag",
-    version: 1,
+    version: 2,
     about: "TopoRAG: observed/partial split, proximity (diffusion) and role (GraphWave) retrieval vs text/random/none, context quality (BLEU-4, ROUGE-L, MiniLM cosine), correlation analysis",
     deps: &["ingest"],
     needs: &[("ingest", "tag_nodes"), ("ingest", "tag_edges")],
-    // E-mail graphs (Enron) carry their texts on edges; the paper's e-mail variant is separate.
-    excludes: &[("ingest", "emails")],
-    outputs: &["split", "retrieved", "context_quality", "context_summary", "correlation"],
+    excludes: &[],
+    outputs: &["split", "retrieved", "context_quality", "context_summary", "correlation", "node_classification", "link_prediction", "training_curves"],
 };
 
 impl StageSpec for ToporagStage {
@@ -233,6 +256,9 @@ impl StageSpec for ToporagStage {
     }
 
     fn execute(&self, ctx: &mut StageContext<'_>, cfg: ToporagConfig) -> Result<()> {
+        if ctx.has_input("ingest", "emails") {
+            return execute_emails(ctx, &cfg);
+        }
         let nodes = ctx.input("ingest", "tag_nodes")?;
         let edges_b = ctx.input("ingest", "tag_edges")?;
         let ids = columns::u32s(&nodes, "node_id")?.values().to_vec();
@@ -267,22 +293,7 @@ impl StageSpec for ToporagStage {
         // Text embeddings: full texts of every kept node, the visible words of the targets.
         let visible: Vec<&str> = targets.iter().map(|&t| sp.visible[t as usize].as_str()).collect();
         let hidden: Vec<&str> = targets.iter().map(|&t| sp.hidden[t as usize].as_str()).collect();
-        let encode: Box<EncodeFn> = match cfg.encoder {
-            Encoder::Hash => {
-                let dim = cfg.hash_dim;
-                Box::new(move |t: &[&str], _: &str| Ok((t.par_iter().map(|s| hash_embed(s, dim)).collect::<Result<Vec<_>>>()?.concat(), dim)))
-            }
-            Encoder::Minilm => {
-                let model = load_minilm(cfg.model_dir.as_deref(), DeviceChoice::Cpu)?;
-                let progress = ctx.progress;
-                Box::new(move |t: &[&str], what: &str| {
-                    let pb = progress.bar(t.len() as u64, what);
-                    let out = model.encode(t, tgrag_models::minilm::EncodeOptions::default(), &|k| pb.inc(k as u64))?;
-                    pb.finish_and_clear();
-                    Ok((out, model.dim()))
-                })
-            }
-        };
+        let encode = encoder(ctx, &cfg)?;
         let (full_emb, dim) = ctx.timed("embed texts", |_| encode(&full, "toporag: embed texts"))?;
         let (vis_emb, _) = ctx.timed("embed visible words", |_| encode(&visible, "toporag: embed visible words"))?;
         let (hid_emb, _) = ctx.timed("embed hidden texts", |_| encode(&hidden, "toporag: embed hidden texts"))?;
@@ -323,78 +334,46 @@ impl StageSpec for ToporagStage {
         let mut hits: Vec<(&str, Vec<Vec<Neighbour>>)> = vec![("none", vec![Vec::new(); targets.len()])];
         hits.extend(RETRIEVERS[1..].iter().zip(per).map(|(name, h)| (*name, h.clone())));
 
-        // retrieved table.
-        let (mut r_t, mut r_ret, mut r_rank, mut r_node, mut r_score, mut r_text) = (vec![], vec![], vec![], vec![], vec![], vec![]);
-        // contexts per (retriever, target)
-        let mut contexts: Vec<String> = Vec::new();
-        for (name, hs) in &hits {
-            for (qi, h) in hs.iter().enumerate() {
-                for (rank, nb) in h.iter().enumerate() {
-                    r_t.push(sp.kept[targets[qi] as usize]);
-                    r_ret.push(*name);
-                    r_rank.push(rank as u32 + 1);
-                    r_node.push(sp.kept[nb.node as usize]);
-                    r_score.push(nb.score);
-                    r_text.push(full[nb.node as usize]);
-                }
-                contexts.push(h.iter().map(|nb| full[nb.node as usize]).collect::<Vec<_>>().join(" "));
-            }
-        }
+        let contexts = write_quality(ctx, &*encode, dim, &hits, &Items { target_ids: targets.iter().map(|&t| sp.kept[t as usize]).collect(), ids: &sp.kept, texts: &full, id_column: "node_id" }, &hidden, &hid_emb)?;
         let ctx_refs: Vec<&str> = contexts.iter().map(String::as_str).collect();
-        let (ctx_emb, _) = ctx.timed("embed contexts", |_| encode(&ctx_refs, "toporag: embed contexts"))?;
-        ctx.set_items(targets.len() as u64);
-
-        // Context quality.
         let m = targets.len();
-        let (mut q_t, mut q_ret, mut q_bleu, mut q_rouge, mut q_cos) = (vec![], vec![], vec![], vec![], vec![]);
-        let (mut s_ret, mut s_n, mut s_bleu, mut s_cbleu, mut s_rouge, mut s_cos) = (vec![], vec![], vec![], vec![], vec![], vec![]);
-        for (ri, (name, _)) in hits.iter().enumerate() {
-            let rows: Vec<(f64, f64, f64)> = (0..m)
-                .into_par_iter()
-                .map(|qi| {
-                    let c = ctx_refs[ri * m + qi];
-                    let bleu = textmetrics::sentence_bleu(c, hidden[qi]).score;
-                    let rouge = textmetrics::rouge_l(hidden[qi], c).2;
-                    let cs = if c.is_empty() { 0.0 } else { cos(&f64v(&ctx_emb[(ri * m + qi) * dim..(ri * m + qi + 1) * dim]), &f64v(&hid_emb[qi * dim..qi * dim + dim])) };
-                    (bleu, rouge, cs)
-                })
-                .collect();
-            for (qi, (b, r, c)) in rows.iter().enumerate() {
-                q_t.push(sp.kept[targets[qi] as usize]);
-                q_ret.push(*name);
-                q_bleu.push(*b);
-                q_rouge.push(*r);
-                q_cos.push(*c);
+
+        // Task-oriented evaluation: the partial nodes' features rebuilt from their visible words plus
+        // each retriever's texts (`none`: the visible words alone; `oracle`: the full text).
+        let tasks = if cfg.tasks {
+            let rebuilt: Vec<String> = (1..hits.len()).flat_map(|ri| (0..m).map(move |qi| (ri, qi))).map(|(ri, qi)| format!("{} {}", visible[qi], ctx_refs[ri * m + qi])).collect();
+            let refs: Vec<&str> = rebuilt.iter().map(String::as_str).collect();
+            let (re_emb, _) = ctx.timed("embed rebuilt texts", |_| encode(&refs, "toporag: embed rebuilt texts"))?;
+            let with_rows = |rows: &[f32]| {
+                let mut f = full_emb.clone();
+                for (qi, &t) in targets.iter().enumerate() {
+                    f[t as usize * dim..(t as usize + 1) * dim].copy_from_slice(&rows[qi * dim..(qi + 1) * dim]);
+                }
+                f
+            };
+            let mut features = vec![("none".to_string(), with_rows(&vis_emb))];
+            for (ri, (name, _)) in hits.iter().enumerate().skip(1) {
+                features.push((name.to_string(), with_rows(&re_emb[(ri - 1) * m * dim..ri * m * dim])));
             }
-            let pairs_: Vec<(&str, &str)> = (0..m).map(|qi| (ctx_refs[ri * m + qi], hidden[qi])).collect();
-            s_ret.push(*name);
-            s_n.push(m as u64);
-            s_bleu.push(rows.iter().map(|x| x.0).sum::<f64>() / m as f64);
-            s_cbleu.push(textmetrics::corpus_bleu(&pairs_).score);
-            s_rouge.push(rows.iter().map(|x| x.1).sum::<f64>() / m as f64);
-            s_cos.push(rows.iter().map(|x| x.2).sum::<f64>() / m as f64);
-        }
+            features.push(("oracle".to_string(), full_emb.clone()));
+            let labels = node_labels(&nodes, &sp.kept, &id_pos)?;
+            let tcfg = topotasks::TaskConfig {
+                nc: NodeClassConfig { max_epochs: cfg.nc_max_epochs, patience: cfg.nc_patience, seed: cfg.seed, ..NodeClassConfig::default() },
+                lp: LinkPredConfig { max_epochs: cfg.lp_max_epochs, patience: cfg.lp_patience, hits_k: cfg.lp_hits_k, seed: cfg.seed, ..LinkPredConfig::default() },
+                val_fraction: cfg.nc_val_fraction,
+                lp_val_fraction: cfg.lp_val_fraction,
+                lp_negatives: cfg.lp_negatives,
+                seed: cfg.seed,
+            };
+            let inputs = topotasks::TaskInputs { n, edges: &sp.edges, partial: &sp.partial, labels: labels.as_ref().map(|(l, c)| (l.as_slice(), *c)), dim, features: &features };
+            let progress = ctx.progress;
+            Some(ctx.timed("train GNNs", |_| topotasks::evaluate(&inputs, &tcfg, progress))?)
+        } else {
+            None
+        };
 
-        // Correlation analysis.
-        let (pp, sampled) = pairs(n, cfg.max_pairs, cfg.seed);
-        let text_sim: Vec<f64> = pp.par_iter().map(|&(a, b)| cos(&full64[a as usize * dim..(a as usize + 1) * dim], &full64[b as usize * dim..(b as usize + 1) * dim])).collect();
-        let r64: Vec<f64> = r.iter().map(|&v| f64::from(v)).collect();
-        let (mut c_measure, mut c_k, mut c_r) = (vec![], vec![], vec![]);
-        for kk in 1..=5usize {
-            let p = diffuse_f64(&adj, &r64, cfg.dims, &vec![1.0; kk]);
-            let topo: Vec<f64> = pp.par_iter().map(|&(a, b)| cos(&p[a as usize * cfg.dims..(a as usize + 1) * cfg.dims], &p[b as usize * cfg.dims..(b as usize + 1) * cfg.dims])).collect();
-            c_measure.push("proximity_cosine");
-            c_k.push(kk as u32);
-            c_r.push(pearson(&text_sim, &topo));
-        }
-        let role_d: Vec<f64> = pp.par_iter().map(|&(a, b)| role[a as usize * rw..(a as usize + 1) * rw].iter().zip(&role[b as usize * rw..(b as usize + 1) * rw]).map(|(x, y)| (x - y) * (x - y)).sum::<f64>().sqrt()).collect();
-        c_measure.push("role_l2_distance");
-        c_k.push(0);
-        c_r.push(pearson(&text_sim, &role_d));
-
-        let strs = |v: Vec<&str>| Arc::new(StringArray::from(v)) as ArrayRef;
-        let u32a = |v: Vec<u32>| Arc::new(UInt32Array::from(v)) as ArrayRef;
-        let f64a = |v: Vec<f64>| Arc::new(Float64Array::from(v)) as ArrayRef;
+        let all: Vec<u32> = (0..n as u32).collect();
+        let corr = ctx.timed("correlation", |_| correlation(&adj, &r, cfg.dims, &role, rw, &full64, dim, &all, &cfg))?;
         ctx.write(
             "split",
             &batch(vec![
@@ -404,37 +383,373 @@ impl StageSpec for ToporagStage {
                 ("hidden", strs(sp.hidden.iter().map(String::as_str).collect())),
             ])?,
         )?;
-        ctx.write(
-            "retrieved",
-            &batch(vec![("target", u32a(r_t)), ("retriever", strs(r_ret)), ("rank", u32a(r_rank)), ("node_id", u32a(r_node)), ("score", f64a(r_score)), ("text", strs(r_text))])?,
-        )?;
-        ctx.write(
-            "context_quality",
-            &batch(vec![("target", u32a(q_t)), ("retriever", strs(q_ret)), ("bleu4", f64a(q_bleu)), ("rouge_l_f1", f64a(q_rouge)), ("minilm_cosine", f64a(q_cos))])?,
-        )?;
-        ctx.write(
-            "context_summary",
-            &batch(vec![
-                ("retriever", strs(s_ret)),
-                ("targets", Arc::new(UInt64Array::from(s_n)) as ArrayRef),
-                ("bleu4_mean", f64a(s_bleu)),
-                ("bleu4_corpus", f64a(s_cbleu)),
-                ("rouge_l_f1_mean", f64a(s_rouge)),
-                ("cosine_mean", f64a(s_cos)),
-            ])?,
-        )?;
-        let np = pp.len() as u64;
-        ctx.write(
-            "correlation",
-            &batch(vec![
-                ("measure", strs(c_measure)),
-                ("k", u32a(c_k)),
-                ("pearson", f64a(c_r)),
-                ("pairs", Arc::new(UInt64Array::from(vec![np; 6])) as ArrayRef),
-                ("sampled", Arc::new(BooleanArray::from(vec![sampled; 6])) as ArrayRef),
-            ])?,
-        )
+        ctx.write("correlation", &corr)?;
+        if let Some(t) = tasks {
+            ctx.write("node_classification", &t.node_classification)?;
+            ctx.write("link_prediction", &t.link_prediction)?;
+            ctx.write("training_curves", &t.curves)?;
+        }
+        Ok(())
     }
+}
+
+/// The text encoder of the config (MiniLM with a progress bar, or hashing).
+fn encoder(ctx: &StageContext<'_>, cfg: &ToporagConfig) -> Result<Box<EncodeFn>> {
+    Ok(match cfg.encoder {
+        Encoder::Hash => {
+            let dim = cfg.hash_dim;
+            Box::new(move |t: &[&str], _: &str| Ok((t.par_iter().map(|s| hash_embed(s, dim)).collect::<Result<Vec<_>>>()?.concat(), dim)))
+        }
+        Encoder::Minilm => {
+            let model = load_minilm(cfg.model_dir.as_deref(), DeviceChoice::Cpu)?;
+            let progress = ctx.progress;
+            Box::new(move |t: &[&str], what: &str| {
+                let pb = progress.bar(t.len() as u64, what);
+                let out = model.encode(t, tgrag_models::minilm::EncodeOptions::default(), &|k| pb.inc(k as u64))?;
+                pb.finish_and_clear();
+                Ok((out, model.dim()))
+            })
+        }
+    })
+}
+
+/// An e-mail graph's messages, as the e-mail variant reads them.
+struct Mails {
+    ids: Vec<u32>,
+    sender: Vec<u32>,
+    recipients: Vec<Vec<u32>>,
+    time: Option<Vec<i64>>,
+    body: Vec<String>,
+}
+
+fn read_mails(emails: &RecordBatch) -> Result<Mails> {
+    let ids = columns::u32s(emails, "email_id")?.values().to_vec();
+    let sender = columns::u32s(emails, "sender")?.values().to_vec();
+    let rec = emails
+        .column_by_name("recipients")
+        .and_then(|c| c.as_list_opt::<i32>())
+        .ok_or_else(|| StageError::Input("emails: column `recipients` is not a list of u32".into()))?;
+    let mut recipients = Vec::with_capacity(rec.len());
+    for i in 0..rec.len() {
+        let v = rec.value(i);
+        let v = v.as_primitive_opt::<arrow::datatypes::UInt32Type>().ok_or_else(|| StageError::Input(format!("emails row {i}: `recipients` is not a list of u32")))?;
+        recipients.push(v.values().to_vec());
+    }
+    let time = match emails.column_by_name("time") {
+        Some(_) => {
+            let t = columns::i64s(emails, "time")?;
+            (t.null_count() == 0 && !t.is_empty()).then(|| t.values().to_vec())
+        }
+        None => None,
+    };
+    let b = columns::strs(emails, "body")?;
+    let body = (0..b.len()).map(|i| b.value(i).to_string()).collect();
+    Ok(Mails { ids, sender, recipients, time, body })
+}
+
+/// The paper's Enron variant (§6.1.3): items are e-mails, the graph is the people graph. The newest
+/// `1 − observed_fraction` e-mails (by Date; seeded when some lack one) are the targets, shown by
+/// their first `visible_words` words; e-mails with no more words than that are dropped, and so are
+/// repeats of an earlier e-mail (same sender and body: the corpus keeps a message in every
+/// mailbox it passed through, and a copy would hand a retriever the answer). The people graph
+/// joins sender and recipients of the **observed** e-mails only. For a target, the sender's and
+/// its first recipient's topologically closest people (proximity: cosine of P; role: GraphWave L2;
+/// themselves excluded, only people with an observed e-mail) are taken one at a time until their
+/// observed e-mails number at least `top_k`; the pooled e-mails are ranked by text similarity to the
+/// visible words. `text` ranks every observed e-mail, `random` draws them. Correlation: between
+/// people who sent an observed e-mail, their mean e-mail embedding against P and GraphWave.
+/// Node classification and link prediction are not run (e-mails have no labels; the paper reports
+/// them for citation graphs).
+fn execute_emails(ctx: &mut StageContext<'_>, cfg: &ToporagConfig) -> Result<()> {
+    let people = ctx.input("ingest", "tag_nodes")?.num_rows();
+    let mails = read_mails(&ctx.input("ingest", "emails")?)?;
+    if let Some((i, &p)) = mails.sender.iter().chain(mails.recipients.iter().flatten()).enumerate().find(|(_, p)| **p as usize >= people) {
+        return Err(StageError::Input(format!("emails: person {p} (entry {i}) is not a tag_nodes row ({people} people)")));
+    }
+    // Drop repeats: the first e-mail with a (sender, body) wins.
+    let mut seen = std::collections::HashSet::new();
+    let unique: Vec<usize> = (0..mails.ids.len()).filter(|&i| seen.insert((mails.sender[i], mails.body[i].trim()))).collect();
+    let ids: Vec<u32> = unique.iter().map(|&i| mails.ids[i]).collect();
+    let texts: Vec<&str> = unique.iter().map(|&i| mails.body[i].as_str()).collect();
+    let times: Option<Vec<i64>> = mails.time.as_ref().map(|t| unique.iter().map(|&i| t[i]).collect());
+    let paper = paper_thresholds(&ctx.dataset.name);
+    let limits = (cfg.min_words.unwrap_or(paper.0).max(cfg.visible_words + 1), cfg.min_chars.unwrap_or(paper.1));
+    let sp = ctx.timed("split", |_| Ok(split(&ids, &texts, times.as_deref(), &[], limits, cfg)))?;
+    let row_of: std::collections::HashMap<u32, usize> = mails.ids.iter().enumerate().map(|(i, &id)| (id, i)).collect();
+    let rows: Vec<usize> = sp.kept.iter().map(|id| row_of.get(id).copied().ok_or_else(|| StageError::Internal(format!("e-mail {id} lost")))).collect::<Result<_>>()?;
+    let n_mail = rows.len();
+    let observed: Vec<u32> = (0..n_mail as u32).filter(|&k| !sp.partial[k as usize]).collect();
+    let targets: Vec<u32> = (0..n_mail as u32).filter(|&k| sp.partial[k as usize]).collect();
+    if targets.is_empty() || observed.len() < cfg.top_k {
+        return Err(StageError::Input(format!("toporag: {n_mail} of {} e-mails have more than {} words, too few to split", mails.ids.len(), limits.0 - 1)));
+    }
+
+    // The people graph of the observed e-mails, and each person's observed e-mails.
+    let mut pe: Vec<(u32, u32)> = Vec::new();
+    let mut mailbox: Vec<Vec<u32>> = vec![Vec::new(); people];
+    for &k in &observed {
+        let i = rows[k as usize];
+        let s = mails.sender[i];
+        mailbox[s as usize].push(k);
+        for &r in &mails.recipients[i] {
+            if r != s {
+                pe.push((s.min(r), s.max(r)));
+                mailbox[r as usize].push(k);
+            }
+        }
+    }
+    pe.sort_unstable();
+    pe.dedup();
+    mailbox.iter_mut().for_each(|m| m.dedup());
+    let (ps, pd): (Vec<u32>, Vec<u32>) = pe.iter().copied().unzip();
+    let adj = Adjacency::from_edges(people, &ps, &pd, false)?;
+    let mut rng = Rng::new(cfg.seed);
+    let r: Vec<f32> = (0..people * cfg.dims).map(|_| rng.normal() as f32).collect();
+    let prox = ctx.timed("diffusion", |_| Ok(diffuse_f32(&adj, &r, cfg.dims, &cfg.alphas)))?;
+    let prox: Vec<f64> = prox.iter().map(|&x| f64::from(x)).collect();
+    let ts = graphwave::sample_points(cfg.points, 100.0);
+    let mode = if people <= 2000 { graphwave::Mode::Exact } else { graphwave::DEFAULT_CHEBYSHEV };
+    let role = ctx.timed("graphwave", |_| graphwave::embed(&adj, &cfg.scales, &ts, mode))?;
+    let rw = cfg.scales.len() * 2 * cfg.points;
+
+    let encode = encoder(ctx, cfg)?;
+    let full: Vec<&str> = rows.iter().map(|&i| mails.body[i].as_str()).collect();
+    let visible: Vec<&str> = targets.iter().map(|&t| sp.visible[t as usize].as_str()).collect();
+    let hidden: Vec<&str> = targets.iter().map(|&t| sp.hidden[t as usize].as_str()).collect();
+    let (full_emb, dim) = ctx.timed("embed e-mails", |_| encode(&full, "toporag: embed e-mails"))?;
+    let (vis_emb, _) = ctx.timed("embed visible words", |_| encode(&visible, "toporag: embed visible words"))?;
+    let (hid_emb, _) = ctx.timed("embed hidden texts", |_| encode(&hidden, "toporag: embed hidden texts"))?;
+    let full64: Vec<f64> = full_emb.iter().map(|&x| f64::from(x)).collect();
+    let text_score = |qi: usize, k: u32| {
+        let q: Vec<f64> = vis_emb[qi * dim..(qi + 1) * dim].iter().map(|&x| f64::from(x)).collect();
+        cos(&q, &full64[k as usize * dim..(k as usize + 1) * dim])
+    };
+    let rank_by_text = |qi: usize, pool: &[u32]| {
+        let mut s: Vec<Neighbour> = pool.iter().map(|&k| Neighbour { node: k, score: text_score(qi, k) }).collect();
+        s.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.node.cmp(&b.node)));
+        s.truncate(cfg.top_k);
+        s
+    };
+    let with_mail: Vec<u32> = (0..people as u32).filter(|&p| !mailbox[p as usize].is_empty()).collect();
+    // People ordered by topological closeness to `p` (best first, ties by id, `p` excluded).
+    let closest = |p: u32, role_mode: bool| -> Vec<u32> {
+        let mut s: Vec<Neighbour> = with_mail
+            .iter()
+            .filter(|&&o| o != p)
+            .map(|&o| {
+                let score = if role_mode {
+                    -role[p as usize * rw..(p as usize + 1) * rw].iter().zip(&role[o as usize * rw..(o as usize + 1) * rw]).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt()
+                } else {
+                    cos(&prox[p as usize * cfg.dims..(p as usize + 1) * cfg.dims], &prox[o as usize * cfg.dims..(o as usize + 1) * cfg.dims])
+                };
+                Neighbour { node: o, score }
+            })
+            .collect();
+        s.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.node.cmp(&b.node)));
+        s.into_iter().map(|nb| nb.node).collect()
+    };
+    let topo = |qi: usize, role_mode: bool| {
+        let i = rows[targets[qi] as usize];
+        let ends: Vec<u32> = std::iter::once(mails.sender[i]).chain(mails.recipients[i].iter().copied().filter(|&r| r != mails.sender[i]).take(1)).collect();
+        let lists: Vec<Vec<u32>> = ends.iter().map(|&p| closest(p, role_mode)).collect();
+        rank_by_text(qi, &mail_pool(&lists, &mailbox, cfg.top_k))
+    };
+    let m = targets.len();
+    let (text_hits, prox_hits, role_hits) = ctx.timed("retrieve", |_| {
+        let text: Vec<Vec<Neighbour>> = (0..m).into_par_iter().map(|qi| rank_by_text(qi, &observed)).collect();
+        let prox_h: Vec<Vec<Neighbour>> = (0..m).into_par_iter().map(|qi| topo(qi, false)).collect();
+        let role_h: Vec<Vec<Neighbour>> = (0..m).into_par_iter().map(|qi| topo(qi, true)).collect();
+        Ok((text, prox_h, role_h))
+    })?;
+    ctx.set_items(m as u64);
+    let random_hits: Vec<Vec<Neighbour>> = targets
+        .iter()
+        .map(|&t| Rng::for_item(cfg.seed, "toporag-random", u64::from(sp.kept[t as usize])).sample_distinct(observed.len(), cfg.top_k).into_iter().map(|i| Neighbour { node: observed[i], score: 0.0 }).collect())
+        .collect();
+    let hits: Vec<(&str, Vec<Vec<Neighbour>>)> = vec![("none", vec![Vec::new(); m]), ("random", random_hits), ("text", text_hits), ("topo-proximity", prox_hits), ("topo-role", role_hits)];
+    write_quality(ctx, &*encode, dim, &hits, &Items { target_ids: targets.iter().map(|&t| sp.kept[t as usize]).collect(), ids: &sp.kept, texts: &full, id_column: "email_id" }, &hidden, &hid_emb)?;
+
+    // Correlation between people: mean embedding of the observed e-mails each sent.
+    let mut person_text = vec![0f64; people * dim];
+    let mut sent = vec![0usize; people];
+    for &k in &observed {
+        let s = mails.sender[rows[k as usize]] as usize;
+        sent[s] += 1;
+        person_text[s * dim..(s + 1) * dim].iter_mut().zip(&full64[k as usize * dim..(k as usize + 1) * dim]).for_each(|(a, b)| *a += b);
+    }
+    let senders: Vec<u32> = (0..people as u32).filter(|&p| sent[p as usize] > 0).collect();
+    let corr = ctx.timed("correlation", |_| correlation(&adj, &r, cfg.dims, &role, rw, &person_text, dim, &senders, cfg))?;
+    ctx.write(
+        "split",
+        &batch(vec![
+            ("email_id", u32a(sp.kept.clone())),
+            ("split", strs(sp.partial.iter().map(|&p| if p { "partial" } else { "observed" }).collect())),
+            ("visible", strs(sp.visible.iter().map(String::as_str).collect())),
+            ("hidden", strs(sp.hidden.iter().map(String::as_str).collect())),
+        ])?,
+    )?;
+    ctx.write("correlation", &corr)
+}
+
+/// The e-mails of the closest people: the first person of every list (closest to the sender, to the
+/// receiver), then the second of every list, … until at least `k` distinct e-mails are pooled or the
+/// lists run out. Sorted by e-mail index.
+fn mail_pool(lists: &[Vec<u32>], mailbox: &[Vec<u32>], k: usize) -> Vec<u32> {
+    let mut pool: Vec<u32> = Vec::new();
+    let mut depth = 0;
+    while pool.len() < k && lists.iter().any(|l| depth < l.len()) {
+        for l in lists {
+            if let Some(&p) = l.get(depth) {
+                pool.extend(&mailbox[p as usize]);
+            }
+        }
+        pool.sort_unstable();
+        pool.dedup();
+        depth += 1;
+    }
+    pool
+}
+
+fn strs(v: Vec<&str>) -> ArrayRef {
+    Arc::new(StringArray::from(v))
+}
+
+fn u32a(v: Vec<u32>) -> ArrayRef {
+    Arc::new(UInt32Array::from(v))
+}
+
+fn f64a(v: Vec<f64>) -> ArrayRef {
+    Arc::new(Float64Array::from(v))
+}
+
+/// What retrieval returns: the targets' ids, and the retrievable items (graph nodes or e-mails)
+/// by index with their ids and texts.
+struct Items<'a> {
+    target_ids: Vec<u32>,
+    ids: &'a [u32],
+    texts: &'a [&'a str],
+    /// Name of the item id column of `retrieved` (`node_id`, `email_id`).
+    id_column: &'a str,
+}
+
+/// Writes `retrieved`, `context_quality` and `context_summary` for `hits` (per retriever, per
+/// target, item indices) against the targets' hidden texts; returns the contexts (the retrieved
+/// texts joined by spaces), retriever-major.
+fn write_quality(ctx: &mut StageContext<'_>, encode: &EncodeFn, dim: usize, hits: &[(&str, Vec<Vec<Neighbour>>)], items: &Items<'_>, hidden: &[&str], hid_emb: &[f32]) -> Result<Vec<String>> {
+    let (mut r_t, mut r_ret, mut r_rank, mut r_node, mut r_score, mut r_text) = (vec![], vec![], vec![], vec![], vec![], vec![]);
+    let mut contexts: Vec<String> = Vec::new();
+    for (name, hs) in hits {
+        for (qi, h) in hs.iter().enumerate() {
+            for (rank, nb) in h.iter().enumerate() {
+                r_t.push(items.target_ids[qi]);
+                r_ret.push(*name);
+                r_rank.push(rank as u32 + 1);
+                r_node.push(items.ids[nb.node as usize]);
+                r_score.push(nb.score);
+                r_text.push(items.texts[nb.node as usize]);
+            }
+            contexts.push(h.iter().map(|nb| items.texts[nb.node as usize]).collect::<Vec<_>>().join(" "));
+        }
+    }
+    let ctx_refs: Vec<&str> = contexts.iter().map(String::as_str).collect();
+    let (ctx_emb, _) = ctx.timed("embed contexts", |_| encode(&ctx_refs, "toporag: embed contexts"))?;
+    let m = hidden.len();
+    ctx.set_items(m as u64);
+    let f64v = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<f64>>();
+    let (mut q_t, mut q_ret, mut q_bleu, mut q_rouge, mut q_cos) = (vec![], vec![], vec![], vec![], vec![]);
+    let (mut s_ret, mut s_n, mut s_bleu, mut s_cbleu, mut s_rouge, mut s_cos) = (vec![], vec![], vec![], vec![], vec![], vec![]);
+    for (ri, (name, _)) in hits.iter().enumerate() {
+        let rows: Vec<(f64, f64, f64)> = (0..m)
+            .into_par_iter()
+            .map(|qi| {
+                let c = ctx_refs[ri * m + qi];
+                let bleu = textmetrics::sentence_bleu(c, hidden[qi]).score;
+                let rouge = textmetrics::rouge_l(hidden[qi], c).2;
+                let cs = if c.is_empty() { 0.0 } else { cos(&f64v(&ctx_emb[(ri * m + qi) * dim..(ri * m + qi + 1) * dim]), &f64v(&hid_emb[qi * dim..qi * dim + dim])) };
+                (bleu, rouge, cs)
+            })
+            .collect();
+        for (qi, (b, r, c)) in rows.iter().enumerate() {
+            q_t.push(items.target_ids[qi]);
+            q_ret.push(*name);
+            q_bleu.push(*b);
+            q_rouge.push(*r);
+            q_cos.push(*c);
+        }
+        let pairs_: Vec<(&str, &str)> = (0..m).map(|qi| (ctx_refs[ri * m + qi], hidden[qi])).collect();
+        let mean = |f: fn(&(f64, f64, f64)) -> f64| rows.iter().map(f).sum::<f64>() / m.max(1) as f64;
+        s_ret.push(*name);
+        s_n.push(m as u64);
+        s_bleu.push(mean(|x| x.0));
+        s_cbleu.push(textmetrics::corpus_bleu(&pairs_).score);
+        s_rouge.push(mean(|x| x.1));
+        s_cos.push(mean(|x| x.2));
+    }
+    ctx.write(
+        "retrieved",
+        &batch(vec![("target", u32a(r_t)), ("retriever", strs(r_ret)), ("rank", u32a(r_rank)), (items.id_column, u32a(r_node)), ("score", f64a(r_score)), ("text", strs(r_text))])?,
+    )?;
+    ctx.write(
+        "context_quality",
+        &batch(vec![("target", u32a(q_t)), ("retriever", strs(q_ret)), ("bleu4", f64a(q_bleu)), ("rouge_l_f1", f64a(q_rouge)), ("minilm_cosine", f64a(q_cos))])?,
+    )?;
+    ctx.write(
+        "context_summary",
+        &batch(vec![
+            ("retriever", strs(s_ret)),
+            ("targets", Arc::new(UInt64Array::from(s_n)) as ArrayRef),
+            ("bleu4_mean", f64a(s_bleu)),
+            ("bleu4_corpus", f64a(s_cbleu)),
+            ("rouge_l_f1_mean", f64a(s_rouge)),
+            ("cosine_mean", f64a(s_cos)),
+        ])?,
+    )?;
+    Ok(contexts)
+}
+
+/// The correlation table (§4) over pairs of `nodes`: Pearson between the text cosine (rows of
+/// `text`, `dim` wide) and the proximity cosine for K = 1…5 (α = 1, f64), and the role L2 distance.
+#[allow(clippy::too_many_arguments)]
+fn correlation(adj: &Adjacency, r: &[f32], dims: usize, role: &[f64], rw: usize, text: &[f64], dim: usize, nodes: &[u32], cfg: &ToporagConfig) -> Result<RecordBatch> {
+    let (pp, sampled) = pairs(nodes.len(), cfg.max_pairs, cfg.seed);
+    let pp: Vec<(usize, usize)> = pp.iter().map(|&(a, b)| (nodes[a as usize] as usize, nodes[b as usize] as usize)).collect();
+    let text_sim: Vec<f64> = pp.par_iter().map(|&(a, b)| cos(&text[a * dim..(a + 1) * dim], &text[b * dim..(b + 1) * dim])).collect();
+    let r64: Vec<f64> = r.iter().map(|&v| f64::from(v)).collect();
+    let (mut c_measure, mut c_k, mut c_r) = (vec![], vec![], vec![]);
+    for kk in 1..=5usize {
+        let p = diffuse_f64(adj, &r64, dims, &vec![1.0; kk]);
+        let topo: Vec<f64> = pp.par_iter().map(|&(a, b)| cos(&p[a * dims..(a + 1) * dims], &p[b * dims..(b + 1) * dims])).collect();
+        c_measure.push("proximity_cosine");
+        c_k.push(kk as u32);
+        c_r.push(pearson(&text_sim, &topo));
+    }
+    let role_d: Vec<f64> = pp.par_iter().map(|&(a, b)| role[a * rw..(a + 1) * rw].iter().zip(&role[b * rw..(b + 1) * rw]).map(|(x, y)| (x - y) * (x - y)).sum::<f64>().sqrt()).collect();
+    c_measure.push("role_l2_distance");
+    c_k.push(0);
+    c_r.push(pearson(&text_sim, &role_d));
+    let np = pp.len() as u64;
+    batch(vec![
+        ("measure", strs(c_measure)),
+        ("k", u32a(c_k)),
+        ("pearson", f64a(c_r)),
+        ("pairs", Arc::new(UInt64Array::from(vec![np; 6])) as ArrayRef),
+        ("sampled", Arc::new(BooleanArray::from(vec![sampled; 6])) as ArrayRef),
+    ])
+}
+
+/// Class indices (classes in sorted order; `u32::MAX`: no label) of the kept nodes and the class
+/// count, or `None` when the dataset has no `label` column.
+fn node_labels(nodes: &RecordBatch, kept: &[u32], id_pos: &std::collections::HashMap<u32, usize>) -> Result<Option<(Vec<u32>, usize)>> {
+    if nodes.column_by_name("label").is_none() {
+        return Ok(None);
+    }
+    let col = columns::strs(nodes, "label")?;
+    let label = |id: &u32| id_pos.get(id).filter(|&&i| col.is_valid(i)).map(|&i| col.value(i));
+    let mut classes: Vec<&str> = kept.iter().filter_map(label).collect();
+    classes.sort_unstable();
+    classes.dedup();
+    let out = kept.iter().map(|id| label(id).and_then(|l| classes.binary_search(&l).ok()).map_or(u32::MAX, |c| c as u32)).collect();
+    Ok(Some((out, classes.len())))
 }
 
 #[cfg(test)]
@@ -477,6 +792,20 @@ mod tests {
         assert_eq!(a, b);
         assert_ne!(a.partial, c.partial);
         assert_eq!(a.partial.iter().filter(|&&p| p).count(), 5);
+    }
+
+    #[test]
+    fn mail_pool_takes_the_closest_people_first_and_widens_only_when_short() {
+        // Person 0's mailbox holds e-mails 1 and 4, person 1's 4 and 7, person 2's 9, person 3 none.
+        let mailbox = vec![vec![1, 4], vec![4, 7], vec![9], vec![]];
+        // Closest to the sender: 1 then 2; to the receiver: 0 then 3. Depth 0 pools {1, 4, 7}.
+        let lists = vec![vec![1, 2], vec![0, 3]];
+        assert_eq!(mail_pool(&lists, &mailbox, 3), vec![1, 4, 7]);
+        // Four wanted: depth 1 adds person 2's e-mail 9 (and person 3's nothing).
+        assert_eq!(mail_pool(&lists, &mailbox, 4), vec![1, 4, 7, 9]);
+        // More than there are: everything, then stop.
+        assert_eq!(mail_pool(&lists, &mailbox, 10), vec![1, 4, 7, 9]);
+        assert_eq!(mail_pool(&[vec![3]], &mailbox, 1), Vec::<u32>::new());
     }
 
     #[test]
