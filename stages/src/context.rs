@@ -127,9 +127,14 @@ impl<'a> StageContext<'a> {
 
     /// Writes a text artifact such as a report.
     pub fn write_text(&mut self, file: &str, text: &str) -> Result<()> {
+        self.write_bytes(file, text.as_bytes())
+    }
+
+    /// Writes a binary artifact such as a PNG plot.
+    pub fn write_bytes(&mut self, file: &str, bytes: &[u8]) -> Result<()> {
         self.ensure_dir()?;
         let tmp = io::tmp_path_for(&self.dir.join(file));
-        std::fs::write(&tmp, text).map_err(|source| StageError::Io { path: tmp.clone(), source })?;
+        std::fs::write(&tmp, bytes).map_err(|source| StageError::Io { path: tmp.clone(), source })?;
         self.written.push(Written { file: file.to_string(), tmp, rows: None });
         Ok(())
     }

@@ -22,6 +22,7 @@ pub mod graph;
 pub mod graphwave;
 pub mod ingest;
 pub mod metrics;
+pub mod plots;
 pub mod text;
 pub mod textmetrics;
 pub mod toporag;

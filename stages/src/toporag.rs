@@ -32,7 +32,7 @@ use tgrag_schemas::columns;
 
 use crate::dense::{DeviceChoice, Encoder, hash_embed, load_minilm};
 use crate::diffusion::{Adjacency, Neighbour, cosine_top_k, diffuse_f32, diffuse_f64};
-use crate::{Result, StageContext, StageError, StageInfo, StageSpec, graphwave, textmetrics, topotasks};
+use crate::{Result, StageContext, StageError, StageInfo, StageSpec, graphwave, plots, textmetrics, topotasks};
 use tgrag_models::gnn::{LinkPredConfig, NodeClassConfig};
 
 /// Options of the `toporag` stage.
@@ -234,7 +234,7 @@ pub struct ToporagStage;
 
 static INFO: StageInfo = StageInfo {
     name: "toporag",
-    version: 2,
+    version: 3,
     about: "TopoRAG: observed/partial split, proximity (diffusion) and role (GraphWave) retrieval vs text/random/none, context quality (BLEU-4, ROUGE-L, MiniLM cosine), correlation analysis",
     deps: &["ingest"],
     needs: &[("ingest", "tag_nodes"), ("ingest", "tag_edges")],
@@ -383,7 +383,7 @@ impl StageSpec for ToporagStage {
                 ("hidden", strs(sp.hidden.iter().map(String::as_str).collect())),
             ])?,
         )?;
-        ctx.write("correlation", &corr)?;
+        corr.write(ctx)?;
         if let Some(t) = tasks {
             ctx.write("node_classification", &t.node_classification)?;
             ctx.write("link_prediction", &t.link_prediction)?;
@@ -588,7 +588,7 @@ fn execute_emails(ctx: &mut StageContext<'_>, cfg: &ToporagConfig) -> Result<()>
             ("hidden", strs(sp.hidden.iter().map(String::as_str).collect())),
         ])?,
     )?;
-    ctx.write("correlation", &corr)
+    corr.write(ctx)
 }
 
 /// The e-mails of the closest people: the first person of every list (closest to the sender, to the
@@ -710,15 +710,19 @@ fn write_quality(ctx: &mut StageContext<'_>, encode: &EncodeFn, dim: usize, hits
 /// The correlation table (§4) over pairs of `nodes`: Pearson between the text cosine (rows of
 /// `text`, `dim` wide) and the proximity cosine for K = 1…5 (α = 1, f64), and the role L2 distance.
 #[allow(clippy::too_many_arguments)]
-fn correlation(adj: &Adjacency, r: &[f32], dims: usize, role: &[f64], rw: usize, text: &[f64], dim: usize, nodes: &[u32], cfg: &ToporagConfig) -> Result<RecordBatch> {
+fn correlation(adj: &Adjacency, r: &[f32], dims: usize, role: &[f64], rw: usize, text: &[f64], dim: usize, nodes: &[u32], cfg: &ToporagConfig) -> Result<Correlation> {
     let (pp, sampled) = pairs(nodes.len(), cfg.max_pairs, cfg.seed);
     let pp: Vec<(usize, usize)> = pp.iter().map(|&(a, b)| (nodes[a as usize] as usize, nodes[b as usize] as usize)).collect();
     let text_sim: Vec<f64> = pp.par_iter().map(|&(a, b)| cos(&text[a * dim..(a + 1) * dim], &text[b * dim..(b + 1) * dim])).collect();
     let r64: Vec<f64> = r.iter().map(|&v| f64::from(v)).collect();
     let (mut c_measure, mut c_k, mut c_r) = (vec![], vec![], vec![]);
+    let mut scatter = Vec::new();
     for kk in 1..=5usize {
         let p = diffuse_f64(adj, &r64, dims, &vec![1.0; kk]);
         let topo: Vec<f64> = pp.par_iter().map(|&(a, b)| cos(&p[a * dims..(a + 1) * dims], &p[b * dims..(b + 1) * dims])).collect();
+        if kk == 3 {
+            scatter = text_sim.iter().copied().zip(topo.iter().copied()).step_by((pp.len() / SCATTER_POINTS).max(1)).take(SCATTER_POINTS).collect();
+        }
         c_measure.push("proximity_cosine");
         c_k.push(kk as u32);
         c_r.push(pearson(&text_sim, &topo));
@@ -728,13 +732,42 @@ fn correlation(adj: &Adjacency, r: &[f32], dims: usize, role: &[f64], rw: usize,
     c_k.push(0);
     c_r.push(pearson(&text_sim, &role_d));
     let np = pp.len() as u64;
-    batch(vec![
+    let by_k: Vec<(f64, f64)> = c_r[..5].iter().enumerate().map(|(i, &r)| (i as f64 + 1.0, r)).collect();
+    let role_r = c_r[5];
+    let table = batch(vec![
         ("measure", strs(c_measure)),
         ("k", u32a(c_k)),
         ("pearson", f64a(c_r)),
         ("pairs", Arc::new(UInt64Array::from(vec![np; 6])) as ArrayRef),
         ("sampled", Arc::new(BooleanArray::from(vec![sampled; 6])) as ArrayRef),
-    ])
+    ])?;
+    Ok(Correlation { table, by_k, role_r, scatter })
+}
+
+/// Points of the text-vs-proximity scatter plot (evenly strided over the pairs of the analysis).
+const SCATTER_POINTS: usize = 5000;
+
+/// The correlation analysis: its table and what its plots show.
+struct Correlation {
+    table: RecordBatch,
+    by_k: Vec<(f64, f64)>,
+    role_r: f64,
+    /// (text cosine, proximity cosine at K = 3) of strided pairs.
+    scatter: Vec<(f64, f64)>,
+}
+
+impl Correlation {
+    /// Writes the table and the plots `correlation_by_k.png`, `text_vs_proximity.png`.
+    fn write(&self, ctx: &mut StageContext<'_>) -> Result<()> {
+        ctx.write("correlation", &self.table)?;
+        let ds = ctx.dataset.name.clone();
+        let title = format!("{ds}: Pearson(text cosine, proximity cosine); role: {:.3}", self.role_r);
+        let png = plots::chart(&title, "K (hops of the diffusion)", "Pearson r", &[plots::Series { name: "proximity", points: self.by_k.clone() }], plots::Mark::Lines, (800, 500))?;
+        ctx.write_bytes("correlation_by_k.png", &png)?;
+        let title = format!("{ds}: {} pairs, K = 3", self.scatter.len());
+        let png = plots::chart(&title, "text cosine (MiniLM)", "proximity cosine", &[plots::Series { name: "pairs", points: self.scatter.clone() }], plots::Mark::Dots, (800, 600))?;
+        ctx.write_bytes("text_vs_proximity.png", &png)
+    }
 }
 
 /// Class indices (classes in sorted order; `u32::MAX`: no label) of the kept nodes and the class

@@ -1,0 +1,165 @@
+//! PNG plots for the stage folders: plotters draws into an RGB buffer, `png` encodes it (no image
+//! crate). Text needs a TrueType font: `$TGRAG_FONT`, else DejaVu Sans / Liberation Sans / Arial at
+//! their usual places on Linux, macOS and Windows; without one the plots are drawn without text.
+//! The same inputs and font give the same bytes.
+
+use std::sync::OnceLock;
+
+use plotters::prelude::*;
+use plotters::style::{FontStyle, register_font};
+
+use crate::{Result, StageError};
+
+const FONT_PATHS: [&str; 6] = [
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+    "/System/Library/Fonts/Supplemental/Arial.ttf",
+    "C:\\Windows\\Fonts\\arial.ttf",
+];
+
+/// Registers the plot font once; whether one was found.
+pub fn font_available() -> bool {
+    static FONT: OnceLock<bool> = OnceLock::new();
+    *FONT.get_or_init(|| {
+        let candidates = std::env::var("TGRAG_FONT").into_iter().chain(FONT_PATHS.iter().map(|s| s.to_string()));
+        for path in candidates {
+            if let Ok(bytes) = std::fs::read(&path) {
+                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                if register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
+                    return true;
+                }
+            }
+        }
+        false
+    })
+}
+
+/// A named line (or point cloud) of a chart.
+pub struct Series<'a> {
+    pub name: &'a str,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// How a chart draws its series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    /// Lines with a dot at every point.
+    Lines,
+    /// Small dots only (scatter).
+    Dots,
+}
+
+fn draw_err(e: impl std::fmt::Display) -> StageError {
+    StageError::Internal(format!("drawing a plot: {e}"))
+}
+
+fn bounds(series: &[Series<'_>]) -> ((f64, f64), (f64, f64)) {
+    let pts = || series.iter().flat_map(|s| s.points.iter());
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, f64::INFINITY, f64::NEG_INFINITY);
+    for &(x, y) in pts().filter(|p| p.0.is_finite() && p.1.is_finite()) {
+        (x0, x1, y0, y1) = (x0.min(x), x1.max(x), y0.min(y), y1.max(y));
+    }
+    if x0 > x1 {
+        return ((0.0, 1.0), (0.0, 1.0));
+    }
+    let pad = |a: f64, b: f64| {
+        let d = if b > a { (b - a) * 0.05 } else { a.abs().max(1.0) * 0.05 };
+        (a - d, b + d)
+    };
+    (pad(x0, x1), pad(y0, y1))
+}
+
+/// A chart as PNG bytes.
+pub fn chart(title: &str, x_desc: &str, y_desc: &str, series: &[Series<'_>], mark: Mark, (w, h): (u32, u32)) -> Result<Vec<u8>> {
+    let text = font_available();
+    let mut buf = vec![0u8; w as usize * h as usize * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_err)?;
+        let ((x0, x1), (y0, y1)) = bounds(series);
+        let mut builder = ChartBuilder::on(&root);
+        builder.margin(16);
+        if text {
+            builder.caption(title, ("sans-serif", 22)).x_label_area_size(44).y_label_area_size(64);
+        }
+        let mut chart = builder.build_cartesian_2d(x0..x1, y0..y1).map_err(draw_err)?;
+        let mut mesh = chart.configure_mesh();
+        if text {
+            mesh.x_desc(x_desc).y_desc(y_desc);
+        } else {
+            mesh.x_labels(0).y_labels(0);
+        }
+        mesh.draw().map_err(draw_err)?;
+        for (i, s) in series.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            let pts = s.points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite());
+            let anno = match mark {
+                Mark::Lines => {
+                    chart.draw_series(pts.clone().map(|p| Circle::new(p, 4, color.filled()))).map_err(draw_err)?;
+                    chart.draw_series(LineSeries::new(pts, color.stroke_width(2))).map_err(draw_err)?
+                }
+                Mark::Dots => chart.draw_series(pts.map(|p| Circle::new(p, 1, color.mix(0.5).filled()))).map_err(draw_err)?,
+            };
+            if text {
+                anno.label(s.name).legend(move |(x, y)| Rectangle::new([(x, y - 4), (x + 14, y + 4)], color.filled()));
+            }
+        }
+        if text && series.len() > 1 {
+            chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw().map_err(draw_err)?;
+        }
+        root.present().map_err(draw_err)?;
+    }
+    encode_png(&buf, w, h)
+}
+
+/// RGB8 pixels → PNG bytes.
+pub fn encode_png(rgb: &[u8], w: u32, h: u32) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, w, h);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut writer = enc.write_header().map_err(draw_err)?;
+        writer.write_image_data(rgb).map_err(draw_err)?;
+        writer.finish().map_err(draw_err)?;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Decodes a PNG back to (width, height, RGB pixels).
+    fn decode(bytes: &[u8]) -> (u32, u32, Vec<u8>) {
+        let dec = png::Decoder::new(std::io::Cursor::new(bytes));
+        let mut reader = dec.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        buf.truncate(info.buffer_size());
+        (info.width, info.height, buf)
+    }
+
+    #[test]
+    fn png_round_trips() {
+        let rgb: Vec<u8> = (0..4 * 3 * 3).map(|i| (i * 7) as u8).collect();
+        let (w, h, px) = decode(&encode_png(&rgb, 4, 3).unwrap());
+        assert_eq!((w, h, px), (4, 3, rgb));
+    }
+
+    #[test]
+    fn a_chart_is_a_deterministic_png_with_the_series_drawn() {
+        let s = [Series { name: "proximity", points: vec![(1.0, 0.1), (2.0, 0.2), (3.0, 0.25)] }];
+        let a = chart("correlation", "K", "Pearson r", &s, Mark::Lines, (320, 240)).unwrap();
+        assert_eq!(a, chart("correlation", "K", "Pearson r", &s, Mark::Lines, (320, 240)).unwrap());
+        let (w, h, px) = decode(&a);
+        assert_eq!((w, h), (320, 240));
+        // The series colour (Palette99's first) appears; most of the canvas stays white.
+        let c = Palette99::pick(0).to_rgba();
+        let pixels: Vec<&[u8]> = px.chunks(3).collect();
+        assert!(pixels.iter().filter(|p| **p == [c.0, c.1, c.2]).count() > 50);
+        assert!(pixels.iter().filter(|p| **p == [255, 255, 255]).count() > pixels.len() / 2);
+    }
+}
