@@ -137,9 +137,12 @@ pub struct GraphOps {
     mean: Propagation,
 }
 
+/// `(src, dst, weight)` entries of a propagation.
+pub type Entries = Vec<(u32, u32, f32)>;
+
 /// `(src, dst, weight)` entries of Â = D^-½(A+I)D^-½ and of the neighbour mean (weight 1/deg(dst)),
 /// from undirected edges over `n` nodes (duplicates and self-loops in the input are ignored).
-pub fn normalised_entries(n: usize, edges: &[(u32, u32)]) -> (Vec<(u32, u32, f32)>, Vec<(u32, u32, f32)>) {
+pub fn normalised_entries(n: usize, edges: &[(u32, u32)]) -> (Entries, Entries) {
     let mut und: Vec<(u32, u32)> = edges.iter().filter(|(a, b)| a != b).flat_map(|&(a, b)| [(a, b), (b, a)]).collect();
     und.sort_unstable();
     und.dedup();
@@ -148,7 +151,7 @@ pub fn normalised_entries(n: usize, edges: &[(u32, u32)]) -> (Vec<(u32, u32, f32
         deg[b as usize] += 1;
     }
     let gcn_deg = |i: u32| f64::from(deg[i as usize] + 1);
-    let mut gcn: Vec<(u32, u32, f32)> = und.iter().map(|&(a, b)| (a, b, (1.0 / (gcn_deg(a) * gcn_deg(b)).sqrt()) as f32)).collect();
+    let mut gcn: Entries = und.iter().map(|&(a, b)| (a, b, (1.0 / (gcn_deg(a) * gcn_deg(b)).sqrt()) as f32)).collect();
     gcn.extend((0..n as u32).map(|i| (i, i, (1.0 / gcn_deg(i)) as f32)));
     let mean = und.iter().map(|&(a, b)| (a, b, (1.0 / f64::from(deg[b as usize])) as f32)).collect();
     (gcn, mean)

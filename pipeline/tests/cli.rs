@@ -312,6 +312,7 @@ fn sigkill_at_any_stage_then_rerun_gives_the_bytes_of_a_clean_run() {
     let crashed = tempfile::tempdir().expect("tmp");
     let o = crashed.path();
     let mut kills = 0;
+    let mut last_killed = false;
     for stage in ["ingest", "graph", "bm25", "dense", "toporag", "metrics"] {
         let dir = o.join("synthetic").join(stage);
         let mut child = Command::new(env!("CARGO_BIN_EXE_tgrag"))
@@ -327,10 +328,12 @@ fn sigkill_at_any_stage_then_rerun_gives_the_bytes_of_a_clean_run() {
         // Wait until the stage is mid-flight: its folder exists without a manifest (temporary files
         // being written, or outputs committed but the manifest not yet written).
         let t0 = Instant::now();
+        last_killed = false;
         loop {
             if dir.is_dir() && !dir.join("manifest.json").exists() {
                 child.kill().expect("SIGKILL");
                 kills += 1;
+                last_killed = true;
                 break;
             }
             if child.try_wait().expect("wait").is_some() || t0.elapsed() > Duration::from_secs(60) {
@@ -342,7 +345,11 @@ fn sigkill_at_any_stage_then_rerun_gives_the_bytes_of_a_clean_run() {
     }
     assert!(kills >= 3, "the run was killed mid-stage only {kills} times");
     let resumed = ok(tgrag(o, &RUN));
-    assert!(resumed.contains("no complete previous run") || resumed.contains("no previous run"), "{resumed}");
+    // When the last attempt missed its stage's window (a fast stage on a busy machine), that run
+    // finished and there is nothing left to resume; the bytes must match all the same.
+    if last_killed {
+        assert!(resumed.contains("no complete previous run") || resumed.contains("no previous run"), "{resumed}");
+    }
     let got = snapshot(o);
     assert!(files_named(o, |n| n.ends_with(".tmp")).is_empty(), "temporary files left");
     assert_eq!(got.keys().collect::<Vec<_>>(), reference.keys().collect::<Vec<_>>());

@@ -81,7 +81,8 @@ pub struct LinkSplit {
 pub fn link_split(n: usize, edges: &[(u32, u32)], partial: &[bool], cfg: &TaskConfig) -> LinkSplit {
     let key = |a: u32, b: u32| (a.min(b), a.max(b));
     let known: HashSet<(u32, u32)> = edges.iter().map(|&(a, b)| key(a, b)).collect();
-    let (test_pos, mut rest): (Vec<(u32, u32)>, Vec<(u32, u32)>) = edges.iter().copied().partition(|&(a, b)| partial[a as usize] || partial[b as usize]);
+    type Pairs = Vec<(u32, u32)>;
+    let (test_pos, mut rest): (Pairs, Pairs) = edges.iter().copied().partition(|&(a, b)| partial[a as usize] || partial[b as usize]);
     let mut rng = Rng::new(cfg.seed ^ 0x6c70_7370);
     rng.shuffle(&mut rest);
     let n_val = if rest.len() > 1 { (((rest.len() as f64) * cfg.lp_val_fraction).round() as usize).max(1) } else { 0 };
