@@ -247,6 +247,34 @@ pub struct Trained {
     pub test_metric: f64,
 }
 
+/// Early stopping on the validation metric (ties: lower validation loss), keeping the curve.
+#[derive(Debug, Default)]
+struct EarlyStopping {
+    curve: Vec<EpochRow>,
+    best: Option<EpochRow>,
+}
+
+impl EarlyStopping {
+    /// Records an epoch; whether `patience` epochs have passed since the best one.
+    fn stop_after(&mut self, row: EpochRow, patience: usize) -> bool {
+        let key = |r: &EpochRow| (r.val_metric, -r.val_loss);
+        let stop = match &self.best {
+            Some(b) if key(&row) <= key(b) => (row.epoch - b.epoch) as usize >= patience,
+            _ => {
+                self.best = Some(row.clone());
+                false
+            }
+        };
+        self.curve.push(row);
+        stop
+    }
+
+    fn finish(self) -> Result<Trained> {
+        let best = self.best.ok_or_else(|| ModelError::Internal("no epoch ran (max_epochs = 0)".into()))?;
+        Ok(Trained { curve: self.curve, best_epoch: best.epoch, val_metric: best.val_metric, test_metric: best.test_metric })
+    }
+}
+
 /// The inputs of a node-classification run: row-major features, a label per node
 /// (`u32::MAX`: unlabelled), and node index sets.
 pub struct NodeClassData<'a> {
@@ -325,8 +353,7 @@ pub fn train_node_classifier(kind: GnnKind, n: usize, edges: &[(u32, u32)], data
     }
     let onehot: Tensor<2> = Tensor::from_data(TensorData::new(onehot, [data.train.len(), data.classes]), &dev);
     let inv_train = 1.0 / data.train.len() as f64;
-    let mut curve = Vec::new();
-    let (mut best, mut best_key) = (None::<EpochRow>, (f64::NEG_INFINITY, f64::NEG_INFINITY));
+    let mut stopper = EarlyStopping::default();
     for epoch in 1..=cfg.max_epochs {
         let masks = (cfg.dropout > 0.0).then(|| (mask(n, data.dim, cfg.dropout, &mut rng, &dev), mask(n, cfg.hidden, cfg.dropout, &mut rng, &dev)));
         let logits = model.forward(kind, &g, x.clone(), masks);
@@ -339,17 +366,11 @@ pub fn train_node_classifier(kind: GnnKind, n: usize, edges: &[(u32, u32)], data
         let (val_loss, val_acc) = loss_and_accuracy(&eval, data.classes, data.labels, data.val);
         let (_, test_acc) = loss_and_accuracy(&eval, data.classes, data.labels, data.test);
         let row = EpochRow { epoch: epoch as u32, train_loss, val_loss, val_metric: val_acc, test_metric: test_acc };
-        curve.push(row.clone());
-        let key = (val_acc, -val_loss);
-        if key > best_key {
-            best_key = key;
-            best = Some(row);
-        } else if best.as_ref().is_some_and(|b| epoch - b.epoch as usize >= cfg.patience) {
+        if stopper.stop_after(row, cfg.patience) {
             break;
         }
     }
-    let best = best.ok_or_else(|| ModelError::Internal("no epoch ran (max_epochs = 0)".into()))?;
-    Ok(Trained { curve, best_epoch: best.epoch, val_metric: best.val_metric, test_metric: best.test_metric })
+    stopper.finish()
 }
 
 impl GraphOps {
@@ -455,8 +476,7 @@ pub fn train_link_predictor(n: usize, data: &LinkPredData<'_>, cfg: &LinkPredCon
     let m = data.message.len();
     let inner = dev.clone().inner();
     let eval_sets: Vec<(Tensor<1, Int>, Tensor<1, Int>)> = [data.val_pos, data.val_neg, data.test_pos, data.test_neg].iter().map(|p| pairs_t(p, &inner)).collect();
-    let mut curve = Vec::new();
-    let (mut best, mut best_key) = (None::<EpochRow>, (f64::NEG_INFINITY, f64::NEG_INFINITY));
+    let mut stopper = EarlyStopping::default();
     for epoch in 1..=cfg.max_epochs {
         let neg: Vec<(u32, u32)> = (0..m).map(|_| (rng.below(n) as u32, rng.below(n) as u32)).collect();
         let (na, nb) = pairs_t(&neg, &dev);
@@ -486,17 +506,11 @@ pub fn train_link_predictor(n: usize, data: &LinkPredData<'_>, cfg: &LinkPredCon
         let val_hits = hits_at_k(&scores[0], &scores[1], cfg.hits_k);
         let test_hits = hits_at_k(&scores[2], &scores[3], cfg.hits_k);
         let row = EpochRow { epoch: epoch as u32, train_loss, val_loss, val_metric: val_hits, test_metric: test_hits };
-        curve.push(row.clone());
-        let key = (val_hits, -val_loss);
-        if key > best_key {
-            best_key = key;
-            best = Some(row);
-        } else if best.as_ref().is_some_and(|b| epoch - b.epoch as usize >= cfg.patience) {
+        if stopper.stop_after(row, cfg.patience) {
             break;
         }
     }
-    let best = best.ok_or_else(|| ModelError::Internal("no epoch ran (max_epochs = 0)".into()))?;
-    Ok(Trained { curve, best_epoch: best.epoch, val_metric: best.val_metric, test_metric: best.test_metric })
+    stopper.finish()
 }
 
 #[cfg(test)]

@@ -137,6 +137,21 @@ pub struct Split {
     pub edges: Vec<(u32, u32)>,
 }
 
+impl Split {
+    /// Writes the `split` table, the kept ids under `id_column` (`node_id`, `email_id`).
+    fn write(&self, ctx: &mut StageContext<'_>, id_column: &str) -> Result<()> {
+        ctx.write(
+            "split",
+            &batch(vec![
+                (id_column, u32a(self.kept.clone())),
+                ("split", strs(self.partial.iter().map(|&p| if p { "partial" } else { "observed" }).collect())),
+                ("visible", strs(self.visible.iter().map(String::as_str).collect())),
+                ("hidden", strs(self.hidden.iter().map(String::as_str).collect())),
+            ])?,
+        )
+    }
+}
+
 /// Applies the split rule (see the module docs).
 pub fn split(ids: &[u32], texts: &[&str], times: Option<&[i64]>, edges: &[(u32, u32)], (min_words, min_chars): (usize, usize), cfg: &ToporagConfig) -> Split {
     let mut order: Vec<usize> = (0..ids.len()).filter(|&i| texts[i].split_whitespace().count() >= min_words && texts[i].chars().count() >= min_chars).collect();
@@ -374,15 +389,7 @@ impl StageSpec for ToporagStage {
 
         let all: Vec<u32> = (0..n as u32).collect();
         let corr = ctx.timed("correlation", |_| correlation(&adj, &r, cfg.dims, &role, rw, &full64, dim, &all, &cfg))?;
-        ctx.write(
-            "split",
-            &batch(vec![
-                ("node_id", u32a(sp.kept.clone())),
-                ("split", strs(sp.partial.iter().map(|&p| if p { "partial" } else { "observed" }).collect())),
-                ("visible", strs(sp.visible.iter().map(String::as_str).collect())),
-                ("hidden", strs(sp.hidden.iter().map(String::as_str).collect())),
-            ])?,
-        )?;
+        sp.write(ctx, "node_id")?;
         corr.write(ctx)?;
         if let Some(t) = tasks {
             ctx.write("node_classification", &t.node_classification)?;
@@ -579,15 +586,7 @@ fn execute_emails(ctx: &mut StageContext<'_>, cfg: &ToporagConfig) -> Result<()>
     }
     let senders: Vec<u32> = (0..people as u32).filter(|&p| sent[p as usize] > 0).collect();
     let corr = ctx.timed("correlation", |_| correlation(&adj, &r, cfg.dims, &role, rw, &person_text, dim, &senders, cfg))?;
-    ctx.write(
-        "split",
-        &batch(vec![
-            ("email_id", u32a(sp.kept.clone())),
-            ("split", strs(sp.partial.iter().map(|&p| if p { "partial" } else { "observed" }).collect())),
-            ("visible", strs(sp.visible.iter().map(String::as_str).collect())),
-            ("hidden", strs(sp.hidden.iter().map(String::as_str).collect())),
-        ])?,
-    )?;
+    sp.write(ctx, "email_id")?;
     corr.write(ctx)
 }
 
