@@ -89,60 +89,125 @@ fn prefetch_row<T>(x: &[T], start: usize, len: usize) {
     let _ = (x, start, len);
 }
 
+/// A zeroed `len`-element buffer for the diffusion blocks. Large ones are anonymous maps advised
+/// to use transparent huge pages (the gathers jump to a random row per edge: with 4 KiB pages
+/// nearly every one is a TLB miss, and the first touch of each page a fault); small ones, or any
+/// map the system refuses, are a plain `Vec`. Both are safe APIs (memmap2 + bytemuck).
+pub struct Block<T: bytemuck::Pod> {
+    inner: BlockInner<T>,
+    len: usize,
+}
+
+enum BlockInner<T> {
+    Map(memmap2::MmapMut),
+    Vec(Vec<T>),
+}
+
+/// Below this many bytes a block is a plain `Vec` (huge pages are 2 MiB).
+const HUGE_BLOCK_BYTES: usize = 8 << 20;
+
+impl<T: bytemuck::Pod> Block<T> {
+    pub fn zeroed(len: usize) -> Block<T> {
+        let bytes = len * std::mem::size_of::<T>();
+        if bytes >= HUGE_BLOCK_BYTES
+            && let Ok(map) = memmap2::MmapOptions::new().len(bytes).map_anon()
+        {
+            #[cfg(target_os = "linux")]
+            let _ = map.advise(memmap2::Advice::HugePage);
+            // An anonymous map is page-aligned and zero-filled, so the cast below always holds.
+            if bytemuck::try_cast_slice::<u8, T>(&map[..]).is_ok() {
+                return Block { inner: BlockInner::Map(map), len };
+            }
+        }
+        Block { inner: BlockInner::Vec(vec![T::zeroed(); len]), len }
+    }
+
+    /// The values as an owned `Vec` (a copy when the block is a map).
+    pub fn into_vec(self) -> Vec<T> {
+        match self.inner {
+            BlockInner::Vec(v) => v,
+            BlockInner::Map(_) => self.to_vec(),
+        }
+    }
+}
+
+impl<T: bytemuck::Pod> std::ops::Deref for Block<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        match &self.inner {
+            BlockInner::Map(m) => &bytemuck::cast_slice(&m[..])[..self.len],
+            BlockInner::Vec(v) => v,
+        }
+    }
+}
+
+impl<T: bytemuck::Pod> std::ops::DerefMut for Block<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        match &mut self.inner {
+            BlockInner::Map(m) => &mut bytemuck::cast_slice_mut(&mut m[..])[..self.len],
+            BlockInner::Vec(v) => v,
+        }
+    }
+}
+
+impl<T: bytemuck::Pod + std::fmt::Debug> std::fmt::Debug for Block<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+/// Rows per parallel work item.
+const ROWS_PER_TASK: usize = 256;
+
 macro_rules! diffuse_impl {
     ($name:ident, $t:ty) => {
         /// P = Σ_k alphas[k-1] · Â^k R for a row-major `n × d` block `r`; returns P (row-major).
         ///
         /// Memory-bound: every step gathers one d-wide row per stored edge. Narrow column panels
         /// (to keep X in the last-level cache) were measured slower on the 2-core bench machine than
-        /// whole rows, so whole rows it is.
-        pub fn $name(adj: &Adjacency, r: &[$t], d: usize, alphas: &[f64]) -> Vec<$t> {
+        /// whole rows, so whole rows it is. The first step reads `r` in place; two huge-page blocks
+        /// take turns as Â^k R and P accumulates in a third, which is returned.
+        pub fn $name(adj: &Adjacency, r: &[$t], d: usize, alphas: &[f64]) -> Block<$t> {
             let n = adj.n;
-            let mut p: Vec<$t> = vec![0.0; n * d];
-            if d == 0 || n == 0 {
-                return p;
+            let mut acc: Block<$t> = Block::zeroed(n * d);
+            if d == 0 || n == 0 || alphas.is_empty() {
+                return acc;
             }
-            let w_max = d;
-            let mut c0 = 0;
-            while c0 < d {
-                let w = w_max.min(d - c0);
-                let mut x: Vec<$t> = (0..n).flat_map(|i| r[i * d + c0..i * d + c0 + w].iter().copied()).collect();
-                let mut next: Vec<$t> = vec![0.0; n * w];
-                let mut acc: Vec<$t> = vec![0.0; n * w];
-                for &alpha in alphas {
-                    let alpha = alpha as $t;
-                    next.par_chunks_mut(w * 256).zip(acc.par_chunks_mut(w * 256)).enumerate().for_each(|(block, (out, pacc))| {
-                        for (k, (row, prow)) in out.chunks_exact_mut(w).zip(pacc.chunks_exact_mut(w)).enumerate() {
-                            let i = block * 256 + k;
-                            let nb = &adj.indices[adj.indptr[i]..adj.indptr[i + 1]];
-                            row.fill(0.0);
-                            if nb.is_empty() {
-                                continue;
+            let mut cur: Block<$t> = Block::zeroed(if alphas.len() > 1 { n * d } else { 0 });
+            let mut next: Block<$t> = Block::zeroed(n * d);
+            for (step, &alpha) in alphas.iter().enumerate() {
+                let alpha = alpha as $t;
+                let x: &[$t] = if step == 0 { r } else { &cur };
+                let chunk = d * ROWS_PER_TASK;
+                next.par_chunks_mut(chunk).zip(acc.par_chunks_mut(chunk)).enumerate().for_each(|(block, (out, pacc))| {
+                    for (k, (row, prow)) in out.chunks_exact_mut(d).zip(pacc.chunks_exact_mut(d)).enumerate() {
+                        let i = block * ROWS_PER_TASK + k;
+                        let lo = adj.indptr[i];
+                        let nb = &adj.indices[lo..adj.indptr[i + 1]];
+                        row.fill(0.0);
+                        if nb.is_empty() {
+                            continue;
+                        }
+                        for (q, &j) in nb.iter().enumerate() {
+                            // Random row gathers: ask for the row PREFETCH_AHEAD edges on now.
+                            if let Some(&f) = adj.indices.get(lo + q + PREFETCH_AHEAD) {
+                                prefetch_row(x, f as usize * d, d);
                             }
-                            let lo = adj.indptr[i];
-                            for (q, &j) in nb.iter().enumerate() {
-                                // Random row gathers: ask for the row PREFETCH_AHEAD edges on now.
-                                if let Some(&f) = adj.indices.get(lo + q + PREFETCH_AHEAD) {
-                                    prefetch_row(&x, f as usize * w, w);
-                                }
-                                let src = &x[j as usize * w..j as usize * w + w];
-                                for (o, s) in row.iter_mut().zip(src) {
-                                    *o += *s;
-                                }
-                            }
-                            let inv = 1.0 / nb.len() as $t;
-                            for (o, a) in row.iter_mut().zip(prow.iter_mut()) {
-                                *o *= inv;
-                                *a += alpha * *o;
+                            let src = &x[j as usize * d..j as usize * d + d];
+                            for (o, s) in row.iter_mut().zip(src) {
+                                *o += *s;
                             }
                         }
-                    });
-                    std::mem::swap(&mut x, &mut next);
-                }
-                p.par_chunks_mut(d).zip(acc.par_chunks(w)).for_each(|(prow, arow)| prow[c0..c0 + w].copy_from_slice(arow));
-                c0 += w;
+                        let inv = 1.0 / nb.len() as $t;
+                        for (o, a) in row.iter_mut().zip(prow.iter_mut()) {
+                            *o *= inv;
+                            *a += alpha * *o;
+                        }
+                    }
+                });
+                std::mem::swap(&mut cur, &mut next);
             }
-            p
+            acc
         }
     };
 }
@@ -253,12 +318,62 @@ mod tests {
         Ok(())
     }
 
+    /// Sparse brute force, one row at a time, in edge-list form (no CSR, no parallelism).
+    fn edge_list_reference(n: usize, edges: &[(u32, u32)], r: &[f32], d: usize, alphas: &[f64]) -> Vec<f64> {
+        let mut nbrs: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for &(s, t) in edges {
+            nbrs[s as usize].push(t);
+            nbrs[t as usize].push(s);
+        }
+        let mut x: Vec<f64> = r.iter().map(|&v| f64::from(v)).collect();
+        let mut p = vec![0.0; n * d];
+        for &alpha in alphas {
+            let mut y = vec![0.0; n * d];
+            for (i, nb) in nbrs.iter().enumerate() {
+                for &j in nb {
+                    for c in 0..d {
+                        y[i * d + c] += x[j as usize * d + c] / nb.len() as f64;
+                    }
+                }
+            }
+            p.iter_mut().zip(&y).for_each(|(pv, yv)| *pv += alpha * yv);
+            x = y;
+        }
+        p
+    }
+
+    #[test]
+    fn huge_page_blocks_give_the_same_diffusion() -> Result<()> {
+        // 20,000 × 128 f32 = 10 MiB per block: above HUGE_BLOCK_BYTES, so the mapped path runs.
+        let (n, d) = (20_000usize, 128usize);
+        assert!(n * d * 4 >= HUGE_BLOCK_BYTES);
+        let mut rng = tgrag_datasets::rng::Rng::new(11);
+        let edges: Vec<(u32, u32)> = (0..60_000).map(|_| (rng.below(n) as u32, rng.below(n) as u32)).filter(|(a, b)| a != b).collect();
+        let r: Vec<f32> = (0..n * d).map(|_| rng.normal() as f32).collect();
+        let (s, t): (Vec<u32>, Vec<u32>) = edges.iter().copied().unzip();
+        let adj = Adjacency::from_edges(n, &s, &t, false)?;
+        let want = edge_list_reference(n, &edges, &r, d, &[1.0, 0.5, 0.25]);
+        let got = diffuse_f32(&adj, &r, d, &[1.0, 0.5, 0.25]);
+        assert_eq!(got.len(), n * d);
+        for (g, w) in got.iter().zip(&want) {
+            assert!((f64::from(*g) - w).abs() <= 1e-5 * w.abs().max(1.0), "{g} vs {w}");
+        }
+        // A fresh block is zero and writable end to end, mapped or not.
+        for len in [3usize, HUGE_BLOCK_BYTES / 8 + 5] {
+            let mut b: Block<f64> = Block::zeroed(len);
+            assert!(b.iter().all(|&v| v == 0.0));
+            b[len - 1] = 2.5;
+            assert_eq!(b.into_vec()[len - 1], 2.5);
+        }
+        Ok(())
+    }
+
     #[test]
     fn isolated_rows_stay_zero_and_bad_edges_are_refused() -> Result<()> {
         let adj = Adjacency::from_edges(3, &[0], &[1], true)?;
         let p = diffuse_f64(&adj, &[1.0, 2.0, 3.0], 1, &[1.0, 1.0]);
         // 0 → 1 → nothing: Â R = (2, 0, 0), Â² R = (0, 0, 0).
-        assert_eq!(p, vec![2.0, 0.0, 0.0]);
+        assert_eq!(&p[..], &[2.0, 0.0, 0.0]);
         assert!(Adjacency::from_edges(3, &[0], &[3], false).is_err());
         Ok(())
     }
