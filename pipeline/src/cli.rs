@@ -59,6 +59,9 @@ pub enum Command {
     Diffusion(crate::topo_tools::DiffusionArgs),
     /// GraphWave role embeddings: `--edges E.parquet --scales 0.5,1,3 --points 25 --out W.parquet`.
     Graphwave(crate::topo_tools::GraphwaveArgs),
+    /// STaRK's evaluator over any run: `--run R.parquet --answers A.parquet --num-candidates N
+    /// [--mode stark|mor] --out M.parquet` (per query: hit@1, hit@5, recall@20, MRR).
+    Evaluate(crate::eval_tool::EvaluateArgs),
     /// Download with hf-hub: `minilm` (the sentence model) or `stark-amazon|stark-mag|stark-prime`.
     Fetch {
         /// What to fetch.
@@ -219,6 +222,7 @@ pub fn dispatch(args: Args) -> Result<ExitCode> {
         Command::Embed(a) => crate::tools::cmd_embed(a, args.quiet).map(|_| ExitCode::SUCCESS),
         Command::Diffusion(a) => crate::topo_tools::cmd_diffusion(a).map(|_| ExitCode::SUCCESS),
         Command::Graphwave(a) => crate::topo_tools::cmd_graphwave(a).map(|_| ExitCode::SUCCESS),
+        Command::Evaluate(a) => crate::eval_tool::cmd_evaluate(a).map(|_| ExitCode::SUCCESS),
         Command::Fetch { what, dest } => crate::tools::cmd_fetch(&what, dest).map(|_| ExitCode::SUCCESS),
     }
 }

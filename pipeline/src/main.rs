@@ -2,6 +2,7 @@
 //! config before any work starts, dispatch to one command, print the whole error chain on failure.
 
 mod cli;
+mod eval_tool;
 mod runner;
 mod sql;
 mod tools;

@@ -534,3 +534,67 @@ fn diffusion_and_graphwave_commands_reproduce_the_fixtures() {
     assert!(msg.contains("R.parquet") && msg.contains("row 2") && msg.contains("`node`"), "{msg}");
     assert!(!p2.exists());
 }
+
+/// A fixture table with `qid` renamed to `query_id` (the layout `tgrag evaluate` reads).
+fn with_query_id(path: &Path) -> RecordBatch {
+    let b = tgrag_schemas::io::read_parquet(path).expect("fixture");
+    let fields: Vec<arrow::datatypes::Field> = b.schema().fields().iter().map(|f| f.as_ref().clone().with_name(if f.name() == "qid" { "query_id" } else { f.name() })).collect();
+    RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), b.columns().to_vec()).expect("rename")
+}
+
+#[test]
+fn evaluate_reproduces_the_ranking_metrics_fixture_and_refuses_bad_rows() {
+    let Some(dir) = shared_fixture("ranking_metrics") else { return };
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = tmp.path().join("outputs");
+    let (run, ans, m) = (tmp.path().join("R.parquet"), tmp.path().join("A.parquet"), tmp.path().join("M.parquet"));
+    tgrag_schemas::io::write_parquet_atomic(&run, &with_query_id(&dir.join("run.parquet"))).expect("run");
+    tgrag_schemas::io::write_parquet_atomic(&ans, &with_query_id(&dir.join("qrels.parquet"))).expect("answers");
+    let s = |p: &Path| p.to_str().expect("utf8").to_string();
+    ok(tgrag(&out, &["evaluate", "--run", &s(&run), "--answers", &s(&ans), "--num-candidates", "1000", "--out", &s(&m)]));
+    let got = tgrag_schemas::io::read_parquet(&m).expect("metrics");
+    let want = with_query_id(&dir.join("metrics.parquet"));
+    // The fixture's rows in query order.
+    let wq = f64_col(&want, "query_id");
+    let mut order: Vec<usize> = (0..wq.len()).collect();
+    order.sort_by(|&a, &b| wq[a].total_cmp(&wq[b]));
+    assert_eq!(f64_col(&got, "query_id"), order.iter().map(|&i| wq[i]).collect::<Vec<_>>());
+    for name in ["hit1", "hit5", "recall20", "mrr"] {
+        let w = f64_col(&want, name);
+        for (g, &i) in f64_col(&got, name).iter().zip(&order) {
+            assert!((g - w[i]).abs() <= 1e-9, "{name}, query {}: {g} vs {}", wq[i], w[i]);
+        }
+    }
+    // Hand-computed, N = 10: query 1 retrieves 5 (−0.5) and 7 (−1.0); its answer 9 is unretrieved.
+    // STaRK: the unretrieved score −2 puts 5, 7 first, then 0,1,2,3,4,6,8,9: rank 10, MRR 0.1.
+    // MoR: unretrieved = 0 beats −0.5, so 0,1,2,3,4,6,8,9 come first: rank 8, MRR 0.125.
+    let small = RecordBatch::try_from_iter([
+        ("query_id", Arc::new(UInt32Array::from(vec![1, 1])) as ArrayRef),
+        ("node_id", Arc::new(UInt32Array::from(vec![5, 7])) as ArrayRef),
+        ("score", Arc::new(Float64Array::from(vec![-0.5, -1.0])) as ArrayRef),
+    ])
+    .expect("batch");
+    let gold = RecordBatch::try_from_iter([("query_id", Arc::new(UInt32Array::from(vec![1])) as ArrayRef), ("node_id", Arc::new(UInt32Array::from(vec![9])) as ArrayRef)]).expect("batch");
+    tgrag_schemas::io::write_parquet_atomic(&run, &small).expect("run");
+    tgrag_schemas::io::write_parquet_atomic(&ans, &gold).expect("answers");
+    for (mode, want) in [("stark", 0.1), ("mor", 0.125)] {
+        ok(tgrag(&out, &["evaluate", "--run", &s(&run), "--answers", &s(&ans), "--num-candidates", "10", "--mode", mode, "--out", &s(&m)]));
+        let got = tgrag_schemas::io::read_parquet(&m).expect("metrics");
+        assert_eq!(f64_col(&got, "mrr"), vec![want], "{mode}");
+        assert_eq!(f64_col(&got, "hit5"), vec![0.0], "{mode}");
+    }
+    // A negative node id is refused with file, row and column, and nothing is written.
+    let bad = RecordBatch::try_from_iter([
+        ("query_id", Arc::new(arrow::array::Int32Array::from(vec![1, 1])) as ArrayRef),
+        ("node_id", Arc::new(arrow::array::Int32Array::from(vec![3, -4])) as ArrayRef),
+        ("score", Arc::new(Float64Array::from(vec![1.0, 0.5])) as ArrayRef),
+    ])
+    .expect("batch");
+    tgrag_schemas::io::write_parquet_atomic(&run, &bad).expect("bad run");
+    let m3 = tmp.path().join("M3.parquet");
+    let o = tgrag(&out, &["evaluate", "--run", &s(&run), "--answers", &s(&ans), "--num-candidates", "1000", "--out", &s(&m3)]);
+    assert!(!o.status.success());
+    let msg = stderr(&o);
+    assert!(msg.contains("R.parquet") && msg.contains("row 2") && msg.contains("`node_id`"), "{msg}");
+    assert!(!m3.exists());
+}
