@@ -44,10 +44,10 @@ impl GnnKind {
 
 /// SplitMix64: weights, dropout masks and negatives.
 #[derive(Debug, Clone)]
-struct Stream(u64);
+pub(crate) struct Stream(pub(crate) u64);
 
 impl Stream {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -56,11 +56,11 @@ impl Stream {
     }
 
     /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
+    pub(crate) fn unit(&mut self) -> f64 {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
 
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         ((self.next() as u128 * n as u128) >> 64) as usize
     }
 }
@@ -74,18 +74,35 @@ pub struct Dense {
 
 impl Dense {
     /// Glorot-uniform weights, zero bias.
-    fn new(d_in: usize, d_out: usize, rng: &mut Stream, dev: &Device) -> Self {
+    pub(crate) fn new(d_in: usize, d_out: usize, rng: &mut Stream, dev: &Device) -> Self {
         let a = (6.0 / (d_in + d_out) as f64).sqrt();
         let w: Vec<f32> = (0..d_in * d_out).map(|_| ((rng.unit() * 2.0 - 1.0) * a) as f32).collect();
         Dense { w: Param::from_data(TensorData::new(w, [d_in, d_out]), dev), b: Param::from_data(TensorData::new(vec![0f32; d_out], [d_out]), dev) }
     }
 
-    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+    pub(crate) fn forward(&self, x: Tensor<2>) -> Tensor<2> {
         x.matmul(self.w.val()) + self.b.val().unsqueeze()
     }
 
     fn linear(&self, x: Tensor<2>) -> Tensor<2> {
         x.matmul(self.w.val())
+    }
+
+    /// Rows of the weight matrix (an embedding lookup: the layer's input is a one-hot id).
+    pub(crate) fn rows(&self, idx: Tensor<1, Int>) -> Tensor<2> {
+        self.w.val().select(0, idx)
+    }
+
+    /// `(weight [d_in, d_out], bias [d_out])` as host vectors.
+    pub(crate) fn to_host(&self) -> Result<(Vec<f32>, Vec<f32>)> {
+        let w = self.w.val().into_data().try_to_vec::<f32>().map_err(|e| ModelError::Internal(format!("{e:?}")))?;
+        let b = self.b.val().into_data().try_to_vec::<f32>().map_err(|e| ModelError::Internal(format!("{e:?}")))?;
+        Ok((w, b))
+    }
+
+    /// A layer from host vectors (shapes checked by the caller).
+    pub(crate) fn from_host(w: Vec<f32>, b: Vec<f32>, d_in: usize, d_out: usize, dev: &Device) -> Self {
+        Dense { w: Param::from_data(TensorData::new(w, [d_in, d_out]), dev), b: Param::from_data(TensorData::new(b, [d_out]), dev) }
     }
 
     fn bias(&self, x: Tensor<2>) -> Tensor<2> {
@@ -287,11 +304,11 @@ pub struct NodeClassData<'a> {
     pub test: &'a [u32],
 }
 
-fn ints(v: &[u32], dev: &Device) -> Tensor<1, Int> {
+pub(crate) fn ints(v: &[u32], dev: &Device) -> Tensor<1, Int> {
     Tensor::from_data(TensorData::new(v.iter().map(|&x| i64::from(x)).collect::<Vec<_>>(), [v.len()]), dev)
 }
 
-fn floats(t: Tensor<2>) -> Result<Vec<f32>> {
+pub(crate) fn floats(t: Tensor<2>) -> Result<Vec<f32>> {
     let data = t.into_data();
     data.try_to_vec::<f32>().map_err(|e| ModelError::Internal(format!("reading a tensor: {e:?}")))
 }

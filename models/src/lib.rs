@@ -11,6 +11,7 @@ pub mod error;
 pub mod gnn;
 pub mod linalg;
 pub mod minilm;
+pub mod planner;
 
 pub use device::DeviceChoice;
 pub use error::ModelError;

@@ -1,0 +1,364 @@
+//! The plan generator that replaces MoR's fine-tuned Llama planner and PASemiQA's path generator:
+//! an autoregressive decoder over a small token vocabulary (node types, relation/direction hops,
+//! the path separator, end of plan), conditioned on the query's MiniLM vector (the mean of its
+//! MiniLM token embeddings, i.e. the sentence embedding).
+//!
+//! Step t predicts token t from the query vector, the two previous tokens and the position:
+//! `logits = W_o · relu(W_h · relu(W_q q + E₁[y_{t-1}] + E₂[y_{t-2}] + P[t]) + b_h) + b_o`.
+//! Training minimises the weighted cross-entropy of the target sequences (weight 1 for MoR plans,
+//! PASemiQA's Q(z|q) = 1/|Z*| for relation paths), Adam, seeded mini-batches; the checkpoint is the
+//! epoch with the best validation exact match (ties: lower validation loss). Decoding is greedy
+//! (ties: lowest token id), so a model and a query give one plan. Weights, dropout-free forward and
+//! the batch order come from the seed alone: two runs give the same curves and the same plans.
+
+use std::path::Path;
+
+use burn::module::Module;
+use burn::optim::{AdamConfig, GradientsParams};
+use burn::tensor::activation::{log_softmax, relu};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+
+use crate::error::{ModelError, Result};
+use crate::gnn::{Dense, Stream, floats, ints};
+
+/// Token 0 starts (and pads) a sequence; token 1 ends it. Real tokens start at 2.
+pub const BOS: u32 = 0;
+pub const EOS: u32 = 1;
+
+/// Hyper-parameters.
+#[derive(Debug, Clone)]
+pub struct PlannerConfig {
+    pub hidden: usize,
+    pub epochs: usize,
+    pub batch: usize,
+    pub lr: f64,
+    /// Longest sequence decoded (tokens, EOS included).
+    pub max_len: usize,
+    pub seed: u64,
+}
+
+impl Default for PlannerConfig {
+    fn default() -> Self {
+        PlannerConfig { hidden: 256, epochs: 40, batch: 256, lr: 2e-3, max_len: 16, seed: 0 }
+    }
+}
+
+/// Training or validation data: query vectors (`n × dim`, row-major) and weighted target
+/// sequences `(query row, tokens without BOS/EOS, weight)`.
+#[derive(Debug, Clone, Default)]
+pub struct SeqData {
+    pub dim: usize,
+    pub queries: Vec<f32>,
+    pub targets: Vec<(u32, Vec<u32>, f32)>,
+}
+
+impl SeqData {
+    pub fn n_queries(&self) -> usize {
+        self.queries.len().checked_div(self.dim).unwrap_or(0)
+    }
+}
+
+/// One epoch of the training curve.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlannerEpoch {
+    pub epoch: u32,
+    pub train_loss: f64,
+    pub val_loss: f64,
+    /// Share of validation queries whose greedy plan equals their (first, heaviest) target.
+    pub val_exact: f64,
+}
+
+/// The decoder.
+#[derive(Module, Debug)]
+pub struct Planner {
+    q: Dense,
+    e1: Dense,
+    e2: Dense,
+    pos: Dense,
+    h: Dense,
+    out: Dense,
+}
+
+/// Shapes of a planner: query width, vocabulary (specials included), hidden width, positions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlannerShape {
+    pub dim: usize,
+    pub vocab: usize,
+    pub hidden: usize,
+    pub max_len: usize,
+}
+
+impl Planner {
+    pub fn new(shape: PlannerShape, seed: u64, dev: &Device) -> Self {
+        let mut rng = Stream(seed ^ 0x706c_616e);
+        let PlannerShape { dim, vocab, hidden, max_len } = shape;
+        Planner {
+            q: Dense::new(dim, hidden, &mut rng, dev),
+            e1: Dense::new(vocab, hidden, &mut rng, dev),
+            e2: Dense::new(vocab, hidden, &mut rng, dev),
+            pos: Dense::new(max_len, hidden, &mut rng, dev),
+            h: Dense::new(hidden, hidden, &mut rng, dev),
+            out: Dense::new(hidden, vocab, &mut rng, dev),
+        }
+    }
+
+    /// Log-probabilities `[rows, vocab]` of the next token for rows `(query vector, y_{t-1}, y_{t-2}, t)`.
+    fn log_probs(&self, q: Tensor<2>, prev: Tensor<1, Int>, prev2: Tensor<1, Int>, pos: Tensor<1, Int>) -> Tensor<2> {
+        let x = self.q.forward(q) + self.e1.rows(prev) + self.e2.rows(prev2) + self.pos.rows(pos);
+        let x = relu(self.h.forward(relu(x)));
+        log_softmax(self.out.forward(x), 1)
+    }
+
+    const NAMES: [&'static str; 6] = ["q", "e1", "e2", "pos", "h", "out"];
+
+    fn layers(&self) -> [&Dense; 6] {
+        [&self.q, &self.e1, &self.e2, &self.pos, &self.h, &self.out]
+    }
+
+    /// Writes the weights as safetensors (`<layer>.weight` `[in, out]`, `<layer>.bias`).
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let mut bufs: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+        for (name, l) in Self::NAMES.iter().zip(self.layers()) {
+            let (w, b) = l.to_host()?;
+            let (d_in, d_out) = (w.len() / b.len().max(1), b.len());
+            bufs.push((format!("{name}.weight"), vec![d_in, d_out], w.iter().flat_map(|v| v.to_le_bytes()).collect()));
+            bufs.push((format!("{name}.bias"), vec![d_out], b.iter().flat_map(|v| v.to_le_bytes()).collect()));
+        }
+        let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = bufs
+            .iter()
+            .map(|(n, s, d)| safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), d).map(|v| (n.clone(), v)))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| ModelError::Internal(format!("safetensors view: {e}")))?;
+        let bytes = safetensors::tensor::serialize(views, None).map_err(|e| ModelError::Internal(format!("safetensors: {e}")))?;
+        let tmp = path.with_extension("safetensors.tmp");
+        std::fs::write(&tmp, bytes).map_err(|source| ModelError::Io { path: tmp.clone(), source })?;
+        std::fs::rename(&tmp, path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })
+    }
+
+    /// Reads weights written by [`Planner::save`], strictly (every tensor, exact shapes, nothing else).
+    pub fn load(path: &Path, shape: PlannerShape, dev: &Device) -> Result<Self> {
+        let bytes = std::fs::read(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
+        let mut wf = crate::minilm::weights::WeightFile::parse(path, &bytes)?;
+        let PlannerShape { dim, vocab, hidden, max_len } = shape;
+        let dims = [(dim, hidden), (vocab, hidden), (vocab, hidden), (max_len, hidden), (hidden, hidden), (hidden, vocab)];
+        let mut layers = Vec::new();
+        for (name, (i, o)) in Self::NAMES.iter().zip(dims) {
+            let w = wf.f32s(&format!("{name}.weight"), &[i, o])?;
+            let b = wf.f32s(&format!("{name}.bias"), &[o])?;
+            layers.push(Dense::from_host(w, b, i, o, dev));
+        }
+        wf.finish()?;
+        let mut it = layers.into_iter();
+        let mut next = || it.next().ok_or_else(|| ModelError::Internal("planner layers".into()));
+        Ok(Planner { q: next()?, e1: next()?, e2: next()?, pos: next()?, h: next()?, out: next()? })
+    }
+
+    /// Greedy plans (tokens without BOS/EOS) for `n` query vectors of width `dim`.
+    pub fn greedy(&self, queries: &[f32], dim: usize, max_len: usize, dev: &Device) -> Result<Vec<Vec<u32>>> {
+        let n = queries.len() / dim.max(1);
+        let q: Tensor<2> = Tensor::from_data(TensorData::new(queries.to_vec(), [n, dim]), dev);
+        let mut seqs: Vec<Vec<u32>> = vec![Vec::new(); n];
+        let mut done = vec![false; n];
+        for t in 0..max_len {
+            let prev: Vec<u32> = seqs.iter().map(|s| s.last().copied().unwrap_or(BOS)).collect();
+            let prev2: Vec<u32> = seqs.iter().map(|s| if s.len() >= 2 { s[s.len() - 2] } else { BOS }).collect();
+            let lp = floats(self.log_probs(q.clone(), ints(&prev, dev), ints(&prev2, dev), ints(&vec![t as u32; n], dev)))?;
+            let v = lp.len() / n.max(1);
+            for i in 0..n {
+                if done[i] {
+                    continue;
+                }
+                let row = &lp[i * v..(i + 1) * v];
+                // Never BOS; ties go to the lowest id.
+                let best = (1..v).fold(1, |b, k| if row[k] > row[b] { k } else { b }) as u32;
+                if best == EOS || t + 1 == max_len {
+                    done[i] = true;
+                } else {
+                    seqs[i].push(best);
+                }
+            }
+            if done.iter().all(|&d| d) {
+                break;
+            }
+        }
+        Ok(seqs)
+    }
+
+    /// log P(seq | q) of every candidate sequence for every query: `[n_queries][n_candidates]`.
+    pub fn sequence_log_probs(&self, queries: &[f32], dim: usize, candidates: &[Vec<u32>], dev: &Device) -> Result<Vec<Vec<f64>>> {
+        let n = queries.len() / dim.max(1);
+        let mut out = vec![vec![0.0; candidates.len()]; n];
+        if n == 0 || candidates.is_empty() {
+            return Ok(out);
+        }
+        let q: Tensor<2> = Tensor::from_data(TensorData::new(queries.to_vec(), [n, dim]), dev);
+        // One row per (candidate, step); the same rows for every query, so score query by query.
+        let steps = rows_of(&candidates.iter().enumerate().map(|(c, s)| (c as u32, s.clone(), 1.0)).collect::<Vec<_>>());
+        let (cand, prev, prev2, pos, target) = (&steps.0, &steps.1, &steps.2, &steps.3, &steps.4);
+        let (prev, prev2, pos) = (ints(prev, dev), ints(prev2, dev), ints(pos, dev));
+        for (i, row) in out.iter_mut().enumerate() {
+            let qi = q.clone().select(0, ints(&vec![i as u32; cand.len()], dev));
+            let lp = floats(self.log_probs(qi, prev.clone(), prev2.clone(), pos.clone()))?;
+            let v = lp.len() / cand.len();
+            for (r, (&c, &t)) in cand.iter().zip(target).enumerate() {
+                row[c as usize] += f64::from(lp[r * v + t as usize]);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Teacher-forcing rows of weighted sequences: (owner, y_{t-1}, y_{t-2}, t, y_t, weight).
+#[allow(clippy::type_complexity)]
+fn rows_of(targets: &[(u32, Vec<u32>, f32)]) -> (Vec<u32>, Vec<u32>, Vec<u32>, Vec<u32>, Vec<u32>, Vec<f32>) {
+    let mut r: (Vec<u32>, Vec<u32>, Vec<u32>, Vec<u32>, Vec<u32>, Vec<f32>) = Default::default();
+    for (owner, seq, w) in targets {
+        let full: Vec<u32> = seq.iter().copied().chain(std::iter::once(EOS)).collect();
+        for (t, &y) in full.iter().enumerate() {
+            r.0.push(*owner);
+            r.1.push(if t >= 1 { full[t - 1] } else { BOS });
+            r.2.push(if t >= 2 { full[t - 2] } else { BOS });
+            r.3.push(t as u32);
+            r.4.push(y);
+            r.5.push(*w);
+        }
+    }
+    r
+}
+
+/// Mean weighted negative log-likelihood per token over `data`, without gradients.
+fn eval_loss(model: &Planner, data: &SeqData, dev: &Device) -> Result<f64> {
+    if data.targets.is_empty() {
+        return Ok(0.0);
+    }
+    let (owner, prev, prev2, pos, target, w) = rows_of(&data.targets);
+    let q: Tensor<2> = Tensor::from_data(TensorData::new(data.queries.clone(), [data.n_queries(), data.dim]), dev);
+    let lp = floats(model.log_probs(q.select(0, ints(&owner, dev)), ints(&prev, dev), ints(&prev2, dev), ints(&pos, dev)))?;
+    let v = lp.len() / target.len();
+    let total: f64 = target.iter().enumerate().map(|(r, &t)| -f64::from(lp[r * v + t as usize]) * f64::from(w[r])).sum();
+    let wsum: f64 = w.iter().map(|&x| f64::from(x)).sum();
+    Ok(total / wsum.max(f64::MIN_POSITIVE))
+}
+
+/// Share of queries whose greedy plan equals their heaviest target (first on ties).
+pub fn exact_match(model: &Planner, data: &SeqData, max_len: usize, dev: &Device) -> Result<f64> {
+    let n = data.n_queries();
+    if n == 0 {
+        return Ok(0.0);
+    }
+    let mut gold: Vec<Option<(&Vec<u32>, f32)>> = vec![None; n];
+    for (q, s, w) in &data.targets {
+        let g = &mut gold[*q as usize];
+        if g.is_none_or(|(_, gw)| *w > gw) {
+            *g = Some((s, *w));
+        }
+    }
+    let pred = model.greedy(&data.queries, data.dim, max_len, dev)?;
+    let hit = pred.iter().zip(&gold).filter(|(p, g)| g.is_some_and(|(s, _)| s == *p)).count();
+    Ok(hit as f64 / n as f64)
+}
+
+/// Trains a planner; returns the checkpointed (best-validation) model and the curve.
+pub fn train_planner(shape: PlannerShape, train: &SeqData, val: &SeqData, cfg: &PlannerConfig, dev: &Device) -> Result<(Planner, Vec<PlannerEpoch>, u32)> {
+    if train.targets.is_empty() {
+        return Err(ModelError::Internal("no training sequences for the planner".into()));
+    }
+    if let Some(bad) = train.targets.iter().chain(&val.targets).flat_map(|t| t.1.iter()).find(|&&t| t as usize >= shape.vocab) {
+        return Err(ModelError::Internal(format!("token {bad} outside the vocabulary of {}", shape.vocab)));
+    }
+    if train.targets.iter().chain(&val.targets).any(|t| t.1.len() + 1 > shape.max_len) {
+        return Err(ModelError::Internal(format!("a target is longer than max_len {}", shape.max_len)));
+    }
+    let ad = dev.clone().autodiff();
+    let mut rng = Stream(cfg.seed ^ 0x6261_7463);
+    let mut model = Planner::new(shape, cfg.seed, &ad);
+    let mut optim = AdamConfig::new().with_epsilon(1e-8).init();
+    let (owner, prev, prev2, pos, target, w) = rows_of(&train.targets);
+    let q_all: Tensor<2> = Tensor::from_data(TensorData::new(train.queries.clone(), [train.n_queries(), train.dim]), &ad);
+    let rows = owner.len();
+    let mut curve = Vec::new();
+    let mut best: Option<(f64, f64, u32, Planner)> = None;
+    for epoch in 1..=cfg.epochs {
+        let mut order: Vec<usize> = (0..rows).collect();
+        for i in (1..rows).rev() {
+            order.swap(i, rng.below(i + 1));
+        }
+        let (mut loss_sum, mut w_sum) = (0.0, 0.0);
+        for chunk in order.chunks(cfg.batch.max(1)) {
+            let pick = |v: &[u32]| chunk.iter().map(|&i| v[i]).collect::<Vec<u32>>();
+            let lp = model.log_probs(q_all.clone().select(0, ints(&pick(&owner), &ad)), ints(&pick(&prev), &ad), ints(&pick(&prev2), &ad), ints(&pick(&pos), &ad));
+            let mut onehot = vec![0f32; chunk.len() * shape.vocab];
+            let mut bw = 0.0f32;
+            for (r, &i) in chunk.iter().enumerate() {
+                onehot[r * shape.vocab + target[i] as usize] = w[i];
+                bw += w[i];
+            }
+            let onehot: Tensor<2> = Tensor::from_data(TensorData::new(onehot, [chunk.len(), shape.vocab]), &ad);
+            let loss = (lp * onehot).sum().mul_scalar(-1.0 / f64::from(bw.max(f32::MIN_POSITIVE)));
+            loss_sum += f64::from(loss.clone().into_scalar::<f32>()) * f64::from(bw);
+            w_sum += f64::from(bw);
+            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            model = optim.step(cfg.lr, model, grads);
+        }
+        let valid = model.valid();
+        // Mean weighted NLL per token of the epoch's mini-batches (as trained, before the step).
+        let train_loss = loss_sum / w_sum.max(f64::MIN_POSITIVE);
+        let val_loss = eval_loss(&valid, val, dev)?;
+        let val_exact = exact_match(&valid, val, cfg.max_len, dev)?;
+        curve.push(PlannerEpoch { epoch: epoch as u32, train_loss, val_loss, val_exact });
+        let better = best.as_ref().is_none_or(|(e, l, _, _)| val_exact > *e || (val_exact == *e && val_loss < *l));
+        if better {
+            best = Some((val_exact, val_loss, epoch as u32, valid));
+        }
+    }
+    let (_, _, epoch, model) = best.ok_or_else(|| ModelError::Internal("no epoch ran".into()))?;
+    Ok((model, curve, epoch))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Queries are one-hot-ish vectors; the plan to emit is a function of which block is hot.
+    fn planted(n: usize, seed: u64) -> SeqData {
+        let plans: [&[u32]; 4] = [&[2, 5, 3], &[2, 6, 4, 5, 3], &[3], &[4, 6, 2]];
+        let dim = 8;
+        let mut rng = Stream(seed);
+        let mut d = SeqData { dim, ..Default::default() };
+        for i in 0..n {
+            let k = i % 4;
+            let v: Vec<f32> = (0..dim).map(|j| if j / 2 == k { 1.0 } else { 0.0 } + (rng.unit() as f32 - 0.5) * 0.2).collect();
+            d.queries.extend(v);
+            d.targets.push((i as u32, plans[k].to_vec(), 1.0));
+        }
+        d
+    }
+
+    #[test]
+    fn learns_a_planted_query_to_plan_map_deterministically_and_round_trips() -> Result<()> {
+        let dev = crate::DeviceChoice::Cpu.device();
+        let (train, val) = (planted(80, 1), planted(40, 2));
+        let shape = PlannerShape { dim: 8, vocab: 7, hidden: 32, max_len: 8 };
+        let cfg = PlannerConfig { hidden: 32, epochs: 30, batch: 64, lr: 5e-3, max_len: 8, seed: 3 };
+        let (m, curve, _) = train_planner(shape, &train, &val, &cfg, &dev)?;
+        assert_eq!(exact_match(&m, &val, 8, &dev)?, 1.0);
+        assert!(curve.last().map(|c| c.train_loss).unwrap_or(9.0) < curve[0].train_loss / 4.0, "{curve:?}");
+        // Same seed, same curve; and the greedy plan is the most likely of the candidate set.
+        let (m2, curve2, _) = train_planner(shape, &train, &val, &cfg, &dev)?;
+        assert_eq!(curve, curve2);
+        let cands: Vec<Vec<u32>> = vec![vec![2, 5, 3], vec![2, 6, 4, 5, 3], vec![3], vec![4, 6, 2]];
+        let lp = m2.sequence_log_probs(&val.queries, 8, &cands, &dev)?;
+        for (i, row) in lp.iter().enumerate() {
+            let best = (0..4).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap_or(0);
+            assert_eq!(best, i % 4, "{row:?}");
+        }
+        // Save, load strictly, same plans; a wrong shape is refused.
+        let dir = tempfile::tempdir().map_err(|e| ModelError::Internal(e.to_string()))?;
+        let p = dir.path().join("planner.safetensors");
+        m.save(&p)?;
+        let back = Planner::load(&p, shape, &dev)?;
+        assert_eq!(back.greedy(&val.queries, 8, 8, &dev)?, m.greedy(&val.queries, 8, 8, &dev)?);
+        assert!(Planner::load(&p, PlannerShape { vocab: 8, ..shape }, &dev).is_err());
+        Ok(())
+    }
+}
