@@ -12,6 +12,7 @@ pub mod gnn;
 pub mod linalg;
 pub mod minilm;
 pub mod planner;
+pub mod reranker;
 
 pub use device::DeviceChoice;
 pub use error::ModelError;
