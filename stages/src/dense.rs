@@ -217,12 +217,12 @@ pub struct DenseStage;
 
 static INFO: StageInfo = StageInfo {
     name: "dense",
-    version: 2,
+    version: 3,
     about: "MiniLM (or hashing) embeddings + exact cosine top-k with burn (method `dense` or `dense-hash`)",
     deps: &["ingest"],
     needs: &[("ingest", "nodes"), ("ingest", "queries")],
     excludes: &[],
-    outputs: &["embeddings", "run"],
+    outputs: &["embeddings", "query_embeddings", "run"],
 };
 
 impl StageSpec for DenseStage {
@@ -278,6 +278,12 @@ impl StageSpec for DenseStage {
         ])
         .map_err(|e| StageError::Internal(e.to_string()))?;
         ctx.write("embeddings", &emb)?;
+        let qemb_batch = RecordBatch::try_from_iter(vec![
+            ("query_id", Arc::new(UInt32Array::from(qids.values().to_vec())) as ArrayRef),
+            ("embedding", embedding_array(qemb, dim)?),
+        ])
+        .map_err(|e| StageError::Internal(e.to_string()))?;
+        ctx.write("query_embeddings", &qemb_batch)?;
         ctx.write("run", &run_batch(method, &rows)?)
     }
 }

@@ -22,6 +22,8 @@ pub mod graph;
 pub mod graphwave;
 pub mod ingest;
 pub mod metrics;
+pub mod mor;
+pub mod planning;
 pub mod plots;
 pub mod text;
 pub mod textmetrics;
@@ -70,7 +72,7 @@ pub trait Stage: Send + Sync {
 
 /// Every stage, in a valid execution order.
 pub fn all() -> Vec<&'static dyn Stage> {
-    vec![&ingest::Ingest, &graph::GraphStage, &bm25::Bm25Stage, &dense::DenseStage, &toporag::ToporagStage, &metrics::Metrics]
+    vec![&ingest::Ingest, &graph::GraphStage, &bm25::Bm25Stage, &dense::DenseStage, &planning::PlanningStage, &mor::MorStage, &toporag::ToporagStage, &metrics::Metrics]
 }
 
 /// What a stage module implements: its description, its typed config and its work. Every
