@@ -807,7 +807,7 @@ impl StageSpec for Bm25Stage {
         for (k, name) in ["bm25_index", "bm25_terms", "bm25_postings", "bm25_docs"].iter().enumerate() {
             let batches: Vec<RecordBatch> = parts.iter().map(|p| p[k].clone()).collect();
             let schema = batches[0].schema();
-            let all = arrow::compute::concat_batches(&schema, &batches).map_err(|e| StageError::Internal(e.to_string()))?;
+            let all = arrow::compute::concat_batches(&schema, &batches)?;
             ctx.write(name, &all)?;
         }
         Ok(())

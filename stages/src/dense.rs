@@ -275,14 +275,12 @@ impl StageSpec for DenseStage {
         let emb = RecordBatch::try_from_iter(vec![
             ("node_id", Arc::new(UInt32Array::from(doc_ids.clone())) as ArrayRef),
             ("embedding", embedding_array(demb, dim)?),
-        ])
-        .map_err(|e| StageError::Internal(e.to_string()))?;
+        ])?;
         ctx.write("embeddings", &emb)?;
         let qemb_batch = RecordBatch::try_from_iter(vec![
             ("query_id", Arc::new(UInt32Array::from(qids.values().to_vec())) as ArrayRef),
             ("embedding", embedding_array(qemb, dim)?),
-        ])
-        .map_err(|e| StageError::Internal(e.to_string()))?;
+        ])?;
         ctx.write("query_embeddings", &qemb_batch)?;
         ctx.write("run", &run_batch(method, &rows)?)
     }

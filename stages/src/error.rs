@@ -45,5 +45,13 @@ pub enum StageError {
     Internal(String),
 }
 
+/// Arrow refusing a batch a stage built from its own columns is a bug in that stage (inputs are
+/// validated by the schemas layer before any stage sees them).
+impl From<arrow::error::ArrowError> for StageError {
+    fn from(e: arrow::error::ArrowError) -> Self {
+        StageError::Internal(format!("arrow: {e}"))
+    }
+}
+
 /// Result of the stage layer.
 pub type Result<T, E = StageError> = std::result::Result<T, E>;

@@ -130,7 +130,7 @@ impl StageSpec for GraphStage {
             ("isolated", Arc::new(UInt64Array::from_iter_values(rows.iter().map(|r| r.1.3)))),
             ("components", Arc::new(UInt64Array::from_iter(rows.iter().map(|r| (r.0 == "*").then_some(comps as u64))))),
         ];
-        let batch = RecordBatch::try_from_iter(cols).map_err(|e| StageError::Internal(e.to_string()))?;
+        let batch = RecordBatch::try_from_iter(cols)?;
         ctx.write("graph_stats", &batch)
     }
 }

@@ -196,7 +196,7 @@ impl StageSpec for Metrics {
             }
         }
         let schema = tables::METRICS_PER_QUERY.schema();
-        let pq = arrow::compute::concat_batches(&schema, &parts).map_err(|e| StageError::Internal(e.to_string()))?;
+        let pq = arrow::compute::concat_batches(&schema, &parts)?;
         let agg = ctx.timed("aggregate (datafusion)", |_| aggregate(&pq))?;
         let text = report(&ctx.dataset.name, &agg, cfg.mode)?;
         ctx.write("per_query", &pq)?;

@@ -433,8 +433,7 @@ impl StageSpec for MorStage {
             ("metapath", Arc::new(StringArray::from_iter_values(reasoned.iter().map(|r| r.0.as_str()))) as ArrayRef),
             ("valid", Arc::new(arrow::array::BooleanArray::from(reasoned.iter().map(|r| r.1).collect::<Vec<_>>())) as ArrayRef),
             ("restrictions", Arc::new(StringArray::from_iter_values(reasoned.iter().map(|r| r.2.as_str()))) as ArrayRef),
-        ])
-        .map_err(|e| StageError::Internal(e.to_string()))?;
+        ])?;
         ctx.write("plans", &plan_batch)?;
         let mut rb = RunBuilder::default();
         for (i, (qid, _)) in order.iter().enumerate() {
@@ -450,16 +449,14 @@ impl StageSpec for MorStage {
             ("val_loss", Arc::new(Float64Array::from_iter_values(pcurve.iter().map(|c| c.val_loss))) as ArrayRef),
             ("val_metapath_exact", Arc::new(Float64Array::from_iter_values(pcurve.iter().map(|c| c.val_exact))) as ArrayRef),
             ("kept", Arc::new(arrow::array::BooleanArray::from(pcurve.iter().map(|c| c.epoch == pbest).collect::<Vec<_>>())) as ArrayRef),
-        ])
-        .map_err(|e| StageError::Internal(e.to_string()))?;
+        ])?;
         ctx.write("planner_curve", &pc)?;
         let rc = RecordBatch::try_from_iter(vec![
             ("epoch", Arc::new(UInt32Array::from_iter_values(rcurve.iter().map(|c| c.epoch))) as ArrayRef),
             ("train_loss", Arc::new(Float64Array::from_iter_values(rcurve.iter().map(|c| c.train_loss))) as ArrayRef),
             ("val_hit1", Arc::new(Float64Array::from_iter_values(rcurve.iter().map(|c| c.val_hit1))) as ArrayRef),
             ("kept", Arc::new(arrow::array::BooleanArray::from(rcurve.iter().map(|c| c.epoch == rbest).collect::<Vec<_>>())) as ArrayRef),
-        ])
-        .map_err(|e| StageError::Internal(e.to_string()))?;
+        ])?;
         ctx.write("reranker_curve", &rc)
     }
 }

@@ -374,8 +374,7 @@ impl StageSpec for PlanningStage {
             ("node_id", Arc::new(UInt32Array::from(tn)) as ArrayRef),
             ("method", Arc::new(StringArray::from(tm)) as ArrayRef),
             ("span", Arc::new(StringArray::from(ts)) as ArrayRef),
-        ])
-        .map_err(|e| StageError::Internal(e.to_string()))?;
+        ])?;
         ctx.write("topic_entities", &topic)?;
         // relation_paths
         let (mut rq, mut rs, mut rw, mut rc) = (vec![], vec![], vec![], vec![]);
@@ -405,8 +404,7 @@ impl StageSpec for PlanningStage {
             ("types", Arc::new(typ_b.finish()) as ArrayRef),
             ("weight", Arc::new(Float32Array::from(rw)) as ArrayRef),
             ("answers_reached", Arc::new(UInt32Array::from(rc)) as ArrayRef),
-        ])
-        .map_err(|e| StageError::Internal(e.to_string()))?;
+        ])?;
         ctx.write("relation_paths", &rel)?;
         // planning_graphs
         let (mut pq, mut pm, mut pr, mut ps) = (vec![], vec![], vec![], vec![]);
@@ -434,8 +432,7 @@ impl StageSpec for PlanningStage {
             ("split", Arc::new(StringArray::from(ps)) as ArrayRef),
             ("metapath", Arc::new(StringArray::from(pm)) as ArrayRef),
             ("restrictions", Arc::new(StringArray::from(pr)) as ArrayRef),
-        ])
-        .map_err(|e| StageError::Internal(e.to_string()))?;
+        ])?;
         ctx.write("planning_graphs", &pg)
     }
 }

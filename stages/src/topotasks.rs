@@ -109,10 +109,6 @@ pub fn link_split(n: usize, edges: &[(u32, u32)], partial: &[bool], cfg: &TaskCo
     LinkSplit { message, val_pos, val_neg, test_pos, test_neg }
 }
 
-fn internal(e: impl std::fmt::Display) -> StageError {
-    StageError::Internal(e.to_string())
-}
-
 enum Job<'a> {
     Class(GnnKind, &'a str, &'a [f32]),
     Link(&'a str, &'a [f32]),
@@ -213,8 +209,7 @@ pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress) -> R
             ("epochs", u32a(nc_epochs)),
             ("train_nodes", u32a(nc_train)),
             ("test_nodes", u32a(nc_test)),
-        ])
-        .map_err(internal)?,
+        ])?,
         link_prediction: RecordBatch::try_from_iter(vec![
             ("retriever", strs(lp_ret)),
             (hits.as_str(), f64a(lp_hits)),
@@ -223,8 +218,7 @@ pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress) -> R
             ("epochs", u32a(lp_epochs)),
             ("test_edges", u32a(lp_pos)),
             ("test_negatives", u32a(lp_neg)),
-        ])
-        .map_err(internal)?,
+        ])?,
         curves: RecordBatch::try_from_iter(vec![
             ("task", strs(c_task)),
             ("model", strs(c_model)),
@@ -234,8 +228,7 @@ pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress) -> R
             ("val_loss", f64a(c_vl)),
             ("val_metric", f64a(c_vm)),
             ("test_metric", f64a(c_tm)),
-        ])
-        .map_err(internal)?,
+        ])?,
     })
 }
 
