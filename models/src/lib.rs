@@ -13,6 +13,7 @@ pub mod linalg;
 pub mod minilm;
 pub mod planner;
 pub mod reranker;
+pub mod tagger;
 
 pub use device::DeviceChoice;
 pub use error::ModelError;

@@ -117,38 +117,15 @@ impl Planner {
 
     /// Writes the weights as safetensors (`<layer>.weight` `[in, out]`, `<layer>.bias`).
     pub fn save(&self, path: &Path) -> Result<()> {
-        let mut bufs: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
-        for (name, l) in Self::NAMES.iter().zip(self.layers()) {
-            let (w, b) = l.to_host()?;
-            let (d_in, d_out) = (w.len() / b.len().max(1), b.len());
-            bufs.push((format!("{name}.weight"), vec![d_in, d_out], w.iter().flat_map(|v| v.to_le_bytes()).collect()));
-            bufs.push((format!("{name}.bias"), vec![d_out], b.iter().flat_map(|v| v.to_le_bytes()).collect()));
-        }
-        let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = bufs
-            .iter()
-            .map(|(n, s, d)| safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), d).map(|v| (n.clone(), v)))
-            .collect::<std::result::Result<_, _>>()
-            .map_err(|e| ModelError::Internal(format!("safetensors view: {e}")))?;
-        let bytes = safetensors::tensor::serialize(views, None).map_err(|e| ModelError::Internal(format!("safetensors: {e}")))?;
-        let tmp = path.with_extension("safetensors.tmp");
-        std::fs::write(&tmp, bytes).map_err(|source| ModelError::Io { path: tmp.clone(), source })?;
-        std::fs::rename(&tmp, path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })
+        crate::gnn::save_layers(path, &Self::NAMES.iter().copied().zip(self.layers()).collect::<Vec<_>>())
     }
 
     /// Reads weights written by [`Planner::save`], strictly (every tensor, exact shapes, nothing else).
     pub fn load(path: &Path, shape: PlannerShape, dev: &Device) -> Result<Self> {
-        let bytes = std::fs::read(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
-        let mut wf = crate::minilm::weights::WeightFile::parse(path, &bytes)?;
         let PlannerShape { dim, vocab, hidden, max_len } = shape;
         let dims = [(dim, hidden), (vocab, hidden), (vocab, hidden), (max_len, hidden), (hidden, hidden), (hidden, vocab)];
-        let mut layers = Vec::new();
-        for (name, (i, o)) in Self::NAMES.iter().zip(dims) {
-            let w = wf.f32s(&format!("{name}.weight"), &[i, o])?;
-            let b = wf.f32s(&format!("{name}.bias"), &[o])?;
-            layers.push(Dense::from_host(w, b, i, o, dev));
-        }
-        wf.finish()?;
-        let mut it = layers.into_iter();
+        let spec: Vec<(&str, usize, usize)> = Self::NAMES.iter().zip(dims).map(|(n, (i, o))| (*n, i, o)).collect();
+        let mut it = crate::gnn::load_layers(path, &spec, dev)?.into_iter();
         let mut next = || it.next().ok_or_else(|| ModelError::Internal("planner layers".into()));
         Ok(Planner { q: next()?, e1: next()?, e2: next()?, pos: next()?, h: next()?, out: next()? })
     }

@@ -62,6 +62,12 @@ pub enum Command {
     /// STaRK's evaluator over any run: `--run R.parquet --answers A.parquet --num-candidates N
     /// [--mode stark|mor] --out M.parquet` (per query: hit@1, hit@5, recall@20, MRR).
     Evaluate(crate::eval_tool::EvaluateArgs),
+    /// Train the planner (metapath decoder + restriction tagger) on MoR's plan files:
+    /// `--plans DIR --out MODEL_DIR`; reports metapath exact match and restriction token F1 on
+    /// `plans_val.jsonl`.
+    TrainPlanner(crate::plan_tool::TrainPlannerArgs),
+    /// Plans for any queries: `--model MODEL_DIR --queries Q.parquet --out P.parquet`.
+    Plan(crate::plan_tool::PlanArgs),
     /// Download with hf-hub: `minilm` (the sentence model) or `stark-amazon|stark-mag|stark-prime`.
     Fetch {
         /// What to fetch.
@@ -223,6 +229,8 @@ pub fn dispatch(args: Args) -> Result<ExitCode> {
         Command::Diffusion(a) => crate::topo_tools::cmd_diffusion(a).map(|_| ExitCode::SUCCESS),
         Command::Graphwave(a) => crate::topo_tools::cmd_graphwave(a).map(|_| ExitCode::SUCCESS),
         Command::Evaluate(a) => crate::eval_tool::cmd_evaluate(a).map(|_| ExitCode::SUCCESS),
+        Command::TrainPlanner(a) => crate::plan_tool::cmd_train_planner(a, args.quiet).map(|_| ExitCode::SUCCESS),
+        Command::Plan(a) => crate::plan_tool::cmd_plan(a, args.quiet).map(|_| ExitCode::SUCCESS),
         Command::Fetch { what, dest } => crate::tools::cmd_fetch(&what, dest).map(|_| ExitCode::SUCCESS),
     }
 }

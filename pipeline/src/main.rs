@@ -3,6 +3,7 @@
 
 mod cli;
 mod eval_tool;
+mod plan_tool;
 mod runner;
 mod sql;
 mod tools;

@@ -69,7 +69,7 @@ pub struct EmbedArgs {
     pub engine: Option<String>,
 }
 
-fn column<'a>(b: &'a RecordBatch, path: &Path, name: &str) -> Result<&'a ArrayRef> {
+pub(crate) fn column<'a>(b: &'a RecordBatch, path: &Path, name: &str) -> Result<&'a ArrayRef> {
     b.column_by_name(name).with_context(|| format!("{}: no column `{name}` (has: {})", path.display(), names(b)))
 }
 
@@ -110,7 +110,7 @@ fn lexical(b: &RecordBatch, path: &Path) -> Result<Lexical> {
     Ok(Lexical::Texts(texts(b, path, "text")?))
 }
 
-fn texts(b: &RecordBatch, path: &Path, name: &str) -> Result<Vec<String>> {
+pub(crate) fn texts(b: &RecordBatch, path: &Path, name: &str) -> Result<Vec<String>> {
     let c = column(b, path, name)?;
     let s = arrow::compute::cast(c, &DataType::Utf8).with_context(|| format!("{}: column `{name}` is not text", path.display()))?;
     let s = s.as_string::<i32>();
@@ -119,7 +119,7 @@ fn texts(b: &RecordBatch, path: &Path, name: &str) -> Result<Vec<String>> {
         .collect()
 }
 
-fn check_ids(c: &ArrayRef, path: &Path, name: &str) -> Result<()> {
+pub(crate) fn check_ids(c: &ArrayRef, path: &Path, name: &str) -> Result<()> {
     if !(c.data_type().is_integer() || matches!(c.data_type(), DataType::Utf8 | DataType::LargeUtf8)) {
         bail!("{}: column `{name}` must be integers or strings, is {}", path.display(), c.data_type());
     }

@@ -88,7 +88,7 @@ fn second_run_skips_everything_force_reruns_and_config_change_reruns_downstream(
     let o = d.path();
     let first = ok(tgrag(o, &["run", "--size", "tiny"]));
     let v = verbs(&first);
-    assert_eq!(v.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(), vec!["ingest", "graph", "bm25", "dense", "planning", "mor", "toporag", "metrics"], "{first}");
+    assert_eq!(v.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(), vec!["ingest", "graph", "bm25", "dense", "planning", "mor", "pasemiqa", "toporag", "metrics"], "{first}");
     assert!(v.iter().all(|x| x.1 == "ran"), "{first}");
     assert!(first.contains("report:"), "{first}");
 
@@ -132,7 +132,7 @@ fn sql_counts_nodes_and_schema_and_stages_describe() {
     assert!(out.contains(&format!("| {} ", nodes.num_rows())), "{out}");
     // Joins across stages work on the registered names.
     let out = ok(tgrag(o, &["sql", "SELECT method, count(*) AS q FROM synthetic_metrics_per_query GROUP BY method"]));
-    assert!(out.contains("bm25") && out.contains("| dense ") && out.contains("| mor ") && out.contains("| mor-no-rerank ") && out.contains("| 80 "), "{out}");
+    assert!(out.contains("bm25") && out.contains("| dense ") && out.contains("| mor ") && out.contains("| mor-no-rerank ") && out.contains("| pasemiqa ") && out.contains("| 80 "), "{out}");
     let list = ok(tgrag(o, &["sql", "--list", ""]));
     assert!(list.contains("synthetic_bm25_run") && list.contains("synthetic_ingest_tag_edges"), "{list}");
 

@@ -47,6 +47,23 @@ pub fn strs<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {
     c.as_string_opt::<i32>().ok_or_else(|| wrong_type(name, "utf8", c.data_type()))
 }
 
+/// The column `name` as list<utf8>, one `Vec<String>` per row (a null row is empty).
+pub fn string_lists(batch: &RecordBatch, name: &str) -> Result<Vec<Vec<String>>> {
+    let c = column(batch, name)?;
+    let l = c.as_list_opt::<i32>().ok_or_else(|| wrong_type(name, "list<utf8>", c.data_type()))?;
+    let mut out = Vec::with_capacity(l.len());
+    for i in 0..l.len() {
+        if l.is_null(i) {
+            out.push(Vec::new());
+            continue;
+        }
+        let v = l.value(i);
+        let s = v.as_string_opt::<i32>().ok_or_else(|| wrong_type(name, "list<utf8>", c.data_type()))?;
+        out.push((0..s.len()).map(|j| s.value(j).to_string()).collect());
+    }
+    Ok(out)
+}
+
 /// A nullable utf8 cell as `Option<&str>`.
 pub fn opt_str(a: &StringArray, i: usize) -> Option<&str> {
     if a.is_null(i) { None } else { Some(a.value(i)) }

@@ -23,6 +23,8 @@ pub mod graphwave;
 pub mod ingest;
 pub mod metrics;
 pub mod mor;
+pub mod mor_planner;
+pub mod pasemiqa;
 pub mod planning;
 pub mod plots;
 pub mod text;
@@ -72,7 +74,7 @@ pub trait Stage: Send + Sync {
 
 /// Every stage, in a valid execution order.
 pub fn all() -> Vec<&'static dyn Stage> {
-    vec![&ingest::Ingest, &graph::GraphStage, &bm25::Bm25Stage, &dense::DenseStage, &planning::PlanningStage, &mor::MorStage, &toporag::ToporagStage, &metrics::Metrics]
+    vec![&ingest::Ingest, &graph::GraphStage, &bm25::Bm25Stage, &dense::DenseStage, &planning::PlanningStage, &mor::MorStage, &pasemiqa::PasemiqaStage, &toporag::ToporagStage, &metrics::Metrics]
 }
 
 /// What a stage module implements: its description, its typed config and its work. Every

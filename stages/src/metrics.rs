@@ -16,7 +16,7 @@ use crate::eval::{Candidates, EvalMode, query_metrics};
 use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
 
 /// Retrieval stages whose `run` table is evaluated.
-pub const RUN_STAGES: &[&str] = &["bm25", "dense", "mor"];
+pub const RUN_STAGES: &[&str] = &["bm25", "dense", "mor", "pasemiqa"];
 
 /// Options of the `metrics` stage.
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
@@ -165,7 +165,7 @@ static INFO: StageInfo = StageInfo {
     name: "metrics",
     version: 1,
     about: "STaRK-semantics hit@1/hit@5/recall@20/MRR per query, aggregates (SQL), report.md",
-    deps: &["ingest", "bm25", "dense", "mor"],
+    deps: &["ingest", "bm25", "dense", "mor", "pasemiqa"],
     needs: &[("ingest", "queries"), ("ingest", "answers")],
     excludes: &[],
     outputs: &["per_query", "aggregate", "report.md"],

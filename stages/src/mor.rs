@@ -96,7 +96,8 @@ impl Kb {
         Ok(m)
     }
 
-    fn dense(&self, qid: u32, node: u32) -> f32 {
+    /// Inner product of a query's and a node's dense vectors (0 for an unknown query).
+    pub fn dense(&self, qid: u32, node: u32) -> f32 {
         let q = self.query_emb(qid);
         if q.is_empty() {
             return 0.0;
