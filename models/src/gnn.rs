@@ -84,6 +84,11 @@ impl Dense {
         x.matmul(self.w.val()) + self.b.val().unsqueeze()
     }
 
+    /// Output width.
+    pub(crate) fn d_out(&self) -> usize {
+        self.b.val().dims()[0]
+    }
+
     fn linear(&self, x: Tensor<2>) -> Tensor<2> {
         x.matmul(self.w.val())
     }

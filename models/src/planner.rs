@@ -3,8 +3,9 @@
 //! the path separator, end of plan), conditioned on the query's MiniLM vector (the mean of its
 //! MiniLM token embeddings, i.e. the sentence embedding).
 //!
-//! Step t predicts token t from the query vector, the two previous tokens and the position:
-//! `logits = W_o · relu(W_h · relu(W_q q + E₁[y_{t-1}] + E₂[y_{t-2}] + P[t]) + b_h) + b_o`.
+//! Step t predicts token t from the query vector, the two previous tokens, the bag of all earlier
+//! tokens (so that a multi-path plan knows which paths it already wrote) and the position:
+//! `logits = W_o · relu(W_h · relu(W_q q + E₁[y_{t-1}] + E₂[y_{t-2}] + W_b bag(y_{<t}) + P[t]) + b_h) + b_o`.
 //! Training minimises the weighted cross-entropy of the target sequences (weight 1 for MoR plans,
 //! PASemiQA's Q(z|q) = 1/|Z*| for relation paths), Adam, seeded mini-batches; the checkpoint is the
 //! epoch with the best validation exact match (ties: lower validation loss). Decoding is greedy
@@ -74,6 +75,7 @@ pub struct Planner {
     q: Dense,
     e1: Dense,
     e2: Dense,
+    bag: Dense,
     pos: Dense,
     h: Dense,
     out: Dense,
@@ -96,6 +98,7 @@ impl Planner {
             q: Dense::new(dim, hidden, &mut rng, dev),
             e1: Dense::new(vocab, hidden, &mut rng, dev),
             e2: Dense::new(vocab, hidden, &mut rng, dev),
+            bag: Dense::new(vocab, hidden, &mut rng, dev),
             pos: Dense::new(max_len, hidden, &mut rng, dev),
             h: Dense::new(hidden, hidden, &mut rng, dev),
             out: Dense::new(hidden, vocab, &mut rng, dev),
@@ -103,16 +106,20 @@ impl Planner {
     }
 
     /// Log-probabilities `[rows, vocab]` of the next token for rows `(query vector, y_{t-1}, y_{t-2}, t)`.
-    fn log_probs(&self, q: Tensor<2>, prev: Tensor<1, Int>, prev2: Tensor<1, Int>, pos: Tensor<1, Int>) -> Tensor<2> {
-        let x = self.q.forward(q) + self.e1.rows(prev) + self.e2.rows(prev2) + self.pos.rows(pos);
+    fn log_probs(&self, q: Tensor<2>, prev: Tensor<1, Int>, prev2: Tensor<1, Int>, bag: Tensor<2>, pos: Tensor<1, Int>) -> Tensor<2> {
+        let x = self.q.forward(q) + self.e1.rows(prev) + self.e2.rows(prev2) + self.bag.forward(bag) + self.pos.rows(pos);
         let x = relu(self.h.forward(relu(x)));
         log_softmax(self.out.forward(x), 1)
     }
 
-    const NAMES: [&'static str; 6] = ["q", "e1", "e2", "pos", "h", "out"];
+    const NAMES: [&'static str; 7] = ["q", "e1", "e2", "bag", "pos", "h", "out"];
 
-    fn layers(&self) -> [&Dense; 6] {
-        [&self.q, &self.e1, &self.e2, &self.pos, &self.h, &self.out]
+    fn layers(&self) -> [&Dense; 7] {
+        [&self.q, &self.e1, &self.e2, &self.bag, &self.pos, &self.h, &self.out]
+    }
+
+    fn vocab(&self) -> usize {
+        self.out.d_out()
     }
 
     /// Writes the weights as safetensors (`<layer>.weight` `[in, out]`, `<layer>.bias`).
@@ -123,11 +130,11 @@ impl Planner {
     /// Reads weights written by [`Planner::save`], strictly (every tensor, exact shapes, nothing else).
     pub fn load(path: &Path, shape: PlannerShape, dev: &Device) -> Result<Self> {
         let PlannerShape { dim, vocab, hidden, max_len } = shape;
-        let dims = [(dim, hidden), (vocab, hidden), (vocab, hidden), (max_len, hidden), (hidden, hidden), (hidden, vocab)];
+        let dims = [(dim, hidden), (vocab, hidden), (vocab, hidden), (vocab, hidden), (max_len, hidden), (hidden, hidden), (hidden, vocab)];
         let spec: Vec<(&str, usize, usize)> = Self::NAMES.iter().zip(dims).map(|(n, (i, o))| (*n, i, o)).collect();
         let mut it = crate::gnn::load_layers(path, &spec, dev)?.into_iter();
         let mut next = || it.next().ok_or_else(|| ModelError::Internal("planner layers".into()));
-        Ok(Planner { q: next()?, e1: next()?, e2: next()?, pos: next()?, h: next()?, out: next()? })
+        Ok(Planner { q: next()?, e1: next()?, e2: next()?, bag: next()?, pos: next()?, h: next()?, out: next()? })
     }
 
     /// Greedy plans (tokens without BOS/EOS) for `n` query vectors of width `dim`.
@@ -139,7 +146,8 @@ impl Planner {
         for t in 0..max_len {
             let prev: Vec<u32> = seqs.iter().map(|s| s.last().copied().unwrap_or(BOS)).collect();
             let prev2: Vec<u32> = seqs.iter().map(|s| if s.len() >= 2 { s[s.len() - 2] } else { BOS }).collect();
-            let lp = floats(self.log_probs(q.clone(), ints(&prev, dev), ints(&prev2, dev), ints(&vec![t as u32; n], dev)))?;
+            let bag = bags(&seqs.iter().map(Vec::as_slice).collect::<Vec<_>>(), self.vocab(), dev);
+            let lp = floats(self.log_probs(q.clone(), ints(&prev, dev), ints(&prev2, dev), bag, ints(&vec![t as u32; n], dev)))?;
             let v = lp.len() / n.max(1);
             for i in 0..n {
                 if done[i] {
@@ -170,12 +178,15 @@ impl Planner {
         }
         let q: Tensor<2> = Tensor::from_data(TensorData::new(queries.to_vec(), [n, dim]), dev);
         // One row per (candidate, step); the same rows for every query, so score query by query.
-        let steps = rows_of(&candidates.iter().enumerate().map(|(c, s)| (c as u32, s.clone(), 1.0)).collect::<Vec<_>>());
+        let targets: Vec<(u32, Vec<u32>, f32)> = candidates.iter().enumerate().map(|(c, s)| (c as u32, s.clone(), 1.0)).collect();
+        let steps = rows_of(&targets);
         let (cand, prev, prev2, pos, target) = (&steps.0, &steps.1, &steps.2, &steps.3, &steps.4);
         let (prev, prev2, pos) = (ints(prev, dev), ints(prev2, dev), ints(pos, dev));
+        let prefixes = prefixes_of(&targets);
+        let bag = bags(&prefixes.iter().map(|(o, t)| &targets[*o].1[..*t]).collect::<Vec<_>>(), self.vocab(), dev);
         for (i, row) in out.iter_mut().enumerate() {
             let qi = q.clone().select(0, ints(&vec![i as u32; cand.len()], dev));
-            let lp = floats(self.log_probs(qi, prev.clone(), prev2.clone(), pos.clone()))?;
+            let lp = floats(self.log_probs(qi, prev.clone(), prev2.clone(), bag.clone(), pos.clone()))?;
             let v = lp.len() / cand.len();
             for (r, (&c, &t)) in cand.iter().zip(target).enumerate() {
                 row[c as usize] += f64::from(lp[r * v + t as usize]);
@@ -183,6 +194,24 @@ impl Planner {
         }
         Ok(out)
     }
+}
+
+/// Per teacher-forcing row (same order as [`rows_of`]): the target index and the prefix length.
+fn prefixes_of(targets: &[(u32, Vec<u32>, f32)]) -> Vec<(usize, usize)> {
+    targets.iter().enumerate().flat_map(|(i, (_, seq, _))| (0..=seq.len()).map(move |t| (i, t))).collect()
+}
+
+/// Multi-hot `[rows, vocab]` of the tokens of each prefix.
+fn bags(prefixes: &[&[u32]], vocab: usize, dev: &Device) -> Tensor<2> {
+    let mut m = vec![0f32; prefixes.len() * vocab];
+    for (r, p) in prefixes.iter().enumerate() {
+        for &t in *p {
+            if (t as usize) < vocab {
+                m[r * vocab + t as usize] = 1.0;
+            }
+        }
+    }
+    Tensor::from_data(TensorData::new(m, [prefixes.len(), vocab]), dev)
 }
 
 /// Teacher-forcing rows of weighted sequences: (owner, y_{t-1}, y_{t-2}, t, y_t, weight).
@@ -210,7 +239,9 @@ fn eval_loss(model: &Planner, data: &SeqData, dev: &Device) -> Result<f64> {
     }
     let (owner, prev, prev2, pos, target, w) = rows_of(&data.targets);
     let q: Tensor<2> = Tensor::from_data(TensorData::new(data.queries.clone(), [data.n_queries(), data.dim]), dev);
-    let lp = floats(model.log_probs(q.select(0, ints(&owner, dev)), ints(&prev, dev), ints(&prev2, dev), ints(&pos, dev)))?;
+    let pre = prefixes_of(&data.targets);
+    let bag = bags(&pre.iter().map(|(o, t)| &data.targets[*o].1[..*t]).collect::<Vec<_>>(), model.vocab(), dev);
+    let lp = floats(model.log_probs(q.select(0, ints(&owner, dev)), ints(&prev, dev), ints(&prev2, dev), bag, ints(&pos, dev)))?;
     let v = lp.len() / target.len();
     let total: f64 = target.iter().enumerate().map(|(r, &t)| -f64::from(lp[r * v + t as usize]) * f64::from(w[r])).sum();
     let wsum: f64 = w.iter().map(|&x| f64::from(x)).sum();
@@ -251,6 +282,7 @@ pub fn train_planner(shape: PlannerShape, train: &SeqData, val: &SeqData, cfg: &
     let mut model = Planner::new(shape, cfg.seed, &ad);
     let mut optim = AdamConfig::new().with_epsilon(1e-8).init();
     let (owner, prev, prev2, pos, target, w) = rows_of(&train.targets);
+    let pre = prefixes_of(&train.targets);
     let q_all: Tensor<2> = Tensor::from_data(TensorData::new(train.queries.clone(), [train.n_queries(), train.dim]), &ad);
     let rows = owner.len();
     let mut curve = Vec::new();
@@ -263,7 +295,8 @@ pub fn train_planner(shape: PlannerShape, train: &SeqData, val: &SeqData, cfg: &
         let (mut loss_sum, mut w_sum) = (0.0, 0.0);
         for chunk in order.chunks(cfg.batch.max(1)) {
             let pick = |v: &[u32]| chunk.iter().map(|&i| v[i]).collect::<Vec<u32>>();
-            let lp = model.log_probs(q_all.clone().select(0, ints(&pick(&owner), &ad)), ints(&pick(&prev), &ad), ints(&pick(&prev2), &ad), ints(&pick(&pos), &ad));
+            let bag = bags(&chunk.iter().map(|&i| &train.targets[pre[i].0].1[..pre[i].1]).collect::<Vec<_>>(), shape.vocab, &ad);
+            let lp = model.log_probs(q_all.clone().select(0, ints(&pick(&owner), &ad)), ints(&pick(&prev), &ad), ints(&pick(&prev2), &ad), bag, ints(&pick(&pos), &ad));
             let mut onehot = vec![0f32; chunk.len() * shape.vocab];
             let mut bw = 0.0f32;
             for (r, &i) in chunk.iter().enumerate() {

@@ -2,19 +2,21 @@
 //! * a textual fingerprint (TF): the BM25 scores of the last three nodes of its path (left-padded
 //!   with 0) and its dense score → linear → 256;
 //! * a structural fingerprint (SF): the node types of the last three path nodes (left-padded with a
-//!   padding type) → type embeddings (64 each, position by concatenation) → linear → 256. MoR runs a
-//!   768-wide transformer over the type names here; a concatenated embedding of three positions is
-//!   what it reduces to on sequences of length 3 (stated in the README as a deviation);
+//!   padding type) → type + position embeddings (64) → a one-layer, one-head transformer encoder
+//!   (self-attention and a 128-wide feed-forward block, both residual) → concatenated → linear → 256.
+//!   MoR encodes the type names with a 768-wide pretrained transformer; ours learns its type
+//!   embeddings from scratch (the types are a closed set);
 //! * a traversal identifier (TI): per path position, a learned 256-vector for padding / textual
 //!   matching / structural traversal, concatenated (3 × 256);
 //!
-//! concatenated to 1280 → linear 256 → ReLU → linear → score. Trained with softmax cross-entropy over
-//! one positive and `negatives` sampled negatives per query (seeded), Adam; the checkpoint is the
-//! epoch with the best validation hit@1.
+//! concatenated to 1280 → linear 256 → ReLU → linear → score (the paper's head), or MoR's released
+//! head (linear 1280 → 1 → linear 1 → 1, [`Head::Released`]). Trained with softmax cross-entropy
+//! over one positive and `negatives` sampled negatives per query (seeded), Adam; the checkpoint is
+//! the epoch with the best validation hit@1.
 
 use burn::module::Module;
 use burn::optim::{AdamConfig, GradientsParams};
-use burn::tensor::activation::{log_softmax, relu};
+use burn::tensor::activation::{log_softmax, relu, softmax};
 use burn::tensor::{Device, Tensor, TensorData};
 
 use crate::error::{ModelError, Result};
@@ -49,15 +51,33 @@ impl Default for Features {
 pub struct Reranker {
     tf: Dense,
     sf_emb: Dense,
+    sf_pos: Dense,
+    att_q: Dense,
+    att_k: Dense,
+    att_v: Dense,
+    ff1: Dense,
+    ff2: Dense,
     sf: Dense,
     ti_emb: Dense,
     h: Dense,
     out: Dense,
 }
 
+/// The scoring head on the 1280-wide concatenation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Head {
+    /// The paper's: linear 256 → ReLU → linear 1.
+    #[default]
+    Paper,
+    /// MoR's released code: linear 1 → linear 1.
+    Released,
+}
+
 /// Hyper-parameters.
 #[derive(Debug, Clone)]
 pub struct RerankerConfig {
+    pub head: Head,
     pub epochs: usize,
     pub negatives: usize,
     pub batch: usize,
@@ -67,7 +87,7 @@ pub struct RerankerConfig {
 
 impl Default for RerankerConfig {
     fn default() -> Self {
-        RerankerConfig { epochs: 20, negatives: 15, batch: 32, lr: 1e-3, seed: 0 }
+        RerankerConfig { head: Head::Paper, epochs: 20, negatives: 15, batch: 32, lr: 1e-3, seed: 0 }
     }
 }
 
@@ -87,16 +107,40 @@ pub struct RerankerEpoch {
 }
 
 impl Reranker {
-    pub fn new(n_types: usize, seed: u64, dev: &Device) -> Self {
+    pub fn new(n_types: usize, head: Head, seed: u64, dev: &Device) -> Self {
         let mut rng = Stream(seed ^ 0x7265_726b);
+        let hidden = if head == Head::Paper { 256 } else { 1 };
         Reranker {
             tf: Dense::new(4, 256, &mut rng, dev),
             sf_emb: Dense::new(n_types + 1, 64, &mut rng, dev),
+            sf_pos: Dense::new(3, 64, &mut rng, dev),
+            att_q: Dense::new(64, 64, &mut rng, dev),
+            att_k: Dense::new(64, 64, &mut rng, dev),
+            att_v: Dense::new(64, 64, &mut rng, dev),
+            ff1: Dense::new(64, 128, &mut rng, dev),
+            ff2: Dense::new(128, 64, &mut rng, dev),
             sf: Dense::new(3 * 64, 256, &mut rng, dev),
             ti_emb: Dense::new(3, 256, &mut rng, dev),
-            h: Dense::new(1280, 256, &mut rng, dev),
-            out: Dense::new(256, 1, &mut rng, dev),
+            h: Dense::new(1280, hidden, &mut rng, dev),
+            out: Dense::new(hidden, 1, &mut rng, dev),
         }
+    }
+
+    /// The structural fingerprint: types → embeddings + positions → self-attention + feed-forward
+    /// (residual) → `[n, 3·64]` → linear 256.
+    fn structural(&self, types: [Vec<u32>; 3], dev: &Device) -> Tensor<2> {
+        let n = types[0].len();
+        // Rows ordered (candidate, position).
+        let flat: Vec<u32> = (0..n).flat_map(|i| (0..3).map(move |k| (i, k))).map(|(i, k)| types[k][i]).collect();
+        let pos: Vec<u32> = (0..n).flat_map(|_| 0..3u32).collect();
+        let x = self.sf_emb.rows(ints(&flat, dev)) + self.sf_pos.rows(ints(&pos, dev));
+        let q = self.att_q.forward(x.clone()).reshape([n, 3, 64]);
+        let k = self.att_k.forward(x.clone()).reshape([n, 3, 64]);
+        let v = self.att_v.forward(x.clone()).reshape([n, 3, 64]);
+        let att = softmax(q.matmul(k.swap_dims(1, 2)).div_scalar(8.0), 2);
+        let x = x + att.matmul(v).reshape([n * 3, 64]);
+        let x = x.clone() + self.ff2.forward(relu(self.ff1.forward(x)));
+        relu(self.sf.forward(x.reshape([n, 3 * 64])))
     }
 
     /// Scores `[rows, 1]`.
@@ -104,11 +148,12 @@ impl Reranker {
         let n = rows.len();
         let tf: Vec<f32> = rows.iter().flat_map(|r| if feats.tf { r.tf } else { [0.0; 4] }).collect();
         let tf = relu(self.tf.forward(Tensor::from_data(TensorData::new(tf, [n, 4]), dev)));
-        let sf_parts: Vec<Tensor<2>> = (0..3).map(|k| self.sf_emb.rows(ints(&rows.iter().map(|r| if feats.sf { r.sf[k] } else { 0 }).collect::<Vec<_>>(), dev))).collect();
-        let sf = relu(self.sf.forward(Tensor::cat(sf_parts, 1)));
+        let sf = self.structural(std::array::from_fn(|k| rows.iter().map(|r| if feats.sf { r.sf[k] } else { 0 }).collect()), dev);
         let ti_parts: Vec<Tensor<2>> = (0..3).map(|k| self.ti_emb.rows(ints(&rows.iter().map(|r| if feats.ti { r.ti[k] } else { 0 }).collect::<Vec<_>>(), dev))).collect();
         let x = Tensor::cat([vec![tf, sf], ti_parts].concat(), 1);
-        self.out.forward(relu(self.h.forward(x)))
+        let h = self.h.forward(x);
+        // The released head is linear → linear; the paper's has a ReLU between.
+        self.out.forward(if self.h.d_out() == 1 { h } else { relu(h) })
     }
 
     /// Scores of every candidate of `g`.
@@ -145,7 +190,7 @@ pub fn train_reranker(n_types: usize, train: &[Group], val: &[Group], feats: Fea
     }
     let ad = dev.clone().autodiff();
     let mut rng = Stream(cfg.seed ^ 0x6e65_6773);
-    let mut model = Reranker::new(n_types, cfg.seed, &ad);
+    let mut model = Reranker::new(n_types, cfg.head, cfg.seed, &ad);
     let mut optim = AdamConfig::new().with_epsilon(1e-8).init();
     let g_size = 1 + cfg.negatives;
     let mut curve = Vec::new();
@@ -219,7 +264,7 @@ mod tests {
     fn learns_structure_over_noisy_text_deterministically() -> Result<()> {
         let dev = crate::DeviceChoice::Cpu.device();
         let (train, val) = (groups(60, 1), groups(30, 2));
-        let cfg = RerankerConfig { epochs: 8, negatives: 7, batch: 16, lr: 3e-3, seed: 5 };
+        let cfg = RerankerConfig { head: Head::Paper, epochs: 8, negatives: 7, batch: 16, lr: 3e-3, seed: 5 };
         let (m, curve, _) = train_reranker(4, &train, &val, Features::default(), &cfg, &dev)?;
         assert!(hit1(&m, &val, Features::default(), &dev)? >= 0.95, "{curve:?}");
         // Without the structural features it can only use the (misleading) text: far worse.
@@ -227,6 +272,10 @@ mod tests {
         assert!(hit1(&m2, &val, Features { tf: true, sf: false, ti: false }, &dev)? < 0.8);
         let (_, curve2, _) = train_reranker(4, &train, &val, Features::default(), &cfg, &dev)?;
         assert_eq!(curve, curve2);
+        // MoR's released head (linear → linear) learns the same structure.
+        let released = RerankerConfig { head: Head::Released, epochs: 12, ..cfg };
+        let (m3, curve3, _) = train_reranker(4, &train, &val, Features::default(), &released, &dev)?;
+        assert!(hit1(&m3, &val, Features::default(), &dev)? >= 0.9, "{curve3:?}");
         Ok(())
     }
 }

@@ -36,6 +36,9 @@ pub struct TrainPlannerArgs {
     pub tagger_epochs: usize,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Weight of llama_ft.jsonl's plans in the planner loss (plans_train.jsonl weighs 1).
+    #[arg(long, default_value_t = 1.0)]
+    pub finetune_weight: f32,
     /// `cpu`, `gpu` (burn-wgpu) or `auto`.
     #[arg(long, default_value = "cpu")]
     pub device: String,
@@ -67,6 +70,9 @@ pub fn cmd_train_planner(a: TrainPlannerArgs, quiet: bool) -> Result<()> {
         "hash" => Encoder::Hash,
         e => bail!("--encoder {e}: expected minilm or hash"),
     };
+    if !(0.0..=100.0).contains(&a.finetune_weight) {
+        bail!("--finetune-weight {}: expected a weight in [0, 100]", a.finetune_weight);
+    }
     if a.epochs == 0 || a.tagger_epochs == 0 {
         bail!("--epochs and --tagger-epochs must be at least 1");
     }
@@ -75,13 +81,21 @@ pub fn cmd_train_planner(a: TrainPlannerArgs, quiet: bool) -> Result<()> {
             bail!("{}: missing (--plans must hold llama_ft.jsonl, plans_train.jsonl and plans_val.jsonl)", a.plans.join(f).display());
         }
     }
-    let mut opts = TrainOptions { encoder, model_dir: a.model_dir.clone(), device: device(&a.device)?, seed: a.seed, ..TrainOptions::default() };
+    let mut opts = TrainOptions { encoder, model_dir: a.model_dir.clone(), device: device(&a.device)?, seed: a.seed, finetune_weight: a.finetune_weight, ..TrainOptions::default() };
     opts.planner.epochs = a.epochs;
     opts.tagger.epochs = a.tagger_epochs;
     let progress = Progress { quiet };
     let t0 = Instant::now();
     let t = train(&a.plans, &opts, progress)?;
     let t_train = t0.elapsed().as_secs_f64();
+    // Everything goes to a sibling folder first, renamed over `--out` at the end: a failed or
+    // killed run leaves no half-written model.
+    let name = a.out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+    let final_out = a.out.clone();
+    let a = TrainPlannerArgs { out: a.out.with_file_name(format!(".{name}.partial")), ..a };
+    if a.out.exists() {
+        std::fs::remove_dir_all(&a.out).with_context(|| format!("removing {}", a.out.display()))?;
+    }
     t.model.save(&a.out)?;
     // Curves: one table for both models (`val_metric`: planner exact match, tagger label F1).
     let (mut model, mut epoch, mut tl, mut vl, mut vm) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -135,6 +149,11 @@ pub fn cmd_train_planner(a: TrainPlannerArgs, quiet: bool) -> Result<()> {
         ("tagger_epoch", Arc::new(UInt32Array::from(vec![t.tagger_epoch]))),
     ])?;
     tgrag_schemas::io::write_parquet_atomic(&a.out.join("report.parquet"), &report)?;
+    if final_out.exists() {
+        std::fs::remove_dir_all(&final_out).with_context(|| format!("replacing {}", final_out.display()))?;
+    }
+    std::fs::rename(&a.out, &final_out).with_context(|| format!("renaming {} to {}", a.out.display(), final_out.display()))?;
+    let a = TrainPlannerArgs { out: final_out, ..a };
     println!(
         "train-planner {}: {} training plans ({} for checkpoints); plans_val.jsonl: {} lines ({} gold plans unparseable): metapath exact {:.4}, as path sets {:.4}, restriction token F1 {:.4}; planner epoch {}, tagger epoch {}; train {:.1}s, validate {:.1}s → {}",
         a.plans.display(),

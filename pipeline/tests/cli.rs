@@ -56,7 +56,7 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
                 continue;
             }
             let name = e.file_name().to_string_lossy().into_owned();
-            if name == "timings.parquet" || name == "manifest.json" {
+            if name == "timings.parquet" || name == "latency.parquet" || name == "manifest.json" {
                 continue;
             }
             out.insert(p.strip_prefix(dir).expect("prefix").to_path_buf(), std::fs::read(&p).expect("read"));
@@ -597,4 +597,102 @@ fn evaluate_reproduces_the_ranking_metrics_fixture_and_refuses_bad_rows() {
     let msg = stderr(&o);
     assert!(msg.contains("R.parquet") && msg.contains("row 2") && msg.contains("`node_id`"), "{msg}");
     assert!(!m3.exists());
+}
+
+/// Copies the first `n` lines of `src` to `dst`.
+fn head_lines(src: &Path, dst: &Path, n: usize) {
+    let text = std::fs::read_to_string(src).expect("read plans");
+    let lines: Vec<&str> = text.lines().take(n).collect();
+    std::fs::write(dst, lines.join("\n") + "\n").expect("write plans");
+}
+
+fn table(path: &Path) -> RecordBatch {
+    tgrag_schemas::io::read_parquet(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn train_planner_and_plan_on_mor_files_agree_are_deterministic_and_refuse_bad_input() {
+    use arrow::array::{Array, AsArray, BooleanArray};
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/datasets/mor-plans/mag");
+    if !src.join("plans_val.jsonl").is_file() {
+        eprintln!("SKIP train_planner_and_plan: {} not found", src.display());
+        return;
+    }
+    let d = tempfile::tempdir().expect("tmp");
+    let o = d.path();
+    // A slice of MoR's MAG files (the full files take minutes; the closing note has those figures).
+    let plans = o.join("plans");
+    std::fs::create_dir_all(&plans).expect("mkdir");
+    head_lines(&src.join("llama_ft.jsonl"), &plans.join("llama_ft.jsonl"), 150);
+    head_lines(&src.join("plans_train.jsonl"), &plans.join("plans_train.jsonl"), 450);
+    head_lines(&src.join("plans_val.jsonl"), &plans.join("plans_val.jsonl"), 120);
+    let p = plans.to_str().expect("utf8");
+    let train = |out: &str| tgrag(o, &["train-planner", "--plans", p, "--out", out, "--encoder", "hash", "--epochs", "4", "--tagger-epochs", "2"]);
+    let m1 = o.join("m1");
+    let out = ok(train(m1.to_str().expect("utf8")));
+    assert!(out.contains("metapath exact") && out.contains("restriction token F1"), "{out}");
+    for f in ["model.json", "planner.safetensors", "tagger.safetensors", "curves.parquet", "validation.parquet", "report.parquet"] {
+        assert!(m1.join(f).is_file(), "missing {f}");
+    }
+    // The report is the mean of the per-line validation rows; 120 lines, none rejected here.
+    let val = table(&m1.join("validation.parquet"));
+    let rep = table(&m1.join("report.parquet"));
+    assert_eq!(val.num_rows(), 120);
+    let exact = val.column_by_name("exact").expect("exact").as_any().downcast_ref::<BooleanArray>().expect("bool").clone();
+    let f1 = val.column_by_name("token_f1").expect("f1").as_primitive::<arrow::datatypes::Float64Type>().clone();
+    let judged: Vec<usize> = (0..exact.len()).filter(|&i| exact.is_valid(i)).collect();
+    let want_exact = judged.iter().filter(|&&i| exact.value(i)).count() as f64 / judged.len() as f64;
+    let want_f1 = judged.iter().map(|&i| f1.value(i)).sum::<f64>() / judged.len() as f64;
+    let got = |c: &str| rep.column_by_name(c).expect(c).as_primitive::<arrow::datatypes::Float64Type>().value(0);
+    assert!((got("metapath_exact") - want_exact).abs() < 1e-12 && (got("restriction_token_f1") - want_f1).abs() < 1e-12);
+    assert!(got("path_set_exact") >= got("metapath_exact"));
+    // The exact flag is the string comparison of gold and predicted metapaths.
+    let (gm, pm) = (val.column_by_name("gold_metapath").expect("g").as_string::<i32>(), val.column_by_name("metapath").expect("m").as_string::<i32>());
+    for &i in &judged {
+        assert_eq!(exact.value(i), gm.value(i) == pm.value(i), "row {i}");
+    }
+    // Curves: every planner and tagger epoch.
+    assert_eq!(table(&m1.join("curves.parquet")).num_rows(), 4 + 2);
+    // `tgrag plan` with the saved model reproduces the validation predictions (strict reload).
+    let text = std::fs::read_to_string(plans.join("plans_val.jsonl")).expect("read");
+    let (ids, qs): (Vec<u32>, Vec<String>) = text
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("json");
+            (v["q_id"].as_u64().expect("q_id") as u32, v["query"].as_str().expect("query").to_string())
+        })
+        .unzip();
+    let qfile = o.join("q.parquet");
+    let qb = RecordBatch::try_from_iter(vec![("query_id", Arc::new(UInt32Array::from(ids)) as ArrayRef), ("text", Arc::new(StringArray::from(qs)) as ArrayRef)]).expect("batch");
+    tgrag_schemas::io::write_parquet_atomic(&qfile, &qb).expect("write");
+    let pfile = o.join("p.parquet");
+    ok(tgrag(o, &["plan", "--model", m1.to_str().expect("utf8"), "--queries", qfile.to_str().expect("utf8"), "--out", pfile.to_str().expect("utf8")]));
+    let planned = table(&pfile);
+    for c in ["metapath", "restrictions"] {
+        assert_eq!(planned.column_by_name(c).expect(c).as_string::<i32>(), val.column_by_name(c).expect(c).as_string::<i32>(), "{c}");
+    }
+    // Same inputs and seed: byte-identical model files and validation table.
+    let m2 = o.join("m2");
+    ok(train(m2.to_str().expect("utf8")));
+    for f in ["planner.safetensors", "tagger.safetensors", "validation.parquet", "curves.parquet"] {
+        assert_eq!(std::fs::read(m1.join(f)).expect("m1"), std::fs::read(m2.join(f)).expect("m2"), "{f} differs between two runs");
+    }
+    // Bad input: a malformed line names the file and line, and no model folder is left behind.
+    let bad = o.join("bad");
+    std::fs::create_dir_all(&bad).expect("mkdir");
+    for f in ["llama_ft.jsonl", "plans_val.jsonl"] {
+        std::fs::copy(plans.join(f), bad.join(f)).expect("copy");
+    }
+    std::fs::write(bad.join("plans_train.jsonl"), format!("{}\n{{\"q_id\": \"seven\"}}\n", text.lines().next().expect("line"))).expect("write");
+    let m3 = o.join("m3");
+    let r = tgrag(o, &["train-planner", "--plans", bad.to_str().expect("utf8"), "--out", m3.to_str().expect("utf8"), "--encoder", "hash"]);
+    assert!(!r.status.success());
+    assert!(stderr(&r).contains("plans_train.jsonl") && stderr(&r).contains("line 2") && stderr(&r).contains("q_id"), "{}", stderr(&r));
+    assert!(!m3.exists());
+    std::fs::remove_file(bad.join("plans_val.jsonl")).expect("rm");
+    let r = tgrag(o, &["train-planner", "--plans", bad.to_str().expect("utf8"), "--out", m3.to_str().expect("utf8")]);
+    assert!(!r.status.success() && stderr(&r).contains("plans_val.jsonl"), "{}", stderr(&r));
+    // `plan` without a model folder says so.
+    let r = tgrag(o, &["plan", "--model", o.join("nope").to_str().expect("utf8"), "--queries", qfile.to_str().expect("utf8"), "--out", pfile.to_str().expect("utf8")]);
+    assert!(!r.status.success() && stderr(&r).contains("model.json"), "{}", stderr(&r));
 }

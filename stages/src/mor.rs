@@ -10,7 +10,9 @@
 //!   (and relation/direction where given); a type with a restriction adds its BM25 top-10; the first
 //!   path to reach a node wins; paths are intersected (union when empty); an invalid or empty plan
 //!   falls back to BM25 top-100; BM25 fills up to 100 candidates, ordered by the dense score.
-//! * Organizing: the structure-aware reranker ([`tgrag_models::reranker`]).
+//! * Organizing: the structure-aware reranker ([`tgrag_models::reranker`]; `reranker_head` picks the
+//!   paper's MLP head or MoR's released linear one). Per-query latency of each phase goes to
+//!   `latency` (run-dependent, like `timings`).
 //!
 //! Runs: `mor` (reranked), `mor-no-rerank` (dense order), `mor-no-text` (no BM25 additions or fill),
 //! `mor-no-structure` (BM25 on the restrictions within the target type, no traversal).
@@ -253,12 +255,15 @@ pub struct MorConfig {
     pub planner_hidden: usize,
     pub reranker_epochs: usize,
     pub negatives: usize,
+    /// Reranker head: `paper` (1280 → 256 → ReLU → 1) or `released` (MoR's code: 1280 → 1 → 1).
+    #[serde(default)]
+    pub reranker_head: tgrag_models::reranker::Head,
     pub seed: u64,
 }
 
 impl Default for MorConfig {
     fn default() -> Self {
-        MorConfig { traversal: TraversalConfig::default(), planner_epochs: 40, planner_hidden: 256, reranker_epochs: 20, negatives: 15, seed: 0 }
+        MorConfig { traversal: TraversalConfig::default(), planner_epochs: 40, planner_hidden: 256, reranker_epochs: 20, negatives: 15, reranker_head: tgrag_models::reranker::Head::Paper, seed: 0 }
     }
 }
 
@@ -266,12 +271,12 @@ pub struct MorStage;
 
 static INFO: StageInfo = StageInfo {
     name: "mor",
-    version: 1,
+    version: 2,
     about: "MoR: burn planner → mixed traversal (BM25 + typed BFS) → structure-aware reranker (methods mor, mor-no-rerank, mor-no-text, mor-no-structure)",
     deps: &["ingest", "dense", "planning"],
     needs: &[("ingest", "nodes"), ("ingest", "edges"), ("ingest", "queries"), ("ingest", "answers")],
     excludes: &[],
-    outputs: &["plans", "run", "planner_curve", "reranker_curve"],
+    outputs: &["plans", "run", "planner_curve", "reranker_curve", "latency"],
 };
 
 /// One query's candidates for one method: (node, score, trajectory).
@@ -334,20 +339,24 @@ impl StageSpec for MorStage {
         // MoR falls back to text retrieval, as it does for an invalid plan.
         let trained = if train.targets.is_empty() { None } else { Some(ctx.timed("train planner", |_| Ok(train_planner(shape, &train, &val, &pcfg, &dev)?))?) };
         let all_q: Vec<f32> = order.iter().flat_map(|(q, _)| kb.query_emb(*q).to_vec()).collect();
+        let t_plan = std::time::Instant::now();
         let plans = match &trained {
             Some((planner, _, _)) => ctx.timed("plan", |_| Ok(planner.greedy(&all_q, kb.dim, pcfg.max_len, &dev)?))?,
             None => vec![Vec::new(); order.len()],
         };
+        // Plans are decoded in one batch: the per-query figure is the batch time over the queries.
+        let plan_each = t_plan.elapsed().as_secs_f64() / order.len().max(1) as f64;
         let (pcurve, pbest) = trained.map(|(_, c, b)| (c, b)).unwrap_or_default();
         ctx.set_items(order.len() as u64);
         // ---- Reasoning: traversal per query, in parallel.
         let tcfg = cfg.traversal;
         #[allow(clippy::type_complexity)]
-        let reasoned: Vec<(String, bool, String, [Ranked; 3], HashMap<u32, f32>)> = ctx.timed("reason", |_| {
+        let reasoned: Vec<(String, bool, String, [Ranked; 3], HashMap<u32, f32>, f64)> = ctx.timed("reason", |_| {
             Ok(order
                 .par_iter()
                 .zip(&plans)
                 .map(|((qid, _), toks)| {
+                    let t0 = std::time::Instant::now();
                     let query = kb.query_text(*qid);
                     let strs: Vec<&str> = toks.iter().map(|&t| vocab[t as usize].as_str()).collect();
                     let metapath = strs.join(" ");
@@ -395,7 +404,7 @@ impl StageSpec for MorStage {
                         }
                     };
                     let rjson = serde_json::to_string(&restr.iter().map(|(t, v)| (g.types[*t as usize].clone(), v.clone())).collect::<BTreeMap<_, _>>()).unwrap_or_default();
-                    (metapath, parsed.is_some(), rjson, [full, no_text, no_struct], bm)
+                    (metapath, parsed.is_some(), rjson, [full, no_text, no_struct], bm, t0.elapsed().as_secs_f64())
                 })
                 .collect())
         })?;
@@ -408,14 +417,15 @@ impl StageSpec for MorStage {
         };
         let train_g: Vec<Group> = (0..order.len()).filter(|&i| order[i].1 == "train").map(group).collect();
         let val_g: Vec<Group> = (0..order.len()).filter(|&i| order[i].1 == "val").map(group).collect();
-        let rcfg = RerankerConfig { epochs: cfg.reranker_epochs, negatives: cfg.negatives, seed: cfg.seed, ..Default::default() };
+        let rcfg = RerankerConfig { head: cfg.reranker_head, epochs: cfg.reranker_epochs, negatives: cfg.negatives, seed: cfg.seed, ..Default::default() };
         // A reranker needs training queries with an answer among enough candidates; without them
         // `mor` keeps the dense order of `mor-no-rerank`.
         let usable = train_g.iter().any(|x| x.positive.iter().any(|&p| p) && x.positive.iter().filter(|&&p| !p).count() >= rcfg.negatives);
         let trained = if usable { Some(ctx.timed("train reranker", |_| Ok(train_reranker(g.types.len(), &train_g, &val_g, Features::default(), &rcfg, &dev)?))?) } else { None };
-        let reranked: Vec<Ranked> = ctx.timed("organize", |_| {
+        let reranked: Vec<(Ranked, f64)> = ctx.timed("organize", |_| {
             (0..order.len())
                 .map(|i| {
+                    let t0 = std::time::Instant::now();
                     let gi = group(i);
                     let s = match &trained {
                         Some((reranker, _, _)) => reranker.score(&gi.candidates, Features::default(), &dev)?,
@@ -423,7 +433,7 @@ impl StageSpec for MorStage {
                     };
                     let mut r: Ranked = reasoned[i].3[0].iter().zip(&s).map(|((v, _, t), &sc)| (*v, sc, t.clone())).collect();
                     r.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-                    Ok(r)
+                    Ok((r, t0.elapsed().as_secs_f64()))
                 })
                 .collect::<Result<Vec<_>>>()
         })?;
@@ -438,12 +448,20 @@ impl StageSpec for MorStage {
         ctx.write("plans", &plan_batch)?;
         let mut rb = RunBuilder::default();
         for (i, (qid, _)) in order.iter().enumerate() {
-            rb.push("mor", *qid, &reranked[i], &reasoned[i].4, g, |v| kb.dense(*qid, v));
+            rb.push("mor", *qid, &reranked[i].0, &reasoned[i].4, g, |v| kb.dense(*qid, v));
             rb.push("mor-no-rerank", *qid, &reasoned[i].3[0], &reasoned[i].4, g, |v| kb.dense(*qid, v));
             rb.push("mor-no-text", *qid, &reasoned[i].3[1], &reasoned[i].4, g, |v| kb.dense(*qid, v));
             rb.push("mor-no-structure", *qid, &reasoned[i].3[2], &reasoned[i].4, g, |v| kb.dense(*qid, v));
         }
         ctx.write("run", &rb.finish()?)?;
+        // Per-query latency (run-dependent, like `timings`; not part of the byte-identical outputs).
+        let lat = RecordBatch::try_from_iter(vec![
+            ("query_id", Arc::new(UInt32Array::from_iter_values(order.iter().map(|x| x.0))) as ArrayRef),
+            ("plan_ms", Arc::new(Float64Array::from(vec![plan_each * 1e3; order.len()])) as ArrayRef),
+            ("reason_ms", Arc::new(Float64Array::from_iter_values(reasoned.iter().map(|r| r.5 * 1e3))) as ArrayRef),
+            ("organize_ms", Arc::new(Float64Array::from_iter_values(reranked.iter().map(|r| r.1 * 1e3))) as ArrayRef),
+        ])?;
+        ctx.write("latency", &lat)?;
         let pc = RecordBatch::try_from_iter(vec![
             ("epoch", Arc::new(UInt32Array::from_iter_values(pcurve.iter().map(|c| c.epoch))) as ArrayRef),
             ("train_loss", Arc::new(Float64Array::from_iter_values(pcurve.iter().map(|c| c.train_loss))) as ArrayRef),
