@@ -186,33 +186,78 @@ impl Tagger {
         Ok(Tagger { words: next()?, shapes: next()?, q: next()?, plan: next()?, h: next()?, out: next()? })
     }
 
-    /// Labels per word of every sentence; only labels of the sentence's plan types are allowed
-    /// (ties: lowest label).
+    /// Labels per word of every sentence: the most likely *valid* BIO sequence (Viterbi; an
+    /// inside label only continues a span of its type), over the labels of the sentence's plan
+    /// types only. Ties go to the lowest label.
     pub fn predict(&self, shape: &TaggerShape, data: &TagData, dev: &Device) -> Result<Vec<Vec<u32>>> {
         let refs: Vec<&Sentence> = data.sentences.iter().collect();
         let r = rows_of(shape, &refs);
-        let mut out: Vec<Vec<u32>> = data.sentences.iter().map(|s| Vec::with_capacity(s.words.len())).collect();
+        let mut out: Vec<Vec<u32>> = Vec::with_capacity(data.sentences.len());
         if r.query.is_empty() {
-            return Ok(out);
+            return Ok(data.sentences.iter().map(|_| Vec::new()).collect());
         }
         let q_all: Tensor<2> = Tensor::from_data(TensorData::new(data.queries.clone(), [data.queries.len() / data.qdim.max(1), data.qdim.max(1)]), dev);
         let labels = shape.labels();
-        let mut flat = Vec::with_capacity(r.query.len());
+        let mut lp_all: Vec<f32> = Vec::with_capacity(r.query.len() * labels);
         let idx: Vec<usize> = (0..r.query.len()).collect();
         for chunk in idx.chunks(4096) {
-            let lp = floats(self.log_probs(shape, &q_all, &r, chunk, dev))?;
-            for (row, &i) in chunk.iter().enumerate() {
-                let allowed = |l: usize| l == 0 || r.plan[i * shape.types + (l - 1) / 2] > 0.0;
-                let best = (0..labels).filter(|&l| allowed(l)).fold(0, |b, l| if lp[row * labels + l] > lp[row * labels + b] { l } else { b });
-                flat.push(best as u32);
-            }
+            lp_all.extend(floats(self.log_probs(shape, &q_all, &r, chunk, dev))?);
         }
-        let mut it = flat.into_iter();
-        for (s, o) in data.sentences.iter().zip(out.iter_mut()) {
-            o.extend(it.by_ref().take(s.words.len()));
+        let mut at = 0;
+        for s in &data.sentences {
+            let n = s.words.len();
+            let allowed: Vec<bool> = (0..labels).map(|l| l == 0 || r.plan.get(at * shape.types + (l - 1) / 2).is_some_and(|&x| x > 0.0)).collect();
+            out.push(viterbi(&lp_all[at * labels..(at + n) * labels], labels, &allowed));
+            at += n;
         }
         Ok(out)
     }
+}
+
+/// Best valid BIO sequence for per-word log-probabilities (`n × labels`): label `2 + 2t` (inside)
+/// may only follow `1 + 2t` or `2 + 2t`; labels with `allowed[l] == false` are never used.
+pub fn viterbi(lp: &[f32], labels: usize, allowed: &[bool]) -> Vec<u32> {
+    let n = lp.len() / labels.max(1);
+    if n == 0 {
+        return Vec::new();
+    }
+    let ok_after = |prev: Option<usize>, l: usize| -> bool {
+        if !allowed[l] {
+            return false;
+        }
+        if l == 0 || l % 2 == 1 {
+            return true;
+        }
+        prev.is_some_and(|p| p != 0 && (p - 1) / 2 == (l - 1) / 2)
+    };
+    let mut score: Vec<f64> = (0..labels).map(|l| if ok_after(None, l) { f64::from(lp[l]) } else { f64::NEG_INFINITY }).collect();
+    let mut back: Vec<Vec<u32>> = Vec::with_capacity(n);
+    for i in 1..n {
+        let mut next = vec![f64::NEG_INFINITY; labels];
+        let mut from = vec![0u32; labels];
+        for l in 0..labels {
+            for p in 0..labels {
+                if score[p] == f64::NEG_INFINITY || !ok_after(Some(p), l) {
+                    continue;
+                }
+                let v = score[p] + f64::from(lp[i * labels + l]);
+                if v > next[l] {
+                    next[l] = v;
+                    from[l] = p as u32;
+                }
+            }
+        }
+        back.push(from);
+        score = next;
+    }
+    let mut best = (0..labels).fold(0, |b, l| if score[l] > score[b] { l } else { b }) as u32;
+    let mut path = vec![best];
+    for from in back.iter().rev() {
+        best = from[best as usize];
+        path.push(best);
+    }
+    path.reverse();
+    path
 }
 
 /// Micro F1 of the non-outside labels of `pred` against `gold`.
@@ -338,6 +383,40 @@ mod tests {
         assert_eq!(Tagger::load(&p, shape, &dev)?.predict(&shape, &val, &dev)?, pred);
         assert!(Tagger::load(&p, TaggerShape { types: 3, ..shape }, &dev).is_err());
         Ok(())
+    }
+
+    #[test]
+    fn viterbi_keeps_spans_valid_against_brute_force() {
+        // 3 labels (O, B-0, I-0) plus type 1 (B-1, I-1): every sequence of length ≤ 4, enumerated.
+        let labels = 5;
+        let mut rng = Stream(9);
+        for n in 1..=4usize {
+            for _ in 0..20 {
+                let lp: Vec<f32> = (0..n * labels).map(|_| (rng.unit() as f32).ln()).collect();
+                let allowed = [true, true, true, rng.unit() < 0.5, true];
+                let allowed = [allowed[0], allowed[1], allowed[2], allowed[3], allowed[3]];
+                let valid = |seq: &[usize]| {
+                    seq.iter().enumerate().all(|(i, &l)| allowed[l] && (l == 0 || l % 2 == 1 || (i > 0 && seq[i - 1] != 0 && (seq[i - 1] - 1) / 2 == (l - 1) / 2)))
+                };
+                let mut best: Option<(f64, Vec<usize>)> = None;
+                for code in 0..labels.pow(n as u32) {
+                    let seq: Vec<usize> = (0..n).map(|i| code / labels.pow(i as u32) % labels).collect();
+                    if !valid(&seq) {
+                        continue;
+                    }
+                    let sc: f64 = seq.iter().enumerate().map(|(i, &l)| f64::from(lp[i * labels + l])).sum();
+                    if best.as_ref().is_none_or(|(b, _)| sc > *b) {
+                        best = Some((sc, seq));
+                    }
+                }
+                let (want, _) = best.expect("O…O is always valid");
+                let got = viterbi(&lp, labels, &allowed);
+                let got_u: Vec<usize> = got.iter().map(|&x| x as usize).collect();
+                assert!(valid(&got_u), "{got:?}");
+                let sc: f64 = got_u.iter().enumerate().map(|(i, &l)| f64::from(lp[i * labels + l])).sum();
+                assert!((sc - want).abs() < 1e-9, "{sc} vs {want}");
+            }
+        }
     }
 
     #[test]
