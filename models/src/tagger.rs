@@ -236,11 +236,11 @@ pub fn viterbi(lp: &[f32], labels: usize, allowed: &[bool]) -> Vec<u32> {
         let mut next = vec![f64::NEG_INFINITY; labels];
         let mut from = vec![0u32; labels];
         for l in 0..labels {
-            for p in 0..labels {
-                if score[p] == f64::NEG_INFINITY || !ok_after(Some(p), l) {
+            for (p, &sp) in score.iter().enumerate() {
+                if sp == f64::NEG_INFINITY || !ok_after(Some(p), l) {
                     continue;
                 }
-                let v = score[p] + f64::from(lp[i * labels + l]);
+                let v = sp + f64::from(lp[i * labels + l]);
                 if v > next[l] {
                     next[l] = v;
                     from[l] = p as u32;
