@@ -535,6 +535,30 @@ pub fn train_link_predictor(n: usize, data: &LinkPredData<'_>, cfg: &LinkPredCon
     stopper.finish()
 }
 
+/// The checkpoint kept over a training run: the epoch with the highest validation metric; on equal
+/// metrics the lower tie-break value (e.g. validation loss) wins, else the earlier epoch.
+pub(crate) struct Checkpoint<M> {
+    best: Option<(f64, f64, u32, M)>,
+}
+
+impl<M> Checkpoint<M> {
+    pub(crate) fn new() -> Self {
+        Checkpoint { best: None }
+    }
+
+    /// Keeps `model` when it beats the current checkpoint.
+    pub(crate) fn offer(&mut self, metric: f64, tie_break: f64, epoch: u32, model: M) {
+        if self.best.as_ref().is_none_or(|(m, t, _, _)| metric > *m || (metric == *m && tie_break < *t)) {
+            self.best = Some((metric, tie_break, epoch, model));
+        }
+    }
+
+    /// The kept model and its epoch.
+    pub(crate) fn take(self) -> Result<(M, u32)> {
+        self.best.map(|(_, _, e, m)| (m, e)).ok_or_else(|| ModelError::Internal("no epoch ran".into()))
+    }
+}
+
 /// Writes layers as safetensors (`<name>.weight` `[in, out]`, `<name>.bias` `[out]`), atomically.
 pub(crate) fn save_layers(path: &std::path::Path, layers: &[(&str, &Dense)]) -> Result<()> {
     let mut bufs: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();

@@ -286,7 +286,7 @@ pub fn train_planner(shape: PlannerShape, train: &SeqData, val: &SeqData, cfg: &
     let q_all: Tensor<2> = Tensor::from_data(TensorData::new(train.queries.clone(), [train.n_queries(), train.dim]), &ad);
     let rows = owner.len();
     let mut curve = Vec::new();
-    let mut best: Option<(f64, f64, u32, Planner)> = None;
+    let mut best = crate::gnn::Checkpoint::new();
     for epoch in 1..=cfg.epochs {
         let mut order: Vec<usize> = (0..rows).collect();
         for i in (1..rows).rev() {
@@ -316,12 +316,9 @@ pub fn train_planner(shape: PlannerShape, train: &SeqData, val: &SeqData, cfg: &
         let val_loss = eval_loss(&valid, val, dev)?;
         let val_exact = exact_match(&valid, val, cfg.max_len, dev)?;
         curve.push(PlannerEpoch { epoch: epoch as u32, train_loss, val_loss, val_exact });
-        let better = best.as_ref().is_none_or(|(e, l, _, _)| val_exact > *e || (val_exact == *e && val_loss < *l));
-        if better {
-            best = Some((val_exact, val_loss, epoch as u32, valid));
-        }
+        best.offer(val_exact, val_loss, epoch as u32, valid);
     }
-    let (_, _, epoch, model) = best.ok_or_else(|| ModelError::Internal("no epoch ran".into()))?;
+    let (model, epoch) = best.take()?;
     Ok((model, curve, epoch))
 }
 

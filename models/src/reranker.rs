@@ -194,7 +194,7 @@ pub fn train_reranker(n_types: usize, train: &[Group], val: &[Group], feats: Fea
     let mut optim = AdamConfig::new().with_epsilon(1e-8).init();
     let g_size = 1 + cfg.negatives;
     let mut curve = Vec::new();
-    let mut best: Option<(f64, u32, Reranker)> = None;
+    let mut best = crate::gnn::Checkpoint::new();
     for epoch in 1..=cfg.epochs {
         let mut order: Vec<usize> = (0..usable.len()).collect();
         for i in (1..order.len()).rev() {
@@ -225,11 +225,9 @@ pub fn train_reranker(n_types: usize, train: &[Group], val: &[Group], feats: Fea
         let valid = model.valid();
         let val_hit1 = hit1(&valid, val, feats, dev)?;
         curve.push(RerankerEpoch { epoch: epoch as u32, train_loss: loss_sum / n_groups.max(1) as f64, val_hit1 });
-        if best.as_ref().is_none_or(|(h, _, _)| val_hit1 > *h) {
-            best = Some((val_hit1, epoch as u32, valid));
-        }
+        best.offer(val_hit1, 0.0, epoch as u32, valid);
     }
-    let (_, epoch, model) = best.ok_or_else(|| ModelError::Internal("no epoch ran".into()))?;
+    let (model, epoch) = best.take()?;
     Ok((model, curve, epoch))
 }
 

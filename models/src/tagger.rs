@@ -294,7 +294,7 @@ pub fn train_tagger(shape: TaggerShape, train: &TagData, val: &TagData, cfg: &Ta
     let gold: Vec<Vec<u32>> = val.sentences.iter().map(|s| s.labels.clone()).collect();
     let labels = shape.labels();
     let mut curve = Vec::new();
-    let mut best: Option<(f64, u32, Tagger)> = None;
+    let mut best = crate::gnn::Checkpoint::new();
     for epoch in 1..=cfg.epochs {
         let mut order: Vec<usize> = (0..r.query.len()).collect();
         for i in (1..order.len()).rev() {
@@ -317,11 +317,9 @@ pub fn train_tagger(shape: TaggerShape, train: &TagData, val: &TagData, cfg: &Ta
         let valid = model.valid();
         let val_f1 = label_f1(&valid.predict(&shape, val, dev)?, &gold);
         curve.push(TaggerEpoch { epoch: epoch as u32, train_loss: loss_sum / n.max(1) as f64, val_f1 });
-        if best.as_ref().is_none_or(|(f, _, _)| val_f1 > *f) {
-            best = Some((val_f1, epoch as u32, valid));
-        }
+        best.offer(val_f1, 0.0, epoch as u32, valid);
     }
-    let (_, epoch, model) = best.ok_or_else(|| ModelError::Internal("no epoch ran".into()))?;
+    let (model, epoch) = best.take()?;
     Ok((model, curve, epoch))
 }
 
