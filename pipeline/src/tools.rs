@@ -67,6 +67,10 @@ pub struct EmbedArgs {
     /// or `burn` (the burn model on the chosen device). Default: fused on cpu, burn on gpu.
     #[arg(long)]
     pub engine: Option<String>,
+    /// Linear layers of the fused engine: `auto` (split bf16 on AMX tiles when the CPU has them,
+    /// f32 otherwise) or `f32` (f32 gemm always).
+    #[arg(long, default_value = "auto")]
+    pub products: String,
 }
 
 pub(crate) fn column<'a>(b: &'a RecordBatch, path: &Path, name: &str) -> Result<&'a ArrayRef> {
@@ -220,6 +224,14 @@ pub fn cmd_embed(a: EmbedArgs, quiet: bool) -> Result<()> {
         Some("burn") => false,
         Some(e) => bail!("--engine {e}: expected fused or burn"),
     };
+    let products = match a.products.as_str() {
+        "auto" => minilm::fused::Products::Auto,
+        "f32" => minilm::fused::Products::F32,
+        p => bail!("--products {p}: expected auto or f32"),
+    };
+    if !fused && a.products != "auto" {
+        bail!("--products applies to the fused engine only");
+    }
     let dir = a.model.clone().unwrap_or_else(|| minilm::default_dir(Path::new(".")));
     if !dir.join("model.safetensors").is_file() {
         bail!("{}: no model.safetensors (run `make models` or `tgrag fetch minilm`)", dir.display());
@@ -229,7 +241,7 @@ pub fn cmd_embed(a: EmbedArgs, quiet: bool) -> Result<()> {
     check_ids(&ids, &a.input, "id")?;
     let texts = texts(&input, &a.input, "text")?;
     let t0 = Instant::now();
-    let model = if fused { MiniLm::load_fused(&dir)? } else { MiniLm::load(&dir, &device.device())? };
+    let model = if fused { MiniLm::load_fused(&dir, products)? } else { MiniLm::load(&dir, &device.device())? };
     let t_load = t0.elapsed().as_secs_f64();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let bar = Progress { quiet }.bar(refs.len() as u64, "embed (MiniLM)");
@@ -248,10 +260,11 @@ pub fn cmd_embed(a: EmbedArgs, quiet: bool) -> Result<()> {
     let batch = RecordBatch::try_new(schema, vec![ids, Arc::new(list)])?;
     tgrag_schemas::io::write_parquet_atomic(&a.out, &batch)?;
     eprintln!(
-        "embed: {} texts on {} ({} engine) in {:.3}s ({:.1} texts/s; model load {:.2}s) → {}",
+        "embed: {} texts on {} ({} engine, {} products) in {:.3}s ({:.1} texts/s; model load {:.2}s) → {}",
         refs.len(),
         device.resolved().as_str(),
         if fused { "fused" } else { "burn" },
+        model.products(),
         t_enc,
         refs.len() as f64 / t_enc.max(1e-9),
         t_load,

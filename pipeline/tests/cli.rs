@@ -705,3 +705,49 @@ fn train_planner_and_plan_on_mor_files_agree_are_deterministic_and_refuse_bad_in
     let r = tgrag(o, &["plan", "--model", o.join("nope").to_str().expect("utf8"), "--queries", qfile.to_str().expect("utf8"), "--out", pfile.to_str().expect("utf8")]);
     assert!(!r.status.success() && stderr(&r).contains("model.json"), "{}", stderr(&r));
 }
+
+/// `tgrag embed` with its default products (split bf16 on AMX tiles where the CPU has them) and
+/// with `--products f32`: unit-length 384-wide rows in input order, the two within cosine
+/// 0.999999 of each other, and a bad `--products` refused before any work.
+#[test]
+fn embed_default_and_f32_products_agree() {
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../weights/all-MiniLM-L6-v2");
+    if !model.join("model.safetensors").exists() {
+        eprintln!("SKIP embed_default_and_f32_products_agree: no model in {} (run `make models`)", model.display());
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let texts: Vec<String> = (0..70).map(|i| format!("sentence {i} about graph retrieval {}", "and planning ".repeat(i % 9))).collect();
+    let input = RecordBatch::try_from_iter(vec![
+        ("id", Arc::new(arrow::array::Int64Array::from((0..70).map(|i| 1000 - i).collect::<Vec<i64>>())) as ArrayRef),
+        ("text", Arc::new(StringArray::from(texts)) as ArrayRef),
+    ])
+    .expect("batch");
+    let inp = dir.path().join("s.parquet");
+    tgrag_schemas::io::write_parquet_atomic(&inp, &input).expect("write");
+    let m = model.to_str().expect("utf8");
+    let run = |out: &str, extra: &[&str]| {
+        let path = dir.path().join(out);
+        let mut args = vec!["embed", "--input", inp.to_str().expect("utf8"), "--out", path.to_str().expect("utf8"), "--model", m];
+        args.extend_from_slice(extra);
+        ok(tgrag(dir.path(), &args));
+        let b = tgrag_schemas::io::read_parquet(&path).expect("read");
+        let ids: Vec<i64> = b.column_by_name("id").expect("id").as_any().downcast_ref::<arrow::array::Int64Array>().expect("i64").values().to_vec();
+        assert_eq!(ids, (0..70).map(|i| 1000 - i).collect::<Vec<i64>>(), "ids in input order");
+        let e = b.column_by_name("embedding").expect("embedding").as_any().downcast_ref::<arrow::array::FixedSizeListArray>().expect("list").clone();
+        assert_eq!(e.value_length(), 384);
+        e.values().as_any().downcast_ref::<arrow::array::Float32Array>().expect("f32").values().to_vec()
+    };
+    let auto = run("auto.parquet", &[]);
+    let f32s = run("f32.parquet", &["--products", "f32"]);
+    for (a, b) in auto.chunks_exact(384).zip(f32s.chunks_exact(384)) {
+        let norm: f64 = a.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-5, "unit length: {norm}");
+        let cos: f64 = a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum();
+        assert!(cos >= 0.999_999, "default vs f32 products: cosine {cos}");
+    }
+    let bad = tgrag(dir.path(), &["embed", "--input", inp.to_str().expect("utf8"), "--out", dir.path().join("x.parquet").to_str().expect("utf8"), "--model", m, "--products", "bf8"]);
+    assert!(!bad.status.success());
+    assert!(stderr(&bad).contains("--products bf8"), "{}", stderr(&bad));
+    assert!(!dir.path().join("x.parquet").exists());
+}

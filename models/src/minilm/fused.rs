@@ -18,6 +18,7 @@
 use rayon::prelude::*;
 
 use super::BertConfig;
+use super::amx;
 use super::weights::WeightFile;
 use crate::error::{ModelError, Result};
 
@@ -241,6 +242,23 @@ struct Layer {
     ln2: Norm,
 }
 
+/// How the engine computes its linear layers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Products {
+    /// f32 `gemm` (AVX-512 or AVX2 kernels).
+    F32,
+    /// Split bf16 on AMX tiles ([`super::amx`]) when this CPU and OS offer them, f32 otherwise.
+    Auto,
+}
+
+/// One layer's weights split and packed for the AMX kernel.
+struct AmxLayer {
+    wqkv: amx::PackedB,
+    wo: amx::PackedB,
+    wi: amx::PackedB,
+    wo2: amx::PackedB,
+}
+
 /// The CPU engine: weights as plain row-major f32 arrays.
 pub struct FusedBert {
     cfg: BertConfig,
@@ -249,6 +267,17 @@ pub struct FusedBert {
     token_type0: Vec<f32>,
     emb_ln: Norm,
     layers: Vec<Layer>,
+    /// Packed weights when the products run on AMX.
+    amx: Option<Vec<AmxLayer>>,
+}
+
+/// Which weight of a layer a product uses.
+#[derive(Clone, Copy)]
+enum Weight {
+    Qkv,
+    Out,
+    Inter,
+    Out2,
 }
 
 /// An `nn.Linear` weight (`out × in`) transposed to `in × out`.
@@ -315,11 +344,64 @@ impl FusedBert {
         wf.f32s("pooler.dense.weight", &[d, d])?;
         wf.f32s("pooler.dense.bias", &[d])?;
         wf.finish()?;
-        Ok(FusedBert { cfg, word, position, token_type0, emb_ln, layers })
+        Ok(FusedBert { cfg, word, position, token_type0, emb_ln, layers, amx: None })
+    }
+
+    /// Chooses how the linear layers are computed (packing the weights for AMX when it is used).
+    pub fn with_products(mut self, products: Products) -> Result<Self> {
+        self.amx = match products {
+            Products::Auto if amx::available() => {
+                let (d, di) = (self.cfg.hidden_size, self.cfg.intermediate_size);
+                let packed = self
+                    .layers
+                    .par_iter()
+                    .map(|l| {
+                        Ok(AmxLayer {
+                            wqkv: amx::PackedB::new(&l.wqkv, d, 3 * d)?,
+                            wo: amx::PackedB::new(&l.wo, d, d)?,
+                            wi: amx::PackedB::new(&l.wi, d, di)?,
+                            wo2: amx::PackedB::new(&l.wo2, di, d)?,
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Some(packed)
+            }
+            _ => None,
+        };
+        Ok(self)
+    }
+
+    /// `"amx-bf16x3"` or `"f32"`: what the linear layers run on.
+    pub fn products(&self) -> &'static str {
+        if self.amx.is_some() { "amx-bf16x3" } else { "f32" }
     }
 
     pub fn config(&self) -> &BertConfig {
         &self.cfg
+    }
+
+    /// `dst (t×n) += x (t×k) · W` for one of layer `li`'s weights, on AMX or f32 gemm.
+    fn product(&self, li: usize, w: Weight, t: usize, dst: &mut [f32], x: &[f32]) -> Result<()> {
+        let (d, di) = (self.cfg.hidden_size, self.cfg.intermediate_size);
+        let layer = &self.layers[li];
+        let (k, n, wf) = match w {
+            Weight::Qkv => (d, 3 * d, &layer.wqkv),
+            Weight::Out => (d, d, &layer.wo),
+            Weight::Inter => (d, di, &layer.wi),
+            Weight::Out2 => (di, d, &layer.wo2),
+        };
+        match self.amx.as_ref().and_then(|a| a.get(li)) {
+            Some(p) => {
+                let packed = match w {
+                    Weight::Qkv => &p.wqkv,
+                    Weight::Out => &p.wo,
+                    Weight::Inter => &p.wi,
+                    Weight::Out2 => &p.wo2,
+                };
+                amx::matmul(t, dst, n, x, k, packed, true)
+            }
+            None => matmul(t, n, k, dst, n, x, k, wf, n, 1, true, true),
+        }
     }
 
     /// Mean-pooled, L2-normalised embeddings of a batch of id sequences (row-major), packed.
@@ -353,11 +435,11 @@ impl FusedBert {
         let mut inter = vec![0f32; t * di];
         // (sentence, head) jobs for attention.
         let jobs: Vec<(usize, usize)> = (0..batch.len()).flat_map(|s| (0..h).map(move |hh| (s, hh))).collect();
-        for layer in &self.layers {
+        for (li, layer) in self.layers.iter().enumerate() {
             for row in qkv.chunks_exact_mut(3 * d) {
                 row.copy_from_slice(&layer.bqkv);
             }
-            matmul(t, 3 * d, d, &mut qkv, 3 * d, &x, d, &layer.wqkv, 3 * d, 1, true, true)?;
+            self.product(li, Weight::Qkv, t, &mut qkv, &x)?;
             // Attention per (sentence, head): softmax(Q·Kᵀ/√dh)·V into that head's columns of ctx.
             let heads: Vec<(usize, usize, Vec<f32>)> = jobs
                 .par_iter()
@@ -386,18 +468,18 @@ impl FusedBert {
             for row in x.chunks_exact_mut(d) {
                 row.iter_mut().zip(&layer.bo).for_each(|(v, b)| *v += b);
             }
-            matmul(t, d, d, &mut x, d, &ctx, d, &layer.wo, d, 1, true, true)?;
+            self.product(li, Weight::Out, t, &mut x, &ctx)?;
             layer_norm(&mut x, d, &layer.ln1, eps);
             // x = LN(x + GELU(x·Wi + bi)·Wo2 + bo2)
             for row in inter.chunks_exact_mut(di) {
                 row.copy_from_slice(&layer.bi);
             }
-            matmul(t, di, d, &mut inter, di, &x, d, &layer.wi, di, 1, true, true)?;
+            self.product(li, Weight::Inter, t, &mut inter, &x)?;
             gelu_in_place(&mut inter);
             for row in x.chunks_exact_mut(d) {
                 row.iter_mut().zip(&layer.bo2).for_each(|(v, b)| *v += b);
             }
-            matmul(t, d, di, &mut x, d, &inter, di, &layer.wo2, d, 1, true, true)?;
+            self.product(li, Weight::Out2, t, &mut x, &inter)?;
             layer_norm(&mut x, d, &layer.ln2, eps);
         }
         // Mean over each sentence's tokens, then L2 normalisation.

@@ -11,6 +11,7 @@
 //! error. The pooler (`pooler.dense`) belongs to BertModel and is loaded, but sentence embeddings
 //! do not use it; `embeddings.position_ids` must be the buffer `0..max_position_embeddings`.
 
+pub mod amx;
 pub mod fused;
 pub mod weights;
 
@@ -151,10 +152,11 @@ impl MiniLm {
         Ok(MiniLm { engine: Engine::Burn(Box::new(bert)), tokenizer: load_tokenizer(&dir.join("tokenizer.json"))? })
     }
 
-    /// Load the model into the CPU engine ([`fused::FusedBert`]).
-    pub fn load_fused(dir: &Path) -> Result<Self> {
+    /// Load the model into the CPU engine ([`fused::FusedBert`]), its linear layers computed as
+    /// `products` says.
+    pub fn load_fused(dir: &Path, products: fused::Products) -> Result<Self> {
         let (cfg, w_path, bytes) = read_model(dir)?;
-        let bert = fused::FusedBert::from_safetensors(cfg, &w_path, &bytes)?;
+        let bert = fused::FusedBert::from_safetensors(cfg, &w_path, &bytes)?.with_products(products)?;
         Ok(MiniLm { engine: Engine::Fused(Box::new(bert)), tokenizer: load_tokenizer(&dir.join("tokenizer.json"))? })
     }
 
@@ -162,7 +164,15 @@ impl MiniLm {
     pub fn for_device(dir: &Path, choice: crate::DeviceChoice) -> Result<Self> {
         match choice.resolved() {
             crate::DeviceChoice::Gpu => Self::load(dir, &choice.device()),
-            _ => Self::load_fused(dir),
+            _ => Self::load_fused(dir, fused::Products::Auto),
+        }
+    }
+
+    /// What the linear layers run on: `"burn"`, `"f32"` (CPU engine, gemm) or `"amx-bf16x3"`.
+    pub fn products(&self) -> &'static str {
+        match &self.engine {
+            Engine::Burn(_) => "burn",
+            Engine::Fused(f) => f.products(),
         }
     }
 

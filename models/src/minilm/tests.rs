@@ -9,6 +9,7 @@ use safetensors::Dtype;
 use safetensors::tensor::TensorView;
 
 use super::*;
+use super::fused::Products;
 
 /// A tiny checkpoint: name → (shape, values), in the sentence-transformers naming.
 fn tiny(cfg: &BertConfig, seed: u64) -> BTreeMap<String, (Vec<usize>, Vec<f32>)> {
@@ -318,7 +319,12 @@ fn matches_sentence_transformers_fixture() {
         return;
     }
     let burn = MiniLm::load(&dir, &Device::flex()).expect("load model");
-    let fused = MiniLm::load_fused(&dir).expect("load model");
+    let fused = MiniLm::load_fused(&dir, Products::F32).expect("load model");
+    // On a CPU with AMX tiles, the split-bf16 products too (elsewhere `Auto` is f32 again).
+    let amx = MiniLm::load_fused(&dir, Products::Auto).expect("load model");
+    if amx.products() != "amx-bf16x3" {
+        eprintln!("matches_sentence_transformers_fixture: no AMX-BF16 on this machine, the bf16×3 products are not checked");
+    }
     let mut texts: Vec<(i64, String)> = Vec::new();
     for b in read_batches(&fx.join("sentences.parquet")) {
         let ids = b.column_by_name("sent_id").expect("sent_id");
@@ -351,7 +357,7 @@ fn matches_sentence_transformers_fixture() {
     }
     // Embeddings: cosine ≥ 0.9999 for every sentence.
     let refs: Vec<&str> = texts.iter().map(|(_, t)| t.as_str()).collect();
-    for (engine, model) in [("burn", &burn), ("cpu", &fused)] {
+    for (engine, model) in [("burn", &burn), ("cpu", &fused), ("cpu-amx", &amx)] {
     let got = model.encode(&refs, EncodeOptions::default(), &|_| {}).expect("encode");
     let mut want_emb: BTreeMap<i64, Vec<f32>> = BTreeMap::new();
     for b in read_batches(&fx.join("embeddings.parquet")) {
@@ -372,6 +378,10 @@ fn matches_sentence_transformers_fixture() {
         let cos = dot / (na * nb);
         worst = worst.min(cos);
         assert!(cos >= 0.9999, "{engine} engine, sentence {id}: cosine {cos}");
+        // Split bf16 carries 16 significant bits: far closer than a single bf16 product (≈ 0.99997).
+        if engine == "cpu-amx" {
+            assert!(cos >= 0.999_999, "{engine} engine, sentence {id}: cosine {cos}, below what bf16×3 gives");
+        }
     }
     eprintln!("minilm fixture ({engine} engine): {} sentences, min cosine {worst:.7}", texts.len());
     }

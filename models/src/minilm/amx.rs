@@ -1,0 +1,436 @@
+//! Matrix products on Intel AMX tiles in split bf16 ("bf16×3"), for the CPU engine.
+//!
+//! An f32 x is split into two bf16 numbers, hi = bf16(x) and lo = bf16(x − hi) (round to nearest
+//! even), which together carry 16 bits of its 24-bit significand. The product of two matrices is
+//! then Ah·Bh + Ah·Bl + Al·Bh (the Al·Bl term is below f32 rounding), all three on the AMX-BF16
+//! tile unit with f32 accumulation, written as one bf16 product over a three times longer inner
+//! dimension: [Ah | Ah | Al] · [Bh ; Bl ; Bh]. Against the plain f32 product the result differs in
+//! about the 6th significant digit (MiniLM embeddings: cosine ≥ 0.999999 to sentence-transformers,
+//! `tests.rs`); a single bf16 product would lose about three digits.
+//!
+//! The weight side is split and laid out once, at load ([`PackedB`]): 16×16 pair tiles in the
+//! VNNI order the tile unit reads, each tile contiguous (1 KiB). The activation side is split per
+//! call into a row-major bf16 buffer. The kernel keeps a 32×32 block of C in four tile registers,
+//! streams two A tiles and two B tiles per 32-wide step of the inner dimension, and is parallel over
+//! 32-row blocks (rayon); every output element is accumulated by one thread in a fixed order, so
+//! results do not depend on the number of threads.
+//!
+//! [`available`] checks the CPU (CPUID), the OS (XCR0 tile state) and asks Linux for the tile-data
+//! permission (`arch_prctl(ARCH_REQ_XCOMP_PERM)`); anywhere else the engine uses f32 `gemm`.
+
+use rayon::prelude::*;
+
+use crate::error::{ModelError, Result};
+
+/// Rows and columns of one tile of C; the inner step of one bf16 tile is 32 (16 pairs).
+const TILE: usize = 16;
+const STEP: usize = 32;
+/// u16 elements of one packed B tile (16 pair-rows × 32 bf16).
+const TILE_U16: usize = TILE * STEP;
+
+/// The 64-byte aligned window of `len` elements inside `v` (grown by 32 to leave room): a tile row
+/// that straddles two cache lines costs two, so every tile starts on a line.
+fn aligned(v: &mut Vec<u16>, len: usize) -> (usize, &mut [u16]) {
+    if v.len() < len + 32 {
+        v.resize(len + 32, 0);
+    }
+    let off = (64 - v.as_ptr() as usize % 64) % 64 / 2;
+    (off, &mut v[off..off + len])
+}
+
+/// bf16 by round to nearest even (inputs are finite: activations and weights).
+#[inline(always)]
+fn bf16(x: f32) -> u16 {
+    let b = x.to_bits();
+    ((b + 0x7fff + ((b >> 16) & 1)) >> 16) as u16
+}
+
+#[inline(always)]
+fn widen(h: u16) -> f32 {
+    f32::from_bits(u32::from(h) << 16)
+}
+
+/// (hi, lo) with hi + lo ≈ x to 16 significant bits.
+#[inline(always)]
+fn split(x: f32) -> (u16, u16) {
+    let h = bf16(x);
+    (h, bf16(x - widen(h)))
+}
+
+/// Whether this process may use AMX-BF16 (checked once).
+pub fn available() -> bool {
+    static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OK.get_or_init(detect)
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[allow(unsafe_code)]
+fn detect() -> bool {
+    use std::arch::x86_64::{__cpuid, __cpuid_count};
+    if __cpuid(0).eax < 7 || __cpuid(1).ecx & (1 << 27) == 0 {
+        return false; // no leaf 7, or no OSXSAVE (so no XGETBV)
+    }
+    let edx = __cpuid_count(7, 0).edx;
+    if edx & (1 << 22) == 0 || edx & (1 << 24) == 0 {
+        return false; // no AMX-BF16 or no AMX-TILE
+    }
+    let xcr0: u32;
+    // SAFETY: XGETBV with ECX = 0 is valid when CPUID reports OSXSAVE (checked above); it only
+    // writes EAX and EDX.
+    unsafe {
+        std::arch::asm!("xgetbv", in("ecx") 0u32, out("eax") xcr0, out("edx") _, options(nomem, nostack, preserves_flags));
+    }
+    if xcr0 & (0b11 << 17) != 0b11 << 17 {
+        return false; // the OS has not enabled XTILECFG and XTILEDATA
+    }
+    let ret: i64;
+    // SAFETY: the Linux system call arch_prctl(ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18)
+    // takes two integers and touches no user memory; `syscall` clobbers RCX and R11.
+    unsafe {
+        std::arch::asm!("syscall", inlateout("rax") 158i64 => ret, in("rdi") 0x1023i64, in("rsi") 18i64,
+            lateout("rcx") _, lateout("r11") _, options(nostack));
+    }
+    ret == 0
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+fn detect() -> bool {
+    false
+}
+
+/// A `k × n` right-hand side (row-major f32), split and packed into pair tiles.
+pub struct PackedB {
+    k: usize,
+    n: usize,
+    /// Length of each of the three segments of the inner dimension (k rounded up to 32).
+    kp: usize,
+    /// Tiles along the inner dimension (3·kp / 32) and along n (n rounded up to 32, / 16).
+    kt: usize,
+    nt: usize,
+    /// The tiles are `store[off..off + len]`, 64-byte aligned.
+    store: Vec<u16>,
+    off: usize,
+    len: usize,
+}
+
+impl PackedB {
+    pub fn new(w: &[f32], k: usize, n: usize) -> Result<Self> {
+        if w.len() != k * n || k == 0 || n == 0 {
+            return Err(ModelError::Internal(format!("amx: {} values for a {k}×{n} matrix", w.len())));
+        }
+        let kp = k.div_ceil(STEP) * STEP;
+        let kt = 3 * kp / STEP;
+        let nt = n.div_ceil(2 * TILE) * 2;
+        let mut store = Vec::new();
+        let (off, data) = aligned(&mut store, nt * kt * TILE_U16);
+        for r in 0..k {
+            for (j, &x) in w[r * n..(r + 1) * n].iter().enumerate() {
+                let (h, l) = split(x);
+                // [Bh ; Bl ; Bh]
+                for (seg, v) in [(0, h), (1, l), (2, h)] {
+                    let row = seg * kp + r;
+                    let tile = ((j / (2 * TILE)) * kt + row / STEP) * 2 + (j / TILE) % 2;
+                    data[tile * TILE_U16 + ((row % STEP) / 2) * STEP + (j % TILE) * 2 + row % 2] = v;
+                }
+            }
+        }
+        let len = nt * kt * TILE_U16;
+        Ok(PackedB { k, n, kp, kt, nt, store, off, len })
+    }
+
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    fn data(&self) -> &[u16] {
+        &self.store[self.off..self.off + self.len]
+    }
+}
+
+/// Bytes of split lhs one task keeps (in a buffer of its thread, meant to stay in L2): the task
+/// runs every 32-column block of `b` over all its 32-row blocks, so each B block is read from L3
+/// once per task and from L2 for the task's other row blocks.
+const TASK_BYTES: usize = 1 << 20;
+
+thread_local! {
+    static SPLIT: std::cell::RefCell<Vec<u16>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Splits `rows` rows of `src` (row stride `lda`, `k` used) into `out`, the tiles the kernel
+/// reads: for each 32-row block and each 32-wide step s of the inner dimension [hi | hi | lo]
+/// (three segments of `kp`), the two 16×32 tiles (rows 0–15, rows 16–31) one after the other,
+/// 2 KiB per step, steps in order. Zero beyond `k` and in the rows from `rows` to the end.
+struct SplitRows<'a> {
+    src: &'a [f32],
+    lda: usize,
+    k: usize,
+    kp: usize,
+    rows: usize,
+    out: &'a mut [u16],
+}
+
+impl pulp::WithSimd for SplitRows<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        let SplitRows { src, lda, k, kp, rows, out } = self;
+        let kt = 3 * kp / STEP;
+        let seg = kp / STEP;
+        let blocks = out.len() / (2 * TILE * 3 * kp);
+        for r in 0..blocks * 2 * TILE {
+            let (mb, half, rr) = (r / (2 * TILE), (r / TILE) % 2, r % TILE);
+            let at = |s: usize| ((mb * kt + s) * 2 + half) * TILE_U16 + rr * STEP;
+            for q in 0..seg {
+                let mut h = [0u16; STEP];
+                let mut l = [0u16; STEP];
+                let c0 = q * STEP;
+                if r < rows && c0 < k {
+                    let n = (k - c0).min(STEP);
+                    let x = &src[r * lda + c0..r * lda + c0 + n];
+                    for i in 0..n {
+                        let (a, b) = split(x[i]);
+                        h[i] = a;
+                        l[i] = b;
+                    }
+                }
+                out[at(q)..at(q) + STEP].copy_from_slice(&h);
+                out[at(seg + q)..at(seg + q) + STEP].copy_from_slice(&h);
+                out[at(2 * seg + q)..at(2 * seg + q) + STEP].copy_from_slice(&l);
+            }
+        }
+    }
+}
+
+/// `dst (m×n, row stride ldd) (+)= lhs (m×k, row stride lda) · b`; `accumulate` keeps what `dst`
+/// holds (bias, residual) and adds the product.
+pub fn matmul(m: usize, dst: &mut [f32], ldd: usize, lhs: &[f32], lda: usize, b: &PackedB, accumulate: bool) -> Result<()> {
+    let (k, n) = (b.k, b.n);
+    if m == 0 {
+        return Ok(());
+    }
+    if !available() {
+        return Err(ModelError::Internal("amx matmul called on a CPU or OS without AMX-BF16 tiles".into()));
+    }
+    if lda < k || ldd < n || (m - 1) * lda + k > lhs.len() || (m - 1) * ldd + n > dst.len() {
+        return Err(ModelError::Internal(format!("amx matmul {m}×{k}·{k}×{n}: operand slices too short for their strides")));
+    }
+    let kk = 3 * b.kp;
+    // As few tasks as the L2 budget allows, a multiple of the thread count (balanced).
+    let mblocks = m.div_ceil(2 * TILE);
+    let most = (TASK_BYTES / (2 * TILE * kk * 2)).max(1);
+    let threads = rayon::current_num_threads().max(1);
+    let tasks = (mblocks.div_ceil(most).div_ceil(threads) * threads).min(mblocks);
+    let task_rows = mblocks.div_ceil(tasks) * 2 * TILE;
+    dst[..(m - 1) * ldd + n].par_chunks_mut(task_rows * ldd).enumerate().try_for_each(|(ti, out)| -> Result<()> {
+        let r0 = ti * task_rows;
+        let rows = (m - r0).min(task_rows);
+        let blocks = rows.div_ceil(2 * TILE);
+        SPLIT.with(|cell| -> Result<()> {
+            let mut buf = cell.borrow_mut();
+            let (_, a) = aligned(&mut buf, blocks * 2 * TILE * kk);
+            pulp::Arch::new().dispatch(SplitRows { src: &lhs[r0 * lda..], lda, k, kp: b.kp, rows, out: a });
+            let a: &[u16] = a;
+            let _tiles = Tiles::configure();
+            let mut c = [0f32; 4 * TILE * TILE];
+            for nb in 0..b.nt / 2 {
+                let bp = &b.data()[2 * nb * b.kt * TILE_U16..2 * (nb + 1) * b.kt * TILE_U16];
+                let cols = (n - nb * 2 * TILE).min(2 * TILE);
+                for mb in 0..blocks {
+                    block(&a[mb * 2 * TILE * kk..(mb + 1) * 2 * TILE * kk], bp, b.kt, &mut c)?;
+                    for r in mb * 2 * TILE..rows.min((mb + 1) * 2 * TILE) {
+                        let d = &mut out[r * ldd + nb * 2 * TILE..r * ldd + nb * 2 * TILE + cols];
+                        let rr = r % (2 * TILE);
+                        // Tiles 0/1 hold rows 0–15 (columns 0–15 / 16–31), tiles 2/3 rows 16–31.
+                        let t0 = if rr < TILE { 0 } else { 2 };
+                        let (c0, c1) = c[t0 * TILE * TILE..(t0 + 2) * TILE * TILE].split_at(TILE * TILE);
+                        let (c0, c1) = (&c0[(rr % TILE) * TILE..][..TILE], &c1[(rr % TILE) * TILE..][..TILE]);
+                        let (d0, d1) = d.split_at_mut(cols.min(TILE));
+                        if accumulate {
+                            d0.iter_mut().zip(c0).for_each(|(v, p)| *v += p);
+                            d1.iter_mut().zip(c1).for_each(|(v, p)| *v += p);
+                        } else {
+                            d0.copy_from_slice(&c0[..d0.len()]);
+                            d1.copy_from_slice(&c1[..d1.len()]);
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })
+    })
+}
+
+/// The tile configuration of this thread for the kernel's lifetime: eight 16-row × 64-byte tiles
+/// (0–3: C, 4–5: A, 6–7: B); released on drop.
+struct Tiles;
+
+#[repr(C, align(64))]
+struct TileConfig([u8; 64]);
+
+static CONFIG: TileConfig = {
+    let mut c = [0u8; 64];
+    c[0] = 1; // palette 1
+    let mut t = 0;
+    while t < 8 {
+        c[16 + 2 * t] = 64; // bytes per row
+        c[48 + t] = 16; // rows
+        t += 1;
+    }
+    TileConfig(c)
+};
+
+impl Tiles {
+    #[allow(unsafe_code)]
+    fn configure() -> Tiles {
+        // SAFETY: only reached when `available()` (tile state enabled and permitted); LDTILECFG reads
+        // the 64 bytes of a valid palette-1 configuration.
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            std::arch::asm!("ldtilecfg [{cfg}]", cfg = in(reg) CONFIG.0.as_ptr(), options(nostack, readonly));
+        }
+        Tiles
+    }
+}
+
+impl Drop for Tiles {
+    #[allow(unsafe_code)]
+    fn drop(&mut self) {
+        // SAFETY: returns the tile state to its initial configuration; no memory access.
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            std::arch::asm!("tilerelease", options(nostack, nomem));
+        }
+    }
+}
+
+/// C (4 tiles: rows 0–15 × cols 0–15, 0–15 × 16–31, 16–31 × 0–15, 16–31 × 16–31) = A · B over
+/// `kt` steps; `a` and `b` hold, per step, two tiles (A: the two 16-row halves; B: the two 16-column
+/// halves) of 1 KiB each, contiguous, so that both streams are read in order.
+#[allow(unsafe_code)]
+fn block(a: &[u16], b: &[u16], kt: usize, c: &mut [f32; 4 * TILE * TILE]) -> Result<()> {
+    // Every tile load below stays inside these slices (bounds checked, not assumed).
+    if kt == 0 || a.len() < 2 * kt * TILE_U16 || b.len() < 2 * kt * TILE_U16 {
+        return Err(ModelError::Internal(format!("amx block: {} / {} elements for {kt} steps", a.len(), b.len())));
+    }
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the tile configuration is loaded (`Tiles::configure`, after `available()`). Step s
+    // reads the 1 KiB tiles at byte offsets 2048·s and 2048·s + 1024 of `a` and of `b` (16 rows of
+    // 64 bytes, stride 64), s < kt: inside the slices by the check above. The stores write
+    // 4 × 1 KiB into `c` (16 rows of 64 bytes each).
+    unsafe {
+        std::arch::asm!(
+            "tilezero tmm0",
+            "tilezero tmm1",
+            "tilezero tmm2",
+            "tilezero tmm3",
+            "2:",
+            "tileloadd tmm4, [{a} + {s64}*1]",
+            "tileloadd tmm6, [{b} + {s64}*1]",
+            "add {a}, 1024",
+            "add {b}, 1024",
+            "tileloadd tmm5, [{a} + {s64}*1]",
+            "tileloadd tmm7, [{b} + {s64}*1]",
+            "add {a}, 1024",
+            "add {b}, 1024",
+            "tdpbf16ps tmm0, tmm4, tmm6",
+            "tdpbf16ps tmm1, tmm4, tmm7",
+            "tdpbf16ps tmm2, tmm5, tmm6",
+            "tdpbf16ps tmm3, tmm5, tmm7",
+            "dec {n}",
+            "jnz 2b",
+            "tilestored [{c} + {s64}*1], tmm0",
+            "add {c}, 1024",
+            "tilestored [{c} + {s64}*1], tmm1",
+            "add {c}, 1024",
+            "tilestored [{c} + {s64}*1], tmm2",
+            "add {c}, 1024",
+            "tilestored [{c} + {s64}*1], tmm3",
+            a = inout(reg) a.as_ptr() => _,
+            b = inout(reg) b.as_ptr() => _,
+            n = inout(reg) kt => _,
+            c = inout(reg) c.as_mut_ptr() => _,
+            s64 = in(reg) 64usize,
+            options(nostack),
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rng_fill(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 2.0 * scale
+            })
+            .collect()
+    }
+
+    #[test]
+    fn split_is_sixteen_bits_of_the_significand() {
+        for x in rng_fill(10_000, 3, 100.0) {
+            let (h, l) = split(x);
+            let back = widen(h) + widen(l);
+            assert!((back - x).abs() <= x.abs() * 2f32.powi(-16), "{x} → {back}");
+        }
+        assert_eq!(bf16(1.0), 0x3f80);
+        // Ties go to even: 1 + 2^-8 lies halfway between two bf16 numbers.
+        assert_eq!(bf16(1.0 + 2f32.powi(-8)), 0x3f80);
+        assert_eq!(bf16(1.0 + 3.0 * 2f32.powi(-8)), 0x3f82);
+    }
+
+    /// Against the f64 product, on shapes with ragged edges (m, n, k not multiples of 32) and with
+    /// and without accumulation.
+    #[test]
+    fn matches_the_f64_product() {
+        if !available() {
+            eprintln!("skipped: this CPU or OS offers no AMX-BF16 tiles");
+            return;
+        }
+        // (300, 1536, 40): several 32-row blocks per task and several tasks.
+        for &(m, k, n) in &[(1, 1, 1), (37, 45, 50), (64, 384, 96), (70, 100, 33), (300, 1536, 40)] {
+            let a = rng_fill(m * k, 1 + m as u64, 1.0);
+            let w = rng_fill(k * n, 2 + n as u64, 0.5);
+            let packed = PackedB::new(&w, k, n).unwrap();
+            let ldd = n + 3;
+            let init = rng_fill(m * ldd, 5, 1.0);
+            for accumulate in [false, true] {
+                let mut dst = init.clone();
+                matmul(m, &mut dst, ldd, &a, k, &packed, accumulate).unwrap();
+                for i in 0..m {
+                    for j in 0..ldd {
+                        if j >= n {
+                            assert_eq!(dst[i * ldd + j], init[i * ldd + j], "padding column touched");
+                            continue;
+                        }
+                        let exact: f64 = (0..k).map(|c| f64::from(a[i * k + c]) * f64::from(w[c * n + j])).sum::<f64>()
+                            + if accumulate { f64::from(init[i * ldd + j]) } else { 0.0 };
+                        let scale: f64 = (0..k).map(|c| (f64::from(a[i * k + c]) * f64::from(w[c * n + j])).abs()).sum::<f64>() + 1.0;
+                        let err = (f64::from(dst[i * ldd + j]) - exact).abs() / scale;
+                        // A single bf16 product is off by about 1e-3 of the scale; split bf16 by < 1e-5.
+                        assert!(err < 5e-6, "{m}×{k}×{n} ({i},{j}): {} vs {exact}", dst[i * ldd + j]);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn refuses_short_operands() {
+        let packed = PackedB::new(&[1.0; 6], 2, 3).unwrap();
+        let mut dst = vec![0f32; 5];
+        assert!(matmul(2, &mut dst, 3, &[1.0; 4], 2, &packed, false).is_err());
+        assert!(PackedB::new(&[1.0; 5], 2, 3).is_err());
+    }
+}
+
