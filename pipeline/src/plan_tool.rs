@@ -39,6 +39,9 @@ pub struct TrainPlannerArgs {
     /// Weight of llama_ft.jsonl's plans in the planner loss (plans_train.jsonl weighs 1).
     #[arg(long, default_value_t = 1.0)]
     pub finetune_weight: f32,
+    /// Width of the hashed uni/bigram part of the query vector.
+    #[arg(long, default_value_t = TrainOptions::default().hash_dim)]
+    pub hash_dim: usize,
     /// `cpu`, `gpu` (burn-wgpu) or `auto`.
     #[arg(long, default_value = "cpu")]
     pub device: String,
@@ -73,6 +76,9 @@ pub fn cmd_train_planner(a: TrainPlannerArgs, quiet: bool) -> Result<()> {
     if !(0.0..=100.0).contains(&a.finetune_weight) {
         bail!("--finetune-weight {}: expected a weight in [0, 100]", a.finetune_weight);
     }
+    if !(16..=1 << 16).contains(&a.hash_dim) {
+        bail!("--hash-dim {}: expected a width in [16, 65536]", a.hash_dim);
+    }
     if a.epochs == 0 || a.tagger_epochs == 0 {
         bail!("--epochs and --tagger-epochs must be at least 1");
     }
@@ -81,7 +87,7 @@ pub fn cmd_train_planner(a: TrainPlannerArgs, quiet: bool) -> Result<()> {
             bail!("{}: missing (--plans must hold llama_ft.jsonl, plans_train.jsonl and plans_val.jsonl)", a.plans.join(f).display());
         }
     }
-    let mut opts = TrainOptions { encoder, model_dir: a.model_dir.clone(), device: device(&a.device)?, seed: a.seed, finetune_weight: a.finetune_weight, ..TrainOptions::default() };
+    let mut opts = TrainOptions { encoder, model_dir: a.model_dir.clone(), device: device(&a.device)?, seed: a.seed, finetune_weight: a.finetune_weight, hash_dim: a.hash_dim, ..TrainOptions::default() };
     opts.planner.epochs = a.epochs;
     opts.tagger.epochs = a.tagger_epochs;
     let progress = Progress { quiet };

@@ -701,6 +701,9 @@ fn train_planner_and_plan_on_mor_files_agree_are_deterministic_and_refuse_bad_in
     std::fs::remove_file(bad.join("plans_val.jsonl")).expect("rm");
     let r = tgrag(o, &["train-planner", "--plans", bad.to_str().expect("utf8"), "--out", m3.to_str().expect("utf8")]);
     assert!(!r.status.success() && stderr(&r).contains("plans_val.jsonl"), "{}", stderr(&r));
+    let r = tgrag(o, &["train-planner", "--plans", plans.to_str().expect("utf8"), "--out", m3.to_str().expect("utf8"), "--hash-dim", "3"]);
+    assert!(!r.status.success() && stderr(&r).contains("--hash-dim 3"), "{}", stderr(&r));
+    assert!(!m3.exists());
     // `plan` without a model folder says so.
     let r = tgrag(o, &["plan", "--model", o.join("nope").to_str().expect("utf8"), "--queries", qfile.to_str().expect("utf8"), "--out", pfile.to_str().expect("utf8")]);
     assert!(!r.status.success() && stderr(&r).contains("model.json"), "{}", stderr(&r));
