@@ -8,9 +8,11 @@
 //! `logits = W_o · relu(W_h · relu(W_q q + E₁[y_{t-1}] + E₂[y_{t-2}] + W_b bag(y_{<t}) + P[t]) + b_h) + b_o`.
 //! Training minimises the weighted cross-entropy of the target sequences (weight 1 for MoR plans,
 //! PASemiQA's Q(z|q) = 1/|Z*| for relation paths), Adam, seeded mini-batches; the checkpoint is the
-//! epoch with the best validation exact match (ties: lower validation loss). Decoding is greedy
-//! (ties: lowest token id), so a model and a query give one plan. Weights, dropout-free forward and
-//! the batch order come from the seed alone: two runs give the same curves and the same plans.
+//! epoch with the best validation exact match of greedy plans (ties: lower validation loss).
+//! Decoding is greedy (ties: lowest token id) or, with [`Planner::best_of`], the most likely whole
+//! sequence among a candidate set and the greedy plan; either way a model and a query give one plan.
+//! Weights, dropout-free forward and the batch order come from the seed alone: two runs give the
+//! same curves and the same plans.
 
 use std::path::Path;
 
@@ -169,30 +171,109 @@ impl Planner {
         Ok(seqs)
     }
 
+    /// The query-independent part of a step's input, `E₁[y_{t-1}] + E₂[y_{t-2}] + W_b bag + P[t]`.
+    fn step_part(&self, prev: Tensor<1, Int>, prev2: Tensor<1, Int>, bag: Tensor<2>, pos: Tensor<1, Int>) -> Tensor<2> {
+        self.e1.rows(prev) + self.e2.rows(prev2) + self.bag.forward(bag) + self.pos.rows(pos)
+    }
+
+    /// Next-token log-probabilities from a step's full input (query part + step part).
+    fn head(&self, x: Tensor<2>) -> Tensor<2> {
+        log_softmax(self.out.forward(relu(self.h.forward(relu(x)))), 1)
+    }
+
     /// log P(seq | q) of every candidate sequence for every query: `[n_queries][n_candidates]`.
+    ///
+    /// Candidates share prefixes, and a step's input depends on the query and the prefix only, so
+    /// the next-token distribution is computed once per (query, distinct prefix); queries go in
+    /// chunks of about 64k such rows.
     pub fn sequence_log_probs(&self, queries: &[f32], dim: usize, candidates: &[Vec<u32>], dev: &Device) -> Result<Vec<Vec<f64>>> {
         let n = queries.len() / dim.max(1);
         let mut out = vec![vec![0.0; candidates.len()]; n];
         if n == 0 || candidates.is_empty() {
             return Ok(out);
         }
+        // Distinct prefixes (BOS-led, in first-seen order) and, per candidate, its (prefix, next token) steps.
+        let mut prefix_id: std::collections::HashMap<&[u32], usize> = std::collections::HashMap::new();
+        let mut prefixes: Vec<&[u32]> = Vec::new();
+        let full: Vec<Vec<u32>> = candidates.iter().map(|s| s.iter().copied().chain(std::iter::once(EOS)).collect()).collect();
+        let mut steps: Vec<(usize, usize, u32)> = Vec::new();
+        for (c, f) in full.iter().enumerate() {
+            for t in 0..f.len() {
+                let p = &f[..t];
+                let id = *prefix_id.entry(p).or_insert_with(|| {
+                    prefixes.push(p);
+                    prefixes.len() - 1
+                });
+                steps.push((c, id, f[t]));
+            }
+        }
+        let at = |p: &[u32], back: usize| if p.len() >= back { p[p.len() - back] } else { BOS };
+        let prev: Vec<u32> = prefixes.iter().map(|p| at(p, 1)).collect();
+        let prev2: Vec<u32> = prefixes.iter().map(|p| at(p, 2)).collect();
+        let pos: Vec<u32> = prefixes.iter().map(|p| p.len() as u32).collect();
+        let base = self.step_part(ints(&prev, dev), ints(&prev2, dev), bags(&prefixes, self.vocab(), dev), ints(&pos, dev));
         let q: Tensor<2> = Tensor::from_data(TensorData::new(queries.to_vec(), [n, dim]), dev);
-        // One row per (candidate, step); the same rows for every query, so score query by query.
-        let targets: Vec<(u32, Vec<u32>, f32)> = candidates.iter().enumerate().map(|(c, s)| (c as u32, s.clone(), 1.0)).collect();
-        let steps = rows_of(&targets);
-        let (cand, prev, prev2, pos, target) = (&steps.0, &steps.1, &steps.2, &steps.3, &steps.4);
-        let (prev, prev2, pos) = (ints(prev, dev), ints(prev2, dev), ints(pos, dev));
-        let prefixes = prefixes_of(&targets);
-        let bag = bags(&prefixes.iter().map(|(o, t)| &targets[*o].1[..*t]).collect::<Vec<_>>(), self.vocab(), dev);
-        for (i, row) in out.iter_mut().enumerate() {
-            let qi = q.clone().select(0, ints(&vec![i as u32; cand.len()], dev));
-            let lp = floats(self.log_probs(qi, prev.clone(), prev2.clone(), bag.clone(), pos.clone()))?;
-            let v = lp.len() / cand.len();
-            for (r, (&c, &t)) in cand.iter().zip(target).enumerate() {
-                row[c as usize] += f64::from(lp[r * v + t as usize]);
+        let qp = self.q.forward(q);
+        let r = prefixes.len();
+        let v = self.vocab();
+        let chunk = (65_536 / r).clamp(1, n);
+        for start in (0..n).step_by(chunk) {
+            let b = chunk.min(n - start);
+            let owner: Vec<u32> = (start..start + b).flat_map(|i| std::iter::repeat_n(i as u32, r)).collect();
+            let lp = floats(self.head(qp.clone().select(0, ints(&owner, dev)) + base.clone().repeat_dim(0, b)))?;
+            for (k, rows) in lp.chunks(r * v).enumerate() {
+                let row = &mut out[start + k];
+                for &(c, p, y) in &steps {
+                    row[c] += f64::from(rows[p * v + y as usize]);
+                }
             }
         }
         Ok(out)
+    }
+
+    /// log P(seqs[i] | query i) for one sequence per query.
+    pub fn own_log_probs(&self, queries: &[f32], dim: usize, seqs: &[Vec<u32>], dev: &Device) -> Result<Vec<f64>> {
+        let n = queries.len() / dim.max(1);
+        if seqs.len() != n {
+            return Err(ModelError::Internal(format!("{} sequences for {n} queries", seqs.len())));
+        }
+        let mut out = vec![0.0; n];
+        if n == 0 {
+            return Ok(out);
+        }
+        let targets: Vec<(u32, Vec<u32>, f32)> = seqs.iter().enumerate().map(|(i, s)| (i as u32, s.clone(), 1.0)).collect();
+        let (owner, prev, prev2, pos, target, _) = rows_of(&targets);
+        let prefixes = prefixes_of(&targets);
+        let bag = bags(&prefixes.iter().map(|(o, t)| &targets[*o].1[..*t]).collect::<Vec<_>>(), self.vocab(), dev);
+        let q: Tensor<2> = Tensor::from_data(TensorData::new(queries.to_vec(), [n, dim]), dev);
+        let x = self.q.forward(q).select(0, ints(&owner, dev)) + self.step_part(ints(&prev, dev), ints(&prev2, dev), bag, ints(&pos, dev));
+        let idx: Tensor<2, Int> = ints(&target, dev).reshape([target.len(), 1]);
+        let lp = floats(self.head(x).gather(1, idx))?;
+        for (&o, &l) in owner.iter().zip(&lp) {
+            out[o as usize] += f64::from(l);
+        }
+        Ok(out)
+    }
+
+    /// Per query, the most likely plan among `candidates` and the query's greedy plan (ties: the
+    /// earliest candidate; the greedy plan only when strictly more likely than every candidate).
+    /// With no candidates this is [`Planner::greedy`].
+    pub fn best_of(&self, queries: &[f32], dim: usize, max_len: usize, candidates: &[Vec<u32>], dev: &Device) -> Result<Vec<Vec<u32>>> {
+        let greedy = self.greedy(queries, dim, max_len, dev)?;
+        if candidates.is_empty() {
+            return Ok(greedy);
+        }
+        let own = self.own_log_probs(queries, dim, &greedy, dev)?;
+        let all = self.sequence_log_probs(queries, dim, candidates, dev)?;
+        Ok(greedy
+            .into_iter()
+            .zip(own)
+            .zip(all)
+            .map(|((g, gl), row)| {
+                let (best, bl) = row.iter().enumerate().fold((0, f64::NEG_INFINITY), |(b, bl), (c, &l)| if l > bl { (c, l) } else { (b, bl) });
+                if gl > bl { g } else { candidates[best].clone() }
+            })
+            .collect())
     }
 }
 
@@ -326,6 +407,33 @@ pub fn train_planner(shape: PlannerShape, train: &SeqData, val: &SeqData, cfg: &
 mod tests {
     use super::*;
 
+    impl Planner {
+        /// The same planner with weights damped toward zero, so that candidates have distinct,
+        /// non-degenerate probabilities.
+        fn valid_half_trained(&self) -> Planner {
+            let scale = |d: &Dense| -> Dense {
+                let (w, b) = d.to_host().unwrap_or_default();
+                let (i, o) = (w.len() / b.len().max(1), b.len());
+                Dense::from_host(w.iter().map(|x| x * 0.3).collect(), b.iter().map(|x| x * 0.3).collect(), i, o, &crate::DeviceChoice::Cpu.device())
+            };
+            Planner { q: scale(&self.q), e1: scale(&self.e1), e2: scale(&self.e2), bag: scale(&self.bag), pos: scale(&self.pos), h: scale(&self.h), out: scale(&self.out) }
+        }
+    }
+
+    /// log P(seq | q), one `log_probs` call per step (the training-time composition).
+    fn brute_log_prob(m: &Planner, q: &[f32], seq: &[u32], dev: &Device) -> Result<f64> {
+        let full: Vec<u32> = seq.iter().copied().chain(std::iter::once(EOS)).collect();
+        let mut total = 0.0;
+        for t in 0..full.len() {
+            let prev = if t >= 1 { full[t - 1] } else { BOS };
+            let prev2 = if t >= 2 { full[t - 2] } else { BOS };
+            let qt: Tensor<2> = Tensor::from_data(TensorData::new(q.to_vec(), [1, q.len()]), dev);
+            let lp = floats(m.log_probs(qt, ints(&[prev], dev), ints(&[prev2], dev), bags(&[&full[..t]], m.vocab(), dev), ints(&[t as u32], dev)))?;
+            total += f64::from(lp[full[t] as usize]);
+        }
+        Ok(total)
+    }
+
     /// Queries are one-hot-ish vectors; the plan to emit is a function of which block is hot.
     fn planted(n: usize, seed: u64) -> SeqData {
         let plans: [&[u32]; 4] = [&[2, 5, 3], &[2, 6, 4, 5, 3], &[3], &[4, 6, 2]];
@@ -358,6 +466,26 @@ mod tests {
         for (i, row) in lp.iter().enumerate() {
             let best = (0..4).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap_or(0);
             assert_eq!(best, i % 4, "{row:?}");
+        }
+        // Candidate scoring against a step-by-step brute force; best_of is the argmax of
+        // candidates ∪ greedy.
+        let half = m2.valid_half_trained();
+        let extra: Vec<Vec<u32>> = vec![vec![], vec![5], vec![2, 5, 3], vec![6, 6, 6, 2], vec![2, 5], vec![2, 5, 4]];
+        let fast = half.sequence_log_probs(&val.queries, 8, &extra, &dev)?;
+        let greedy = half.greedy(&val.queries, 8, 8, &dev)?;
+        let own = half.own_log_probs(&val.queries, 8, &greedy, &dev)?;
+        let best = half.best_of(&val.queries, 8, 8, &extra, &dev)?;
+        for i in 0..val.n_queries() {
+            let q = &val.queries[i * 8..(i + 1) * 8];
+            for (c, seq) in extra.iter().enumerate() {
+                let slow = brute_log_prob(&half, q, seq, &dev)?;
+                assert!((slow - fast[i][c]).abs() < 1e-4, "query {i} candidate {c}: {slow} vs {}", fast[i][c]);
+            }
+            assert!((brute_log_prob(&half, q, &greedy[i], &dev)? - own[i]).abs() < 1e-4);
+            let scores: Vec<f64> = extra.iter().map(|s| brute_log_prob(&half, q, s, &dev)).collect::<Result<_>>()?;
+            let top = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let expect = if own[i] > top + 1e-9 { greedy[i].clone() } else { extra[scores.iter().position(|&x| x == top).unwrap_or(0)].clone() };
+            assert_eq!(best[i], expect, "query {i}: {scores:?} greedy {:?} {}", greedy[i], own[i]);
         }
         // Save, load strictly, same plans; a wrong shape is refused.
         let dir = tempfile::tempdir().map_err(|e| ModelError::Internal(e.to_string()))?;

@@ -10,7 +10,7 @@ use arrow::array::{ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArra
 use tgrag_models::DeviceChoice;
 use tgrag_stages::Progress;
 use tgrag_stages::dense::Encoder;
-use tgrag_stages::mor_planner::{PlanModel, TrainOptions, train};
+use tgrag_stages::mor_planner::{Decode, PlanModel, TrainOptions, train};
 
 /// `tgrag train-planner` arguments.
 #[derive(Debug, clap::Args)]
@@ -42,6 +42,10 @@ pub struct TrainPlannerArgs {
     /// Width of the hashed uni/bigram part of the query vector.
     #[arg(long, default_value_t = TrainOptions::default().hash_dim)]
     pub hash_dim: usize,
+    /// Metapath decoding stored with the model: `candidates` (the most likely of the training
+    /// plans' metapaths and the greedy plan) or `greedy` (token by token).
+    #[arg(long, default_value = "candidates")]
+    pub decode: String,
     /// `cpu`, `gpu` (burn-wgpu) or `auto`.
     #[arg(long, default_value = "cpu")]
     pub device: String,
@@ -73,6 +77,11 @@ pub fn cmd_train_planner(a: TrainPlannerArgs, quiet: bool) -> Result<()> {
         "hash" => Encoder::Hash,
         e => bail!("--encoder {e}: expected minilm or hash"),
     };
+    let decode = match a.decode.as_str() {
+        "candidates" => Decode::Candidates,
+        "greedy" => Decode::Greedy,
+        d => bail!("--decode {d}: expected candidates or greedy"),
+    };
     if !(0.0..=100.0).contains(&a.finetune_weight) {
         bail!("--finetune-weight {}: expected a weight in [0, 100]", a.finetune_weight);
     }
@@ -87,7 +96,7 @@ pub fn cmd_train_planner(a: TrainPlannerArgs, quiet: bool) -> Result<()> {
             bail!("{}: missing (--plans must hold llama_ft.jsonl, plans_train.jsonl and plans_val.jsonl)", a.plans.join(f).display());
         }
     }
-    let mut opts = TrainOptions { encoder, model_dir: a.model_dir.clone(), device: device(&a.device)?, seed: a.seed, finetune_weight: a.finetune_weight, hash_dim: a.hash_dim, ..TrainOptions::default() };
+    let mut opts = TrainOptions { encoder, model_dir: a.model_dir.clone(), device: device(&a.device)?, seed: a.seed, finetune_weight: a.finetune_weight, hash_dim: a.hash_dim, decode, ..TrainOptions::default() };
     opts.planner.epochs = a.epochs;
     opts.tagger.epochs = a.tagger_epochs;
     let progress = Progress { quiet };

@@ -660,6 +660,18 @@ fn train_planner_and_plan_on_mor_files_agree_are_deterministic_and_refuse_bad_in
     for &i in &judged {
         assert_eq!(exact.value(i), gm.value(i) == pm.value(i), "row {i}");
     }
+    // Decoding candidates: the distinct metapaths of the training plans, stored with the model;
+    // `--decode greedy` stores none, and an unknown decoding is refused before any work.
+    let meta: serde_json::Value = serde_json::from_slice(&std::fs::read(m1.join("model.json")).expect("model.json")).expect("json");
+    let cands = meta["candidates"].as_array().expect("candidates");
+    let distinct: std::collections::BTreeSet<String> = cands.iter().map(|c| c.to_string()).collect();
+    assert!(cands.len() >= 5 && distinct.len() == cands.len(), "{cands:?}");
+    let mg = o.join("mg");
+    ok(tgrag(o, &["train-planner", "--plans", p, "--out", mg.to_str().expect("utf8"), "--encoder", "hash", "--epochs", "1", "--tagger-epochs", "1", "--decode", "greedy"]));
+    let meta_g: serde_json::Value = serde_json::from_slice(&std::fs::read(mg.join("model.json")).expect("model.json")).expect("json");
+    assert_eq!(meta_g["candidates"].as_array().map(Vec::len), Some(0));
+    let r = tgrag(o, &["train-planner", "--plans", p, "--out", o.join("mb").to_str().expect("utf8"), "--decode", "beam"]);
+    assert!(!r.status.success() && stderr(&r).contains("--decode beam") && !o.join("mb").exists(), "{}", stderr(&r));
     // Curves: every planner and tagger epoch.
     assert_eq!(table(&m1.join("curves.parquet")).num_rows(), 4 + 2);
     // `tgrag plan` with the saved model reproduces the validation predictions (strict reload).

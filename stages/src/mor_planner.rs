@@ -47,6 +47,17 @@ pub struct TrainOptions {
     /// fine-tuned planner agrees with these LLM-written labels on only 60–92 % of the same queries,
     /// and `plans_val.jsonl` comes from that planner.
     pub finetune_weight: f32,
+    /// How `plan` decodes the metapath.
+    pub decode: Decode,
+}
+
+/// Metapath decoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decode {
+    /// Token by token, the most likely next token (ties: lowest id).
+    Greedy,
+    /// The most likely whole sequence among the training plans' metapaths and the greedy one.
+    Candidates,
 }
 
 impl Default for TrainOptions {
@@ -63,6 +74,7 @@ impl Default for TrainOptions {
             device: DeviceChoice::Cpu,
             seed: 0,
             finetune_weight: 1.0,
+            decode: Decode::Candidates,
         }
     }
 }
@@ -86,6 +98,12 @@ pub struct ModelMeta {
     pub buckets: usize,
     pub window: usize,
     pub tagger_hidden: usize,
+    /// Decoding candidates: the distinct token sequences of the training plans, first-seen order.
+    /// A query's metapath is the most likely of these and its greedy plan
+    /// ([`Planner::best_of`]); empty (as in models written before this field existed, or with
+    /// `--decode greedy`): the greedy plan.
+    #[serde(default)]
+    pub candidates: Vec<Vec<String>>,
 }
 
 impl ModelMeta {
@@ -437,6 +455,18 @@ pub fn train(plans: &Path, opts: &TrainOptions, progress: Progress) -> Result<Tr
     }
     let (q_train, qdim) = encode(&texts(&train_lines), opts.encoder, opts.hash_dim, minilm.as_ref(), progress, "train-planner: embed training queries")?;
     let (q_dev, _) = encode(&texts(&dev_lines), opts.encoder, opts.hash_dim, minilm.as_ref(), progress, "train-planner: embed dev queries")?;
+    let mut candidates: Vec<Vec<String>> = Vec::new();
+    if opts.decode == Decode::Candidates {
+        for (l, p) in train_lines.iter().zip(&gold_train) {
+            let w = if l.q_id.is_none() { opts.finetune_weight } else { 1.0 };
+            if let Some(p) = p.as_ref().filter(|_| w > 0.0) {
+                let toks = plan_tokens_of(p);
+                if !candidates.contains(&toks) {
+                    candidates.push(toks);
+                }
+            }
+        }
+    }
     let meta = ModelMeta {
         format: 1,
         encoder: opts.encoder,
@@ -451,6 +481,7 @@ pub fn train(plans: &Path, opts: &TrainOptions, progress: Progress) -> Result<Tr
         buckets: opts.buckets,
         window: opts.window,
         tagger_hidden: opts.tagger_hidden,
+        candidates,
     };
     let tok_id: HashMap<&str, u32> = meta.plan_tokens.iter().enumerate().map(|(i, t)| (t.as_str(), i as u32 + 2)).collect();
     let type_id: HashMap<String, u32> = meta.types.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
@@ -539,14 +570,22 @@ impl PlanModel {
         Ok(PlanModel { meta, planner, tagger, minilm, device: dev })
     }
 
-    /// Plans for queries: greedy metapath, then restrictions tagged with the plan's types.
+    /// Plans for queries: the metapath (greedy, or the best of the decoding candidates), then
+    /// restrictions tagged with the plan's types.
     pub fn plan(&self, texts: &[&str], progress: Progress) -> Result<Vec<Produced>> {
         let m = &self.meta;
         let (q, qdim) = encode(texts, m.encoder, m.hash_dim, self.minilm.as_ref(), progress, "plan: embed queries")?;
         if qdim != m.qdim {
             return Err(StageError::Internal(format!("query width {qdim}, model expects {}", m.qdim)));
         }
-        let seqs = self.planner.greedy(&q, qdim, m.max_len, &self.device)?;
+        let tok_id: HashMap<&str, u32> = m.plan_tokens.iter().enumerate().map(|(i, t)| (t.as_str(), i as u32 + 2)).collect();
+        let candidates: Vec<Vec<u32>> = m
+            .candidates
+            .iter()
+            .map(|c| c.iter().map(|t| tok_id.get(t.as_str()).copied()).collect::<Option<Vec<u32>>>())
+            .collect::<Option<_>>()
+            .ok_or_else(|| StageError::Input("model.json: a decoding candidate uses a token outside plan_tokens".into()))?;
+        let seqs = self.planner.best_of(&q, qdim, m.max_len, &candidates, &self.device)?;
         let type_id: HashMap<String, u32> = m.types.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
         let mut data = TagData { qdim, queries: q, sentences: Vec::new() };
         let mut paths_of = Vec::new();
