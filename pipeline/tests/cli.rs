@@ -404,11 +404,7 @@ fn minilm_dense_stage_is_deterministic_and_needs_the_model() {
 
 #[test]
 fn stark_mirror_runs_end_to_end_and_file_tools_work() {
-    let mirror = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/stark-hf-mirror");
-    if !mirror.join("skb").is_dir() {
-        eprintln!("SKIP stark_mirror_runs_end_to_end: {} not found", mirror.display());
-        return;
-    }
+    let Some(mirror) = shared_or_skip("fixtures/stark-hf-mirror", "skb") else { return };
     let d = tempfile::tempdir().expect("tmp");
     let o = d.path();
     let m = mirror.to_str().expect("utf8 path");
@@ -426,11 +422,7 @@ fn stark_mirror_runs_end_to_end_and_file_tools_work() {
 
 #[test]
 fn real_raw_datasets_run_from_their_own_files() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/datasets");
-    if !root.is_dir() {
-        eprintln!("SKIP real_raw_datasets_run_from_their_own_files: {} not found", root.display());
-        return;
-    }
+    let Some(root) = shared_or_skip("datasets", "") else { return };
     let d = tempfile::tempdir().expect("tmp");
     let o = d.path();
     for (name, folder, query, want) in [
@@ -467,14 +459,21 @@ fn real_raw_datasets_run_from_their_own_files() {
     assert!(out.contains(&format!("| {} ", 98 * 3)), "{out}");
 }
 
-fn shared_fixture(name: &str) -> Option<PathBuf> {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures").join(name);
-    if d.is_dir() {
+/// `../shared/<rel>` when `<rel>/<marker>` exists there; otherwise prints why the calling test
+/// skips (the shared data is absent) and gives `None`.
+fn shared_or_skip(rel: &str, marker: &str) -> Option<PathBuf> {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared").join(rel);
+    if d.join(marker).exists() {
         Some(d)
     } else {
-        eprintln!("SKIP: {} not found (the shared fixtures are absent)", d.display());
+        let test = std::thread::current().name().unwrap_or("test").to_string();
+        eprintln!("SKIP {test}: {} not found (the shared data is absent)", d.join(marker).display());
         None
     }
+}
+
+fn shared_fixture(name: &str) -> Option<PathBuf> {
+    shared_or_skip(&format!("fixtures/{name}"), "")
 }
 
 /// Rows of a fixture table for one `graph_id`, without the `graph_id` column (and with `alpha_id`
@@ -622,11 +621,7 @@ fn table(path: &Path) -> RecordBatch {
 #[test]
 fn train_planner_and_plan_on_mor_files_agree_are_deterministic_and_refuse_bad_input() {
     use arrow::array::{Array, AsArray, BooleanArray};
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/datasets/mor-plans/mag");
-    if !src.join("plans_val.jsonl").is_file() {
-        eprintln!("SKIP train_planner_and_plan: {} not found", src.display());
-        return;
-    }
+    let Some(src) = shared_or_skip("datasets/mor-plans/mag", "plans_val.jsonl") else { return };
     let d = tempfile::tempdir().expect("tmp");
     let o = d.path();
     // A slice of MoR's MAG files (the full files take minutes; the closing note has those figures).
