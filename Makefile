@@ -8,7 +8,7 @@ TGRAG := target/debug/tgrag
 # Quiet progress in CI; bars on a terminal otherwise.
 QUIET := $(if $(CI),--quiet,)
 
-.PHONY: all build run test check clean help models bench venv planner planner-baseline
+.PHONY: all build run test check clean help models bench venv planner planner-baseline planner-finetune-baseline
 
 all: run
 
@@ -19,6 +19,7 @@ help:
 	@echo "make bench  BM25 vs bm25s, MiniLM vs sentence-transformers, diffusion vs scipy.sparse (same data and machine)"
 	@echo "make planner           the README planner table: train-planner on MoR's plan files per KB (PLANS=dir, KBS='mag amazon prime')"
 	@echo "make planner-baseline  the logistic-regression reference point on the same files (scikit-learn)"
+	@echo "make planner-finetune-baseline  the fully fine-tuned MiniLM classifier reference point (torch)"
 	@echo "make check  clippy on every crate"
 	@echo "make clean  remove build outputs and run outputs"
 
@@ -64,6 +65,9 @@ planner: build models
 
 planner-baseline: venv
 	.venv/bin/python bench/planner_baseline.py $(PLANS) $(KBS)
+
+planner-finetune-baseline: venv
+	.venv/bin/python bench/planner_baseline.py --finetune $(PLANS) $(KBS)
 
 run: build models
 	$(TGRAG) --outputs $(OUTPUTS) $(QUIET) run --dataset $(DATASET) --size $(SIZE) --seed $(SEED)

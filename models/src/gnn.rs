@@ -84,6 +84,11 @@ impl Dense {
         x.matmul(self.w.val()) + self.b.val().unsqueeze()
     }
 
+    /// `(weight [d_in, d_out], bias [1, d_out])` as tensors.
+    pub(crate) fn parts(&self) -> (Tensor<2>, Tensor<2>) {
+        (self.w.val(), self.b.val().unsqueeze())
+    }
+
     /// Output width.
     pub(crate) fn d_out(&self) -> usize {
         self.b.val().dims()[0]

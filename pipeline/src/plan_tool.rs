@@ -46,6 +46,14 @@ pub struct TrainPlannerArgs {
     /// plans' metapaths and the greedy plan) or `greedy` (token by token).
     #[arg(long, default_value = "candidates")]
     pub decode: String,
+    /// MiniLM top layers to fine-tune as a metapath classifier before the planner trains on the
+    /// tuned sentence embedding (0: the frozen embedding; at most 6). Default: 2 with
+    /// `--encoder minilm`, 0 with `hash` (which has no MiniLM to tune).
+    #[arg(long)]
+    pub tune_layers: Option<usize>,
+    /// Epochs of that fine-tuning (the epoch with the best dev accuracy is kept).
+    #[arg(long, default_value_t = TrainOptions::default().tune.epochs)]
+    pub tune_epochs: usize,
     /// `cpu`, `gpu` (burn-wgpu) or `auto`.
     #[arg(long, default_value = "cpu")]
     pub device: String,
@@ -66,6 +74,9 @@ pub struct PlanArgs {
     #[arg(long, default_value = "cpu")]
     pub device: String,
 }
+
+/// `--tune-layers` when not given (with `--encoder minilm`).
+const DEFAULT_TUNE_LAYERS: usize = 2;
 
 fn device(s: &str) -> Result<DeviceChoice> {
     DeviceChoice::parse(s).with_context(|| format!("--device {s}: expected cpu, gpu or auto"))
@@ -91,6 +102,13 @@ pub fn cmd_train_planner(a: TrainPlannerArgs, quiet: bool) -> Result<()> {
     if a.epochs == 0 || a.tagger_epochs == 0 {
         bail!("--epochs and --tagger-epochs must be at least 1");
     }
+    let tune_layers = a.tune_layers.unwrap_or(if encoder == Encoder::Minilm { DEFAULT_TUNE_LAYERS } else { 0 });
+    if tune_layers > 6 {
+        bail!("--tune-layers {tune_layers}: all-MiniLM-L6-v2 has 6 layers");
+    }
+    if tune_layers > 0 && (encoder != Encoder::Minilm || a.tune_epochs == 0) {
+        bail!("--tune-layers {tune_layers} needs --encoder minilm and --tune-epochs of at least 1");
+    }
     for f in ["llama_ft.jsonl", "plans_train.jsonl", "plans_val.jsonl"] {
         if !a.plans.join(f).is_file() {
             bail!("{}: missing (--plans must hold llama_ft.jsonl, plans_train.jsonl and plans_val.jsonl)", a.plans.join(f).display());
@@ -99,6 +117,8 @@ pub fn cmd_train_planner(a: TrainPlannerArgs, quiet: bool) -> Result<()> {
     let mut opts = TrainOptions { encoder, model_dir: a.model_dir.clone(), device: device(&a.device)?, seed: a.seed, finetune_weight: a.finetune_weight, hash_dim: a.hash_dim, decode, ..TrainOptions::default() };
     opts.planner.epochs = a.epochs;
     opts.tagger.epochs = a.tagger_epochs;
+    opts.tune.layers = tune_layers;
+    opts.tune.epochs = a.tune_epochs;
     let progress = Progress { quiet };
     let t0 = Instant::now();
     let t = train(&a.plans, &opts, progress)?;
@@ -112,8 +132,16 @@ pub fn cmd_train_planner(a: TrainPlannerArgs, quiet: bool) -> Result<()> {
         std::fs::remove_dir_all(&a.out).with_context(|| format!("removing {}", a.out.display()))?;
     }
     t.model.save(&a.out)?;
-    // Curves: one table for both models (`val_metric`: planner exact match, tagger label F1).
+    // Curves: one table for all models (`val_metric`: encoder metapath accuracy, planner exact
+    // match, tagger label F1).
     let (mut model, mut epoch, mut tl, mut vl, mut vm) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for c in &t.encoder_curve {
+        model.push("encoder");
+        epoch.push(c.epoch);
+        tl.push(c.train_loss);
+        vl.push(Some(c.val_loss));
+        vm.push(c.val_accuracy);
+    }
     for c in &t.planner_curve {
         model.push("planner");
         epoch.push(c.epoch);
@@ -162,6 +190,8 @@ pub fn cmd_train_planner(a: TrainPlannerArgs, quiet: bool) -> Result<()> {
         ("restriction_token_f1", Arc::new(Float64Array::from(vec![fig.restriction_token_f1]))),
         ("planner_epoch", Arc::new(UInt32Array::from(vec![t.planner_epoch]))),
         ("tagger_epoch", Arc::new(UInt32Array::from(vec![t.tagger_epoch]))),
+        ("tune_layers", Arc::new(UInt32Array::from(vec![t.model.meta.tune_layers as u32]))),
+        ("encoder_epoch", Arc::new(UInt32Array::from(vec![t.encoder_epoch]))),
     ])?;
     tgrag_schemas::io::write_parquet_atomic(&a.out.join("report.parquet"), &report)?;
     if final_out.exists() {

@@ -716,6 +716,84 @@ fn train_planner_and_plan_on_mor_files_agree_are_deterministic_and_refuse_bad_in
     assert!(!r.status.success() && stderr(&r).contains("model.json"), "{}", stderr(&r));
 }
 
+/// `train-planner --tune-layers`: MiniLM's top layer fine-tuned as a metapath classifier, saved as
+/// `encoder.safetensors` with its curve, reloaded strictly by `plan` (which reproduces the
+/// validation predictions), byte-identical across runs; impossible settings refused before work.
+#[test]
+fn train_planner_with_a_tuned_minilm_layer_reloads_and_is_deterministic() {
+    use arrow::array::AsArray;
+    let Some(src) = shared_or_skip("datasets/mor-plans/amazon", "plans_val.jsonl") else { return };
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../weights/all-MiniLM-L6-v2");
+    if !model.join("model.safetensors").exists() {
+        eprintln!("SKIP train_planner_with_a_tuned_minilm_layer_reloads_and_is_deterministic: no model in {} (run `make models`)", model.display());
+        return;
+    }
+    let d = tempfile::tempdir().expect("tmp");
+    let o = d.path();
+    let plans = o.join("plans");
+    std::fs::create_dir_all(&plans).expect("mkdir");
+    head_lines(&src.join("llama_ft.jsonl"), &plans.join("llama_ft.jsonl"), 60);
+    head_lines(&src.join("plans_train.jsonl"), &plans.join("plans_train.jsonl"), 140);
+    head_lines(&src.join("plans_val.jsonl"), &plans.join("plans_val.jsonl"), 40);
+    let (p, m) = (plans.to_str().expect("utf8"), model.to_str().expect("utf8"));
+    let train = |out: &Path, extra: &[&str]| {
+        let mut args = vec!["train-planner", "--plans", p, "--out", out.to_str().expect("utf8"), "--model-dir", m, "--epochs", "2", "--tagger-epochs", "1", "--tune-epochs", "2"];
+        args.extend_from_slice(extra);
+        tgrag(o, &args)
+    };
+    let m1 = o.join("m1");
+    ok(train(&m1, &["--tune-layers", "1"]));
+    let meta: serde_json::Value = serde_json::from_slice(&std::fs::read(m1.join("model.json")).expect("model.json")).expect("json");
+    assert_eq!(meta["tune_layers"].as_u64(), Some(1));
+    let classes = meta["tune_classes"].as_u64().expect("classes");
+    assert!(classes >= 3, "distinct training metapaths: {classes}");
+    // The encoder's curve: one row per tuning epoch, accuracies in [0, 1].
+    let curves = table(&m1.join("curves.parquet"));
+    let names = curves.column_by_name("model").expect("model").as_string::<i32>();
+    let acc = curves.column_by_name("val_metric").expect("m").as_primitive::<arrow::datatypes::Float64Type>();
+    let enc: Vec<f64> = (0..curves.num_rows()).filter(|&i| names.value(i) == "encoder").map(|i| acc.value(i)).collect();
+    assert!(enc.len() == 2 && enc.iter().all(|a| (0.0..=1.0).contains(a)), "{enc:?}");
+    // `plan` reloads the tuned layers and reproduces the validation predictions.
+    let text = std::fs::read_to_string(plans.join("plans_val.jsonl")).expect("read");
+    let (ids, qs): (Vec<u32>, Vec<String>) = text
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("json");
+            (v["q_id"].as_u64().expect("q_id") as u32, v["query"].as_str().expect("query").to_string())
+        })
+        .unzip();
+    let qfile = o.join("q.parquet");
+    let qb = RecordBatch::try_from_iter(vec![("query_id", Arc::new(UInt32Array::from(ids)) as ArrayRef), ("text", Arc::new(StringArray::from(qs)) as ArrayRef)]).expect("batch");
+    tgrag_schemas::io::write_parquet_atomic(&qfile, &qb).expect("write");
+    let pfile = o.join("p.parquet");
+    ok(tgrag(o, &["plan", "--model", m1.to_str().expect("utf8"), "--queries", qfile.to_str().expect("utf8"), "--out", pfile.to_str().expect("utf8")]));
+    let (planned, val) = (table(&pfile), table(&m1.join("validation.parquet")));
+    for c in ["metapath", "restrictions"] {
+        assert_eq!(planned.column_by_name(c).expect(c).as_string::<i32>(), val.column_by_name(c).expect(c).as_string::<i32>(), "{c}");
+    }
+    // A damaged encoder file is refused by name.
+    let broken = o.join("broken");
+    std::fs::create_dir_all(&broken).expect("mkdir");
+    for f in ["model.json", "planner.safetensors", "tagger.safetensors"] {
+        std::fs::copy(m1.join(f), broken.join(f)).expect("copy");
+    }
+    std::fs::write(broken.join("encoder.safetensors"), b"garbage").expect("write");
+    let r = tgrag(o, &["plan", "--model", broken.to_str().expect("utf8"), "--queries", qfile.to_str().expect("utf8"), "--out", o.join("x.parquet").to_str().expect("utf8")]);
+    assert!(!r.status.success() && stderr(&r).contains("encoder.safetensors") && !o.join("x.parquet").exists(), "{}", stderr(&r));
+    // Same seed: byte-identical weights, curves and predictions.
+    let m2 = o.join("m2");
+    ok(train(&m2, &["--tune-layers", "1"]));
+    for f in ["encoder.safetensors", "planner.safetensors", "tagger.safetensors", "curves.parquet", "validation.parquet"] {
+        assert_eq!(std::fs::read(m1.join(f)).expect("m1"), std::fs::read(m2.join(f)).expect("m2"), "{f} differs between two runs");
+    }
+    // Refused before any work, nothing written.
+    for (extra, says) in [(&["--tune-layers", "7"][..], "--tune-layers 7"), (&["--tune-layers", "1", "--encoder", "hash"][..], "--encoder minilm")] {
+        let m3 = o.join("m3");
+        let r = train(&m3, extra);
+        assert!(!r.status.success() && stderr(&r).contains(says) && !m3.exists(), "{}", stderr(&r));
+    }
+}
+
 /// `tgrag embed` with its default products (split bf16 on AMX tiles where the CPU has them) and
 /// with `--products f32`: unit-length 384-wide rows in input order, the two within cosine
 /// 0.999999 of each other, and a bad `--products` refused before any work.

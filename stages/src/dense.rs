@@ -60,6 +60,16 @@ impl Default for DenseConfig {
 /// The MiniLM sentence encoder of a stage config: the model folder, its weights checked against the
 /// pinned sha256, and the CPU engine (`cpu`) or burn on wgpu (`gpu`).
 pub fn load_minilm(model_dir: Option<&str>, device: DeviceChoice) -> Result<tgrag_models::minilm::MiniLm> {
+    Ok(tgrag_models::minilm::MiniLm::for_device(&checked_minilm_dir(model_dir)?, device)?)
+}
+
+/// The MiniLM model on burn's generic engine (on `device`): what fine-tuning builds on.
+pub fn load_minilm_burn(model_dir: Option<&str>, device: DeviceChoice) -> Result<tgrag_models::minilm::MiniLm> {
+    Ok(tgrag_models::minilm::MiniLm::load(&checked_minilm_dir(model_dir)?, &device.device())?)
+}
+
+/// The MiniLM folder, with its weights checked against the pinned sha256.
+fn checked_minilm_dir(model_dir: Option<&str>) -> Result<std::path::PathBuf> {
     use tgrag_models::minilm;
     let dir = model_dir.map_or_else(|| minilm::default_dir(std::path::Path::new(".")), std::path::PathBuf::from);
     let w = dir.join("model.safetensors");
@@ -74,7 +84,7 @@ pub fn load_minilm(model_dir: Option<&str>, device: DeviceChoice) -> Result<tgra
     if got != pinned {
         return Err(StageError::ModelFile(format!("{} has sha256 {got}, not the pinned all-MiniLM-L6-v2 weights ({pinned})", w.display())));
     }
-    Ok(minilm::MiniLm::for_device(&dir, device)?)
+    Ok(dir)
 }
 
 fn words(text: &str) -> std::result::Result<Vec<String>, StageError> {

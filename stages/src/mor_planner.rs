@@ -24,9 +24,11 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use tgrag_datasets::mor_plans::{Dir, Metapath, Plan, PlanLine};
 use tgrag_models::planner::{BOS, EOS, Planner, PlannerConfig, PlannerEpoch, PlannerShape, SeqData};
+use tgrag_models::minilm::tune::{TopLayers, TopShape, TuneConfig, TuneEpoch};
+use tgrag_models::minilm::{EncodeOptions, Engine, MiniLm};
 use tgrag_models::tagger::{Sentence, TagData, Tagger, TaggerConfig, TaggerEpoch, TaggerShape};
 
-use crate::dense::{DeviceChoice, Encoder, hash_embed, load_minilm};
+use crate::dense::{DeviceChoice, Encoder, hash_embed, load_minilm, load_minilm_burn};
 use crate::planning::words;
 use crate::{Progress, Result, StageError};
 
@@ -49,6 +51,9 @@ pub struct TrainOptions {
     pub finetune_weight: f32,
     /// How `plan` decodes the metapath.
     pub decode: Decode,
+    /// Fine-tuning of MiniLM's top layers as a metapath classifier before the planner and the
+    /// tagger train on the tuned sentence embedding (`layers` 0: the frozen embedding).
+    pub tune: TuneConfig,
 }
 
 /// Metapath decoding.
@@ -75,6 +80,7 @@ impl Default for TrainOptions {
             seed: 0,
             finetune_weight: 1.0,
             decode: Decode::Candidates,
+            tune: TuneConfig { layers: 0, ..TuneConfig::default() },
         }
     }
 }
@@ -104,6 +110,12 @@ pub struct ModelMeta {
     /// `--decode greedy`): the greedy plan.
     #[serde(default)]
     pub candidates: Vec<Vec<String>>,
+    /// MiniLM top layers fine-tuned into `encoder.safetensors` (0: none; the MiniLM part of the
+    /// query vector is then the frozen sentence embedding), and the classes of their head.
+    #[serde(default)]
+    pub tune_layers: usize,
+    #[serde(default)]
+    pub tune_classes: usize,
 }
 
 impl ModelMeta {
@@ -120,8 +132,35 @@ pub struct PlanModel {
     pub meta: ModelMeta,
     planner: Planner,
     tagger: Tagger,
-    minilm: Option<tgrag_models::minilm::MiniLm>,
+    minilm: Option<MiniLm>,
+    tuned: Option<Tuned>,
     device: burn::tensor::Device,
+}
+
+/// The fine-tuned query encoder: the frozen lower MiniLM layers (burn engine) and the tuned top.
+struct Tuned {
+    bert: MiniLm,
+    top: TopLayers,
+    shape: TopShape,
+}
+
+impl Tuned {
+    /// Token states of `texts` after the frozen layers.
+    fn states(bert: &MiniLm, layers: usize, texts: &[&str], progress: Progress, what: &str) -> Result<Vec<Vec<f32>>> {
+        let Engine::Burn(b) = &bert.engine else { return Err(StageError::Internal("the tuned encoder needs MiniLM's burn engine".into())) };
+        let ids: Vec<Vec<u32>> = texts.iter().map(|t| bert.token_ids(t)).collect::<std::result::Result<_, _>>()?;
+        let pb = progress.bar(texts.len() as u64, what);
+        let depth = b.config().num_hidden_layers;
+        let st = b.hidden_states(&ids, depth.saturating_sub(layers), EncodeOptions::default(), &|n| pb.inc(n as u64))?;
+        pb.finish_and_clear();
+        Ok(st)
+    }
+
+    /// Tuned sentence embeddings (`texts.len() × 384`).
+    fn embed(&self, texts: &[&str], progress: Progress, what: &str, dev: &burn::tensor::Device) -> Result<Vec<f32>> {
+        let st = Self::states(&self.bert, self.shape.layers, texts, progress, what)?;
+        Ok(self.top.embed(&self.shape, &st, 64, dev)?)
+    }
 }
 
 /// One produced plan.
@@ -159,6 +198,9 @@ pub struct Scored {
 /// What training returns.
 pub struct Trained {
     pub model: PlanModel,
+    /// Fine-tuning of the MiniLM top layers (empty without `tune.layers`).
+    pub encoder_curve: Vec<TuneEpoch>,
+    pub encoder_epoch: u32,
     pub planner_curve: Vec<PlannerEpoch>,
     pub planner_epoch: u32,
     pub tagger_curve: Vec<TaggerEpoch>,
@@ -383,15 +425,16 @@ pub fn token_f1(pred: &[(String, Vec<String>)], gold: &[(String, Vec<String>)]) 
 }
 
 /// Query vectors (`n × qdim`).
-fn encode(texts: &[&str], meta_encoder: Encoder, hash_dim: usize, minilm: Option<&tgrag_models::minilm::MiniLm>, progress: Progress, what: &str) -> Result<(Vec<f32>, usize)> {
-    let dense = match (meta_encoder, minilm) {
-        (Encoder::Minilm, Some(m)) => {
+fn encode(texts: &[&str], meta_encoder: Encoder, hash_dim: usize, enc: (Option<&MiniLm>, Option<&Tuned>), progress: Progress, what: &str, dev: &burn::tensor::Device) -> Result<(Vec<f32>, usize)> {
+    let dense = match (meta_encoder, enc) {
+        (Encoder::Minilm, (_, Some(t))) => Some((t.embed(texts, progress, what, dev)?, t.shape.dim)),
+        (Encoder::Minilm, (Some(m), None)) => {
             let pb = progress.bar(texts.len() as u64, what);
             let v = m.encode(texts, tgrag_models::minilm::EncodeOptions::default(), &|n| pb.inc(n as u64))?;
             pb.finish_and_clear();
             Some((v, m.dim()))
         }
-        (Encoder::Minilm, None) => return Err(StageError::Internal("MiniLM encoder not loaded".into())),
+        (Encoder::Minilm, (None, None)) => return Err(StageError::Internal("MiniLM encoder not loaded".into())),
         (Encoder::Hash, _) => None,
     };
     let ddim = dense.as_ref().map_or(0, |d| d.1);
@@ -446,15 +489,24 @@ pub fn train(plans: &Path, opts: &TrainOptions, progress: Progress) -> Result<Tr
         }
     }
     let max_len = gold_train.iter().flatten().map(|p| plan_tokens_of(p).len() + 1).max().unwrap_or(1).max(8);
-    let minilm = match opts.encoder {
-        Encoder::Minilm => Some(load_minilm(opts.model_dir.as_deref(), opts.device)?),
-        Encoder::Hash => None,
-    };
     fn texts<'a>(ls: &[&'a PlanLine]) -> Vec<&'a str> {
         ls.iter().map(|l| l.query.as_str()).collect()
     }
-    let (q_train, qdim) = encode(&texts(&train_lines), opts.encoder, opts.hash_dim, minilm.as_ref(), progress, "train-planner: embed training queries")?;
-    let (q_dev, _) = encode(&texts(&dev_lines), opts.encoder, opts.hash_dim, minilm.as_ref(), progress, "train-planner: embed dev queries")?;
+    let dev = opts.device.device();
+    let tuning = opts.encoder == Encoder::Minilm && opts.tune.layers > 0;
+    let minilm = match opts.encoder {
+        Encoder::Minilm if !tuning => Some(load_minilm(opts.model_dir.as_deref(), opts.device)?),
+        _ => None,
+    };
+    let (tuned, encoder_curve, encoder_epoch) = if tuning {
+        let (t, c, e) = tune_encoder(opts, &train_lines, &gold_train, &dev_lines, progress)?;
+        (Some(t), c, e)
+    } else {
+        (None, Vec::new(), 0)
+    };
+    let enc = (minilm.as_ref(), tuned.as_ref());
+    let (q_train, qdim) = encode(&texts(&train_lines), opts.encoder, opts.hash_dim, enc, progress, "train-planner: embed training queries", &dev)?;
+    let (q_dev, _) = encode(&texts(&dev_lines), opts.encoder, opts.hash_dim, enc, progress, "train-planner: embed dev queries", &dev)?;
     let mut candidates: Vec<Vec<String>> = Vec::new();
     if opts.decode == Decode::Candidates {
         for (l, p) in train_lines.iter().zip(&gold_train) {
@@ -482,6 +534,8 @@ pub fn train(plans: &Path, opts: &TrainOptions, progress: Progress) -> Result<Tr
         window: opts.window,
         tagger_hidden: opts.tagger_hidden,
         candidates,
+        tune_layers: tuned.as_ref().map_or(0, |t| t.shape.layers),
+        tune_classes: tuned.as_ref().map_or(0, |t| t.shape.classes),
     };
     let tok_id: HashMap<&str, u32> = meta.plan_tokens.iter().enumerate().map(|(i, t)| (t.as_str(), i as u32 + 2)).collect();
     let type_id: HashMap<String, u32> = meta.types.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
@@ -511,7 +565,6 @@ pub fn train(plans: &Path, opts: &TrainOptions, progress: Progress) -> Result<Tr
         }
         d
     };
-    let dev = opts.device.device();
     let pcfg = PlannerConfig { max_len, seed: opts.seed, ..opts.planner.clone() };
     let (planner, planner_curve, planner_epoch) =
         tgrag_models::planner::train_planner(meta.planner_shape(), &seq_data(&train_lines, q_train.clone()), &seq_data(&dev_lines, q_dev.clone()), &pcfg, &dev)?;
@@ -519,7 +572,9 @@ pub fn train(plans: &Path, opts: &TrainOptions, progress: Progress) -> Result<Tr
     let (tagger, tagger_curve, tagger_epoch) =
         tgrag_models::tagger::train_tagger(meta.tagger_shape(), &tag_data(&train_lines, q_train), &tag_data(&dev_lines, q_dev), &tcfg, &dev)?;
     Ok(Trained {
-        model: PlanModel { meta, planner, tagger, minilm, device: dev },
+        model: PlanModel { meta, planner, tagger, minilm, tuned, device: dev },
+        encoder_curve,
+        encoder_epoch,
         planner_curve,
         planner_epoch,
         tagger_curve,
@@ -527,6 +582,45 @@ pub fn train(plans: &Path, opts: &TrainOptions, progress: Progress) -> Result<Tr
         train_plans: train_lines.len(),
         dev_plans: dev_lines.len(),
     })
+}
+
+/// Fine-tunes MiniLM's top `opts.tune.layers` layers to classify each training line's metapath
+/// among the distinct metapaths of the training lines (lines without a plan are left out; so are
+/// dev lines whose metapath is not one of them).
+fn tune_encoder(opts: &TrainOptions, train_lines: &[&PlanLine], gold_train: &[Option<Plan>], dev_lines: &[&PlanLine], progress: Progress) -> Result<(Tuned, Vec<TuneEpoch>, u32)> {
+    let device = opts.device.device();
+    let bert = load_minilm_burn(opts.model_dir.as_deref(), opts.device)?;
+    let mut classes: Vec<Vec<String>> = Vec::new();
+    let mut class_of = |p: &Plan, add: bool| {
+        let toks = plan_tokens_of(p);
+        match classes.iter().position(|c| *c == toks) {
+            Some(i) => Some(i as u32),
+            None if add => {
+                classes.push(toks);
+                Some(classes.len() as u32 - 1)
+            }
+            None => None,
+        }
+    };
+    let train_lab: Vec<Option<u32>> = gold_train.iter().map(|p| p.as_ref().and_then(|p| class_of(p, true))).collect();
+    let dev_lab: Vec<Option<u32>> = dev_lines.iter().map(|l| gold_plan(l).and_then(|p| class_of(&p, false))).collect();
+    let pick = |ls: &[&PlanLine], lab: &[Option<u32>]| -> (Vec<String>, Vec<u32>) {
+        ls.iter().zip(lab).filter_map(|(l, y)| y.map(|y| (l.query.clone(), y))).unzip()
+    };
+    let (tq, ty) = pick(train_lines, &train_lab);
+    let (dq, dy) = pick(dev_lines, &dev_lab);
+    fn refs(v: &[String]) -> Vec<&str> {
+        v.iter().map(String::as_str).collect()
+    }
+    let k = opts.tune.layers;
+    let ts = Tuned::states(&bert, k, &refs(&tq), progress, "train-planner: frozen MiniLM layers, training queries")?;
+    let ds = Tuned::states(&bert, k, &refs(&dq), progress, "train-planner: frozen MiniLM layers, dev queries")?;
+    let Engine::Burn(b) = &bert.engine else { return Err(StageError::Internal("the tuned encoder needs MiniLM's burn engine".into())) };
+    let pb = progress.bar((ts.len() * opts.tune.epochs) as u64, "train-planner: fine-tune MiniLM top layers");
+    let cfg = TuneConfig { seed: opts.seed, ..opts.tune.clone() };
+    let (top, shape, curve, epoch) = tgrag_models::minilm::tune::train_top(b, classes.len(), (&ts, &ty), (&ds, &dy), &cfg, &device, &|n| pb.inc(n as u64))?;
+    pb.finish_and_clear();
+    Ok((Tuned { bert, top, shape }, curve, epoch))
 }
 
 fn plan_tokens_of(p: &Plan) -> Vec<String> {
@@ -546,6 +640,9 @@ impl PlanModel {
         std::fs::create_dir_all(dir).map_err(|source| StageError::Io { path: dir.to_path_buf(), source })?;
         self.planner.save(&dir.join("planner.safetensors"))?;
         self.tagger.save(&dir.join("tagger.safetensors"))?;
+        if let Some(t) = &self.tuned {
+            t.top.save(&dir.join("encoder.safetensors"))?;
+        }
         let json = serde_json::to_vec_pretty(&self.meta).map_err(|e| StageError::Internal(format!("model.json: {e}")))?;
         tgrag_schemas::io::write_bytes_atomic(&dir.join("model.json"), &json)?;
         Ok(())
@@ -563,18 +660,28 @@ impl PlanModel {
         let dev = device.device();
         let planner = Planner::load(&dir.join("planner.safetensors"), meta.planner_shape(), &dev)?;
         let tagger = Tagger::load(&dir.join("tagger.safetensors"), meta.tagger_shape(), &dev)?;
+        let tuning = meta.encoder == Encoder::Minilm && meta.tune_layers > 0;
         let minilm = match meta.encoder {
-            Encoder::Minilm => Some(load_minilm(meta.model_dir.as_deref(), device)?),
-            Encoder::Hash => None,
+            Encoder::Minilm if !tuning => Some(load_minilm(meta.model_dir.as_deref(), device)?),
+            _ => None,
         };
-        Ok(PlanModel { meta, planner, tagger, minilm, device: dev })
+        let tuned = if tuning {
+            let bert = load_minilm_burn(meta.model_dir.as_deref(), device)?;
+            let Engine::Burn(b) = &bert.engine else { return Err(StageError::Internal("the tuned encoder needs MiniLM's burn engine".into())) };
+            let shape = b.top_shape(meta.tune_layers, meta.tune_classes);
+            let top = TopLayers::load(&dir.join("encoder.safetensors"), shape, &dev)?;
+            Some(Tuned { bert, top, shape })
+        } else {
+            None
+        };
+        Ok(PlanModel { meta, planner, tagger, minilm, tuned, device: dev })
     }
 
     /// Plans for queries: the metapath (greedy, or the best of the decoding candidates), then
     /// restrictions tagged with the plan's types.
     pub fn plan(&self, texts: &[&str], progress: Progress) -> Result<Vec<Produced>> {
         let m = &self.meta;
-        let (q, qdim) = encode(texts, m.encoder, m.hash_dim, self.minilm.as_ref(), progress, "plan: embed queries")?;
+        let (q, qdim) = encode(texts, m.encoder, m.hash_dim, (self.minilm.as_ref(), self.tuned.as_ref()), progress, "plan: embed queries", &self.device)?;
         if qdim != m.qdim {
             return Err(StageError::Internal(format!("query width {qdim}, model expects {}", m.qdim)));
         }

@@ -13,6 +13,7 @@
 
 pub mod amx;
 pub mod fused;
+pub mod tune;
 pub mod weights;
 
 use std::path::{Path, PathBuf};
@@ -66,9 +67,6 @@ impl Linear {
         let b = wf.vector(&format!("{prefix}.bias"), d_out, device)?.unsqueeze::<2>();
         Ok(Linear { w, b })
     }
-    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
-        x.matmul(self.w.clone()) + self.b.clone()
-    }
 }
 
 struct LayerNorm {
@@ -84,10 +82,7 @@ impl LayerNorm {
         Ok(LayerNorm { g, b, eps })
     }
     fn forward(&self, x: Tensor<2>) -> Tensor<2> {
-        let mean = x.clone().mean_dim(1);
-        let centered = x - mean;
-        let var = centered.clone().powf_scalar(2.0).mean_dim(1);
-        centered / (var + self.eps).sqrt() * self.g.clone() + self.b.clone()
+        layer_norm(x, (self.g.clone(), self.b.clone()), self.eps)
     }
 }
 
@@ -255,11 +250,26 @@ impl Bert {
 
     /// Mean-pooled, L2-normalised embeddings of a batch of id sequences (row-major).
     fn forward_pooled(&self, batch: &[&[u32]]) -> Result<Vec<f32>> {
+        let (x, mask, len) = self.forward_hidden(batch, self.layers.len());
+        let (b, d, dev) = (batch.len(), self.dim(), &self.device);
+        // Mean over the attention mask, then L2 normalisation.
+        let mask_t: Tensor<3> = Tensor::from_data(TensorData::new(mask, [b, len, 1]), dev);
+        let x3: Tensor<3> = x.reshape([b, len, d]);
+        let summed: Tensor<2> = (x3 * mask_t.clone()).sum_dim(1).reshape([b, d]);
+        let counts: Tensor<2> = mask_t.sum_dim(1).reshape([b, 1]).clamp_min(1e-9);
+        let mean = summed / counts;
+        let norm = mean.clone().powf_scalar(2.0).sum_dim(1).sqrt().clamp_min(1e-12);
+        let unit = mean / norm;
+        let data = unit.into_data();
+        let s = data.as_slice::<f32>().map_err(|e| ModelError::Internal(format!("reading embeddings: {e:?}")))?;
+        Ok(s.to_vec())
+    }
+
+    /// Token states `[b·len, d]` after the embeddings and the first `layers` encoder layers of a
+    /// batch padded to its longest sequence `len`, with the attention mask (1 real, 0 padding).
+    fn forward_hidden(&self, batch: &[&[u32]], layers: usize) -> (Tensor<2>, Vec<f32>, usize) {
         let b = batch.len();
         let len = batch.iter().map(|s| s.len()).max().unwrap_or(0).max(1);
-        let d = self.dim();
-        let h = self.cfg.num_attention_heads;
-        let dh = d / h;
         let dev = &self.device;
         let mut flat_ids = vec![0i64; b * len];
         let mut pos_ids = vec![0i64; b * len];
@@ -277,34 +287,101 @@ impl Bert {
         let pos_t: Tensor<1, Int> = Tensor::from_data(TensorData::new(pos_ids, [b * len]), dev);
         let x = self.word.clone().select(0, ids_t) + self.position.clone().select(0, pos_t) + self.token_type0.clone();
         let mut x = self.emb_ln.forward(x);
-        // Additive key mask [b, 1, 1, len]: 0 for real tokens, a large negative for padding.
-        let bias: Vec<f32> = mask.iter().map(|&m| if m > 0.0 { 0.0 } else { -1.0e30 }).collect();
-        let bias_t: Tensor<4> = Tensor::from_data(TensorData::new(bias, [b, 1, 1, len]), dev);
-        let scale = 1.0 / (dh as f64).sqrt();
-        for layer in &self.layers {
-            let heads = |t: Tensor<2>| t.reshape([b, len, h, dh]).swap_dims(1, 2);
-            let q = heads(layer.q.forward(x.clone()));
-            let k = heads(layer.k.forward(x.clone()));
-            let v = heads(layer.v.forward(x.clone()));
-            let scores = q.matmul(k.swap_dims(2, 3)) * scale + bias_t.clone();
-            let probs = softmax(scores, 3);
-            let ctx: Tensor<2> = probs.matmul(v).swap_dims(1, 2).reshape([b * len, d]);
-            x = layer.attn_ln.forward(layer.attn_out.forward(ctx) + x);
-            let inter = gelu(layer.inter.forward(x.clone()));
-            x = layer.out_ln.forward(layer.out.forward(inter) + x);
+        let bias_t = key_bias(&mask, b, len, dev);
+        for layer in self.layers.iter().take(layers) {
+            x = layer_forward(layer.weights(), x, bias_t.clone(), b, len, self.cfg.num_attention_heads, self.cfg.layer_norm_eps);
         }
-        // Mean over the attention mask, then L2 normalisation.
-        let mask_t: Tensor<3> = Tensor::from_data(TensorData::new(mask, [b, len, 1]), dev);
-        let x3: Tensor<3> = x.reshape([b, len, d]);
-        let summed: Tensor<2> = (x3 * mask_t.clone()).sum_dim(1).reshape([b, d]);
-        let counts: Tensor<2> = mask_t.sum_dim(1).reshape([b, 1]).clamp_min(1e-9);
-        let mean = summed / counts;
-        let norm = mean.clone().powf_scalar(2.0).sum_dim(1).sqrt().clamp_min(1e-12);
-        let unit = mean / norm;
-        let data = unit.into_data();
-        let s = data.as_slice::<f32>().map_err(|e| ModelError::Internal(format!("reading embeddings: {e:?}")))?;
-        Ok(s.to_vec())
+        (x, mask, len)
     }
+
+    /// Per sequence, its token states (`len × d`, row-major) after the first `layers` encoder
+    /// layers: the frozen input of [`tune::TopLayers`]. Batched by length like [`Bert::encode_ids`].
+    pub fn hidden_states(&self, ids: &[Vec<u32>], layers: usize, opts: EncodeOptions, on_batch: &(dyn Fn(usize) + Sync)) -> Result<Vec<Vec<f32>>> {
+        check_ids(&self.cfg, ids)?;
+        let mut order: Vec<usize> = (0..ids.len()).collect();
+        order.sort_by_key(|&i| (ids[i].len(), i));
+        let d = self.dim();
+        let mut out = vec![Vec::new(); ids.len()];
+        for chunk in order.chunks(opts.batch_size.max(1)) {
+            let batch: Vec<&[u32]> = chunk.iter().map(|&i| ids[i].as_slice()).collect();
+            let (x, _, len) = self.forward_hidden(&batch, layers);
+            let data = x.into_data();
+            let s = data.as_slice::<f32>().map_err(|e| ModelError::Internal(format!("reading token states: {e:?}")))?;
+            for (row, &i) in chunk.iter().enumerate() {
+                out[i] = s[row * len * d..(row * len + ids[i].len()) * d].to_vec();
+            }
+            on_batch(chunk.len());
+        }
+        Ok(out)
+    }
+
+    /// The weights of encoder layer `i` (for [`tune::TopLayers::from_bert`]).
+    fn layer_weights(&self, i: usize) -> Option<LayerWeights> {
+        self.layers.get(i).map(Layer::weights)
+    }
+}
+
+/// The tensors of one encoder layer: linear layers as (`[in, out]`, `[1, out]`), layer norms as
+/// (gain `[1, d]`, bias `[1, d]`).
+#[derive(Clone)]
+pub(crate) struct LayerWeights {
+    pub q: (Tensor<2>, Tensor<2>),
+    pub k: (Tensor<2>, Tensor<2>),
+    pub v: (Tensor<2>, Tensor<2>),
+    pub attn_out: (Tensor<2>, Tensor<2>),
+    pub attn_ln: (Tensor<2>, Tensor<2>),
+    pub inter: (Tensor<2>, Tensor<2>),
+    pub out: (Tensor<2>, Tensor<2>),
+    pub out_ln: (Tensor<2>, Tensor<2>),
+}
+
+impl Layer {
+    fn weights(&self) -> LayerWeights {
+        let lin = |l: &Linear| (l.w.clone(), l.b.clone());
+        let ln = |l: &LayerNorm| (l.g.clone(), l.b.clone());
+        LayerWeights {
+            q: lin(&self.q),
+            k: lin(&self.k),
+            v: lin(&self.v),
+            attn_out: lin(&self.attn_out),
+            attn_ln: ln(&self.attn_ln),
+            inter: lin(&self.inter),
+            out: lin(&self.out),
+            out_ln: ln(&self.out_ln),
+        }
+    }
+}
+
+/// Additive key mask `[b, 1, 1, len]`: 0 for real tokens, a large negative for padding.
+pub(crate) fn key_bias(mask: &[f32], b: usize, len: usize, dev: &Device) -> Tensor<4> {
+    let bias: Vec<f32> = mask.iter().map(|&m| if m > 0.0 { 0.0 } else { -1.0e30 }).collect();
+    Tensor::from_data(TensorData::new(bias, [b, 1, 1, len]), dev)
+}
+
+fn layer_norm(x: Tensor<2>, (g, b): (Tensor<2>, Tensor<2>), eps: f64) -> Tensor<2> {
+    let mean = x.clone().mean_dim(1);
+    let centered = x - mean;
+    let var = centered.clone().powf_scalar(2.0).mean_dim(1);
+    centered / (var + eps).sqrt() * g + b
+}
+
+/// One BERT encoder layer (post-norm: self-attention + residual + LayerNorm, GELU feed-forward +
+/// residual + LayerNorm) over `x = [b·len, d]`; shared by the frozen encoder and the tuned layers.
+pub(crate) fn layer_forward(w: LayerWeights, x: Tensor<2>, bias: Tensor<4>, b: usize, len: usize, h: usize, eps: f64) -> Tensor<2> {
+    let d = x.dims()[1];
+    let dh = d / h;
+    let scale = 1.0 / (dh as f64).sqrt();
+    let lin = |x: Tensor<2>, (wt, bt): (Tensor<2>, Tensor<2>)| x.matmul(wt) + bt;
+    let heads = |t: Tensor<2>| t.reshape([b, len, h, dh]).swap_dims(1, 2);
+    let q = heads(lin(x.clone(), w.q));
+    let k = heads(lin(x.clone(), w.k));
+    let v = heads(lin(x.clone(), w.v));
+    let scores = q.matmul(k.swap_dims(2, 3)) * scale + bias;
+    let probs = softmax(scores, 3);
+    let ctx: Tensor<2> = probs.matmul(v).swap_dims(1, 2).reshape([b * len, d]);
+    let x = layer_norm(lin(ctx, w.attn_out) + x, w.attn_ln, eps);
+    let inter = gelu(lin(x.clone(), w.inter));
+    layer_norm(lin(inter, w.out) + x, w.out_ln, eps)
 }
 
 /// `config.json` (checked) and the bytes of `model.safetensors` of a model folder.
@@ -334,12 +411,7 @@ fn encode_batched(
     on_batch: &(dyn Fn(usize) + Sync),
     forward: impl Fn(&[&[u32]]) -> Result<Vec<f32>>,
 ) -> Result<Vec<f32>> {
-    if let Some(s) = ids.iter().find(|s| s.len() > cfg.max_position_embeddings) {
-        return Err(ModelError::Internal(format!("a sequence of {} ids exceeds max_position_embeddings", s.len())));
-    }
-    if let Some(&t) = ids.iter().flatten().find(|&&t| t as usize >= cfg.vocab_size) {
-        return Err(ModelError::Internal(format!("token id {t} is outside the vocabulary")));
-    }
+    check_ids(cfg, ids)?;
     let mut order: Vec<usize> = (0..ids.len()).collect();
     order.sort_by_key(|&i| (ids[i].len(), i));
     let d = cfg.hidden_size;
@@ -353,6 +425,17 @@ fn encode_batched(
         on_batch(chunk.len());
     }
     Ok(out)
+}
+
+/// Every sequence fits the position table and every id the vocabulary.
+fn check_ids(cfg: &BertConfig, ids: &[Vec<u32>]) -> Result<()> {
+    if let Some(s) = ids.iter().find(|s| s.len() > cfg.max_position_embeddings) {
+        return Err(ModelError::Internal(format!("a sequence of {} ids exceeds max_position_embeddings", s.len())));
+    }
+    if let Some(&t) = ids.iter().flatten().find(|&&t| t as usize >= cfg.vocab_size) {
+        return Err(ModelError::Internal(format!("token id {t} is outside the vocabulary")));
+    }
+    Ok(())
 }
 
 /// `tokenizer.json` with sentence-transformers' settings: truncation to 256, no padding.

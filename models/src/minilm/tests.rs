@@ -386,3 +386,78 @@ fn matches_sentence_transformers_fixture() {
     eprintln!("minilm fixture ({engine} engine): {} sentences, min cosine {worst:.7}", texts.len());
     }
 }
+
+/// The tuned top layers before any step are the checkpoint's layers: frozen lower states + top
+/// layers + [`tune::TopLayers::embed`] give the f64 reference sentence embedding, for K = 1 and 2.
+#[test]
+fn untrained_top_layers_give_the_sentence_embedding() {
+    let cfg = tiny_cfg();
+    let m = tiny(&cfg, 11);
+    let dev = Device::flex();
+    let bert = Bert::from_safetensors(cfg.clone(), Path::new("tiny.safetensors"), &to_bytes(&m, cfg.max_position_embeddings, true), &dev).expect("load");
+    let seqs = tiny_seqs();
+    for k in 1..=cfg.num_hidden_layers {
+        let states = bert.hidden_states(&seqs, cfg.num_hidden_layers - k, EncodeOptions { batch_size: 3 }, &|_| {}).expect("states");
+        for (s, ids) in states.iter().zip(&seqs) {
+            assert_eq!(s.len(), ids.len() * cfg.hidden_size, "one state per token, padding dropped");
+        }
+        let top = tune::TopLayers::from_bert(&bert, bert.top_shape(k, 3), 0, &dev).expect("top");
+        let got = top.embed(&bert.top_shape(k, 3), &states, 2, &dev).expect("embed");
+        for (s, ids) in seqs.iter().enumerate() {
+            let want = reference(&cfg, &m, ids);
+            for j in 0..cfg.hidden_size {
+                let g = f64::from(got[s * cfg.hidden_size + j]);
+                assert!((g - want[j]).abs() < 2e-5, "K = {k}, seq {s} dim {j}: {g} vs {}", want[j]);
+            }
+        }
+    }
+    assert!(tune::TopLayers::from_bert(&bert, bert.top_shape(0, 3), 0, &dev).is_err(), "K = 0");
+    assert!(tune::TopLayers::from_bert(&bert, bert.top_shape(3, 3), 0, &dev).is_err(), "K over the depth");
+}
+
+/// Fine-tuning learns a planted rule (class = whether token 5 occurs), deterministically, and the
+/// saved layers reload strictly to the same embeddings.
+#[test]
+fn top_layer_tuning_learns_a_planted_rule() {
+    let cfg = tiny_cfg();
+    let m = tiny(&cfg, 3);
+    let dev = Device::flex();
+    let bert = Bert::from_safetensors(cfg.clone(), Path::new("tiny.safetensors"), &to_bytes(&m, cfg.max_position_embeddings, true), &dev).expect("load");
+    let mut state = 9u64;
+    let mut rnd = |n: u64| {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (state >> 33) % n
+    };
+    let mut seqs = Vec::new();
+    for _ in 0..240 {
+        let len = 3 + rnd(6) as usize;
+        let mut s: Vec<u32> = (0..len).map(|_| 6 + rnd(17) as u32).collect();
+        if rnd(2) == 1 {
+            let at = rnd(len as u64) as usize;
+            s[at] = 5;
+        }
+        seqs.push(s);
+    }
+    let labels: Vec<u32> = seqs.iter().map(|s| u32::from(s.contains(&5))).collect();
+    let states = bert.hidden_states(&seqs, 1, EncodeOptions::default(), &|_| {}).expect("states");
+    let (tr, va) = (160, 240);
+    let tcfg = tune::TuneConfig { layers: 1, epochs: 25, batch: 16, lr: 1e-2, seed: 4 };
+    let run = || tune::train_top(&bert, 2, (&states[..tr], &labels[..tr]), (&states[tr..va], &labels[tr..va]), &tcfg, &dev, &|_| {}).expect("train");
+    let (model, shape, curve, epoch) = run();
+    let first = curve[0];
+    let kept = curve[epoch as usize - 1];
+    assert!(kept.val_accuracy >= 0.9, "validation accuracy {} (curve {curve:?})", kept.val_accuracy);
+    assert!(curve.last().map_or(f64::MAX, |c| c.train_loss) < first.train_loss * 0.5, "{curve:?}");
+    assert!(curve.iter().all(|c| c.val_accuracy <= kept.val_accuracy), "the kept epoch has the best validation accuracy");
+    let (_, _, curve2, epoch2) = run();
+    assert_eq!((curve.clone(), epoch), (curve2, epoch2), "same seed, same curve");
+    let dir = std::env::temp_dir().join(format!("tgrag-tune-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("encoder.safetensors");
+    model.save(&path).expect("save");
+    let back = tune::TopLayers::load(&path, shape, &dev).expect("load");
+    let (a, b) = (model.embed(&shape, &states, 32, &dev).expect("a"), back.embed(&shape, &states, 32, &dev).expect("b"));
+    assert_eq!(a, b, "reloaded layers embed identically");
+    assert!(tune::TopLayers::load(&path, bert.top_shape(2, 2), &dev).is_err(), "a two-layer shape does not load one layer");
+    let _ = std::fs::remove_dir_all(&dir);
+}
