@@ -134,28 +134,19 @@ pub fn cmd_train_planner(a: TrainPlannerArgs, quiet: bool) -> Result<()> {
     t.model.save(&a.out)?;
     // Curves: one table for all models (`val_metric`: encoder metapath accuracy, planner exact
     // match, tagger label F1).
-    let (mut model, mut epoch, mut tl, mut vl, mut vm) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for c in &t.encoder_curve {
-        model.push("encoder");
-        epoch.push(c.epoch);
-        tl.push(c.train_loss);
-        vl.push(Some(c.val_loss));
-        vm.push(c.val_accuracy);
-    }
-    for c in &t.planner_curve {
-        model.push("planner");
-        epoch.push(c.epoch);
-        tl.push(c.train_loss);
-        vl.push(Some(c.val_loss));
-        vm.push(c.val_exact);
-    }
-    for c in &t.tagger_curve {
-        model.push("tagger");
-        epoch.push(c.epoch);
-        tl.push(c.train_loss);
-        vl.push(None);
-        vm.push(c.val_f1);
-    }
+    // Rows (model, epoch, train loss, validation loss, validation metric).
+    let rows: Vec<(&str, u32, f64, Option<f64>, f64)> = t
+        .encoder_curve
+        .iter()
+        .map(|c| ("encoder", c.epoch, c.train_loss, Some(c.val_loss), c.val_accuracy))
+        .chain(t.planner_curve.iter().map(|c| ("planner", c.epoch, c.train_loss, Some(c.val_loss), c.val_exact)))
+        .chain(t.tagger_curve.iter().map(|c| ("tagger", c.epoch, c.train_loss, None, c.val_f1)))
+        .collect();
+    let model: Vec<&str> = rows.iter().map(|r| r.0).collect();
+    let epoch: Vec<u32> = rows.iter().map(|r| r.1).collect();
+    let tl: Vec<f64> = rows.iter().map(|r| r.2).collect();
+    let vl: Vec<Option<f64>> = rows.iter().map(|r| r.3).collect();
+    let vm: Vec<f64> = rows.iter().map(|r| r.4).collect();
     let curves = RecordBatch::try_from_iter(vec![
         ("model", Arc::new(StringArray::from(model)) as ArrayRef),
         ("epoch", Arc::new(UInt32Array::from(epoch))),

@@ -614,6 +614,23 @@ fn head_lines(src: &Path, dst: &Path, n: usize) {
     std::fs::write(dst, lines.join("\n") + "\n").expect("write plans");
 }
 
+/// `plans_val.jsonl` of a plan folder as a `plan` queries file (`query_id`, `text`) in `o`; also
+/// returns the file's text.
+fn val_queries(plans: &Path, o: &Path) -> (String, PathBuf) {
+    let text = std::fs::read_to_string(plans.join("plans_val.jsonl")).expect("read");
+    let (ids, qs): (Vec<u32>, Vec<String>) = text
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("json");
+            (v["q_id"].as_u64().expect("q_id") as u32, v["query"].as_str().expect("query").to_string())
+        })
+        .unzip();
+    let qfile = o.join("q.parquet");
+    let qb = RecordBatch::try_from_iter(vec![("query_id", Arc::new(UInt32Array::from(ids)) as ArrayRef), ("text", Arc::new(StringArray::from(qs)) as ArrayRef)]).expect("batch");
+    tgrag_schemas::io::write_parquet_atomic(&qfile, &qb).expect("write");
+    (text, qfile)
+}
+
 fn table(path: &Path) -> RecordBatch {
     tgrag_schemas::io::read_parquet(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
@@ -670,17 +687,7 @@ fn train_planner_and_plan_on_mor_files_agree_are_deterministic_and_refuse_bad_in
     // Curves: every planner and tagger epoch.
     assert_eq!(table(&m1.join("curves.parquet")).num_rows(), 4 + 2);
     // `tgrag plan` with the saved model reproduces the validation predictions (strict reload).
-    let text = std::fs::read_to_string(plans.join("plans_val.jsonl")).expect("read");
-    let (ids, qs): (Vec<u32>, Vec<String>) = text
-        .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).expect("json");
-            (v["q_id"].as_u64().expect("q_id") as u32, v["query"].as_str().expect("query").to_string())
-        })
-        .unzip();
-    let qfile = o.join("q.parquet");
-    let qb = RecordBatch::try_from_iter(vec![("query_id", Arc::new(UInt32Array::from(ids)) as ArrayRef), ("text", Arc::new(StringArray::from(qs)) as ArrayRef)]).expect("batch");
-    tgrag_schemas::io::write_parquet_atomic(&qfile, &qb).expect("write");
+    let (text, qfile) = val_queries(&plans, o);
     let pfile = o.join("p.parquet");
     ok(tgrag(o, &["plan", "--model", m1.to_str().expect("utf8"), "--queries", qfile.to_str().expect("utf8"), "--out", pfile.to_str().expect("utf8")]));
     let planned = table(&pfile);
@@ -754,17 +761,7 @@ fn train_planner_with_a_tuned_minilm_layer_reloads_and_is_deterministic() {
     let enc: Vec<f64> = (0..curves.num_rows()).filter(|&i| names.value(i) == "encoder").map(|i| acc.value(i)).collect();
     assert!(enc.len() == 2 && enc.iter().all(|a| (0.0..=1.0).contains(a)), "{enc:?}");
     // `plan` reloads the tuned layers and reproduces the validation predictions.
-    let text = std::fs::read_to_string(plans.join("plans_val.jsonl")).expect("read");
-    let (ids, qs): (Vec<u32>, Vec<String>) = text
-        .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).expect("json");
-            (v["q_id"].as_u64().expect("q_id") as u32, v["query"].as_str().expect("query").to_string())
-        })
-        .unzip();
-    let qfile = o.join("q.parquet");
-    let qb = RecordBatch::try_from_iter(vec![("query_id", Arc::new(UInt32Array::from(ids)) as ArrayRef), ("text", Arc::new(StringArray::from(qs)) as ArrayRef)]).expect("batch");
-    tgrag_schemas::io::write_parquet_atomic(&qfile, &qb).expect("write");
+    let (_, qfile) = val_queries(&plans, o);
     let pfile = o.join("p.parquet");
     ok(tgrag(o, &["plan", "--model", m1.to_str().expect("utf8"), "--queries", qfile.to_str().expect("utf8"), "--out", pfile.to_str().expect("utf8")]));
     let (planned, val) = (table(&pfile), table(&m1.join("validation.parquet")));
