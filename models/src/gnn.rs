@@ -63,6 +63,16 @@ impl Stream {
     pub(crate) fn below(&mut self, n: usize) -> usize {
         ((self.next() as u128 * n as u128) >> 64) as usize
     }
+
+    /// `0..n` in a seeded uniform order (Fisher–Yates from the end): the mini-batch order of every
+    /// model trained here.
+    pub(crate) fn shuffled(&mut self, n: usize) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..n).collect();
+        for i in (1..n).rev() {
+            order.swap(i, self.below(i + 1));
+        }
+        order
+    }
 }
 
 /// A fully connected layer `x W + b`.

@@ -369,10 +369,7 @@ pub fn train_planner(shape: PlannerShape, train: &SeqData, val: &SeqData, cfg: &
     let mut curve = Vec::new();
     let mut best = crate::gnn::Checkpoint::new();
     for epoch in 1..=cfg.epochs {
-        let mut order: Vec<usize> = (0..rows).collect();
-        for i in (1..rows).rev() {
-            order.swap(i, rng.below(i + 1));
-        }
+        let order = rng.shuffled(rows);
         let (mut loss_sum, mut w_sum) = (0.0, 0.0);
         for chunk in order.chunks(cfg.batch.max(1)) {
             let pick = |v: &[u32]| chunk.iter().map(|&i| v[i]).collect::<Vec<u32>>();

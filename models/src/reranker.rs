@@ -196,10 +196,7 @@ pub fn train_reranker(n_types: usize, train: &[Group], val: &[Group], feats: Fea
     let mut curve = Vec::new();
     let mut best = crate::gnn::Checkpoint::new();
     for epoch in 1..=cfg.epochs {
-        let mut order: Vec<usize> = (0..usable.len()).collect();
-        for i in (1..order.len()).rev() {
-            order.swap(i, rng.below(i + 1));
-        }
+        let order = rng.shuffled(usable.len());
         let (mut loss_sum, mut n_groups) = (0.0, 0usize);
         for chunk in order.chunks(cfg.batch.max(1)) {
             let mut rows = Vec::with_capacity(chunk.len() * g_size);

@@ -296,10 +296,7 @@ pub fn train_tagger(shape: TaggerShape, train: &TagData, val: &TagData, cfg: &Ta
     let mut curve = Vec::new();
     let mut best = crate::gnn::Checkpoint::new();
     for epoch in 1..=cfg.epochs {
-        let mut order: Vec<usize> = (0..r.query.len()).collect();
-        for i in (1..order.len()).rev() {
-            order.swap(i, rng.below(i + 1));
-        }
+        let order = rng.shuffled(r.query.len());
         let (mut loss_sum, mut n) = (0.0, 0usize);
         for chunk in order.chunks(cfg.batch.max(1)) {
             let lp = model.log_probs(&shape, &q_all, &r, chunk, &ad);

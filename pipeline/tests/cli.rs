@@ -614,6 +614,16 @@ fn head_lines(src: &Path, dst: &Path, n: usize) {
     std::fs::write(dst, lines.join("\n") + "\n").expect("write plans");
 }
 
+/// The first `[llama_ft, plans_train, plans_val]` lines of a MoR plan folder, in `o/plans`.
+fn plan_slice(src: &Path, o: &Path, lines: [usize; 3]) -> PathBuf {
+    let plans = o.join("plans");
+    std::fs::create_dir_all(&plans).expect("mkdir");
+    for (f, n) in ["llama_ft.jsonl", "plans_train.jsonl", "plans_val.jsonl"].into_iter().zip(lines) {
+        head_lines(&src.join(f), &plans.join(f), n);
+    }
+    plans
+}
+
 /// `plans_val.jsonl` of a plan folder as a `plan` queries file (`query_id`, `text`) in `o`; also
 /// returns the file's text.
 fn val_queries(plans: &Path, o: &Path) -> (String, PathBuf) {
@@ -642,11 +652,7 @@ fn train_planner_and_plan_on_mor_files_agree_are_deterministic_and_refuse_bad_in
     let d = tempfile::tempdir().expect("tmp");
     let o = d.path();
     // A slice of MoR's MAG files (the full files take minutes; the closing note has those figures).
-    let plans = o.join("plans");
-    std::fs::create_dir_all(&plans).expect("mkdir");
-    head_lines(&src.join("llama_ft.jsonl"), &plans.join("llama_ft.jsonl"), 150);
-    head_lines(&src.join("plans_train.jsonl"), &plans.join("plans_train.jsonl"), 450);
-    head_lines(&src.join("plans_val.jsonl"), &plans.join("plans_val.jsonl"), 120);
+    let plans = plan_slice(&src, o, [150, 450, 120]);
     let p = plans.to_str().expect("utf8");
     let train = |out: &str| tgrag(o, &["train-planner", "--plans", p, "--out", out, "--encoder", "hash", "--epochs", "4", "--tagger-epochs", "2"]);
     let m1 = o.join("m1");
@@ -737,11 +743,7 @@ fn train_planner_with_a_tuned_minilm_layer_reloads_and_is_deterministic() {
     }
     let d = tempfile::tempdir().expect("tmp");
     let o = d.path();
-    let plans = o.join("plans");
-    std::fs::create_dir_all(&plans).expect("mkdir");
-    head_lines(&src.join("llama_ft.jsonl"), &plans.join("llama_ft.jsonl"), 60);
-    head_lines(&src.join("plans_train.jsonl"), &plans.join("plans_train.jsonl"), 140);
-    head_lines(&src.join("plans_val.jsonl"), &plans.join("plans_val.jsonl"), 40);
+    let plans = plan_slice(&src, o, [60, 140, 40]);
     let (p, m) = (plans.to_str().expect("utf8"), model.to_str().expect("utf8"));
     let train = |out: &Path, extra: &[&str]| {
         let mut args = vec!["train-planner", "--plans", p, "--out", out.to_str().expect("utf8"), "--model-dir", m, "--epochs", "2", "--tagger-epochs", "1", "--tune-epochs", "2"];

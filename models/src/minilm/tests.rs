@@ -11,6 +11,9 @@ use safetensors::tensor::TensorView;
 use super::*;
 use super::fused::Products;
 
+/// A checkpoint: name → (shape, values), in the sentence-transformers naming.
+type Checkpoint = BTreeMap<String, (Vec<usize>, Vec<f32>)>;
+
 /// A tiny checkpoint: name → (shape, values), in the sentence-transformers naming.
 fn tiny(cfg: &BertConfig, seed: u64) -> BTreeMap<String, (Vec<usize>, Vec<f32>)> {
     let mut state = seed;
@@ -387,14 +390,20 @@ fn matches_sentence_transformers_fixture() {
     }
 }
 
+/// The tiny config, its random checkpoint of `seed` and the burn encoder loaded from it.
+fn tiny_bert(seed: u64) -> (BertConfig, Checkpoint, Bert) {
+    let cfg = tiny_cfg();
+    let m = tiny(&cfg, seed);
+    let bert = Bert::from_safetensors(cfg.clone(), Path::new("tiny.safetensors"), &to_bytes(&m, cfg.max_position_embeddings, true), &Device::flex()).expect("load");
+    (cfg, m, bert)
+}
+
 /// The tuned top layers before any step are the checkpoint's layers: frozen lower states + top
 /// layers + [`tune::TopLayers::embed`] give the f64 reference sentence embedding, for K = 1 and 2.
 #[test]
 fn untrained_top_layers_give_the_sentence_embedding() {
-    let cfg = tiny_cfg();
-    let m = tiny(&cfg, 11);
+    let (cfg, m, bert) = tiny_bert(11);
     let dev = Device::flex();
-    let bert = Bert::from_safetensors(cfg.clone(), Path::new("tiny.safetensors"), &to_bytes(&m, cfg.max_position_embeddings, true), &dev).expect("load");
     let seqs = tiny_seqs();
     for k in 1..=cfg.num_hidden_layers {
         let states = bert.hidden_states(&seqs, cfg.num_hidden_layers - k, EncodeOptions { batch_size: 3 }, &|_| {}).expect("states");
@@ -419,10 +428,8 @@ fn untrained_top_layers_give_the_sentence_embedding() {
 /// saved layers reload strictly to the same embeddings.
 #[test]
 fn top_layer_tuning_learns_a_planted_rule() {
-    let cfg = tiny_cfg();
-    let m = tiny(&cfg, 3);
+    let (_, _, bert) = tiny_bert(3);
     let dev = Device::flex();
-    let bert = Bert::from_safetensors(cfg.clone(), Path::new("tiny.safetensors"), &to_bytes(&m, cfg.max_position_embeddings, true), &dev).expect("load");
     let mut state = 9u64;
     let mut rnd = |n: u64| {
         state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);

@@ -292,10 +292,7 @@ pub fn train_top(
     let mut curve = Vec::new();
     let mut best = crate::gnn::Checkpoint::new();
     for epoch in 1..=cfg.epochs {
-        let mut order: Vec<usize> = (0..n).collect();
-        for i in (1..n).rev() {
-            order.swap(i, rng.below(i + 1));
-        }
+        let order = rng.shuffled(n);
         let mut loss_sum = 0.0;
         for chunk in order.chunks(batch) {
             let refs: Vec<&[f32]> = chunk.iter().map(|&i| train.0[i].as_slice()).collect();
