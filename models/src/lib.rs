@@ -1,8 +1,16 @@
 //! Neural models of tgrag, written in burn and generic over the device (the Flex CPU backend
 //! everywhere, wgpu where a GPU is present).
 //!
+//! * [`train`]: the training toolkit every model is built from (seeded stream, dense layer,
+//!   checkpoint rules, strict weight files).
 //! * [`minilm`]: all-MiniLM-L6-v2 sentence embeddings (BERT, 6 layers, 384 dims), weights read
-//!   strictly from `model.safetensors`, word pieces from `tokenizer.json`.
+//!   strictly from `model.safetensors`, word pieces from `tokenizer.json`; a fused CPU engine; top
+//!   layers fine-tuned as a classifier (`minilm::tune`).
+//! * [`gnn`]: graph neural networks (GCN, GraphSAGE, MLP node classifiers and a link predictor for
+//!   TopoRAG's evaluation).
+//! * [`planner`]: the autoregressive plan decoder of MoR and PASemiQA.
+//! * [`tagger`]: the restriction span tagger of the planner on MoR's plan files.
+//! * [`reranker`]: MoR's structure-aware reranker.
 //! * [`linalg`]: f64 matrix product and symmetric eigendecomposition (GraphWave's exact mode).
 //! * [`device`]: the `--device cpu|gpu|auto` choice shared by every stage that runs a model.
 
@@ -14,6 +22,7 @@ pub mod minilm;
 pub mod planner;
 pub mod reranker;
 pub mod tagger;
+pub mod train;
 
 pub use device::DeviceChoice;
 pub use error::ModelError;

@@ -22,7 +22,7 @@ use burn::tensor::activation::{log_softmax, relu};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::error::{ModelError, Result};
-use crate::gnn::{Dense, Stream, floats, ints};
+use crate::train::{Dense, Stream, floats, ints};
 
 /// Token 0 starts (and pads) a sequence; token 1 ends it. Real tokens start at 2.
 pub const BOS: u32 = 0;
@@ -126,7 +126,7 @@ impl Planner {
 
     /// Writes the weights as safetensors (`<layer>.weight` `[in, out]`, `<layer>.bias`).
     pub fn save(&self, path: &Path) -> Result<()> {
-        crate::gnn::save_layers(path, &Self::NAMES.iter().copied().zip(self.layers()).collect::<Vec<_>>())
+        crate::train::save_layers(path, &Self::NAMES.iter().copied().zip(self.layers()).collect::<Vec<_>>())
     }
 
     /// Reads weights written by [`Planner::save`], strictly (every tensor, exact shapes, nothing else).
@@ -134,7 +134,7 @@ impl Planner {
         let PlannerShape { dim, vocab, hidden, max_len } = shape;
         let dims = [(dim, hidden), (vocab, hidden), (vocab, hidden), (vocab, hidden), (max_len, hidden), (hidden, hidden), (hidden, vocab)];
         let spec: Vec<(&str, usize, usize)> = Self::NAMES.iter().zip(dims).map(|(n, (i, o))| (*n, i, o)).collect();
-        let mut it = crate::gnn::load_layers(path, &spec, dev)?.into_iter();
+        let mut it = crate::train::load_layers(path, &spec, dev)?.into_iter();
         let mut next = || it.next().ok_or_else(|| ModelError::Internal("planner layers".into()));
         Ok(Planner { q: next()?, e1: next()?, e2: next()?, bag: next()?, pos: next()?, h: next()?, out: next()? })
     }
@@ -367,7 +367,7 @@ pub fn train_planner(shape: PlannerShape, train: &SeqData, val: &SeqData, cfg: &
     let q_all: Tensor<2> = Tensor::from_data(TensorData::new(train.queries.clone(), [train.n_queries(), train.dim]), &ad);
     let rows = owner.len();
     let mut curve = Vec::new();
-    let mut best = crate::gnn::Checkpoint::new();
+    let mut best = crate::train::Checkpoint::new();
     for epoch in 1..=cfg.epochs {
         let order = rng.shuffled(rows);
         let (mut loss_sum, mut w_sum) = (0.0, 0.0);

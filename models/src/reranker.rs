@@ -20,7 +20,7 @@ use burn::tensor::activation::{log_softmax, relu, softmax};
 use burn::tensor::{Device, Tensor, TensorData};
 
 use crate::error::{ModelError, Result};
-use crate::gnn::{Dense, Stream, floats, ints};
+use crate::train::{Dense, Stream, floats, ints};
 
 /// Trajectory features of one candidate.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -194,7 +194,7 @@ pub fn train_reranker(n_types: usize, train: &[Group], val: &[Group], feats: Fea
     let mut optim = AdamConfig::new().with_epsilon(1e-8).init();
     let g_size = 1 + cfg.negatives;
     let mut curve = Vec::new();
-    let mut best = crate::gnn::Checkpoint::new();
+    let mut best = crate::train::Checkpoint::new();
     for epoch in 1..=cfg.epochs {
         let order = rng.shuffled(usable.len());
         let (mut loss_sum, mut n_groups) = (0.0, 0usize);

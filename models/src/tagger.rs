@@ -21,7 +21,7 @@ use burn::tensor::activation::{log_softmax, relu};
 use burn::tensor::{Device, Tensor, TensorData};
 
 use crate::error::{ModelError, Result};
-use crate::gnn::{Dense, Stream, floats, ints};
+use crate::train::{Dense, Stream, floats, ints};
 
 /// Number of word shapes (0 = padding).
 pub const SHAPES: usize = 11;
@@ -173,7 +173,7 @@ impl Tagger {
     /// Writes the weights as safetensors.
     pub fn save(&self, path: &Path) -> Result<()> {
         let layers = [&self.words, &self.shapes, &self.q, &self.plan, &self.h, &self.out];
-        crate::gnn::save_layers(path, &Self::NAMES.iter().copied().zip(layers).collect::<Vec<_>>())
+        crate::train::save_layers(path, &Self::NAMES.iter().copied().zip(layers).collect::<Vec<_>>())
     }
 
     /// Reads weights written by [`Tagger::save`], strictly.
@@ -181,7 +181,7 @@ impl Tagger {
         let h = shape.hidden;
         let dims = [(shape.span() * shape.buckets, h), (shape.span() * SHAPES, h), (shape.qdim.max(1), h), (shape.types.max(1), h), (h, h), (h, shape.labels())];
         let spec: Vec<(&str, usize, usize)> = Self::NAMES.iter().zip(dims).map(|(n, (i, o))| (*n, i, o)).collect();
-        let mut it = crate::gnn::load_layers(path, &spec, dev)?.into_iter();
+        let mut it = crate::train::load_layers(path, &spec, dev)?.into_iter();
         let mut next = || it.next().ok_or_else(|| ModelError::Internal("tagger layers".into()));
         Ok(Tagger { words: next()?, shapes: next()?, q: next()?, plan: next()?, h: next()?, out: next()? })
     }
@@ -294,7 +294,7 @@ pub fn train_tagger(shape: TaggerShape, train: &TagData, val: &TagData, cfg: &Ta
     let gold: Vec<Vec<u32>> = val.sentences.iter().map(|s| s.labels.clone()).collect();
     let labels = shape.labels();
     let mut curve = Vec::new();
-    let mut best = crate::gnn::Checkpoint::new();
+    let mut best = crate::train::Checkpoint::new();
     for epoch in 1..=cfg.epochs {
         let order = rng.shuffled(r.query.len());
         let (mut loss_sum, mut n) = (0.0, 0usize);

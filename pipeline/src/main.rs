@@ -2,12 +2,10 @@
 //! config before any work starts, dispatch to one command, print the whole error chain on failure.
 
 mod cli;
-mod eval_tool;
-mod plan_tool;
+#[cfg(test)]
+mod code_digest;
+mod commands;
 mod runner;
-mod sql;
-mod tools;
-mod topo_tools;
 
 use std::process::ExitCode;
 

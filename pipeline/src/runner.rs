@@ -1,9 +1,10 @@
 //! The stage runner: resolves the DAG, decides for each stage whether it must run (and says why),
 //! runs it, commits its outputs atomically and writes its manifest last.
 //!
-//! Cache key (fingerprint) of a stage = sha256 of its name, code version, canonical config and the
-//! content digests of its inputs (upstream stages' output hashes; the dataset's content key for
-//! `ingest`). mtimes are never used. A stage is skipped only when its manifest has the same fingerprint
+//! Cache key (fingerprint) of a stage = sha256 of its name, code version (its `version` and the
+//! digest of the code the stages run, [`crate::code_digest`]), canonical config and the content
+//! digests of its inputs (upstream stages' output hashes; the dataset's content key for `ingest`).
+//! mtimes are never used. A stage is skipped only when its manifest has the same fingerprint
 //! and every output it lists is present with the same sha256.
 //!
 //! Crash safety: a stage deletes its manifest before running, writes outputs under temporary names in
@@ -76,9 +77,12 @@ impl Manifest {
     }
 }
 
-/// The code version of a stage (part of its cache key).
+/// The digest of the code the stages run, computed when this binary was built (`build.rs`).
+pub const CODE_DIGEST: &str = env!("TGRAG_CODE_DIGEST");
+
+/// The code version of a stage (part of its cache key): its `version` and the code digest.
 pub fn code_version(stage: &dyn Stage) -> String {
-    format!("{}@v{} (tgrag {})", stage.info().name, stage.info().version, env!("CARGO_PKG_VERSION"))
+    format!("{}@v{} code {}", stage.info().name, stage.info().version, CODE_DIGEST)
 }
 
 /// The cache key of a stage (see the module docs).
@@ -125,7 +129,7 @@ pub fn decide(dir: &Path, fp: &str, code: &str, config: &serde_json::Value, inpu
     if m.fingerprint != fp {
         let mut why = Vec::new();
         if m.code_version != code {
-            why.push(format!("code version {} → {}", m.code_version, code));
+            why.push("code changed".to_string());
         }
         if &m.config != config {
             why.push("config changed".to_string());
@@ -174,7 +178,8 @@ fn timings_batch(stage: &str, t: &[PhaseTiming]) -> Result<arrow::record_batch::
     Ok(tables::TIMINGS.batch(cols)?)
 }
 
-/// Stages to consider: the asked ones and everything upstream of them, in pipeline order.
+/// Stages to consider: the asked ones and everything upstream of them (declared and collected
+/// dependencies), in pipeline order.
 pub fn select(all: &[&'static dyn Stage], wanted: Option<&[String]>) -> Result<Vec<&'static dyn Stage>> {
     let Some(wanted) = wanted else { return Ok(all.to_vec()) };
     let names: Vec<&str> = all.iter().map(|s| s.info().name).collect();
@@ -192,21 +197,22 @@ pub fn select(all: &[&'static dyn Stage], wanted: Option<&[String]>) -> Result<V
         }
         keep.push(n);
         if let Some(s) = all.iter().find(|s| s.info().name == n) {
-            stack.extend(s.info().deps.iter().copied());
+            stack.extend(tgrag_stages::deps_of(*s, all));
         }
     }
     Ok(all.iter().copied().filter(|s| keep.contains(&s.info().name)).collect())
 }
 
 /// Inputs (content digests) of a stage given the current state of the outputs folder.
-pub fn stage_inputs(root: &Path, stage: &dyn Stage, dataset: &DatasetSpec) -> Result<BTreeMap<String, String>> {
+pub fn stage_inputs(root: &Path, stage: &dyn Stage, all: &[&'static dyn Stage], dataset: &DatasetSpec) -> Result<BTreeMap<String, String>> {
     let mut inputs = BTreeMap::new();
-    if stage.info().deps.is_empty() {
+    let deps = tgrag_stages::deps_of(stage, all);
+    if deps.is_empty() {
         inputs.insert("dataset".to_string(), dataset.content_key()?);
     }
-    for dep in stage.info().deps {
+    for dep in deps {
         let d = read_manifest(&root.join(dep)).map_or_else(|| "missing".to_string(), |m| m.outputs_digest());
-        inputs.insert((*dep).to_string(), d);
+        inputs.insert(dep.to_string(), d);
     }
     Ok(inputs)
 }
@@ -255,7 +261,7 @@ pub fn run(opts: &RunOptions, all: &[&'static dyn Stage], mut report: impl FnMut
             outcomes.push(o);
             continue;
         }
-        let inputs = stage_inputs(&root, stage, &opts.dataset)?;
+        let inputs = stage_inputs(&root, stage, all, &opts.dataset)?;
         let fp = fingerprint(info.name, &code, &config, &inputs);
         let force = opts.force && explicitly.as_ref().is_none_or(|e| e.contains(&info.name));
         let decision = decide(&dir, &fp, &code, &config, &inputs, force);
@@ -274,7 +280,7 @@ pub fn run(opts: &RunOptions, all: &[&'static dyn Stage], mut report: impl FnMut
         }
         clean_tmp(&dir)?;
         let t0 = Instant::now();
-        let mut ctx = StageContext::new(info.name, &opts.dataset, &config, &root, opts.progress);
+        let mut ctx = StageContext::new(info, tgrag_stages::deps_of(stage, all), &opts.dataset, &config, &root, opts.progress);
         let result = stage.run(&mut ctx);
         let (written, timings) = ctx.finish();
         if let Err(e) = result {
@@ -323,4 +329,55 @@ pub fn run(opts: &RunOptions, all: &[&'static dyn Stage], mut report: impl FnMut
         outcomes.push(o);
     }
     Ok(outcomes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(dir: &Path, code: &str, config: &serde_json::Value, inputs: &BTreeMap<String, String>, outputs: &[(&str, &[u8])]) {
+        let mut out = BTreeMap::new();
+        for (name, bytes) in outputs {
+            std::fs::write(dir.join(name), bytes).expect("output");
+            out.insert(name.to_string(), OutputInfo { sha256: io::sha256_file(&dir.join(name)).expect("sha"), bytes: bytes.len() as u64, rows: None });
+        }
+        let fp = fingerprint("mor", code, config, inputs);
+        let m = Manifest { stage: "mor".into(), code_version: code.into(), fingerprint: fp, config: config.clone(), inputs: inputs.clone(), outputs: out, timings: Vec::new(), total_seconds: 0.0, finished_at_unix: 0 };
+        std::fs::write(dir.join(MANIFEST), serde_json::to_string(&m).expect("json")).expect("manifest");
+    }
+
+    #[test]
+    fn decisions_say_why_code_config_inputs_or_outputs_changed() {
+        let d = tempfile::tempdir().expect("tmp");
+        let dir = d.path();
+        let cfg = serde_json::json!({"seed": 0});
+        let inputs = BTreeMap::from([("planning".to_string(), "abc".to_string())]);
+        let (old, new) = ("mor@v3 code 0000", "mor@v3 code 1111");
+        manifest(dir, old, &cfg, &inputs, &[("run.parquet", b"rows")]);
+        let fp = |code: &str, cfg: &serde_json::Value, inputs: &BTreeMap<String, String>| fingerprint("mor", code, cfg, inputs);
+        assert!(matches!(decide(dir, &fp(old, &cfg, &inputs), old, &cfg, &inputs, false), Decision::Skip(_)));
+        assert_eq!(decide(dir, &fp(new, &cfg, &inputs), new, &cfg, &inputs, false), Decision::Run("code changed".into()));
+        let cfg2 = serde_json::json!({"seed": 1});
+        assert_eq!(decide(dir, &fp(new, &cfg2, &inputs), new, &cfg2, &inputs, false), Decision::Run("code changed, config changed".into()));
+        let inputs2 = BTreeMap::from([("planning".to_string(), "def".to_string())]);
+        assert_eq!(decide(dir, &fp(old, &cfg, &inputs2), old, &cfg, &inputs2, false), Decision::Run("input `planning` changed".into()));
+        assert_eq!(decide(dir, &fp(old, &cfg, &inputs), old, &cfg, &inputs, true), Decision::Run("--force".into()));
+        std::fs::write(dir.join("run.parquet"), b"other").expect("tamper");
+        assert_eq!(decide(dir, &fp(old, &cfg, &inputs), old, &cfg, &inputs, false), Decision::Run("output run.parquet was modified".into()));
+        // This binary's code version carries the build's code digest.
+        assert!(code_version(tgrag_stages::all()[0]).ends_with(CODE_DIGEST) && CODE_DIGEST.len() == 32);
+    }
+
+    #[test]
+    fn metrics_depends_on_every_stage_that_writes_a_run() {
+        let all = tgrag_stages::all();
+        let metrics = all.iter().find(|s| s.info().name == "metrics").expect("metrics");
+        let writers: Vec<&str> = all.iter().filter(|s| s.info().outputs.contains(&"run")).map(|s| s.info().name).collect();
+        assert_eq!(writers, vec!["bm25", "dense", "mor", "pasemiqa"]);
+        let deps = tgrag_stages::deps_of(*metrics, &all);
+        assert_eq!(deps, vec!["ingest", "bm25", "dense", "mor", "pasemiqa"]);
+        // Selecting `metrics` runs every run writer and what they need.
+        let sel: Vec<&str> = select(&all, Some(&["metrics".to_string()])).expect("select").iter().map(|s| s.info().name).collect();
+        assert_eq!(sel, vec!["ingest", "bm25", "dense", "planning", "mor", "pasemiqa", "metrics"]);
+    }
 }

@@ -31,6 +31,9 @@ pub enum ColType {
     ListUtf8,
     /// `fixed_size_list<f32, n>` (embeddings).
     Embedding(i32),
+    /// `fixed_size_list<f32, d>` for any width d, one width per table (embeddings whose width is
+    /// the encoder's: 384 for MiniLM, the hashing width otherwise).
+    Vector,
 }
 
 impl ColType {
@@ -51,6 +54,30 @@ impl ColType {
             ColType::ListF32 => DataType::List(item(DataType::Float32)),
             ColType::ListUtf8 => DataType::List(item(DataType::Utf8)),
             ColType::Embedding(n) => DataType::FixedSizeList(item(DataType::Float32), n),
+            // The width is the data's: a schema built from the spec alone uses 0.
+            ColType::Vector => DataType::FixedSizeList(item(DataType::Float32), 0),
+        }
+    }
+
+    /// Whether an Arrow type is this column type (any width for [`ColType::Vector`]; field names
+    /// and nullability of list items are not compared).
+    pub fn matches(self, t: &DataType) -> bool {
+        match (self, t) {
+            (ColType::Vector, DataType::FixedSizeList(f, _)) => f.data_type() == &DataType::Float32,
+            (ColType::Embedding(n), DataType::FixedSizeList(f, m)) => *m == n && f.data_type() == &DataType::Float32,
+            (ColType::ListU32 | ColType::ListF32 | ColType::ListUtf8, DataType::List(f)) => match self.data_type() {
+                DataType::List(want) => want.data_type() == f.data_type(),
+                _ => false,
+            },
+            _ => &self.data_type() == t,
+        }
+    }
+
+    /// The type as `tgrag schema` prints it.
+    pub fn describe(self) -> String {
+        match self {
+            ColType::Vector => "FixedSizeList(Float32, d)".to_string(),
+            other => format!("{}", other.data_type()),
         }
     }
 }
@@ -84,6 +111,9 @@ pub struct TableSpec {
     pub family: &'static str,
     pub doc: &'static str,
     pub columns: &'static [ColumnSpec],
+    /// The table holds wall-clock figures (timings, latencies): it differs between runs by nature
+    /// and is left out of determinism checks and result comparisons.
+    pub run_dependent: bool,
 }
 
 impl TableSpec {
@@ -109,12 +139,16 @@ impl TableSpec {
     /// Human-readable description, as printed by `tgrag schema <table>`.
     pub fn describe(&self) -> String {
         let mut s = format!(
-            "table {} (schema version {}, {})\n  {}\n\n",
-            self.name, self.version, self.family, self.doc
+            "table {} (schema version {}, {}{})\n  {}\n\n",
+            self.name,
+            self.version,
+            self.family,
+            if self.run_dependent { ", run-dependent" } else { "" },
+            self.doc
         );
         let w = self.columns.iter().map(|c| c.name.len()).max().unwrap_or(0);
         for c in self.columns {
-            let ty = format!("{}", c.ty.data_type());
+            let ty = c.ty.describe();
             let null = if c.nullable { "nullable" } else { "required" };
             s.push_str(&format!("  {:<w$}  {:<28} {:<8}  {}\n", c.name, ty, null, c.doc, w = w));
         }

@@ -1,6 +1,9 @@
-//! Every canonical table. Loaders produce them, stages consume and produce them, `tgrag schema` prints
-//! them. Families: knowledge base (STaRK-like), graph QA (one small textual graph per question),
-//! text-attributed graphs (TopoRAG), and results (runs, metrics, timings).
+//! Every table tgrag writes. Loaders produce the canonical input tables, stages consume and produce
+//! the others (each stage declares which it writes, and every write is checked against its spec),
+//! `tgrag schema` prints them. Families: knowledge base (STaRK-like), graph QA (one small textual
+//! graph per question), text-attributed graph (TopoRAG inputs), and the outputs of the method
+//! families (indexes, retrieval, knowledge-base methods, TopoRAG) and results (runs, scores, curves,
+//! metrics, timings). Tables marked `run_dependent` hold wall-clock figures.
 
 use crate::table::{ColType::*, TableSpec, opt, req};
 
@@ -10,6 +13,7 @@ pub const NODES: TableSpec = TableSpec {
     version: 1,
     family: "knowledge base",
     doc: "One row per entity of a text-rich knowledge base.",
+    run_dependent: false,
     columns: &[
         req("node_id", U32, "entity id, unique"),
         req("node_type", Utf8, "entity type (product, paper, gene, ...)"),
@@ -24,6 +28,7 @@ pub const EDGES: TableSpec = TableSpec {
     version: 1,
     family: "knowledge base",
     doc: "One row per typed relation between two existing nodes.",
+    run_dependent: false,
     columns: &[
         req("src", U32, "source node_id"),
         req("dst", U32, "destination node_id"),
@@ -37,6 +42,7 @@ pub const QUERIES: TableSpec = TableSpec {
     version: 1,
     family: "knowledge base",
     doc: "Natural-language queries with their split; pattern/hops where the dataset knows them.",
+    run_dependent: false,
     columns: &[
         req("query_id", U32, "query id, unique"),
         req("text", Utf8, "the query"),
@@ -52,6 +58,7 @@ pub const ANSWERS: TableSpec = TableSpec {
     version: 1,
     family: "knowledge base",
     doc: "One row per (query, gold answer node).",
+    run_dependent: false,
     columns: &[req("query_id", U32, "an existing query_id"), req("node_id", U32, "an existing node_id")],
 };
 
@@ -61,6 +68,7 @@ pub const CANDIDATE_TYPES: TableSpec = TableSpec {
     version: 1,
     family: "knowledge base",
     doc: "Node types whose nodes are ranking candidates; absent or empty means every node.",
+    run_dependent: false,
     columns: &[req("node_type", Utf8, "a node type")],
 };
 
@@ -70,6 +78,7 @@ pub const GRAPH_NODES: TableSpec = TableSpec {
     version: 1,
     family: "graph QA",
     doc: "Nodes of one small textual graph per question.",
+    run_dependent: false,
     columns: &[
         req("graph_id", U32, "graph (= question) id"),
         req("node_id", U32, "node id, unique within its graph"),
@@ -83,6 +92,7 @@ pub const GRAPH_EDGES: TableSpec = TableSpec {
     version: 1,
     family: "graph QA",
     doc: "Textual edges of one small graph per question.",
+    run_dependent: false,
     columns: &[
         req("graph_id", U32, "graph id"),
         req("src", U32, "source node_id within the graph"),
@@ -97,6 +107,7 @@ pub const QA: TableSpec = TableSpec {
     version: 1,
     family: "graph QA",
     doc: "One question per graph with its answer or label.",
+    run_dependent: false,
     columns: &[
         req("graph_id", U32, "graph id, unique"),
         req("question", Utf8, "the question"),
@@ -111,6 +122,7 @@ pub const TAG_NODES: TableSpec = TableSpec {
     version: 2,
     family: "text-attributed graph",
     doc: "Nodes with text, label, optional time and the observed/partial split.",
+    run_dependent: false,
     columns: &[
         req("node_id", U32, "node id, unique"),
         req("text", Utf8, "full node text"),
@@ -127,6 +139,7 @@ pub const TAG_EDGES: TableSpec = TableSpec {
     version: 1,
     family: "text-attributed graph",
     doc: "Edges between existing tag_nodes (undirected graphs store each edge once).",
+    run_dependent: false,
     columns: &[req("src", U32, "source node_id"), req("dst", U32, "destination node_id")],
 };
 
@@ -136,6 +149,7 @@ pub const EMAILS: TableSpec = TableSpec {
     version: 1,
     family: "text-attributed graph",
     doc: "One row per e-mail; sender and recipients are tag_nodes (people).",
+    run_dependent: false,
     columns: &[
         req("email_id", U32, "e-mail id, unique (input order)"),
         req("file", Utf8, "where the message came from (maildir path)"),
@@ -153,6 +167,7 @@ pub const RUN: TableSpec = TableSpec {
     version: 1,
     family: "results",
     doc: "Ranked candidates per query; trajectory columns are filled by graph methods (MoR).",
+    run_dependent: false,
     columns: &[
         req("query_id", U32, "query id"),
         req("node_id", U32, "retrieved node"),
@@ -173,6 +188,7 @@ pub const METRICS_PER_QUERY: TableSpec = TableSpec {
     version: 1,
     family: "results",
     doc: "STaRK evaluator metrics of one method on one query.",
+    run_dependent: false,
     columns: &[
         req("method", Utf8, "method name"),
         req("query_id", U32, "query id"),
@@ -193,6 +209,7 @@ pub const METRICS_AGGREGATE: TableSpec = TableSpec {
     version: 1,
     family: "results",
     doc: "Mean metrics grouped by method and one of: all, split, pattern, hops.",
+    run_dependent: false,
     columns: &[
         req("method", Utf8, "method name"),
         req("group_by", Utf8, "all | split | pattern | hops"),
@@ -211,6 +228,7 @@ pub const BM25_INDEX: TableSpec = TableSpec {
     version: 1,
     family: "indexes",
     doc: "Parameters and statistics of each persisted BM25 index (scope `*` = all nodes, else a node type).",
+    run_dependent: false,
     columns: &[
         req("scope", Utf8, "`*` for the global index, else the node type it covers"),
         req("num_docs", U32, "documents (nodes) in the index"),
@@ -229,6 +247,7 @@ pub const BM25_TERMS: TableSpec = TableSpec {
     version: 1,
     family: "indexes",
     doc: "The vocabulary of each BM25 index, in term-id order (first occurrence in node-id order).",
+    run_dependent: false,
     columns: &[
         req("scope", Utf8, "index scope (see bm25_index)"),
         req("term_id", U32, "term id within the scope"),
@@ -244,6 +263,7 @@ pub const BM25_POSTINGS: TableSpec = TableSpec {
     version: 1,
     family: "indexes",
     doc: "One row per (term, document) pair: the inverted lists, by term then node id.",
+    run_dependent: false,
     columns: &[
         req("scope", Utf8, "index scope (see bm25_index)"),
         req("term_id", U32, "term id within the scope"),
@@ -258,10 +278,331 @@ pub const BM25_DOCS: TableSpec = TableSpec {
     version: 1,
     family: "indexes",
     doc: "The documents of each BM25 index in index order (node id ascending) with their lengths.",
+    run_dependent: false,
     columns: &[
         req("scope", Utf8, "index scope (see bm25_index)"),
         req("node_id", U32, "document (node)"),
         req("len", U32, "document length in tokens"),
+    ],
+};
+
+/// Shape of the knowledge base per node type (the `graph` stage).
+pub const GRAPH_STATS: TableSpec = TableSpec {
+    name: "graph_stats",
+    version: 1,
+    family: "knowledge base",
+    doc: "Per node type (and `*` for all): nodes, mean and max degree, isolated nodes; connected components on the `*` row.",
+    run_dependent: false,
+    columns: &[
+        req("node_type", Utf8, "node type, or `*` for every node"),
+        req("nodes", U64, "nodes of the type"),
+        req("mean_degree", F64, "mean undirected degree"),
+        req("max_degree", U64, "largest degree"),
+        req("isolated", U64, "nodes without an edge"),
+        opt("components", U64, "connected components (the `*` row only)"),
+    ],
+};
+
+/// Node embeddings (the `dense` stage).
+pub const EMBEDDINGS: TableSpec = TableSpec {
+    name: "embeddings",
+    version: 1,
+    family: "retrieval",
+    doc: "One embedding per node document (MiniLM 384-d, or the hashing width), L2-normalised.",
+    run_dependent: false,
+    columns: &[req("node_id", U32, "node"), req("embedding", Vector, "the embedding (one width per table)")],
+};
+
+/// Query embeddings (the `dense` stage).
+pub const QUERY_EMBEDDINGS: TableSpec = TableSpec {
+    name: "query_embeddings",
+    version: 1,
+    family: "retrieval",
+    doc: "One embedding per query, by the encoder of `embeddings`.",
+    run_dependent: false,
+    columns: &[req("query_id", U32, "query"), req("embedding", Vector, "the embedding (the width of `embeddings`)")],
+};
+
+/// Topic entities of the training and validation queries (the `planning` stage).
+pub const TOPIC_ENTITIES: TableSpec = TableSpec {
+    name: "topic_entities",
+    version: 1,
+    family: "knowledge-base methods",
+    doc: "Per query its topic nodes: names found in the query (longest match first), else the dense top-k.",
+    run_dependent: false,
+    columns: &[
+        req("query_id", U32, "query"),
+        req("node_id", U32, "topic node"),
+        req("method", Utf8, "name | embedding"),
+        opt("span", Utf8, "the matched text (name matches only)"),
+    ],
+};
+
+/// PASemiQA's relation-path training targets (the `planning` stage).
+pub const RELATION_PATHS: TableSpec = TableSpec {
+    name: "relation_paths",
+    version: 1,
+    family: "knowledge-base methods",
+    doc: "Distinct shortest typed paths from a query's topic nodes to its answers, with PASemiQA's Q(z|q) = 1/|Z*|.",
+    run_dependent: false,
+    columns: &[
+        req("query_id", U32, "query"),
+        req("metapath", Utf8, "MoR-style metapath with relations: `a -r-> b <-s- c`"),
+        req("relations", ListUtf8, "relation hops: `rel>` along a stored edge, `<rel` against it"),
+        req("types", ListUtf8, "node types along the path"),
+        req("weight", F32, "Q(z|q)"),
+        req("answers_reached", U32, "answers the path reaches"),
+    ],
+};
+
+/// MoR's planning-graph training targets (the `planning` stage).
+pub const PLANNING_GRAPHS: TableSpec = TableSpec {
+    name: "planning_graphs",
+    version: 1,
+    family: "knowledge-base methods",
+    doc: "Per training or validation query with a path: the path reaching the most answers as a metapath, with text restrictions.",
+    run_dependent: false,
+    columns: &[
+        req("query_id", U32, "query"),
+        req("split", Utf8, "train | val"),
+        req("metapath", Utf8, "metapath (MoR syntax with relations)"),
+        req("restrictions", Utf8, "`{type: [text, …]}` as JSON"),
+    ],
+};
+
+/// MoR's plans (the `mor` stage).
+pub const PLANS: TableSpec = TableSpec {
+    name: "plans",
+    version: 1,
+    family: "knowledge-base methods",
+    doc: "The planner's plan of every query and the restrictions copied from the query.",
+    run_dependent: false,
+    columns: &[
+        req("query_id", U32, "query"),
+        req("metapath", Utf8, "decoded plan tokens joined by spaces (empty: no plan)"),
+        req("valid", Bool, "the plan parses against the KB's types and relations (else MoR falls back to BM25)"),
+        req("restrictions", Utf8, "`{type: [text, …]}` as JSON"),
+    ],
+};
+
+/// MoR's per-query latency (the `mor` stage).
+pub const LATENCY: TableSpec = TableSpec {
+    name: "latency",
+    version: 1,
+    family: "knowledge-base methods",
+    doc: "Milliseconds per query of each MoR phase (planning: the batch time over the queries).",
+    run_dependent: true,
+    columns: &[
+        req("query_id", U32, "query"),
+        req("plan_ms", F64, "planning"),
+        req("reason_ms", F64, "mixed traversal"),
+        req("organize_ms", F64, "reranking"),
+    ],
+};
+
+/// PASemiQA's chosen relation paths (the `pasemiqa` stage).
+pub const PATHS: TableSpec = TableSpec {
+    name: "paths",
+    version: 1,
+    family: "knowledge-base methods",
+    doc: "Per query the top relation paths z with P(z|q) renormalised over them and |A_{q,z}|.",
+    run_dependent: false,
+    columns: &[
+        req("query_id", U32, "query"),
+        req("rank", U32, "1-based rank of the path"),
+        req("relations", Utf8, "relation hops joined by spaces"),
+        req("prob", F64, "P(z|q) over the kept paths"),
+        req("reached", U32, "nodes the path reaches from the topic nodes"),
+        req("text_fallback", Bool, "no path reached a node: the query was ranked densely"),
+    ],
+};
+
+/// TopoRAG's split of a text-attributed graph (the `toporag` stage).
+pub const SPLIT: TableSpec = TableSpec {
+    name: "split",
+    version: 1,
+    family: "toporag",
+    doc: "Kept nodes (enough text) as observed or partial, with the visible and hidden words.",
+    run_dependent: false,
+    columns: &[
+        req("node_id", U32, "node"),
+        req("split", Utf8, "observed | partial"),
+        req("visible", Utf8, "the text a retriever may see"),
+        req("hidden", Utf8, "the text retrieval should recover (partial nodes)"),
+    ],
+};
+
+/// TopoRAG's split of an e-mail corpus (the `toporag` stage on an e-mail graph).
+pub const EMAIL_SPLIT: TableSpec = TableSpec {
+    name: "email_split",
+    version: 1,
+    family: "toporag",
+    doc: "Kept e-mails (distinct, enough words) as observed or partial, with the visible and hidden words.",
+    run_dependent: false,
+    columns: &[
+        req("email_id", U32, "e-mail"),
+        req("split", Utf8, "observed | partial"),
+        req("visible", Utf8, "the text a retriever may see"),
+        req("hidden", Utf8, "the text retrieval should recover (partial e-mails)"),
+    ],
+};
+
+/// TopoRAG's retrieved nodes (the `toporag` stage).
+pub const RETRIEVED: TableSpec = TableSpec {
+    name: "retrieved",
+    version: 1,
+    family: "toporag",
+    doc: "Per partial node and retriever, the observed nodes retrieved, best first.",
+    run_dependent: false,
+    columns: &[
+        req("target", U32, "the partial node"),
+        req("retriever", Utf8, "random | text | topo-proximity | topo-role"),
+        req("rank", U32, "1-based rank"),
+        req("node_id", U32, "retrieved node"),
+        req("score", F64, "the retriever's score (cosine, −L2, 0 for random)"),
+        req("text", Utf8, "the retrieved text"),
+    ],
+};
+
+/// TopoRAG's retrieved e-mails (the `toporag` stage on an e-mail graph).
+pub const EMAIL_RETRIEVED: TableSpec = TableSpec {
+    name: "email_retrieved",
+    version: 1,
+    family: "toporag",
+    doc: "Per partial e-mail and retriever, the observed e-mails retrieved, best first.",
+    run_dependent: false,
+    columns: &[
+        req("target", U32, "the partial e-mail"),
+        req("retriever", Utf8, "random | text | topo-proximity | topo-role"),
+        req("rank", U32, "1-based rank"),
+        req("email_id", U32, "retrieved e-mail"),
+        req("score", F64, "the text similarity that ranked it"),
+        req("text", Utf8, "the retrieved text"),
+    ],
+};
+
+/// TopoRAG's context quality per target (the `toporag` stage).
+pub const CONTEXT_QUALITY: TableSpec = TableSpec {
+    name: "context_quality",
+    version: 1,
+    family: "toporag",
+    doc: "Per target and retriever: the retrieved texts against the hidden text.",
+    run_dependent: false,
+    columns: &[
+        req("target", U32, "the partial node or e-mail"),
+        req("retriever", Utf8, "none | random | text | topo-proximity | topo-role"),
+        req("bleu4", F64, "sentence BLEU-4 (sacrebleu)"),
+        req("rouge_l_f1", F64, "ROUGE-L F1 (rouge-score)"),
+        req("minilm_cosine", F64, "cosine of the embeddings (0 for an empty context)"),
+    ],
+};
+
+/// TopoRAG's context quality per retriever (the `toporag` stage).
+pub const CONTEXT_SUMMARY: TableSpec = TableSpec {
+    name: "context_summary",
+    version: 1,
+    family: "toporag",
+    doc: "Per retriever the mean context quality over the targets (also in `scores`).",
+    run_dependent: false,
+    columns: &[
+        req("retriever", Utf8, "none | random | text | topo-proximity | topo-role"),
+        req("targets", U64, "targets"),
+        req("bleu4_mean", F64, "mean sentence BLEU-4"),
+        req("bleu4_corpus", F64, "corpus BLEU-4"),
+        req("rouge_l_f1_mean", F64, "mean ROUGE-L F1"),
+        req("cosine_mean", F64, "mean cosine"),
+    ],
+};
+
+/// TopoRAG's correlation analysis (the `toporag` stage).
+pub const CORRELATION: TableSpec = TableSpec {
+    name: "correlation",
+    version: 1,
+    family: "toporag",
+    doc: "Pearson r between text cosine and proximity cosine (K = 1…5) or role L2 distance, over node pairs.",
+    run_dependent: false,
+    columns: &[
+        req("measure", Utf8, "proximity_cosine | role_l2_distance"),
+        req("k", U32, "hops of the diffusion (0 for role)"),
+        req("pearson", F64, "Pearson r"),
+        req("pairs", U64, "pairs of the analysis"),
+        req("sampled", Bool, "the pairs are a seeded sample"),
+    ],
+};
+
+/// TopoRAG's node classification (the `toporag` stage).
+pub const NODE_CLASSIFICATION: TableSpec = TableSpec {
+    name: "node_classification",
+    version: 1,
+    family: "toporag",
+    doc: "Per model and retriever: test accuracy on the partial nodes at the epoch kept on validation (also in `scores`).",
+    run_dependent: false,
+    columns: &[
+        req("model", Utf8, "gcn | sage | mlp"),
+        req("retriever", Utf8, "none | random | text | topo-proximity | topo-role | oracle"),
+        req("accuracy", F64, "test accuracy"),
+        req("val_accuracy", F64, "validation accuracy of the kept epoch"),
+        req("best_epoch", U32, "the kept epoch"),
+        req("epochs", U32, "epochs run (early stopping)"),
+        req("train_nodes", U32, "training nodes"),
+        req("test_nodes", U32, "test nodes"),
+    ],
+};
+
+/// TopoRAG's link prediction (the `toporag` stage).
+pub const LINK_PREDICTION: TableSpec = TableSpec {
+    name: "link_prediction",
+    version: 2,
+    family: "toporag",
+    doc: "Per retriever: Hits@K of the edges with a partial end at the epoch kept on validation (also in `scores`).",
+    run_dependent: false,
+    columns: &[
+        req("retriever", Utf8, "none | random | text | topo-proximity | topo-role | oracle"),
+        req("k", U32, "K of Hits@K"),
+        req("hits", F64, "test Hits@K"),
+        req("val_hits", F64, "validation Hits@K of the kept epoch"),
+        req("best_epoch", U32, "the kept epoch"),
+        req("epochs", U32, "epochs run (early stopping)"),
+        req("test_edges", U32, "test positives"),
+        req("test_negatives", U32, "test negatives"),
+    ],
+};
+
+/// Training curves of every trained model, in one shape.
+pub const CURVES: TableSpec = TableSpec {
+    name: "curves",
+    version: 1,
+    family: "results",
+    doc: "One row per (model, variant, epoch, metric) of every model a stage or tool trains.",
+    run_dependent: false,
+    columns: &[
+        req("model", Utf8, "planner | reranker | tagger | encoder | gcn | sage | mlp | gcn-mlp | …"),
+        req("variant", Utf8, "which training of the model (e.g. `node_classification/text`); empty when one"),
+        req("seed", U64, "training seed"),
+        req("epoch", U32, "1-based epoch"),
+        req("metric", Utf8, "train_loss | val_loss | val_<metric> | test_<metric>"),
+        req("value", F64, "the metric's value"),
+        req("kept", Bool, "this epoch's weights were kept (best on validation)"),
+    ],
+};
+
+/// Every evaluation's results, in one long format.
+pub const SCORES: TableSpec = TableSpec {
+    name: "scores",
+    version: 1,
+    family: "results",
+    doc: "One row per (dataset, stage, method, split, group, metric, seed): what reports and the nightly comparison read.",
+    run_dependent: false,
+    columns: &[
+        req("dataset", Utf8, "dataset name"),
+        req("stage", Utf8, "the stage whose results are scored"),
+        req("method", Utf8, "method (bm25, mor, topo-proximity, gretriever-gcn, …)"),
+        req("split", Utf8, "train | val | test | all"),
+        req("group", Utf8, "`*` or a breakdown `key=value` (hops=2, pattern=…, model=gcn)"),
+        req("metric", Utf8, "hit1 | hit5 | recall20 | mrr | accuracy | hits_at_100 | bleu4 | …"),
+        req("value", F64, "the value"),
+        req("n", U64, "items the value is computed over (queries, targets, nodes, edges)"),
+        opt("seed", U64, "training seed, where the method trains"),
     ],
 };
 
@@ -271,6 +612,7 @@ pub const TIMINGS: TableSpec = TableSpec {
     version: 1,
     family: "results",
     doc: "Seconds spent per phase of a stage run (differs between runs by nature).",
+    run_dependent: true,
     columns: &[
         req("stage", Utf8, "stage name"),
         req("phase", Utf8, "phase within the stage"),
@@ -297,8 +639,28 @@ pub const ALL: &[&TableSpec] = &[
     &BM25_TERMS,
     &BM25_POSTINGS,
     &BM25_DOCS,
+    &GRAPH_STATS,
+    &EMBEDDINGS,
+    &QUERY_EMBEDDINGS,
+    &TOPIC_ENTITIES,
+    &RELATION_PATHS,
+    &PLANNING_GRAPHS,
+    &PLANS,
+    &LATENCY,
+    &PATHS,
+    &SPLIT,
+    &EMAIL_SPLIT,
+    &RETRIEVED,
+    &EMAIL_RETRIEVED,
+    &CONTEXT_QUALITY,
+    &CONTEXT_SUMMARY,
+    &CORRELATION,
+    &NODE_CLASSIFICATION,
+    &LINK_PREDICTION,
     &METRICS_PER_QUERY,
     &METRICS_AGGREGATE,
+    &CURVES,
+    &SCORES,
     &TIMINGS,
 ];
 

@@ -2,14 +2,15 @@
 //! data row and the column of the *first* offending value, so a user can open the file and fix it.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array, new_null_array};
 use arrow::compute::{CastOptions, can_cast_types, cast_with_options};
-use arrow::datatypes::DataType;
+use arrow::datatypes::{DataType, Field, Schema};
 use arrow::util::display::array_value_to_string;
 
 use crate::columns::u32s;
-use crate::{Result, SchemaError, TableSpec, tables};
+use crate::{ColType, Result, SchemaError, TableSpec, tables};
 
 fn first_non_null(a: &dyn Array) -> Option<usize> {
     (0..a.len()).find(|&i| a.is_valid(i))
@@ -80,6 +81,10 @@ pub fn conform(spec: &TableSpec, file: &Path, raw: &RecordBatch) -> Result<Recor
     for c in spec.columns {
         let to = c.ty.data_type();
         let col = match raw.column_by_name(c.name) {
+            Some(col) if c.ty.matches(col.data_type()) => col.clone(),
+            Some(col) if c.ty == ColType::Vector => {
+                return Err(SchemaError::violation(file, spec.name, first_non_null(col.as_ref()), Some(c.name), format!("has type {}, expected a fixed-size list of f32", col.data_type())));
+            }
             Some(col) => cast_column(spec, file, c.name, col, &to)?,
             None if c.nullable => new_null_array(&to, raw.num_rows()),
             None => {
@@ -100,7 +105,36 @@ pub fn conform(spec: &TableSpec, file: &Path, raw: &RecordBatch) -> Result<Recor
         }
         cols.push(col);
     }
-    spec.batch(cols)
+    // The spec's names, nullability and metadata; the data's own type where it matched (list item
+    // fields, embedding widths).
+    let schema = spec.schema();
+    let fields: Vec<Field> = schema.fields().iter().zip(&cols).map(|(f, c)| Field::new(f.name(), c.data_type().clone(), f.is_nullable())).collect();
+    RecordBatch::try_new(Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone())), cols)
+        .map_err(|e| SchemaError::arrow(format!("{}: conforming to table `{}`", file.display(), spec.name), e))
+}
+
+/// Checks a batch a stage is about to write against its table: the spec's columns in order, each of
+/// its type (any width for embeddings), no nulls in required columns. Field nullability flags and
+/// metadata are not compared (they are not part of the contract).
+pub fn check_written(spec: &TableSpec, batch: &RecordBatch) -> Result<()> {
+    let schema = batch.schema();
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    let want: Vec<&str> = spec.columns.iter().map(|c| c.name).collect();
+    let here = Path::new("<written>");
+    if names != want {
+        return Err(SchemaError::violation(here, spec.name, None, None, format!("columns {names:?}, expected {want:?}")));
+    }
+    for (c, col) in spec.columns.iter().zip(batch.columns()) {
+        if !c.ty.matches(col.data_type()) {
+            return Err(SchemaError::violation(here, spec.name, None, Some(c.name), format!("has type {}, expected {}", col.data_type(), c.ty.describe())));
+        }
+        if !c.nullable
+            && let Some(row) = (0..col.len()).find(|&i| col.is_null(i))
+        {
+            return Err(SchemaError::violation(here, spec.name, Some(row), Some(c.name), "missing value in a required column"));
+        }
+    }
+    Ok(())
 }
 
 /// Rejects nulls in required columns, naming the first null row.
@@ -318,7 +352,43 @@ mod tests {
             other => panic!("expected a violation, got {other}"),
         }
     }
-    use std::sync::Arc;
+    #[test]
+    fn written_batches_are_checked_against_their_declaration() {
+        let spec = &tables::EDGES;
+        let ok = batch(vec![("src", u(&[0, 1])), ("dst", u(&[1, 0])), ("relation", s(&["r", "s"]))]);
+        assert!(check_written(spec, &ok).is_ok());
+        // Wrong order, a missing column, a wrong type, a null in a required column.
+        let swapped = batch(vec![("dst", u(&[1])), ("src", u(&[0])), ("relation", s(&["r"]))]);
+        assert!(check_written(spec, &swapped).expect_err("order").to_string().contains("expected [\"src\", \"dst\", \"relation\"]"));
+        let missing = batch(vec![("src", u(&[0])), ("dst", u(&[1]))]);
+        assert!(check_written(spec, &missing).is_err());
+        let floats: ArrayRef = Arc::new(Float64Array::from(vec![1.0]));
+        let typed = batch(vec![("src", floats), ("dst", u(&[1])), ("relation", s(&["r"]))]);
+        let v = violation(check_written(spec, &typed).expect_err("type"));
+        assert_eq!(v.column.as_deref(), Some("src"));
+        let null_rel: ArrayRef = Arc::new(StringArray::from(vec![Some("r"), None]));
+        let nulls = batch(vec![("src", u(&[0, 1])), ("dst", u(&[1, 0])), ("relation", null_rel)]);
+        assert_eq!(violation(check_written(spec, &nulls).expect_err("null")).row, Some(1));
+    }
+
+    #[test]
+    fn vectors_of_any_width_conform_and_keep_their_width() {
+        use arrow::array::{FixedSizeListArray, Float32Array};
+        let spec = &tables::EMBEDDINGS;
+        for width in [3, 5] {
+            let item = Arc::new(Field::new("item", DataType::Float32, false));
+            let values = Arc::new(Float32Array::from((0..2 * width).map(|i| i as f32).collect::<Vec<_>>()));
+            let emb: ArrayRef = Arc::new(FixedSizeListArray::try_new(item, width, values, None).expect("list"));
+            let b = batch(vec![("node_id", u(&[0, 1])), ("embedding", emb)]);
+            assert!(check_written(spec, &b).is_ok());
+            let c = conform(spec, Path::new("embeddings.parquet"), &b).expect("conform");
+            assert!(matches!(c.column(1).data_type(), DataType::FixedSizeList(_, w) if *w == width));
+            assert_eq!(c.schema().metadata().get(crate::table::META_TABLE).map(String::as_str), Some("embeddings"));
+        }
+        let not_a_vector = batch(vec![("node_id", u(&[0])), ("embedding", s(&["x"]))]);
+        assert!(check_written(spec, &not_a_vector).is_err());
+        assert_eq!(violation(conform(spec, Path::new("e.parquet"), &not_a_vector).expect_err("text")).column.as_deref(), Some("embedding"));
+    }
 
     #[test]
     fn text_digits_cast_and_bad_value_is_located() {

@@ -14,12 +14,15 @@ pub struct Ingest;
 
 static INFO: StageInfo = StageInfo {
     name: "ingest",
+    module: module_path!(),
     version: 2,
     about: "load or generate the dataset, validate it, write canonical tables",
     deps: &[],
     needs: &[],
     excludes: &[],
+    collects: &[],
     outputs: &["nodes", "edges", "queries", "answers", "graph_nodes", "graph_edges", "qa", "tag_nodes", "tag_edges", "emails"],
+    files: &[],
 };
 
 impl StageSpec for Ingest {

@@ -1,50 +1,48 @@
-//! The stages of tgrag: one module per stage, each a pure core (functions over Arrow data and a
-//! config) behind a thin [`Stage`] implementation that reads inputs and writes outputs through a
-//! [`StageContext`]. The module name, the CLI word and the `outputs/<dataset>/<stage>/` folder are the
-//! same word.
+//! The stages of tgrag: pure cores (functions over Arrow data and a config) behind thin [`Stage`]
+//! implementations that read inputs and write outputs through a [`StageContext`]. The module name,
+//! the CLI word and the `outputs/<dataset>/<stage>/` folder are the same word.
 //!
-//! | stage     | reads                         | writes                                      |
-//! |-----------|-------------------------------|---------------------------------------------|
-//! | `ingest`  | the dataset (generator/files) | canonical tables (`nodes`, `edges`, ...)     |
-//! | `graph`   | `ingest`                      | `graph_stats` (degrees, components)          |
-//! | `bm25`    | `ingest`                      | `run` (BM25 top-k per query), `bm25_index`, `bm25_terms`, `bm25_postings`, `bm25_docs` |
-//! | `dense`   | `ingest`                      | `embeddings`, `run` (cosine top-k, burn)     |
-//! | `toporag` | `ingest` (tag_nodes, tag_edges) | `split`, `retrieved`, `context_quality`, `context_summary`, `correlation` |
-//! | `metrics` | `ingest`, every run stage     | `per_query`, `aggregate`, `report.md`        |
+//! Layout (see ARCHITECTURE.md): the [`shared`] layer, then one folder per method family, each with
+//! library modules and stage modules. **A stage module never imports another stage module**; what
+//! two stages share lives in [`shared`] or in a family's library modules (enforced by a test that
+//! reads the sources, `layout_tests`).
+//!
+//! | family | stage | reads | writes |
+//! |---|---|---|---|
+//! | — | `ingest` | the dataset (generator/files) | canonical tables (`nodes`, `edges`, …) |
+//! | [`kb`] | `graph` | `ingest` | `graph_stats` |
+//! | [`retrieval`] | `bm25` | `ingest` | `run`, `bm25_index`, `bm25_terms`, `bm25_postings`, `bm25_docs` |
+//! | [`retrieval`] | `dense` | `ingest` | `embeddings`, `query_embeddings`, `run` |
+//! | [`kb`] | `planning` | `ingest`, `dense` | `topic_entities`, `relation_paths`, `planning_graphs` |
+//! | [`kb`] | `mor` | `ingest`, `bm25`, `dense`, `planning` | `plans`, `run`, `curves`, `latency` |
+//! | [`kb`] | `pasemiqa` | `ingest`, `dense`, `planning` | `run`, `paths`, `curves` |
+//! | [`toporag`] | `toporag` | `ingest` (`tag_nodes`, `tag_edges`, `emails`) | `split`, `retrieved`, `context_quality`, `context_summary`, `correlation`, `node_classification`, `link_prediction`, `curves`, `scores` |
+//! | [`evaluation`] | `metrics` | `ingest`, every stage that writes `run` | `per_query`, `aggregate`, `scores`, `report.md` |
+//!
+//! Every table a stage writes is declared in `tgrag_schemas::tables` and checked when written.
 
-pub mod bm25;
-pub mod context;
-pub mod dense;
-pub mod diffusion;
 pub mod error;
-pub mod eval;
-pub mod graph;
-pub mod graphwave;
+pub mod evaluation;
 pub mod ingest;
-pub mod metrics;
-pub mod mor;
-pub mod mor_planner;
-pub mod pasemiqa;
-pub mod planning;
-pub mod plots;
-pub mod text;
-pub mod textmetrics;
+pub mod kb;
+pub mod retrieval;
+pub mod shared;
 pub mod toporag;
-pub mod topotasks;
 
 #[cfg(test)]
-mod test_support;
-#[cfg(test)]
-mod topo_fixtures;
+mod layout_tests;
 
-pub use context::{Progress, StageContext, Timing, Written};
 pub use error::{Result, StageError};
+pub use shared::context::{Progress, StageContext, Timing, Written};
 
 /// Static description of a stage.
 #[derive(Debug)]
 pub struct StageInfo {
     /// The stage's one name: module, CLI word and outputs folder.
     pub name: &'static str,
+    /// The stage module's path (`module_path!()`): the layout test checks that no other module
+    /// imports it.
+    pub module: &'static str,
     /// Bumped whenever the stage's outputs change for the same inputs and config (part of the cache key).
     pub version: u32,
     pub about: &'static str,
@@ -56,8 +54,14 @@ pub struct StageInfo {
     /// Upstream tables whose presence makes the stage not applicable (`(stage, table)`), e.g. the
     /// node-level TopoRAG stage on an e-mail graph.
     pub excludes: &'static [(&'static str, &'static str)],
-    /// What the stage writes (documentation; the manifest lists the actual files).
+    /// Tables this stage reads from **every** upstream stage that writes them (the `metrics` stage
+    /// evaluates every `run`): those stages become dependencies without a hand-kept list.
+    pub collects: &'static [&'static str],
+    /// The tables the stage may write, each declared in `tgrag_schemas::tables` (checked when
+    /// written); the manifest lists the files a run actually wrote.
     pub outputs: &'static [&'static str],
+    /// Other files the stage may write (reports, plots).
+    pub files: &'static [&'static str],
 }
 
 /// A pipeline stage.
@@ -74,7 +78,36 @@ pub trait Stage: Send + Sync {
 
 /// Every stage, in a valid execution order.
 pub fn all() -> Vec<&'static dyn Stage> {
-    vec![&ingest::Ingest, &graph::GraphStage, &bm25::Bm25Stage, &dense::DenseStage, &planning::PlanningStage, &mor::MorStage, &pasemiqa::PasemiqaStage, &toporag::ToporagStage, &metrics::Metrics]
+    vec![
+        &ingest::Ingest,
+        &kb::graph::GraphStage,
+        &retrieval::bm25::Bm25Stage,
+        &retrieval::dense::DenseStage,
+        &kb::planning::PlanningStage,
+        &kb::mor::MorStage,
+        &kb::pasemiqa::PasemiqaStage,
+        &toporag::toporag::ToporagStage,
+        &evaluation::metrics::Metrics,
+    ]
+}
+
+/// The stages `stage` reads from: its declared `deps`, then every earlier stage of `all` that
+/// writes a table it `collects`, in pipeline order.
+pub fn deps_of(stage: &dyn Stage, all: &[&'static dyn Stage]) -> Vec<&'static str> {
+    let info = stage.info();
+    let mut deps: Vec<&'static str> = info.deps.to_vec();
+    for s in all.iter().take_while(|s| s.info().name != info.name) {
+        let i = s.info();
+        if !deps.contains(&i.name) && i.outputs.iter().any(|t| info.collects.contains(t)) {
+            deps.push(i.name);
+        }
+    }
+    deps
+}
+
+/// The stages whose `table` `stage` collects (see [`StageInfo::collects`]), in pipeline order.
+pub fn collected_from(stage: &dyn Stage, table: &str, all: &[&'static dyn Stage]) -> Vec<&'static str> {
+    all.iter().take_while(|s| s.info().name != stage.info().name).filter(|s| s.info().outputs.contains(&table)).map(|s| s.info().name).collect()
 }
 
 /// What a stage module implements: its description, its typed config and its work. Every

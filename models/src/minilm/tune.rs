@@ -21,7 +21,7 @@ use burn::tensor::{Device, Tensor, TensorData};
 
 use super::{Bert, LayerWeights, key_bias, layer_forward};
 use crate::error::{ModelError, Result};
-use crate::gnn::{Dense, Stream, floats};
+use crate::train::{Dense, Stream, floats};
 
 /// Hyper-parameters.
 #[derive(Debug, Clone)]
@@ -199,7 +199,7 @@ impl TopLayers {
     /// Writes the layers and the head as safetensors (`layer.<i>.<part>.{weight,bias}`, `head.*`).
     pub fn save(&self, path: &Path) -> Result<()> {
         let named = self.named();
-        crate::gnn::save_layers(path, &named.iter().map(|(n, l)| (n.as_str(), *l)).collect::<Vec<_>>())
+        crate::train::save_layers(path, &named.iter().map(|(n, l)| (n.as_str(), *l)).collect::<Vec<_>>())
     }
 
     /// Reads weights written by [`TopLayers::save`], strictly.
@@ -212,7 +212,7 @@ impl TopLayers {
         }
         names.push(("head".into(), shape.dim, shape.classes.max(1)));
         let spec: Vec<(&str, usize, usize)> = names.iter().map(|(n, a, b)| (n.as_str(), *a, *b)).collect();
-        let mut it = crate::gnn::load_layers(path, &spec, dev)?.into_iter();
+        let mut it = crate::train::load_layers(path, &spec, dev)?.into_iter();
         let mut layers = Vec::with_capacity(shape.layers);
         let mut next = || it.next().ok_or_else(|| ModelError::Internal("tuned layers".into()));
         for _ in 0..shape.layers {
@@ -290,7 +290,7 @@ pub fn train_top(
     let steps = (cfg.epochs * n.div_ceil(batch)).max(1);
     let mut step = 0usize;
     let mut curve = Vec::new();
-    let mut best = crate::gnn::Checkpoint::new();
+    let mut best = crate::train::Checkpoint::new();
     for epoch in 1..=cfg.epochs {
         let order = rng.shuffled(n);
         let mut loss_sum = 0.0;

@@ -1,0 +1,16 @@
+//! The training toolkit every model is built from: the seeded [`Stream`], the [`Dense`] layer,
+//! tensor helpers, the checkpoint rules ([`Checkpoint`], [`EarlyStopping`]) and strict weight files
+//! ([`save_layers`], [`load_layers`]).
+
+mod checkpoint;
+mod dense;
+mod stream;
+mod tensors;
+mod weights;
+
+pub use checkpoint::{EpochRow, Trained};
+pub(crate) use checkpoint::{Checkpoint, EarlyStopping};
+pub use dense::Dense;
+pub(crate) use stream::Stream;
+pub(crate) use tensors::{floats, ints, mask};
+pub(crate) use weights::{load_layers, save_layers};

@@ -1,0 +1,122 @@
+//! `tgrag embed`: MiniLM sentence embeddings of any texts.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Result, bail};
+use arrow::array::{FixedSizeListArray, Float32Array};
+use arrow::datatypes::{DataType, Field, Schema};
+use arrow::record_batch::RecordBatch;
+use tgrag_models::DeviceChoice;
+use tgrag_models::minilm::{self, EncodeOptions, MiniLm};
+use tgrag_stages::Progress;
+
+use crate::commands::{DeviceArg, check_ids, column, texts};
+
+/// `--engine`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineArg {
+    /// The CPU engine: packed sequences, fused passes, AVX-512 gemm (`--device cpu` only).
+    Fused,
+    /// The burn model on the chosen device.
+    Burn,
+}
+
+/// `--products`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProductsArg {
+    /// Split bf16 on AMX tiles when the CPU has them, f32 otherwise.
+    Auto,
+    /// f32 gemm always.
+    F32,
+}
+
+/// `tgrag embed` arguments.
+#[derive(Debug, clap::Args)]
+pub struct EmbedArgs {
+    /// Input Parquet: `id` and `text`.
+    #[arg(long)]
+    pub input: PathBuf,
+    /// Output Parquet: `id` and `embedding` (FixedSizeList<f32, 384>).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Model folder (config.json, model.safetensors, tokenizer.json); default weights/all-MiniLM-L6-v2.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Where the model runs.
+    #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
+    pub device: DeviceArg,
+    /// Sentences per forward pass (after sorting by length).
+    #[arg(long, default_value_t = 32)]
+    pub batch_size: usize,
+    /// `fused` (the CPU engine: packed sequences, fused passes, AVX-512 gemm; `--device cpu` only)
+    /// or `burn` (the burn model on the chosen device). Default: fused on cpu, burn on gpu.
+    #[arg(long, value_enum)]
+    pub engine: Option<EngineArg>,
+    /// Linear layers of the fused engine: `auto` (split bf16 on AMX tiles when the CPU has them,
+    /// f32 otherwise) or `f32` (f32 gemm always).
+    #[arg(long, value_enum, default_value_t = ProductsArg::Auto)]
+    pub products: ProductsArg,
+}
+
+pub fn run(a: EmbedArgs, quiet: bool) -> Result<()> {
+    let device = DeviceChoice::from(a.device);
+    if a.batch_size == 0 {
+        bail!("--batch-size must be at least 1");
+    }
+    let on_gpu = device.resolved() == DeviceChoice::Gpu;
+    let fused = match a.engine {
+        None => !on_gpu,
+        Some(EngineArg::Fused) if on_gpu => bail!("--engine fused runs on the CPU only (use --engine burn with --device gpu)"),
+        Some(EngineArg::Fused) => true,
+        Some(EngineArg::Burn) => false,
+    };
+    let products = match a.products {
+        ProductsArg::Auto => minilm::fused::Products::Auto,
+        ProductsArg::F32 => minilm::fused::Products::F32,
+    };
+    if !fused && a.products != ProductsArg::Auto {
+        bail!("--products applies to the fused engine only");
+    }
+    let dir = a.model.clone().unwrap_or_else(|| minilm::default_dir(Path::new(".")));
+    if !dir.join("model.safetensors").is_file() {
+        bail!("{}: no model.safetensors (run `make models` or `tgrag fetch minilm`)", dir.display());
+    }
+    let input = tgrag_schemas::io::read_parquet(&a.input)?;
+    let ids = column(&input, &a.input, "id")?.clone();
+    check_ids(&ids, &a.input, "id")?;
+    let texts = texts(&input, &a.input, "text")?;
+    let t0 = Instant::now();
+    let model = if fused { MiniLm::load_fused(&dir, products)? } else { MiniLm::load(&dir, &device.device())? };
+    let t_load = t0.elapsed().as_secs_f64();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let bar = Progress { quiet }.bar(refs.len() as u64, "embed (MiniLM)");
+    let t1 = Instant::now();
+    let emb = model.encode(&refs, EncodeOptions { batch_size: a.batch_size }, &|n| bar.inc(n as u64))?;
+    let t_enc = t1.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    let dim = model.dim();
+    let values = Arc::new(Float32Array::from(emb));
+    let item = Arc::new(Field::new("item", DataType::Float32, false));
+    let list = FixedSizeListArray::try_new(item.clone(), dim as i32, values, None)?;
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", ids.data_type().clone(), false),
+        Field::new("embedding", DataType::FixedSizeList(item, dim as i32), false),
+    ]));
+    let batch = RecordBatch::try_new(schema, vec![ids, Arc::new(list)])?;
+    tgrag_schemas::io::write_parquet_atomic(&a.out, &batch)?;
+    eprintln!(
+        "embed: {} texts on {} ({} engine, {} products) in {:.3}s ({:.1} texts/s; model load {:.2}s) → {}",
+        refs.len(),
+        device.resolved().as_str(),
+        if fused { "fused" } else { "burn" },
+        model.products(),
+        t_enc,
+        refs.len() as f64 / t_enc.max(1e-9),
+        t_load,
+        a.out.display()
+    );
+    Ok(())
+}
+

@@ -1,0 +1,151 @@
+//! One file per subcommand (`tgrag <name>` ↔ `commands/<name>.rs`), plus what several share: the
+//! dataset arguments of `run` and `stages`, typed values of fixed-choice options, and the checks of
+//! the file tools' input columns.
+
+pub mod bm25;
+pub mod diffusion;
+pub mod embed;
+pub mod evaluate;
+pub mod fetch;
+pub mod graphwave;
+pub mod plan;
+pub mod run;
+pub mod schema;
+pub mod sql;
+pub mod stages;
+pub mod train_planner;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::datatypes::DataType;
+use arrow::record_batch::RecordBatch;
+use tgrag_datasets::registry::{self, DatasetOptions};
+use tgrag_datasets::synthetic::Size;
+use tgrag_models::DeviceChoice;
+use tgrag_stages::Stage;
+
+/// `--device`: where a model runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeviceArg {
+    /// burn's Flex CPU backend (the fused engine for MiniLM).
+    Cpu,
+    /// burn-wgpu on the default adapter.
+    Gpu,
+    /// `gpu` when `TGRAG_GPU=1`, else `cpu`.
+    Auto,
+}
+
+impl From<DeviceArg> for DeviceChoice {
+    fn from(d: DeviceArg) -> Self {
+        match d {
+            DeviceArg::Cpu => DeviceChoice::Cpu,
+            DeviceArg::Gpu => DeviceChoice::Gpu,
+            DeviceArg::Auto => DeviceChoice::Auto,
+        }
+    }
+}
+
+/// `--size` of the synthetic dataset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SizeArg {
+    /// ~600 nodes, 80 queries.
+    Tiny,
+    /// ~6.5k nodes, 800 queries (the default of `make run`).
+    Small,
+    /// ~32k nodes, 3k queries.
+    Medium,
+    /// STaRK-Prime scale: ~130k nodes, 11k queries.
+    Prime,
+}
+
+impl From<SizeArg> for Size {
+    fn from(s: SizeArg) -> Self {
+        match s {
+            SizeArg::Tiny => Size::Tiny,
+            SizeArg::Small => Size::Small,
+            SizeArg::Medium => Size::Medium,
+            SizeArg::Prime => Size::Prime,
+        }
+    }
+}
+
+/// The dataset of `run` and `stages`.
+#[derive(Debug, clap::Args)]
+pub struct DatasetArgs {
+    /// Dataset name (also its outputs folder): `synthetic`, or any name with --data-dir.
+    #[arg(long, default_value = "synthetic")]
+    pub dataset: String,
+    /// Read the dataset from a folder of canonical tables (`nodes.csv`, `edges.parquet`, ...).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Size of the synthetic dataset.
+    #[arg(long, value_enum, default_value_t = SizeArg::Small)]
+    pub size: SizeArg,
+    /// Seed of the synthetic dataset.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Override a stage option: `--set bm25.k1=1.2` (the value is JSON, or a plain string).
+    #[arg(long = "set", value_name = "STAGE.KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+impl DatasetArgs {
+    /// The dataset these arguments name.
+    pub fn resolve(&self) -> Result<tgrag_datasets::DatasetSpec> {
+        Ok(registry::resolve(&self.dataset, self.data_dir.clone(), DatasetOptions { size: self.size.into(), seed: self.seed })?)
+    }
+}
+
+/// Every stage config: defaults, then `--set` overrides, each checked by its stage.
+pub fn stage_configs(all: &[&'static dyn Stage], sets: &[String]) -> Result<BTreeMap<String, serde_json::Value>> {
+    let mut configs: BTreeMap<String, serde_json::Value> = all.iter().map(|s| (s.info().name.to_string(), s.default_config())).collect();
+    for set in sets {
+        let (lhs, value) = set.split_once('=').with_context(|| format!("--set {set}: expected STAGE.KEY=VALUE"))?;
+        let (stage, key) = lhs.split_once('.').with_context(|| format!("--set {set}: expected STAGE.KEY=VALUE"))?;
+        let cfg = configs.get_mut(stage).with_context(|| format!("--set {set}: no stage `{stage}`"))?;
+        let obj = cfg.as_object_mut().with_context(|| format!("--set {set}: stage `{stage}` has no options"))?;
+        if !obj.contains_key(key) {
+            let keys: Vec<&String> = obj.keys().collect();
+            bail!("--set {set}: stage `{stage}` has no option `{key}` (options: {keys:?})");
+        }
+        let v = serde_json::from_str(value).unwrap_or_else(|_| serde_json::Value::String(value.to_string()));
+        obj.insert(key.to_string(), v);
+    }
+    for s in all {
+        if let Some(cfg) = configs.get(s.info().name) {
+            s.check_config(cfg)?;
+        }
+    }
+    Ok(configs)
+}
+
+/// A column of a file tool's input, by name.
+pub(crate) fn column<'a>(b: &'a RecordBatch, path: &Path, name: &str) -> Result<&'a ArrayRef> {
+    b.column_by_name(name).with_context(|| format!("{}: no column `{name}` (has: {})", path.display(), names(b)))
+}
+
+fn names(b: &RecordBatch) -> String {
+    b.schema().fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>().join(", ")
+}
+
+/// A text column; null values are an error naming the row.
+pub(crate) fn texts(b: &RecordBatch, path: &Path, name: &str) -> Result<Vec<String>> {
+    let c = column(b, path, name)?;
+    let s = arrow::compute::cast(c, &DataType::Utf8).with_context(|| format!("{}: column `{name}` is not text", path.display()))?;
+    let s = s.as_string::<i32>();
+    (0..s.len()).map(|i| if s.is_null(i) { bail!("{}: row {i}, column {name}: null", path.display()) } else { Ok(s.value(i).to_string()) }).collect()
+}
+
+/// An id column: integers or strings, no nulls.
+pub(crate) fn check_ids(c: &ArrayRef, path: &Path, name: &str) -> Result<()> {
+    if !(c.data_type().is_integer() || matches!(c.data_type(), DataType::Utf8 | DataType::LargeUtf8)) {
+        bail!("{}: column `{name}` must be integers or strings, is {}", path.display(), c.data_type());
+    }
+    if let Some(i) = (0..c.len()).find(|&i| c.is_null(i)) {
+        bail!("{}: row {i}, column {name}: null id", path.display());
+    }
+    Ok(())
+}

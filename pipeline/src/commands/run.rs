@@ -1,0 +1,60 @@
+//! `tgrag run`: the stage DAG on one dataset; up-to-date stages are skipped with the reason.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::Result;
+use tgrag_stages::Progress;
+
+use crate::commands::{DatasetArgs, stage_configs};
+use crate::runner::{self, Decision, RunOptions};
+
+/// `tgrag run` arguments.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub dataset: DatasetArgs,
+    /// Comma-separated stages to run (their upstream stages are included and skipped when fresh).
+    #[arg(long, value_delimiter = ',')]
+    pub stages: Option<Vec<String>>,
+    /// Rerun the selected stages even when up to date.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// The verb and reason printed for a decision.
+pub fn describe(d: &Decision) -> (&'static str, &str) {
+    match d {
+        Decision::Run(why) => ("ran", why),
+        Decision::Skip(why) => ("skipped", why),
+        Decision::NotApplicable(why) => ("n/a", why),
+    }
+}
+
+pub fn run(outputs: &Path, quiet: bool, a: RunArgs) -> Result<()> {
+    let all = tgrag_stages::all();
+    let dataset = a.dataset.resolve()?;
+    let configs = stage_configs(&all, &a.dataset.set)?;
+    runner::select(&all, a.stages.as_deref())?;
+    let opts = RunOptions { outputs: outputs.to_path_buf(), dataset, stages: a.stages, force: a.force, progress: Progress { quiet }, configs };
+    let t0 = Instant::now();
+    println!("tgrag run: dataset `{}` → {}", opts.dataset.name, opts.outputs.join(&opts.dataset.name).display());
+    let outcomes = runner::run(&opts, &all, |o| {
+        let (verb, why) = describe(&o.decision);
+        let rows: usize = o.outputs.values().filter_map(|x| x.rows).sum();
+        if verb == "ran" {
+            println!("  {:<8} {:<7} {:>7.2}s  {} files, {} rows  ({why})", o.stage, verb, o.seconds, o.outputs.len(), rows);
+        } else {
+            println!("  {:<8} {:<7} {:>8}  ({why})", o.stage, verb, "");
+        }
+    })?;
+    let ran = outcomes.iter().filter(|o| matches!(o.decision, Decision::Run(_))).count();
+    let root = opts.outputs.join(&opts.dataset.name);
+    println!("done in {:.2}s: {ran} stage(s) ran, {} skipped", t0.elapsed().as_secs_f64(), outcomes.len() - ran);
+    let report = root.join("metrics").join("report.md");
+    if report.is_file() {
+        println!("report: {}", report.display());
+    }
+    println!("outputs: {} (query them with `tgrag sql`)", root.display());
+    Ok(())
+}

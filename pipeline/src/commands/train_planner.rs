@@ -1,0 +1,202 @@
+//! `tgrag train-planner`: the burn planner (metapath decoder + restriction tagger,
+//! `tgrag_stages::kb::mor_planner`) trained on MoR's plan files.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use arrow::array::{ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArray, UInt32Array};
+use tgrag_stages::Progress;
+use tgrag_stages::kb::mor_planner::{Decode, TrainOptions, train};
+use tgrag_stages::shared::curves::Curves;
+use tgrag_stages::shared::encoders::Encoder;
+
+use crate::commands::DeviceArg;
+
+/// `--encoder`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EncoderArg {
+    /// The MiniLM sentence embedding followed by hashed uni/bigrams.
+    Minilm,
+    /// Hashed uni/bigrams only (no model needed).
+    Hash,
+}
+
+/// `--decode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DecodeArg {
+    /// The most likely of the training plans' metapaths and the greedy plan.
+    Candidates,
+    /// Token by token.
+    Greedy,
+}
+
+/// `tgrag train-planner` arguments.
+#[derive(Debug, clap::Args)]
+pub struct TrainPlannerArgs {
+    /// Folder with MoR's `llama_ft.jsonl`, `plans_train.jsonl` and `plans_val.jsonl`.
+    #[arg(long)]
+    pub plans: PathBuf,
+    /// Model folder to write: `model.json`, `planner.safetensors`, `tagger.safetensors`,
+    /// `curves.parquet`, `validation.parquet`, `report.parquet`.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Query encoder.
+    #[arg(long, value_enum, default_value_t = EncoderArg::Minilm)]
+    pub encoder: EncoderArg,
+    /// MiniLM model folder (default weights/all-MiniLM-L6-v2).
+    #[arg(long)]
+    pub model_dir: Option<String>,
+    /// Planner epochs.
+    #[arg(long, default_value_t = 30)]
+    pub epochs: usize,
+    /// Tagger epochs.
+    #[arg(long, default_value_t = 12)]
+    pub tagger_epochs: usize,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Weight of llama_ft.jsonl's plans in the planner loss (plans_train.jsonl weighs 1).
+    #[arg(long, default_value_t = 1.0)]
+    pub finetune_weight: f32,
+    /// Width of the hashed uni/bigram part of the query vector.
+    #[arg(long, default_value_t = TrainOptions::default().hash_dim)]
+    pub hash_dim: usize,
+    /// Metapath decoding stored with the model.
+    #[arg(long, value_enum, default_value_t = DecodeArg::Candidates)]
+    pub decode: DecodeArg,
+    /// MiniLM top layers to fine-tune as a metapath classifier before the planner trains on the
+    /// tuned sentence embedding (0: the frozen embedding; at most 6). Default: 2 with
+    /// `--encoder minilm`, 0 with `hash` (which has no MiniLM to tune).
+    #[arg(long)]
+    pub tune_layers: Option<usize>,
+    /// Epochs of that fine-tuning (the epoch with the best dev accuracy is kept).
+    #[arg(long, default_value_t = TrainOptions::default().tune.epochs)]
+    pub tune_epochs: usize,
+    /// Where the models train.
+    #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
+    pub device: DeviceArg,
+}
+
+/// `--tune-layers` when not given (with `--encoder minilm`).
+const DEFAULT_TUNE_LAYERS: usize = 2;
+
+pub fn run(a: TrainPlannerArgs, quiet: bool) -> Result<()> {
+    let encoder = match a.encoder {
+        EncoderArg::Minilm => Encoder::Minilm,
+        EncoderArg::Hash => Encoder::Hash,
+    };
+    let decode = match a.decode {
+        DecodeArg::Candidates => Decode::Candidates,
+        DecodeArg::Greedy => Decode::Greedy,
+    };
+    if !(0.0..=100.0).contains(&a.finetune_weight) {
+        bail!("--finetune-weight {}: expected a weight in [0, 100]", a.finetune_weight);
+    }
+    if !(16..=1 << 16).contains(&a.hash_dim) {
+        bail!("--hash-dim {}: expected a width in [16, 65536]", a.hash_dim);
+    }
+    if a.epochs == 0 || a.tagger_epochs == 0 {
+        bail!("--epochs and --tagger-epochs must be at least 1");
+    }
+    let tune_layers = a.tune_layers.unwrap_or(if encoder == Encoder::Minilm { DEFAULT_TUNE_LAYERS } else { 0 });
+    if tune_layers > 6 {
+        bail!("--tune-layers {tune_layers}: all-MiniLM-L6-v2 has 6 layers");
+    }
+    if tune_layers > 0 && (encoder != Encoder::Minilm || a.tune_epochs == 0) {
+        bail!("--tune-layers {tune_layers} needs --encoder minilm and --tune-epochs of at least 1");
+    }
+    for f in ["llama_ft.jsonl", "plans_train.jsonl", "plans_val.jsonl"] {
+        if !a.plans.join(f).is_file() {
+            bail!("{}: missing (--plans must hold llama_ft.jsonl, plans_train.jsonl and plans_val.jsonl)", a.plans.join(f).display());
+        }
+    }
+    let mut opts = TrainOptions { encoder, model_dir: a.model_dir.clone(), device: a.device.into(), seed: a.seed, finetune_weight: a.finetune_weight, hash_dim: a.hash_dim, decode, ..TrainOptions::default() };
+    opts.planner.epochs = a.epochs;
+    opts.tagger.epochs = a.tagger_epochs;
+    opts.tune.layers = tune_layers;
+    opts.tune.epochs = a.tune_epochs;
+    let progress = Progress { quiet };
+    let t0 = Instant::now();
+    let t = train(&a.plans, &opts, progress)?;
+    let t_train = t0.elapsed().as_secs_f64();
+    // Everything goes to a sibling folder first, renamed over `--out` at the end: a failed or
+    // killed run leaves no half-written model.
+    let name = a.out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+    let final_out = a.out.clone();
+    let a = TrainPlannerArgs { out: a.out.with_file_name(format!(".{name}.partial")), ..a };
+    if a.out.exists() {
+        std::fs::remove_dir_all(&a.out).with_context(|| format!("removing {}", a.out.display()))?;
+    }
+    t.model.save(&a.out)?;
+    // Curves in the shared shape (`val_loss` where a model has one; the encoder's metric is the
+    // metapath accuracy, the planner's exact match, the tagger's label F1).
+    let mut curves = Curves::default();
+    let seed = a.seed;
+    for c in &t.encoder_curve {
+        curves.push("encoder", "", seed, c.epoch, c.epoch == t.encoder_epoch, &[("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metapath_accuracy", c.val_accuracy)]);
+    }
+    for c in &t.planner_curve {
+        curves.push("planner", "", seed, c.epoch, c.epoch == t.planner_epoch, &[("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metapath_exact", c.val_exact)]);
+    }
+    for c in &t.tagger_curve {
+        curves.push("tagger", "", seed, c.epoch, c.epoch == t.tagger_epoch, &[("train_loss", c.train_loss), ("val_label_f1", c.val_f1)]);
+    }
+    let curves = curves.batch()?;
+    tgrag_schemas::io::write_parquet_atomic(&a.out.join("curves.parquet"), &curves)?;
+    let t1 = Instant::now();
+    let (fig, rows) = t.model.score_file(&a.plans.join("plans_val.jsonl"), progress)?;
+    let t_val = t1.elapsed().as_secs_f64();
+    let opt_s = |f: &dyn Fn(&tgrag_stages::kb::mor_planner::Produced) -> String| rows.iter().map(|r| r.gold.as_ref().map(f)).collect::<Vec<Option<String>>>();
+    let validation = RecordBatch::try_from_iter(vec![
+        ("line", Arc::new(UInt32Array::from(rows.iter().map(|r| r.line as u32).collect::<Vec<_>>())) as ArrayRef),
+        ("q_id", Arc::new(arrow::array::Int64Array::from(rows.iter().map(|r| r.q_id).collect::<Vec<_>>()))),
+        ("gold_metapath", Arc::new(StringArray::from(opt_s(&|p| p.metapath.clone())))),
+        ("metapath", Arc::new(StringArray::from(rows.iter().map(|r| r.pred.metapath.clone()).collect::<Vec<_>>()))),
+        ("exact", Arc::new(BooleanArray::from(rows.iter().map(|r| r.exact).collect::<Vec<_>>()))),
+        ("gold_restrictions", Arc::new(StringArray::from(opt_s(&|p| p.restrictions.clone())))),
+        ("restrictions", Arc::new(StringArray::from(rows.iter().map(|r| r.pred.restrictions.clone()).collect::<Vec<_>>()))),
+        ("token_f1", Arc::new(Float64Array::from(rows.iter().map(|r| r.token_f1).collect::<Vec<_>>()))),
+    ])?;
+    tgrag_schemas::io::write_parquet_atomic(&a.out.join("validation.parquet"), &validation)?;
+    let report = RecordBatch::try_from_iter(vec![
+        ("plans", Arc::new(StringArray::from(vec![a.plans.display().to_string()])) as ArrayRef),
+        ("train_plans", Arc::new(UInt32Array::from(vec![t.train_plans as u32]))),
+        ("dev_plans", Arc::new(UInt32Array::from(vec![t.dev_plans as u32]))),
+        ("val_lines", Arc::new(UInt32Array::from(vec![fig.lines as u32]))),
+        ("val_rejected", Arc::new(UInt32Array::from(vec![fig.rejected as u32]))),
+        ("val_malformed", Arc::new(UInt32Array::from(vec![fig.malformed as u32]))),
+        ("metapath_exact", Arc::new(Float64Array::from(vec![fig.metapath_exact]))),
+        ("path_set_exact", Arc::new(Float64Array::from(vec![fig.path_set_exact]))),
+        ("restriction_token_f1", Arc::new(Float64Array::from(vec![fig.restriction_token_f1]))),
+        ("planner_epoch", Arc::new(UInt32Array::from(vec![t.planner_epoch]))),
+        ("tagger_epoch", Arc::new(UInt32Array::from(vec![t.tagger_epoch]))),
+        ("tune_layers", Arc::new(UInt32Array::from(vec![t.model.meta.tune_layers as u32]))),
+        ("encoder_epoch", Arc::new(UInt32Array::from(vec![t.encoder_epoch]))),
+    ])?;
+    tgrag_schemas::io::write_parquet_atomic(&a.out.join("report.parquet"), &report)?;
+    if final_out.exists() {
+        std::fs::remove_dir_all(&final_out).with_context(|| format!("replacing {}", final_out.display()))?;
+    }
+    std::fs::rename(&a.out, &final_out).with_context(|| format!("renaming {} to {}", a.out.display(), final_out.display()))?;
+    let a = TrainPlannerArgs { out: final_out, ..a };
+    println!(
+        "train-planner {}: {} training plans ({} for checkpoints); plans_val.jsonl: {} lines ({} gold plans unparseable, {} predictions not a plan): metapath exact {:.4}, as path sets {:.4}, restriction token F1 {:.4}; planner epoch {}, tagger epoch {}; train {:.1}s, validate {:.1}s → {}",
+        a.plans.display(),
+        t.train_plans,
+        t.dev_plans,
+        fig.lines,
+        fig.rejected,
+        fig.malformed,
+        fig.metapath_exact,
+        fig.path_set_exact,
+        fig.restriction_token_f1,
+        t.planner_epoch,
+        t.tagger_epoch,
+        t_train,
+        t_val,
+        a.out.display()
+    );
+    Ok(())
+}
+

@@ -1,0 +1,190 @@
+//! What a stage sees while it runs: its dataset, its validated config, its upstream artifacts, a place
+//! to write its outputs (temporary files that the runner commits only when the stage succeeds), a
+//! timer and progress bars.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use arrow::record_batch::RecordBatch;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tgrag_datasets::DatasetSpec;
+use tgrag_schemas::{io, tables, validate};
+
+use crate::{Result, StageError, StageInfo};
+
+/// Progress reporting: indicatif bars on a terminal, nothing in quiet mode.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    pub quiet: bool,
+}
+
+impl Progress {
+    /// A bar of `len` steps labelled `msg` (hidden when quiet or when stderr is not a terminal).
+    pub fn bar(&self, len: u64, msg: &str) -> ProgressBar {
+        let pb = if self.quiet {
+            ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden())
+        } else {
+            ProgressBar::new(len)
+        };
+        let style = ProgressStyle::with_template("  {msg:<24} [{bar:32}] {human_pos}/{human_len} {per_sec} eta {eta}")
+            .map(|s| s.progress_chars("=> "))
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
+        pb.set_style(style);
+        pb.set_message(msg.to_string());
+        pb.enable_steady_tick(Duration::from_millis(200));
+        pb
+    }
+}
+
+/// A file the stage wrote (still under its temporary name until the runner commits it).
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// Final file name inside the stage folder (`run.parquet`, `report.md`).
+    pub file: String,
+    pub tmp: PathBuf,
+    /// Rows, for Parquet tables.
+    pub rows: Option<usize>,
+}
+
+/// A timed phase of a stage.
+#[derive(Debug, Clone)]
+pub struct Timing {
+    pub phase: String,
+    pub seconds: f64,
+    pub items: Option<u64>,
+}
+
+/// The running stage's view of the world.
+pub struct StageContext<'a> {
+    pub stage: &'static str,
+    info: &'static StageInfo,
+    /// The stages this one reads from (declared and collected), in pipeline order.
+    deps: Vec<&'static str>,
+    pub dataset: &'a DatasetSpec,
+    pub config: &'a serde_json::Value,
+    pub progress: Progress,
+    /// `<outputs>/<dataset>`: upstream stages' folders live here.
+    root: PathBuf,
+    /// `<outputs>/<dataset>/<stage>`.
+    dir: PathBuf,
+    written: Vec<Written>,
+    timings: Vec<Timing>,
+}
+
+impl<'a> StageContext<'a> {
+    /// A context writing into `root/<stage>/`; `deps` are the stages it reads from
+    /// (`tgrag_stages::deps_of`).
+    pub fn new(
+        info: &'static StageInfo,
+        deps: Vec<&'static str>,
+        dataset: &'a DatasetSpec,
+        config: &'a serde_json::Value,
+        root: &Path,
+        progress: Progress,
+    ) -> Self {
+        let stage = info.name;
+        StageContext {
+            stage,
+            info,
+            deps,
+            dataset,
+            config,
+            progress,
+            root: root.to_path_buf(),
+            dir: root.join(stage),
+            written: Vec::new(),
+            timings: Vec::new(),
+        }
+    }
+
+    /// The stages this one reads from, in pipeline order.
+    pub fn deps(&self) -> &[&'static str] {
+        &self.deps
+    }
+
+    /// Path of an upstream artifact.
+    pub fn input_path(&self, stage: &str, table: &str) -> PathBuf {
+        self.root.join(stage).join(format!("{table}.parquet"))
+    }
+
+    /// Whether an upstream stage produced `table`.
+    pub fn has_input(&self, stage: &str, table: &str) -> bool {
+        self.input_path(stage, table).is_file()
+    }
+
+    /// Reads an upstream table; canonical tables are checked against their spec.
+    pub fn input(&self, stage: &str, table: &str) -> Result<RecordBatch> {
+        let path = self.input_path(stage, table);
+        if !path.is_file() {
+            return Err(StageError::MissingInput { stage: stage.into(), path });
+        }
+        Ok(match tables::by_name(table) {
+            Ok(spec) => io::read_table(&path, spec)?,
+            Err(_) => io::read_parquet(&path)?,
+        })
+    }
+
+    fn ensure_dir(&self) -> Result<()> {
+        std::fs::create_dir_all(&self.dir).map_err(|source| StageError::Io { path: self.dir.clone(), source })
+    }
+
+    /// Writes `table` (a temporary file until the runner commits the stage). The table must be one
+    /// of the stage's declared outputs, declared in `tgrag_schemas::tables`, and the batch must have
+    /// its columns (names, order, types, no nulls where required): anything else is a bug in the
+    /// stage.
+    pub fn write(&mut self, table: &str, batch: &RecordBatch) -> Result<()> {
+        if !self.info.outputs.contains(&table) {
+            return Err(StageError::Internal(format!("stage `{}` writes `{table}`, which is not among its declared outputs", self.stage)));
+        }
+        let spec = tables::by_name(table).map_err(|_| StageError::Internal(format!("stage `{}` writes `{table}`, which no schema declares", self.stage)))?;
+        validate::check_written(spec, batch).map_err(|e| StageError::Internal(format!("stage `{}` wrote `{table}` against its schema: {e}", self.stage)))?;
+        self.ensure_dir()?;
+        let file = format!("{table}.parquet");
+        let tmp = io::tmp_path_for(&self.dir.join(&file));
+        io::write_parquet_to(&tmp, batch)?;
+        self.written.push(Written { file, tmp, rows: Some(batch.num_rows()) });
+        Ok(())
+    }
+
+    /// Writes a text artifact such as a report.
+    pub fn write_text(&mut self, file: &str, text: &str) -> Result<()> {
+        self.write_bytes(file, text.as_bytes())
+    }
+
+    /// Writes a binary artifact such as a PNG plot (one of the stage's declared `files`).
+    pub fn write_bytes(&mut self, file: &str, bytes: &[u8]) -> Result<()> {
+        if !self.info.files.contains(&file) {
+            return Err(StageError::Internal(format!("stage `{}` writes `{file}`, which is not among its declared files", self.stage)));
+        }
+        self.ensure_dir()?;
+        let tmp = io::tmp_path_for(&self.dir.join(file));
+        std::fs::write(&tmp, bytes).map_err(|source| StageError::Io { path: tmp.clone(), source })?;
+        self.written.push(Written { file: file.to_string(), tmp, rows: None });
+        Ok(())
+    }
+
+    /// Runs `f` as the named phase and records its wall-clock time.
+    pub fn timed<T>(&mut self, phase: &str, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        let t0 = Instant::now();
+        let out = f(self)?;
+        self.timings.push(Timing { phase: phase.into(), seconds: t0.elapsed().as_secs_f64(), items: None });
+        Ok(out)
+    }
+
+    /// Records how many items the last timed phase processed.
+    pub fn set_items(&mut self, items: u64) {
+        if let Some(t) = self.timings.last_mut() {
+            t.items = Some(items);
+        }
+    }
+
+    /// The stage folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Files written so far and the phase timings (taken by the runner when the stage ends).
+    pub fn finish(self) -> (Vec<Written>, Vec<Timing>) {
+        (self.written, self.timings)
+    }
+}

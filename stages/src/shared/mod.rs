@@ -1,0 +1,20 @@
+//! The shared layer: what every family of stages builds on. Nothing here imports a family module.
+//!
+//! * [`context`]: what a running stage sees (inputs, outputs checked against their declared
+//!   tables, timings, progress bars).
+//! * [`text`]: tokenisation for lexical retrieval.
+//! * [`run`]: top-k with the project's tie rule and the `run` table writer.
+//! * [`encoders`]: sentence encoders (MiniLM, hashing) and embedding columns.
+//! * [`curves`], [`scores`]: the one training-curve table and the one long-format scores table.
+//! * [`plots`]: PNG charts.
+
+pub mod context;
+pub mod curves;
+pub mod encoders;
+pub mod plots;
+pub mod run;
+pub mod scores;
+pub mod text;
+
+#[cfg(test)]
+pub(crate) mod test_support;

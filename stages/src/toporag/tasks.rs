@@ -1,0 +1,269 @@
+//! TopoRAG's task-oriented evaluation (paper §6.1.3, Table 3), used by the `toporag` stage: the
+//! partially observed nodes' text features are rebuilt from their visible words plus the retrieved
+//! texts (one feature set per retriever, plus `oracle`: the full hidden text), then
+//!
+//! * **node classification**: GCN, GraphSAGE and MLP ([`tgrag_models::gnn`]) trained on the
+//!   labelled observed nodes (a seeded `val_fraction` of them for early stopping), tested on the
+//!   labelled partial nodes: accuracy per retriever and model;
+//! * **link prediction**: every edge with a partial end is a test positive (and removed from the
+//!   GCN's graph), a seeded `lp_val_fraction` of the other edges validates, the rest train; test
+//!   negatives pair a random partial node with a random node, validation negatives are random
+//!   pairs, none of them an edge; Hits@100 per retriever.
+//!
+//! Every run is seeded and full-batch, so the tables are byte-identical for the same inputs.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Float64Array, RecordBatch, StringArray, UInt32Array};
+use burn::tensor::Device;
+use rayon::prelude::*;
+use tgrag_datasets::rng::Rng;
+use tgrag_models::gnn::{self, GnnKind, LinkPredConfig, NodeClassConfig, Trained};
+
+use crate::shared::context::Progress;
+use crate::shared::curves::Curves;
+use crate::shared::scores::Scores;
+use crate::{Result, StageError};
+
+/// Hyper-parameters and sizes of the evaluation.
+#[derive(Debug, Clone)]
+pub struct TaskConfig {
+    pub nc: NodeClassConfig,
+    pub lp: LinkPredConfig,
+    pub val_fraction: f64,
+    pub lp_val_fraction: f64,
+    pub lp_negatives: usize,
+    pub seed: u64,
+}
+
+/// The graph and features the tasks run on (graph indices `0..n`).
+pub struct TaskInputs<'a> {
+    pub n: usize,
+    pub edges: &'a [(u32, u32)],
+    pub partial: &'a [bool],
+    /// Class per node (`u32::MAX`: none) and the class count; `None` skips node classification.
+    pub labels: Option<(&'a [u32], usize)>,
+    pub dim: usize,
+    /// `(retriever, features)`: row-major `n × dim`.
+    pub features: &'a [(String, Vec<f32>)],
+}
+
+/// The three output tables (`curves` in the shared curve shape).
+pub struct TaskTables {
+    pub node_classification: RecordBatch,
+    pub link_prediction: RecordBatch,
+    pub curves: RecordBatch,
+}
+
+/// Node-classification index sets: (train, val, test).
+pub fn class_split(labels: &[u32], partial: &[bool], val_fraction: f64, seed: u64) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+    let mut observed: Vec<u32> = (0..labels.len() as u32).filter(|&v| labels[v as usize] != u32::MAX && !partial[v as usize]).collect();
+    let test = (0..labels.len() as u32).filter(|&v| labels[v as usize] != u32::MAX && partial[v as usize]).collect();
+    Rng::new(seed ^ 0x6e63_7661).shuffle(&mut observed);
+    let n_val = ((observed.len() as f64) * val_fraction).round() as usize;
+    let mut val = observed[..n_val].to_vec();
+    let mut train = observed[n_val..].to_vec();
+    val.sort_unstable();
+    train.sort_unstable();
+    (train, val, test)
+}
+
+/// Link-prediction pairs: (message/train edges, val positives, val negatives, test positives,
+/// test negatives).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkSplit {
+    pub message: Vec<(u32, u32)>,
+    pub val_pos: Vec<(u32, u32)>,
+    pub val_neg: Vec<(u32, u32)>,
+    pub test_pos: Vec<(u32, u32)>,
+    pub test_neg: Vec<(u32, u32)>,
+}
+
+pub fn link_split(n: usize, edges: &[(u32, u32)], partial: &[bool], cfg: &TaskConfig) -> LinkSplit {
+    let key = |a: u32, b: u32| (a.min(b), a.max(b));
+    let known: HashSet<(u32, u32)> = edges.iter().map(|&(a, b)| key(a, b)).collect();
+    type Pairs = Vec<(u32, u32)>;
+    let (test_pos, mut rest): (Pairs, Pairs) = edges.iter().copied().partition(|&(a, b)| partial[a as usize] || partial[b as usize]);
+    let mut rng = Rng::new(cfg.seed ^ 0x6c70_7370);
+    rng.shuffle(&mut rest);
+    let n_val = if rest.len() > 1 { (((rest.len() as f64) * cfg.lp_val_fraction).round() as usize).max(1) } else { 0 };
+    let val_pos = rest[..n_val].to_vec();
+    let message = rest[n_val..].to_vec();
+    let partials: Vec<u32> = (0..n as u32).filter(|&v| partial[v as usize]).collect();
+    let mut negatives = |from_partial: bool| {
+        let mut out = Vec::with_capacity(cfg.lp_negatives);
+        // Bounded: a graph too dense for the requested negatives yields fewer.
+        for _ in 0..cfg.lp_negatives.saturating_mul(20) {
+            if out.len() == cfg.lp_negatives || n < 2 {
+                break;
+            }
+            let a = if from_partial && !partials.is_empty() { partials[rng.below(partials.len())] } else { rng.below(n) as u32 };
+            let b = rng.below(n) as u32;
+            if a != b && !known.contains(&key(a, b)) {
+                out.push((a, b));
+            }
+        }
+        out
+    };
+    let val_neg = negatives(false);
+    let test_neg = negatives(true);
+    LinkSplit { message, val_pos, val_neg, test_pos, test_neg }
+}
+
+enum Job<'a> {
+    Class(GnnKind, &'a str, &'a [f32]),
+    Link(&'a str, &'a [f32]),
+}
+
+/// Runs every training (in parallel, each deterministic), builds the tables and adds the results to
+/// `scores`: per retriever (the method) and model (`group` = `model=…`), test and validation
+/// accuracy (node classification) and Hits@K (link prediction).
+pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress, scores: &mut Scores) -> Result<TaskTables> {
+    let dev = Device::flex();
+    let class = inp.labels.map(|(labels, classes)| {
+        let (train, val, test) = class_split(labels, inp.partial, cfg.val_fraction, cfg.seed);
+        (labels, classes, train, val, test)
+    });
+    let class = class.filter(|c| c.1 >= 2 && !c.2.is_empty() && !c.4.is_empty());
+    let links = link_split(inp.n, inp.edges, inp.partial, cfg);
+    let do_links = !links.test_pos.is_empty() && !links.message.is_empty() && !links.test_neg.is_empty();
+    let mut jobs = Vec::new();
+    if class.is_some() {
+        for kind in GnnKind::ALL {
+            jobs.extend(inp.features.iter().map(|(name, f)| Job::Class(kind, name.as_str(), f.as_slice())));
+        }
+    }
+    if do_links {
+        jobs.extend(inp.features.iter().map(|(name, f)| Job::Link(name.as_str(), f.as_slice())));
+    }
+    let pb = progress.bar(jobs.len() as u64, "toporag: train GNNs");
+    let results: Vec<Trained> = jobs
+        .par_iter()
+        .map(|job| {
+            let out = match (job, &class) {
+                (Job::Class(kind, _, f), Some((labels, classes, train, val, test))) => {
+                    let data = gnn::NodeClassData { features: f, dim: inp.dim, labels, classes: *classes, train, val, test };
+                    gnn::train_node_classifier(*kind, inp.n, inp.edges, &data, &cfg.nc, &dev)
+                }
+                (Job::Link(_, f), _) => {
+                    let data = gnn::LinkPredData { features: f, dim: inp.dim, message: &links.message, val_pos: &links.val_pos, val_neg: &links.val_neg, test_pos: &links.test_pos, test_neg: &links.test_neg };
+                    gnn::train_link_predictor(inp.n, &data, &cfg.lp, &dev)
+                }
+                (Job::Class(..), None) => Err(tgrag_models::ModelError::Internal("classification without labels".into())),
+            };
+            pb.inc(1);
+            out.map_err(StageError::from)
+        })
+        .collect::<Result<_>>()?;
+    pb.finish_and_clear();
+
+    let (mut nc_model, mut nc_ret, mut nc_acc, mut nc_val, mut nc_best, mut nc_epochs, mut nc_train, mut nc_test) = (vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+    let (mut lp_ret, mut lp_hits, mut lp_val, mut lp_best, mut lp_epochs, mut lp_pos, mut lp_neg) = (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+    let mut curves = Curves::default();
+    let hits = format!("hits_at_{}", cfg.lp.hits_k);
+    for (job, t) in jobs.iter().zip(&results) {
+        let (task, model, ret) = match job {
+            Job::Class(kind, name, _) => {
+                nc_model.push(kind.as_str());
+                nc_ret.push(*name);
+                nc_acc.push(t.test_metric);
+                nc_val.push(t.val_metric);
+                nc_best.push(t.best_epoch);
+                nc_epochs.push(t.curve.len() as u32);
+                if let Some((_, _, train, _, test)) = &class {
+                    nc_train.push(train.len() as u32);
+                    nc_test.push(test.len() as u32);
+                }
+                ("node_classification", kind.as_str(), *name)
+            }
+            Job::Link(name, _) => {
+                lp_ret.push(*name);
+                lp_hits.push(t.test_metric);
+                lp_val.push(t.val_metric);
+                lp_best.push(t.best_epoch);
+                lp_epochs.push(t.curve.len() as u32);
+                lp_pos.push(links.test_pos.len() as u32);
+                lp_neg.push(links.test_neg.len() as u32);
+                ("link_prediction", "gcn-mlp", *name)
+            }
+        };
+        let (metric, n_test, n_val) = match job {
+            Job::Class(..) => ("accuracy", class.as_ref().map_or(0, |c| c.4.len()), class.as_ref().map_or(0, |c| c.3.len())),
+            Job::Link(..) => (hits.as_str(), links.test_pos.len(), links.val_pos.len()),
+        };
+        let group = format!("model={model}");
+        scores.push(ret, "test", &group, metric, t.test_metric, n_test as u64, Some(cfg.seed));
+        scores.push(ret, "val", &group, metric, t.val_metric, n_val as u64, Some(cfg.seed));
+        let (val_name, test_name) = (format!("val_{metric}"), format!("test_{metric}"));
+        for row in &t.curve {
+            curves.push(model, &format!("{task}/{ret}"), cfg.seed, row.epoch, row.epoch == t.best_epoch, &[("train_loss", row.train_loss), ("val_loss", row.val_loss), (val_name.as_str(), row.val_metric), (test_name.as_str(), row.test_metric)]);
+        }
+    }
+    let strs = |v: Vec<&str>| Arc::new(StringArray::from(v)) as ArrayRef;
+    let u32a = |v: Vec<u32>| Arc::new(UInt32Array::from(v)) as ArrayRef;
+    let f64a = |v: Vec<f64>| Arc::new(Float64Array::from(v)) as ArrayRef;
+    Ok(TaskTables {
+        node_classification: RecordBatch::try_from_iter(vec![
+            ("model", strs(nc_model)),
+            ("retriever", strs(nc_ret)),
+            ("accuracy", f64a(nc_acc)),
+            ("val_accuracy", f64a(nc_val)),
+            ("best_epoch", u32a(nc_best)),
+            ("epochs", u32a(nc_epochs)),
+            ("train_nodes", u32a(nc_train)),
+            ("test_nodes", u32a(nc_test)),
+        ])?,
+        link_prediction: RecordBatch::try_from_iter(vec![
+            ("retriever", strs(lp_ret)),
+            ("k", u32a(vec![cfg.lp.hits_k as u32; lp_val.len()])),
+            ("hits", f64a(lp_hits)),
+            ("val_hits", f64a(lp_val)),
+            ("best_epoch", u32a(lp_best)),
+            ("epochs", u32a(lp_epochs)),
+            ("test_edges", u32a(lp_pos)),
+            ("test_negatives", u32a(lp_neg)),
+        ])?,
+        curves: curves.batch()?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> TaskConfig {
+        TaskConfig { nc: NodeClassConfig::default(), lp: LinkPredConfig::default(), val_fraction: 0.25, lp_val_fraction: 0.5, lp_negatives: 6, seed: 1 }
+    }
+
+    #[test]
+    fn class_split_keeps_labelled_nodes_and_tests_the_partial_ones() {
+        let labels = [0, 1, u32::MAX, 0, 1, 1, 0, 0, 1, 0];
+        let partial = [false, false, false, false, false, false, false, false, true, true];
+        let (train, val, test) = class_split(&labels, &partial, 0.25, 3);
+        assert_eq!(test, vec![8, 9]);
+        assert_eq!(val.len(), 2);
+        let mut all: Vec<u32> = train.iter().chain(&val).copied().collect();
+        all.sort_unstable();
+        assert_eq!(all, vec![0, 1, 3, 4, 5, 6, 7]);
+        assert_eq!(class_split(&labels, &partial, 0.25, 3), (train, val, test));
+    }
+
+    #[test]
+    fn link_split_tests_the_partial_edges_and_draws_non_edges() {
+        // 0-1-2-3-4-5 path plus 0-5; node 5 is partial.
+        let edges = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 0)];
+        let partial = [false, false, false, false, false, true];
+        let s = link_split(6, &edges, &partial, &cfg());
+        assert_eq!(s.test_pos, vec![(4, 5), (5, 0)]);
+        assert_eq!(s.val_pos.len(), 2);
+        assert_eq!(s.message.len(), 2);
+        let edge_set: HashSet<(u32, u32)> = edges.iter().map(|&(a, b)| (a.min(b), a.max(b))).collect();
+        for &(a, b) in s.val_neg.iter().chain(&s.test_neg) {
+            assert!(a != b && !edge_set.contains(&(a.min(b), a.max(b))));
+        }
+        assert!(s.test_neg.iter().all(|&(a, _)| a == 5));
+        assert_eq!(s.test_neg.len(), 6);
+        assert_eq!(s, link_split(6, &edges, &partial, &cfg()));
+    }
+}
