@@ -67,9 +67,10 @@ pub fn read_pt_long(name: &Path, bytes: Vec<u8>) -> Result<LongTensor> {
         .ok_or_else(|| bad("archive", "no <stem>/data.pkl record: not a torch.save file".into()))?;
     let prefix = &pkl_name[..pkl_name.len() - "data.pkl".len()];
     if let Some(order) = z.files.get(&format!("{prefix}byteorder"))
-        && order.as_slice() != b"little" {
-            return Err(bad(&format!("{prefix}byteorder"), format!("byte order `{}` is not supported", String::from_utf8_lossy(order))));
-        }
+        && order.as_slice() != b"little"
+    {
+        return Err(bad(&format!("{prefix}byteorder"), format!("byte order `{}` is not supported", String::from_utf8_lossy(order))));
+    }
     let v = pickle::load(z.get(&pkl_name)?).map_err(|e| bad(&pkl_name, e.to_string()))?;
     let Value::Tensor(t) = v else { return Err(bad(&pkl_name, "the pickle does not hold a tensor".into())) };
     if t.dtype != "int64" {
@@ -91,7 +92,13 @@ fn gather(t: &TensorRef, storage: &[i64]) -> std::result::Result<LongTensor, Str
     if n > 0 {
         let last = t.offset + t.size.iter().zip(&t.stride).map(|(s, st)| (s - 1) * st).sum::<u64>();
         if last >= storage.len() as u64 {
-            return Err(format!("view (offset {}, size {:?}, stride {:?}) reaches past the storage of {} values", t.offset, t.size, t.stride, storage.len()));
+            return Err(format!(
+                "view (offset {}, size {:?}, stride {:?}) reaches past the storage of {} values",
+                t.offset,
+                t.size,
+                t.stride,
+                storage.len()
+            ));
         }
     }
     let mut values = Vec::with_capacity(n);

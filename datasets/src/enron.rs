@@ -85,7 +85,10 @@ pub fn parse_date(s: &str) -> Option<i64> {
     let mut it = s.split_whitespace();
     let day: i64 = it.next()?.parse().ok()?;
     let mon = it.next()?;
-    let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"].iter().position(|m| m.eq_ignore_ascii_case(mon))? as i64 + 1;
+    let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        .iter()
+        .position(|m| m.eq_ignore_ascii_case(mon))? as i64
+        + 1;
     let year: i64 = it.next()?.parse().ok()?;
     let mut hms = it.next()?.split(':').map(|x| x.parse::<i64>());
     let (h, mi, sec) = (hms.next()?.ok()?, hms.next()?.ok()?, hms.next().unwrap_or(Ok(0)).ok()?);
@@ -113,7 +116,8 @@ pub fn read_csv(path: &Path) -> Result<Vec<Email>> {
         .map(|(r, row)| {
             let (h, body) = split_message(&row[cm]);
             let from = h.get("from").map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
-            let from = from.ok_or_else(|| DatasetError::malformed(path, format!("row {}, column message", r + 1), "the message has no From header"))?;
+            let from = from
+                .ok_or_else(|| DatasetError::malformed(path, format!("row {}, column message", r + 1), "the message has no From header"))?;
             Ok(Email {
                 file: row[cf].clone(),
                 from,

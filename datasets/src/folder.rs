@@ -16,11 +16,7 @@ use crate::{DatasetError, DatasetTables, INPUT_TABLES, LoadedTable, Result};
 /// Reads a CSV (`sep = b','`) or TSV (`sep = b'\t'`) file with a header into an all-utf8 batch.
 pub fn read_delimited(path: &Path, sep: u8) -> Result<RecordBatch> {
     let format = if sep == b'\t' { "TSV" } else { "CSV" };
-    let parse = |e: polars::prelude::PolarsError| DatasetError::Parse {
-        path: path.to_path_buf(),
-        format,
-        message: e.to_string(),
-    };
+    let parse = |e: polars::prelude::PolarsError| DatasetError::Parse { path: path.to_path_buf(), format, message: e.to_string() };
     let df: DataFrame = CsvReadOptions::default()
         .with_has_header(true)
         .with_infer_schema_length(Some(0))
@@ -37,8 +33,7 @@ pub fn read_delimited(path: &Path, sep: u8) -> Result<RecordBatch> {
         cols.push(Arc::new(text.iter().collect::<StringArray>()));
         fields.push(Field::new(name.as_str(), DataType::Utf8, true));
     }
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)
-        .map_err(|e| SchemaError::arrow(path.display().to_string(), e).into())
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).map_err(|e| SchemaError::arrow(path.display().to_string(), e).into())
 }
 
 /// Loads every canonical table present in `dir` (not validated across tables: see
@@ -47,11 +42,8 @@ pub fn load(dir: &Path) -> Result<DatasetTables> {
     let mut out = DatasetTables::default();
     for spec in INPUT_TABLES {
         let candidates = [("parquet", 0u8), ("csv", b','), ("tsv", b'\t')];
-        let found: Vec<_> = candidates
-            .iter()
-            .map(|&(ext, sep)| (dir.join(format!("{}.{ext}", spec.name)), sep))
-            .filter(|(p, _)| p.is_file())
-            .collect();
+        let found: Vec<_> =
+            candidates.iter().map(|&(ext, sep)| (dir.join(format!("{}.{ext}", spec.name)), sep)).filter(|(p, _)| p.is_file()).collect();
         let Some((path, sep)) = found.first().cloned() else { continue };
         if found.len() > 1 {
             return Err(DatasetError::Config(format!(

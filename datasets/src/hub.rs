@@ -54,8 +54,20 @@ pub fn fetch(repo: &HubRepo, files: &[String], on_file: &dyn Fn(&str)) -> Result
     for file in files {
         on_file(file);
         let result = match repo.kind {
-            "model" => client.model(repo.owner, repo.name).download_file().filename(file.as_str()).revision(repo.revision.as_str()).local_files_only(local_only).send(),
-            _ => client.dataset(repo.owner, repo.name).download_file().filename(file.as_str()).revision(repo.revision.as_str()).local_files_only(local_only).send(),
+            "model" => client
+                .model(repo.owner, repo.name)
+                .download_file()
+                .filename(file.as_str())
+                .revision(repo.revision.as_str())
+                .local_files_only(local_only)
+                .send(),
+            _ => client
+                .dataset(repo.owner, repo.name)
+                .download_file()
+                .filename(file.as_str())
+                .revision(repo.revision.as_str())
+                .local_files_only(local_only)
+                .send(),
         };
         let local = result.map_err(|e| match e {
             HFError::LocalEntryNotFound { .. } => fail(file, "not in the local cache and HF_HUB_OFFLINE=1 forbids downloading".into()),

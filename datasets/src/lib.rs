@@ -74,10 +74,7 @@ impl DatasetTables {
         }
         let need = |have: &str, want: &str| -> Result<()> {
             match (self.get(have), self.get(want)) {
-                (Some(h), None) => Err(DatasetError::Incomplete {
-                    source_path: h.source.clone(),
-                    missing: want.to_string(),
-                }),
+                (Some(h), None) => Err(DatasetError::Incomplete { source_path: h.source.clone(), missing: want.to_string() }),
                 _ => Ok(()),
             }
         };
@@ -99,9 +96,7 @@ impl DatasetTables {
         if let (Some(n), Some(e)) = (self.located("nodes"), self.located("edges")) {
             validate::check_kb(n, e, self.located("queries"), self.located("answers"))?;
         }
-        if let (Some(n), Some(e), Some(q)) =
-            (self.located("graph_nodes"), self.located("graph_edges"), self.located("qa"))
-        {
+        if let (Some(n), Some(e), Some(q)) = (self.located("graph_nodes"), self.located("graph_edges"), self.located("qa")) {
             validate::check_graph_qa(n, e, q)?;
         }
         if let (Some(n), Some(e)) = (self.located("tag_nodes"), self.located("tag_edges")) {

@@ -59,7 +59,8 @@ pub fn parse_arrow_path(s: &str) -> std::result::Result<Metapath, String> {
     let mut hops = Vec::new();
     let mut rest = s.trim();
     loop {
-        let next = [("->", Dir::Forward), ("<-", Dir::Backward)].iter().filter_map(|&(a, d)| rest.find(a).map(|i| (i, d))).min_by_key(|x| x.0);
+        let next =
+            [("->", Dir::Forward), ("<-", Dir::Backward)].iter().filter_map(|&(a, d)| rest.find(a).map(|i| (i, d))).min_by_key(|x| x.0);
         let (ty, after) = match next {
             Some((i, d)) => {
                 hops.push((None, d));
@@ -122,7 +123,10 @@ pub fn parse_plan(v: &Value, known_types: Option<&[&str]>) -> std::result::Resul
     }
     let restrictions = match obj.get("Restriction") {
         None | Some(Value::Null) => Vec::new(),
-        Some(Value::Object(r)) => r.iter().map(|(k, v)| Ok((k.clone(), str_list(v, &format!("Restriction[{k}]"))?))).collect::<std::result::Result<_, String>>()?,
+        Some(Value::Object(r)) => r
+            .iter()
+            .map(|(k, v)| Ok((k.clone(), str_list(v, &format!("Restriction[{k}]"))?)))
+            .collect::<std::result::Result<_, String>>()?,
         Some(other) => return Err(format!("Restriction is not a dict: {other}")),
     };
     Ok(Plan { metapaths, restrictions })
@@ -148,7 +152,8 @@ fn read_lines(path: &Path) -> Result<Vec<(usize, Value)>> {
         if l.trim().is_empty() {
             continue;
         }
-        let v: Value = serde_json::from_str(l).map_err(|e| DatasetError::malformed(path, format!("line {}", i + 1), format!("not JSON: {e}")))?;
+        let v: Value =
+            serde_json::from_str(l).map_err(|e| DatasetError::malformed(path, format!("line {}", i + 1), format!("not JSON: {e}")))?;
         out.push((i + 1, v));
     }
     Ok(out)
@@ -161,7 +166,11 @@ pub fn read_finetune(path: &Path, known_types: Option<&[&str]>) -> Result<Vec<Pl
         .into_iter()
         .map(|(line, v)| {
             let conv = v.get("conversations").and_then(Value::as_array);
-            let turn = |role: &str| conv.and_then(|c| c.iter().find(|t| t.get("role").and_then(Value::as_str) == Some(role))).and_then(|t| t.get("content")).and_then(Value::as_str);
+            let turn = |role: &str| {
+                conv.and_then(|c| c.iter().find(|t| t.get("role").and_then(Value::as_str) == Some(role)))
+                    .and_then(|t| t.get("content"))
+                    .and_then(Value::as_str)
+            };
             let (Some(query), Some(plan)) = (turn("user"), turn("assistant")) else {
                 return Err(DatasetError::malformed(path, format!("line {line}"), "not a {\"conversations\": [user, assistant]} record"));
             };
@@ -177,8 +186,14 @@ pub fn read_plans(path: &Path, known_types: Option<&[&str]>) -> Result<Vec<PlanL
         .into_iter()
         .map(|(line, v)| {
             let at = |f: &str| format!("line {line}, field {f}");
-            let q_id = v.get("q_id").and_then(Value::as_i64).ok_or_else(|| DatasetError::malformed(path, at("q_id"), "missing or not an integer"))?;
-            let query = v.get("query").and_then(Value::as_str).ok_or_else(|| DatasetError::malformed(path, at("query"), "missing or not a string"))?;
+            let q_id = v
+                .get("q_id")
+                .and_then(Value::as_i64)
+                .ok_or_else(|| DatasetError::malformed(path, at("q_id"), "missing or not an integer"))?;
+            let query = v
+                .get("query")
+                .and_then(Value::as_str)
+                .ok_or_else(|| DatasetError::malformed(path, at("query"), "missing or not a string"))?;
             let answer_ids = v
                 .get("answer_ids")
                 .and_then(Value::as_array)

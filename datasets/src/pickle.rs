@@ -216,7 +216,9 @@ impl<'a> Vm<'a> {
             ("torch", "DoubleStorage"),
         ];
         if !ALLOWED.iter().any(|(m, n)| *m == module && *n == name) {
-            return self.err(format!("global `{module}.{name}` is not allowed (only numpy scalars/dtypes, torch tensor rebuilding and OrderedDict are)"));
+            return self.err(format!(
+                "global `{module}.{name}` is not allowed (only numpy scalars/dtypes, torch tensor rebuilding and OrderedDict are)"
+            ));
         }
         self.push(Obj::Global(module, name));
         Ok(())
@@ -251,7 +253,9 @@ impl<'a> Vm<'a> {
                 if args.len() < 4 {
                     return self.err("_rebuild_tensor_v2 needs (storage, offset, size, stride, ...)");
                 }
-                let Obj::Storage { dtype, key, numel } = self.arena[args[0]].clone() else { return self.err("_rebuild_tensor_v2 without a storage") };
+                let Obj::Storage { dtype, key, numel } = self.arena[args[0]].clone() else {
+                    return self.err("_rebuild_tensor_v2 without a storage");
+                };
                 let offset = self.int_of(args[1])?;
                 let size = self.items_of(args[2])?.into_iter().map(|i| self.int_of(i)).collect::<Result<Vec<_>, _>>()?;
                 let stride = self.items_of(args[3])?.into_iter().map(|i| self.int_of(i)).collect::<Result<Vec<_>, _>>()?;

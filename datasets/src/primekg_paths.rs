@@ -44,7 +44,8 @@ impl Pathways {
     pub fn load(dir: &Path) -> Result<Self> {
         let np = dir.join("benchmark_pathways_nodes.csv");
         let n = Csv::read(&np)?;
-        let (cp, cs, cn, ct, ci) = (n.col("pathway_id")?, n.col("step_order")?, n.col("node_name")?, n.col("node_type")?, n.col("node_index")?);
+        let (cp, cs, cn, ct, ci) =
+            (n.col("pathway_id")?, n.col("step_order")?, n.col("node_name")?, n.col("node_type")?, n.col("node_index")?);
         let mut nodes: BTreeMap<u32, Node> = BTreeMap::new();
         let mut steps: BTreeMap<String, Vec<(u32, u32)>> = BTreeMap::new();
         let mut order: Vec<String> = Vec::new();
@@ -53,7 +54,11 @@ impl Pathways {
             let row = &n.rows[r];
             let node = nodes.entry(idx).or_insert_with(|| Node { index: idx, node_type: row[ct].clone(), names: Vec::new() });
             if node.node_type != row[ct] {
-                return Err(DatasetError::malformed(&np, format!("row {}, column node_type", r + 1), format!("node {idx} is `{}` here and `{}` before", row[ct], node.node_type)));
+                return Err(DatasetError::malformed(
+                    &np,
+                    format!("row {}, column node_type", r + 1),
+                    format!("node {idx} is `{}` here and `{}` before", row[ct], node.node_type),
+                ));
             }
             if !node.names.contains(&row[cn]) {
                 node.names.push(row[cn].clone());
@@ -65,7 +70,8 @@ impl Pathways {
         }
         let ep = dir.join("benchmark_pathways_edges.csv");
         let e = Csv::read(&ep)?;
-        let (ep_id, es, et, er, ef) = (e.col("pathway_id")?, e.col("source_index")?, e.col("target_index")?, e.col("relation")?, e.col("step_from")?);
+        let (ep_id, es, et, er, ef) =
+            (e.col("pathway_id")?, e.col("source_index")?, e.col("target_index")?, e.col("relation")?, e.col("step_from")?);
         let mut seen = HashSet::new();
         let mut edges = Vec::new();
         let mut rels: BTreeMap<String, Vec<(u32, String)>> = BTreeMap::new();
@@ -73,7 +79,11 @@ impl Pathways {
             let (s, d, from): (u32, u32, u32) = (e.int(r, es)?, e.int(r, et)?, e.int(r, ef)?);
             for (v, c) in [(s, "source_index"), (d, "target_index")] {
                 if !nodes.contains_key(&v) {
-                    return Err(DatasetError::malformed(&ep, format!("row {}, column {c}", r + 1), format!("node {v} is not in {}", np.display())));
+                    return Err(DatasetError::malformed(
+                        &ep,
+                        format!("row {}, column {c}", r + 1),
+                        format!("node {v} is not in {}", np.display()),
+                    ));
                 }
             }
             let rel = e.rows[r][er].clone();
@@ -95,7 +105,15 @@ impl Pathways {
         let mp = dir.join("benchmark_pathways_metadata.csv");
         let m = Csv::read(&mp)?;
         m.col("pathway_id")?;
-        Ok(Pathways { nodes, edges, paths, node_rows: n.rows.len(), edge_rows: e.rows.len(), metadata_rows: m.rows.len(), dir: dir.to_path_buf() })
+        Ok(Pathways {
+            nodes,
+            edges,
+            paths,
+            node_rows: n.rows.len(),
+            edge_rows: e.rows.len(),
+            metadata_rows: m.rows.len(),
+            dir: dir.to_path_buf(),
+        })
     }
 
     /// `nodes` and `edges` of the typed KB (node ids are PrimeKG `node_index`).

@@ -77,7 +77,11 @@ pub fn parse_delimited(text: &str, path: &Path, sep: char) -> Result<Vec<Vec<Str
         }
     }
     if in_quotes {
-        return Err(DatasetError::malformed(path, format!("line {opened}"), "a quoted field opened here is never closed (truncated file?)"));
+        return Err(DatasetError::malformed(
+            path,
+            format!("line {opened}"),
+            "a quoted field opened here is never closed (truncated file?)",
+        ));
     }
     if !field.is_empty() || !rec.is_empty() {
         rec.push(field);
@@ -135,7 +139,11 @@ impl Csv {
     {
         let v = &self.rows[row][col];
         v.trim().parse::<T>().map_err(|e| {
-            DatasetError::malformed(&self.path, format!("row {}, column {}", row + 1, self.header[col]), format!("`{v}` is not an integer: {e}"))
+            DatasetError::malformed(
+                &self.path,
+                format!("row {}, column {}", row + 1, self.header[col]),
+                format!("`{v}` is not an integer: {e}"),
+            )
         })
     }
 }

@@ -69,7 +69,10 @@ fn enron_sample_has_manifest_counts() -> TestResult {
     let g = crate::enron::PeopleGraph::build(emails, &dir.join("emails_1000.csv"));
     assert_eq!(g.people.len(), 3924);
     let first = &g.emails[0];
-    assert_eq!((first.file.as_str(), first.from.as_str(), first.subject.as_str()), ("shackleton-s/inbox/721.", "beth.apollo@enron.com", "FW:"));
+    assert_eq!(
+        (first.file.as_str(), first.from.as_str(), first.subject.as_str()),
+        ("shackleton-s/inbox/721.", "beth.apollo@enron.com", "FW:")
+    );
     assert_eq!(first.to, ["sara.shackleton@enron.com"]);
     // email.utils.parsedate_to_datetime('Tue, 19 Feb 2002 15:00:45 -0800 (PST)').timestamp()
     assert_eq!(first.date, Some(1_014_159_645));
@@ -77,7 +80,8 @@ fn enron_sample_has_manifest_counts() -> TestResult {
     assert!(g.emails.iter().all(|e| e.date.is_some()), "every Date header parses");
     let t = g.to_tables()?;
     t.validate()?;
-    let distinct: std::collections::HashSet<(u32, u32)> = g.ends.iter().flat_map(|(s, r)| r.iter().filter(move |&&x| x != *s).map(move |&x| (*s, x))).collect();
+    let distinct: std::collections::HashSet<(u32, u32)> =
+        g.ends.iter().flat_map(|(s, r)| r.iter().filter(move |&&x| x != *s).map(move |&x| (*s, x))).collect();
     assert_eq!(t.get("tag_edges").map(|e| e.batch.num_rows()), Some(distinct.len()));
     assert_eq!(t.get("emails").map(|e| e.batch.num_rows()), Some(1000));
     Ok(())
@@ -94,7 +98,8 @@ fn enron_headers_dates_and_malformed_rows() -> TestResult {
     assert_eq!(parse_date("1 Jan 1970 00:00:00 +0000"), Some(0));
     assert_eq!(parse_date("yesterday"), None);
     let tmp = tempfile::tempdir()?;
-    let p = write(tmp.path(), "emails.csv", b"file,message\na/1.,\"From: a@x.com\nTo: b@x.com\n\nhi\"\na/2.,\"To: b@x.com\n\nno sender\"\n")?;
+    let p =
+        write(tmp.path(), "emails.csv", b"file,message\na/1.,\"From: a@x.com\nTo: b@x.com\n\nhi\"\na/2.,\"To: b@x.com\n\nno sender\"\n")?;
     let (path, at, _) = malformed_at(read_csv(&p).err().ok_or("accepted a message without From")?)?;
     assert_eq!((path, at.as_str()), (p, "row 2, column message"));
     let p = write(tmp.path(), "emails2.csv", b"file,message\na/1.,\"From: a@x.com\n\nhi")?;
@@ -130,7 +135,11 @@ fn primekg_paths_have_manifest_counts() -> TestResult {
 #[test]
 fn primekg_paths_dangling_edge_is_located() -> TestResult {
     let tmp = tempfile::tempdir()?;
-    write(tmp.path(), "benchmark_pathways_nodes.csv", b"pathway_id,step_order,node_name,node_type,node_index\np,1,aspirin,drug,5\np,2,pain,disease,9\n")?;
+    write(
+        tmp.path(),
+        "benchmark_pathways_nodes.csv",
+        b"pathway_id,step_order,node_name,node_type,node_index\np,1,aspirin,drug,5\np,2,pain,disease,9\n",
+    )?;
     let e = write(
         tmp.path(),
         "benchmark_pathways_edges.csv",
@@ -145,7 +154,21 @@ fn primekg_paths_dangling_edge_is_located() -> TestResult {
 const KB_TYPES: [(&str, &[&str]); 3] = [
     ("amazon", &["product", "brand", "category", "color"]),
     ("mag", &["paper", "author", "institution", "field_of_study"]),
-    ("prime", &["anatomy", "biological_process", "cellular_component", "disease", "drug", "effect/phenotype", "exposure", "gene/protein", "molecular_function", "pathway"]),
+    (
+        "prime",
+        &[
+            "anatomy",
+            "biological_process",
+            "cellular_component",
+            "disease",
+            "drug",
+            "effect/phenotype",
+            "exposure",
+            "gene/protein",
+            "molecular_function",
+            "pathway",
+        ],
+    ),
 ];
 
 #[test]
@@ -189,13 +212,19 @@ fn every_mor_plan_line_parses_or_is_rejected_with_a_reason() -> TestResult {
 #[test]
 fn plan_grammar_by_hand() -> TestResult {
     use crate::mor_plans::*;
-    let v = python_literal(r#"{'Metapath': 'brand -> product <- category', 'Restriction': {'brand': ['Nike\'s'], "product": ["a \"b\"", 'caf\xe9']}}"#)?;
+    let v = python_literal(
+        r#"{'Metapath': 'brand -> product <- category', 'Restriction': {'brand': ['Nike\'s'], "product": ["a \"b\"", 'caf\xe9']}}"#,
+    )?;
     let p = parse_plan(&v, Some(&["brand", "product", "category"]))?;
     assert_eq!(p.metapaths[0].types, ["brand", "product", "category"]);
     assert_eq!(p.metapaths[0].hops, [(None, Dir::Forward), (None, Dir::Backward)]);
     assert_eq!(p.metapaths[0].to_mor_string(), "brand -> product <- category");
-    assert_eq!(p.restrictions, [("brand".to_string(), vec!["Nike's".to_string()]), ("product".to_string(), vec!["a \"b\"".to_string(), "café".to_string()])]);
-    let v = python_literal("{'Metapath': [['drug', 'indication', 'disease'], ('gene/protein', 'ppi', 'gene/protein')], 'Restriction': {}}")?;
+    assert_eq!(
+        p.restrictions,
+        [("brand".to_string(), vec!["Nike's".to_string()]), ("product".to_string(), vec!["a \"b\"".to_string(), "café".to_string()])]
+    );
+    let v =
+        python_literal("{'Metapath': [['drug', 'indication', 'disease'], ('gene/protein', 'ppi', 'gene/protein')], 'Restriction': {}}")?;
     let p = parse_plan(&v, None)?;
     assert_eq!(p.metapaths[1].hops, [(Some("ppi".to_string()), Dir::Forward)]);
     for (bad, why) in [
@@ -217,7 +246,11 @@ fn plan_grammar_by_hand() -> TestResult {
 #[test]
 fn mor_plan_file_errors_are_located() -> TestResult {
     let tmp = tempfile::tempdir()?;
-    let p = write(tmp.path(), "plans.jsonl", b"{\"q_id\": 1, \"query\": \"q\", \"answer_ids\": [2], \"plan\": {\"Metapath\": \"paper\"}}\n{\"q_id\": \"x\"}\n")?;
+    let p = write(
+        tmp.path(),
+        "plans.jsonl",
+        b"{\"q_id\": 1, \"query\": \"q\", \"answer_ids\": [2], \"plan\": {\"Metapath\": \"paper\"}}\n{\"q_id\": \"x\"}\n",
+    )?;
     let (path, at, _) = malformed_at(crate::mor_plans::read_plans(&p, None).err().ok_or("accepted a bad q_id")?)?;
     assert_eq!((path, at.as_str()), (p, "line 2, field q_id"));
     let p = write(tmp.path(), "ft.jsonl", b"{\"conversations\": [{\"role\": \"user\", \"content\": \"q\"}]}\n")?;
@@ -254,7 +287,12 @@ fn stark_qa_git_history_copies_load() -> TestResult {
 #[test]
 fn registry_reads_raw_folders() -> TestResult {
     use crate::registry::{DatasetOptions, Source, resolve};
-    for (name, folder, table, rows) in [("citeseer", "citeseer-text", "tag_nodes", 3186), ("enron", "enron-sample", "emails", 1000), ("explagraphs", "explagraphs", "qa", 2766), ("primekg-paths", "primekg-drugmechdb-paths", "nodes", 509)] {
+    for (name, folder, table, rows) in [
+        ("citeseer", "citeseer-text", "tag_nodes", 3186),
+        ("enron", "enron-sample", "emails", 1000),
+        ("explagraphs", "explagraphs", "qa", 2766),
+        ("primekg-paths", "primekg-drugmechdb-paths", "nodes", 509),
+    ] {
         let Some(dir) = shared(folder) else { return Ok(()) };
         let spec = resolve(name, Some(dir.clone()), DatasetOptions::default())?;
         assert!(matches!(spec.source, Source::Raw { .. }), "{name}: {:?}", spec.source);

@@ -116,7 +116,8 @@ impl RawKind {
 /// The folder that holds a raw dataset when no `--data-dir` is given: `$TGRAG_DATA_ROOT/<folder>`,
 /// else `../shared/datasets/<folder>` (the project's shared data) when it exists.
 pub fn default_raw_dir(folder: &str) -> Option<PathBuf> {
-    let roots: Vec<PathBuf> = std::env::var_os("TGRAG_DATA_ROOT").map(PathBuf::from).into_iter().chain([PathBuf::from("../shared/datasets")]).collect();
+    let roots: Vec<PathBuf> =
+        std::env::var_os("TGRAG_DATA_ROOT").map(PathBuf::from).into_iter().chain([PathBuf::from("../shared/datasets")]).collect();
     roots.into_iter().map(|r| r.join(folder)).find(|d| d.is_dir())
 }
 
@@ -169,13 +170,13 @@ fn valid_name(name: &str) -> bool {
 /// Resolves a dataset name. With `data_dir`, any name is a folder dataset read from that folder.
 pub fn resolve(name: &str, data_dir: Option<PathBuf>, opts: DatasetOptions) -> Result<DatasetSpec> {
     if !valid_name(name) {
-        return Err(DatasetError::Config(format!(
-            "dataset name `{name}`: use letters, digits, `-` and `_` (it names the outputs folder)"
-        )));
+        return Err(DatasetError::Config(format!("dataset name `{name}`: use letters, digits, `-` and `_` (it names the outputs folder)")));
     }
     let stark_kb = name.strip_prefix("stark-").filter(|k| crate::stark::Kb::parse(k).is_some());
     let source = match (name, data_dir) {
-        (_, Some(dir)) if stark_kb.is_some() && dir.join("skb").is_dir() => Source::Stark { kb: stark_kb.unwrap_or_default().to_string(), root: Some(dir) },
+        (_, Some(dir)) if stark_kb.is_some() && dir.join("skb").is_dir() => {
+            Source::Stark { kb: stark_kb.unwrap_or_default().to_string(), root: Some(dir) }
+        }
         (_, None) if stark_kb.is_some() => Source::Stark { kb: stark_kb.unwrap_or_default().to_string(), root: None },
         (_, Some(dir)) if dir.is_dir() && RawKind::for_name(name).is_some_and(|(k, _)| k.recognises(&dir)) => {
             Source::Raw { kind: RawKind::for_name(name).map(|k| k.0).unwrap_or(RawKind::Tape), dir }
@@ -194,10 +195,7 @@ pub fn resolve(name: &str, data_dir: Option<PathBuf>, opts: DatasetOptions) -> R
         }
         (_, Some(dir)) => {
             if !dir.is_dir() {
-                return Err(DatasetError::Io {
-                    path: dir,
-                    source: std::io::Error::new(std::io::ErrorKind::NotFound, "not a folder"),
-                });
+                return Err(DatasetError::Io { path: dir, source: std::io::Error::new(std::io::ErrorKind::NotFound, "not a folder") });
             }
             Source::Folder(dir)
         }
@@ -208,10 +206,7 @@ pub fn resolve(name: &str, data_dir: Option<PathBuf>, opts: DatasetOptions) -> R
                 .into(),
         },
         (other, None) => {
-            return Err(DatasetError::Unknown {
-                name: other.to_string(),
-                known: KNOWN.iter().map(|k| k.0).collect::<Vec<_>>().join(", "),
-            });
+            return Err(DatasetError::Unknown { name: other.to_string(), known: KNOWN.iter().map(|k| k.0).collect::<Vec<_>>().join(", ") });
         }
     };
     Ok(DatasetSpec { name: name.to_string(), source })
@@ -222,12 +217,9 @@ impl DatasetSpec {
     /// version and options for `synthetic`, the sha256 of every table file for a folder.
     pub fn content_key(&self) -> Result<String> {
         match &self.source {
-            Source::Synthetic(cfg) => Ok(format!(
-                "synthetic generator v{} size={} seed={}",
-                crate::synthetic::GENERATOR_VERSION,
-                cfg.size,
-                cfg.seed
-            )),
+            Source::Synthetic(cfg) => {
+                Ok(format!("synthetic generator v{} size={} seed={}", crate::synthetic::GENERATOR_VERSION, cfg.size, cfg.seed))
+            }
             Source::Folder(dir) => {
                 let mut parts = Vec::new();
                 for spec in crate::INPUT_TABLES {

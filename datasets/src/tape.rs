@@ -49,7 +49,11 @@ pub fn read_texts(path: &Path) -> Result<Vec<Paper>> {
     let text = read_utf8(path)?;
     let lines: Vec<&str> = text.strip_suffix('\n').unwrap_or(&text).split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect();
     if !lines.len().is_multiple_of(3) {
-        return Err(DatasetError::malformed(path, format!("line {}", lines.len()), format!("{} lines is not a whole number of 3-line records (truncated file?)", lines.len())));
+        return Err(DatasetError::malformed(
+            path,
+            format!("line {}", lines.len()),
+            format!("{} lines is not a whole number of 3-line records (truncated file?)", lines.len()),
+        ));
     }
     let mut seen = HashMap::new();
     let mut papers = Vec::with_capacity(lines.len() / 3);
@@ -81,7 +85,9 @@ pub fn load(dir: &Path) -> Result<TapeGraph> {
     let name = match &names[..] {
         [one] => one.clone(),
         [] => return Err(DatasetError::malformed(dir, "folder", "no `<name>_texts.txt` (TAPE layout) here")),
-        many => return Err(DatasetError::malformed(dir, "folder", format!("several TAPE graphs ({}); keep one per folder", many.join(", ")))),
+        many => {
+            return Err(DatasetError::malformed(dir, "folder", format!("several TAPE graphs ({}); keep one per folder", many.join(", "))));
+        }
     };
     let texts_path = dir.join(format!("{name}_texts.txt"));
     let cites_path = dir.join(format!("{name}.cites"));
@@ -100,7 +106,11 @@ pub fn load(dir: &Path) -> Result<TapeGraph> {
         stats.lines += 1;
         let f: Vec<&str> = line.split('\t').collect();
         let [cited, citing] = f[..] else {
-            return Err(DatasetError::malformed(&cites_path, format!("line {}", i + 1), format!("{} tab-separated fields, expected 2 (cited, citing)", f.len())));
+            return Err(DatasetError::malformed(
+                &cites_path,
+                format!("line {}", i + 1),
+                format!("{} tab-separated fields, expected 2 (cited, citing)", f.len()),
+            ));
         };
         let (a, b) = (index.get(citing.trim()), index.get(cited.trim()));
         for (k, id) in [(citing, a), (cited, b)] {
@@ -126,7 +136,11 @@ impl TapeGraph {
     /// `tag_nodes` (no time: TopoRAG then splits at random) and `tag_edges`.
     pub fn to_tables(&self) -> Result<DatasetTables> {
         crate::tag::TagGraph {
-            nodes: self.papers.iter().map(|p| crate::tag::TagNode { key: p.key.clone(), text: p.text.clone(), label: Some(p.label.clone()), time: None }).collect(),
+            nodes: self
+                .papers
+                .iter()
+                .map(|p| crate::tag::TagNode { key: p.key.clone(), text: p.text.clone(), label: Some(p.label.clone()), time: None })
+                .collect(),
             edges: self.edges.clone(),
             nodes_path: self.texts_path.clone(),
             edges_path: self.cites_path.clone(),

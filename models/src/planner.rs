@@ -270,7 +270,8 @@ impl Planner {
             .zip(own)
             .zip(all)
             .map(|((g, gl), row)| {
-                let (best, bl) = row.iter().enumerate().fold((0, f64::NEG_INFINITY), |(b, bl), (c, &l)| if l > bl { (c, l) } else { (b, bl) });
+                let (best, bl) =
+                    row.iter().enumerate().fold((0, f64::NEG_INFINITY), |(b, bl), (c, &l)| if l > bl { (c, l) } else { (b, bl) });
                 if gl > bl { g } else { candidates[best].clone() }
             })
             .collect())
@@ -348,7 +349,13 @@ pub fn exact_match(model: &Planner, data: &SeqData, max_len: usize, dev: &Device
 }
 
 /// Trains a planner; returns the checkpointed (best-validation) model and the curve.
-pub fn train_planner(shape: PlannerShape, train: &SeqData, val: &SeqData, cfg: &PlannerConfig, dev: &Device) -> Result<(Planner, Vec<PlannerEpoch>, u32)> {
+pub fn train_planner(
+    shape: PlannerShape,
+    train: &SeqData,
+    val: &SeqData,
+    cfg: &PlannerConfig,
+    dev: &Device,
+) -> Result<(Planner, Vec<PlannerEpoch>, u32)> {
     if train.targets.is_empty() {
         return Err(ModelError::Internal("no training sequences for the planner".into()));
     }
@@ -374,7 +381,13 @@ pub fn train_planner(shape: PlannerShape, train: &SeqData, val: &SeqData, cfg: &
         for chunk in order.chunks(cfg.batch.max(1)) {
             let pick = |v: &[u32]| chunk.iter().map(|&i| v[i]).collect::<Vec<u32>>();
             let bag = bags(&chunk.iter().map(|&i| &train.targets[pre[i].0].1[..pre[i].1]).collect::<Vec<_>>(), shape.vocab, &ad);
-            let lp = model.log_probs(q_all.clone().select(0, ints(&pick(&owner), &ad)), ints(&pick(&prev), &ad), ints(&pick(&prev2), &ad), bag, ints(&pick(&pos), &ad));
+            let lp = model.log_probs(
+                q_all.clone().select(0, ints(&pick(&owner), &ad)),
+                ints(&pick(&prev), &ad),
+                ints(&pick(&prev2), &ad),
+                bag,
+                ints(&pick(&pos), &ad),
+            );
             let mut onehot = vec![0f32; chunk.len() * shape.vocab];
             let mut bw = 0.0f32;
             for (r, &i) in chunk.iter().enumerate() {
@@ -411,9 +424,23 @@ mod tests {
             let scale = |d: &Dense| -> Dense {
                 let (w, b) = d.to_host().unwrap_or_default();
                 let (i, o) = (w.len() / b.len().max(1), b.len());
-                Dense::from_host(w.iter().map(|x| x * 0.3).collect(), b.iter().map(|x| x * 0.3).collect(), i, o, &crate::DeviceChoice::Cpu.device())
+                Dense::from_host(
+                    w.iter().map(|x| x * 0.3).collect(),
+                    b.iter().map(|x| x * 0.3).collect(),
+                    i,
+                    o,
+                    &crate::DeviceChoice::Cpu.device(),
+                )
             };
-            Planner { q: scale(&self.q), e1: scale(&self.e1), e2: scale(&self.e2), bag: scale(&self.bag), pos: scale(&self.pos), h: scale(&self.h), out: scale(&self.out) }
+            Planner {
+                q: scale(&self.q),
+                e1: scale(&self.e1),
+                e2: scale(&self.e2),
+                bag: scale(&self.bag),
+                pos: scale(&self.pos),
+                h: scale(&self.h),
+                out: scale(&self.out),
+            }
         }
     }
 
@@ -425,7 +452,13 @@ mod tests {
             let prev = if t >= 1 { full[t - 1] } else { BOS };
             let prev2 = if t >= 2 { full[t - 2] } else { BOS };
             let qt: Tensor<2> = Tensor::from_data(TensorData::new(q.to_vec(), [1, q.len()]), dev);
-            let lp = floats(m.log_probs(qt, ints(&[prev], dev), ints(&[prev2], dev), bags(&[&full[..t]], m.vocab(), dev), ints(&[t as u32], dev)))?;
+            let lp = floats(m.log_probs(
+                qt,
+                ints(&[prev], dev),
+                ints(&[prev2], dev),
+                bags(&[&full[..t]], m.vocab(), dev),
+                ints(&[t as u32], dev),
+            ))?;
             total += f64::from(lp[full[t] as usize]);
         }
         Ok(total)
@@ -481,7 +514,8 @@ mod tests {
             assert!((brute_log_prob(&half, q, &greedy[i], &dev)? - own[i]).abs() < 1e-4);
             let scores: Vec<f64> = extra.iter().map(|s| brute_log_prob(&half, q, s, &dev)).collect::<Result<_>>()?;
             let top = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let expect = if own[i] > top + 1e-9 { greedy[i].clone() } else { extra[scores.iter().position(|&x| x == top).unwrap_or(0)].clone() };
+            let expect =
+                if own[i] > top + 1e-9 { greedy[i].clone() } else { extra[scores.iter().position(|&x| x == top).unwrap_or(0)].clone() };
             assert_eq!(best[i], expect, "query {i}: {scores:?} greedy {:?} {}", greedy[i], own[i]);
         }
         // Save, load strictly, same plans; a wrong shape is refused.

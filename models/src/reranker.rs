@@ -149,7 +149,9 @@ impl Reranker {
         let tf: Vec<f32> = rows.iter().flat_map(|r| if feats.tf { r.tf } else { [0.0; 4] }).collect();
         let tf = relu(self.tf.forward(Tensor::from_data(TensorData::new(tf, [n, 4]), dev)));
         let sf = self.structural(std::array::from_fn(|k| rows.iter().map(|r| if feats.sf { r.sf[k] } else { 0 }).collect()), dev);
-        let ti_parts: Vec<Tensor<2>> = (0..3).map(|k| self.ti_emb.rows(ints(&rows.iter().map(|r| if feats.ti { r.ti[k] } else { 0 }).collect::<Vec<_>>(), dev))).collect();
+        let ti_parts: Vec<Tensor<2>> = (0..3)
+            .map(|k| self.ti_emb.rows(ints(&rows.iter().map(|r| if feats.ti { r.ti[k] } else { 0 }).collect::<Vec<_>>(), dev)))
+            .collect();
         let x = Tensor::cat([vec![tf, sf], ti_parts].concat(), 1);
         let h = self.h.forward(x);
         // The released head is linear → linear; the paper's has a ReLU between.
@@ -183,8 +185,16 @@ pub fn hit1(model: &Reranker, groups: &[Group], feats: Features, dev: &Device) -
 }
 
 /// Trains the reranker; returns the best-validation model, the curve and the kept epoch.
-pub fn train_reranker(n_types: usize, train: &[Group], val: &[Group], feats: Features, cfg: &RerankerConfig, dev: &Device) -> Result<(Reranker, Vec<RerankerEpoch>, u32)> {
-    let usable: Vec<&Group> = train.iter().filter(|g| g.positive.iter().any(|&p| p) && g.positive.iter().filter(|&&p| !p).count() >= cfg.negatives).collect();
+pub fn train_reranker(
+    n_types: usize,
+    train: &[Group],
+    val: &[Group],
+    feats: Features,
+    cfg: &RerankerConfig,
+    dev: &Device,
+) -> Result<(Reranker, Vec<RerankerEpoch>, u32)> {
+    let usable: Vec<&Group> =
+        train.iter().filter(|g| g.positive.iter().any(|&p| p) && g.positive.iter().filter(|&&p| !p).count() >= cfg.negatives).collect();
     if usable.is_empty() {
         return Err(ModelError::Internal("no training query has both an answer and enough negatives among its candidates".into()));
     }

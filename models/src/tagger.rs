@@ -162,7 +162,12 @@ impl Tagger {
             x = x + self.words.rows(ints(&gather(&r.words, k), dev)) + self.shapes.rows(ints(&gather(&r.shapes, k), dev));
         }
         let types = shape.types.max(1);
-        let plan: Vec<f32> = range.iter().flat_map(|&i| r.plan[i * shape.types..(i + 1) * shape.types].iter().copied().chain(std::iter::repeat_n(0.0, types - shape.types))).collect();
+        let plan: Vec<f32> = range
+            .iter()
+            .flat_map(|&i| {
+                r.plan[i * shape.types..(i + 1) * shape.types].iter().copied().chain(std::iter::repeat_n(0.0, types - shape.types))
+            })
+            .collect();
         x = x + self.plan.forward(Tensor::from_data(TensorData::new(plan, [n, types]), dev));
         let x = relu(self.h.forward(relu(x)));
         log_softmax(self.out.forward(x), 1)
@@ -179,7 +184,14 @@ impl Tagger {
     /// Reads weights written by [`Tagger::save`], strictly.
     pub fn load(path: &Path, shape: TaggerShape, dev: &Device) -> Result<Self> {
         let h = shape.hidden;
-        let dims = [(shape.span() * shape.buckets, h), (shape.span() * SHAPES, h), (shape.qdim.max(1), h), (shape.types.max(1), h), (h, h), (h, shape.labels())];
+        let dims = [
+            (shape.span() * shape.buckets, h),
+            (shape.span() * SHAPES, h),
+            (shape.qdim.max(1), h),
+            (shape.types.max(1), h),
+            (h, h),
+            (h, shape.labels()),
+        ];
         let spec: Vec<(&str, usize, usize)> = Self::NAMES.iter().zip(dims).map(|(n, (i, o))| (*n, i, o)).collect();
         let mut it = crate::train::load_layers(path, &spec, dev)?.into_iter();
         let mut next = || it.next().ok_or_else(|| ModelError::Internal("tagger layers".into()));
@@ -196,7 +208,8 @@ impl Tagger {
         if r.query.is_empty() {
             return Ok(data.sentences.iter().map(|_| Vec::new()).collect());
         }
-        let q_all: Tensor<2> = Tensor::from_data(TensorData::new(data.queries.clone(), [data.queries.len() / data.qdim.max(1), data.qdim.max(1)]), dev);
+        let q_all: Tensor<2> =
+            Tensor::from_data(TensorData::new(data.queries.clone(), [data.queries.len() / data.qdim.max(1), data.qdim.max(1)]), dev);
         let labels = shape.labels();
         let mut lp_all: Vec<f32> = Vec::with_capacity(r.query.len() * labels);
         let idx: Vec<usize> = (0..r.query.len()).collect();
@@ -206,7 +219,8 @@ impl Tagger {
         let mut at = 0;
         for s in &data.sentences {
             let n = s.words.len();
-            let allowed: Vec<bool> = (0..labels).map(|l| l == 0 || r.plan.get(at * shape.types + (l - 1) / 2).is_some_and(|&x| x > 0.0)).collect();
+            let allowed: Vec<bool> =
+                (0..labels).map(|l| l == 0 || r.plan.get(at * shape.types + (l - 1) / 2).is_some_and(|&x| x > 0.0)).collect();
             out.push(viterbi(&lp_all[at * labels..(at + n) * labels], labels, &allowed));
             at += n;
         }
@@ -274,9 +288,23 @@ pub fn label_f1(pred: &[Vec<u32>], gold: &[Vec<u32>]) -> f64 {
 }
 
 /// Trains a tagger; returns the best-validation model, the curve and the kept epoch.
-pub fn train_tagger(shape: TaggerShape, train: &TagData, val: &TagData, cfg: &TaggerConfig, dev: &Device) -> Result<(Tagger, Vec<TaggerEpoch>, u32)> {
-    if let Some(s) = train.sentences.iter().chain(&val.sentences).find(|s| s.words.len() != s.shapes.len() || s.labels.len() != s.words.len()) {
-        return Err(ModelError::Internal(format!("tagger sentence of query {} has {} words, {} shapes, {} labels", s.query, s.words.len(), s.shapes.len(), s.labels.len())));
+pub fn train_tagger(
+    shape: TaggerShape,
+    train: &TagData,
+    val: &TagData,
+    cfg: &TaggerConfig,
+    dev: &Device,
+) -> Result<(Tagger, Vec<TaggerEpoch>, u32)> {
+    if let Some(s) =
+        train.sentences.iter().chain(&val.sentences).find(|s| s.words.len() != s.shapes.len() || s.labels.len() != s.words.len())
+    {
+        return Err(ModelError::Internal(format!(
+            "tagger sentence of query {} has {} words, {} shapes, {} labels",
+            s.query,
+            s.words.len(),
+            s.shapes.len(),
+            s.labels.len()
+        )));
     }
     if let Some(l) = train.sentences.iter().flat_map(|s| s.labels.iter()).find(|&&l| l as usize >= shape.labels()) {
         return Err(ModelError::Internal(format!("label {l} outside the {} labels", shape.labels())));
@@ -290,7 +318,8 @@ pub fn train_tagger(shape: TaggerShape, train: &TagData, val: &TagData, cfg: &Ta
     let mut rng = Stream(cfg.seed ^ 0x7461_6762);
     let mut model = Tagger::new(shape, cfg.seed, &ad);
     let mut optim = AdamConfig::new().with_epsilon(1e-8).init();
-    let q_all: Tensor<2> = Tensor::from_data(TensorData::new(train.queries.clone(), [train.queries.len() / train.qdim.max(1), train.qdim.max(1)]), &ad);
+    let q_all: Tensor<2> =
+        Tensor::from_data(TensorData::new(train.queries.clone(), [train.queries.len() / train.qdim.max(1), train.qdim.max(1)]), &ad);
     let gold: Vec<Vec<u32>> = val.sentences.iter().map(|s| s.labels.clone()).collect();
     let labels = shape.labels();
     let mut curve = Vec::new();
@@ -391,7 +420,9 @@ mod tests {
                 let allowed = [true, true, true, rng.unit() < 0.5, true];
                 let allowed = [allowed[0], allowed[1], allowed[2], allowed[3], allowed[3]];
                 let valid = |seq: &[usize]| {
-                    seq.iter().enumerate().all(|(i, &l)| allowed[l] && (l == 0 || l % 2 == 1 || (i > 0 && seq[i - 1] != 0 && (seq[i - 1] - 1) / 2 == (l - 1) / 2)))
+                    seq.iter().enumerate().all(|(i, &l)| {
+                        allowed[l] && (l == 0 || l % 2 == 1 || (i > 0 && seq[i - 1] != 0 && (seq[i - 1] - 1) / 2 == (l - 1) / 2))
+                    })
                 };
                 let mut best: Option<(f64, Vec<usize>)> = None;
                 for code in 0..labels.pow(n as u32) {

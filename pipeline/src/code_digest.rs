@@ -138,7 +138,10 @@ fn strip_comments(src: &str) -> (Vec<char>, Vec<bool>) {
                 }
             }
             push(' ', false, &mut out, &mut lit);
-        } else if c[i] == 'r' && (at(i + 1) == '"' || (at(i + 1) == '#' && (at(i + 2) == '"' || at(i + 2) == '#'))) && !is_ident(at(i.wrapping_sub(1))) {
+        } else if c[i] == 'r'
+            && (at(i + 1) == '"' || (at(i + 1) == '#' && (at(i + 2) == '"' || at(i + 2) == '#')))
+            && !is_ident(at(i.wrapping_sub(1)))
+        {
             // Raw string r#"…"#: ends at a quote followed by as many hashes.
             let start = i;
             i += 1;
@@ -192,7 +195,8 @@ fn is_ident(c: char) -> bool {
 /// through the first `{…}` block at depth 0, outside literals.
 fn strip_test_items(c: &[char], lit: &[bool]) -> (String, Vec<String>) {
     let marker: Vec<char> = "#[cfg(test)]".chars().collect();
-    let starts_with = |i: usize, pat: &[char]| c.len() >= i + pat.len() && c[i..i + pat.len()] == *pat && !lit[i..i + pat.len()].iter().any(|&l| l);
+    let starts_with =
+        |i: usize, pat: &[char]| c.len() >= i + pat.len() && c[i..i + pat.len()] == *pat && !lit[i..i + pat.len()].iter().any(|&l| l);
     let mut out = String::with_capacity(c.len());
     let mut modules = Vec::new();
     let mut i = 0;
@@ -335,7 +339,9 @@ mod tests {
         let d0 = digest(root).expect("digest");
         // Not code: a test in the planner, its doc comments, a test-only file, the README, bench
         // scripts, the binary's own sources.
-        edit(root, "models/src/planner.rs", |t| t.replacen("#[cfg(test)]\nmod tests {", "#[cfg(test)]\nmod tests {\n    #[test]\n    fn extra() { assert_eq!(1 + 1, 2); }", 1));
+        edit(root, "models/src/planner.rs", |t| {
+            t.replacen("#[cfg(test)]\nmod tests {", "#[cfg(test)]\nmod tests {\n    #[test]\n    fn extra() { assert_eq!(1 + 1, 2); }", 1)
+        });
         edit(root, "models/src/planner.rs", |t| t.replacen("//!", "//! An edited doc line.\n//!", 1));
         edit(root, "datasets/src/real_tests.rs", |t| format!("{t}\n// edited\n"));
         edit(root, "README.md", |t| format!("{t}\nMore words.\n"));
@@ -343,7 +349,9 @@ mod tests {
         edit(root, "pipeline/src/cli.rs", |t| format!("{t}\n// edited\n"));
         assert_eq!(digest(root).expect("digest"), d0, "tests, comments, README, bench and CLI code are not the stages' code");
         // Code: the planner's default learning rate.
-        edit(root, "models/src/planner.rs", |t| t.replacen("fn default() -> Self {", "fn default() -> Self {\n        let _edited = 0;", 1));
+        edit(root, "models/src/planner.rs", |t| {
+            t.replacen("fn default() -> Self {", "fn default() -> Self {\n        let _edited = 0;", 1)
+        });
         let d1 = digest(root).expect("digest");
         assert_ne!(d1, d0, "editing models/src/planner.rs changes the code digest");
         // A dependency version.
@@ -353,7 +361,15 @@ mod tests {
 
     #[test]
     fn files_of_test_only_modules_are_left_out_wherever_they_sit() {
-        let a = tree(&[("stages/src/lib.rs", "pub mod x;\n#[cfg(test)]\nmod checks;\n"), ("stages/src/x.rs", "pub fn f() {}\n#[cfg(test)]\nmod tests;\n"), ("stages/src/checks.rs", "fn a() {}"), ("stages/src/x/tests.rs", "fn b() {}"), ("schemas/src/lib.rs", ""), ("datasets/src/lib.rs", ""), ("models/src/lib.rs", "")]);
+        let a = tree(&[
+            ("stages/src/lib.rs", "pub mod x;\n#[cfg(test)]\nmod checks;\n"),
+            ("stages/src/x.rs", "pub fn f() {}\n#[cfg(test)]\nmod tests;\n"),
+            ("stages/src/checks.rs", "fn a() {}"),
+            ("stages/src/x/tests.rs", "fn b() {}"),
+            ("schemas/src/lib.rs", ""),
+            ("datasets/src/lib.rs", ""),
+            ("models/src/lib.rs", ""),
+        ]);
         let d0 = digest(a.path()).expect("digest");
         std::fs::write(a.path().join("stages/src/checks.rs"), "fn a2() {}").expect("edit");
         std::fs::write(a.path().join("stages/src/x/tests.rs"), "fn b2() {}").expect("edit");

@@ -121,7 +121,11 @@ pub enum Decision {
 /// Why a stage must run, or why it may be skipped.
 pub fn decide(dir: &Path, fp: &str, code: &str, config: &serde_json::Value, inputs: &BTreeMap<String, String>, force: bool) -> Decision {
     let Some(m) = read_manifest(dir) else {
-        return Decision::Run(if dir.exists() { "no complete previous run (interrupted or failed)".into() } else { "no previous run".into() });
+        return Decision::Run(if dir.exists() {
+            "no complete previous run (interrupted or failed)".into()
+        } else {
+            "no previous run".into()
+        });
     };
     if force {
         return Decision::Run("--force".into());
@@ -339,10 +343,23 @@ mod tests {
         let mut out = BTreeMap::new();
         for (name, bytes) in outputs {
             std::fs::write(dir.join(name), bytes).expect("output");
-            out.insert(name.to_string(), OutputInfo { sha256: io::sha256_file(&dir.join(name)).expect("sha"), bytes: bytes.len() as u64, rows: None });
+            out.insert(
+                name.to_string(),
+                OutputInfo { sha256: io::sha256_file(&dir.join(name)).expect("sha"), bytes: bytes.len() as u64, rows: None },
+            );
         }
         let fp = fingerprint("mor", code, config, inputs);
-        let m = Manifest { stage: "mor".into(), code_version: code.into(), fingerprint: fp, config: config.clone(), inputs: inputs.clone(), outputs: out, timings: Vec::new(), total_seconds: 0.0, finished_at_unix: 0 };
+        let m = Manifest {
+            stage: "mor".into(),
+            code_version: code.into(),
+            fingerprint: fp,
+            config: config.clone(),
+            inputs: inputs.clone(),
+            outputs: out,
+            timings: Vec::new(),
+            total_seconds: 0.0,
+            finished_at_unix: 0,
+        };
         std::fs::write(dir.join(MANIFEST), serde_json::to_string(&m).expect("json")).expect("manifest");
     }
 
@@ -363,7 +380,10 @@ mod tests {
         assert_eq!(decide(dir, &fp(old, &cfg, &inputs2), old, &cfg, &inputs2, false), Decision::Run("input `planning` changed".into()));
         assert_eq!(decide(dir, &fp(old, &cfg, &inputs), old, &cfg, &inputs, true), Decision::Run("--force".into()));
         std::fs::write(dir.join("run.parquet"), b"other").expect("tamper");
-        assert_eq!(decide(dir, &fp(old, &cfg, &inputs), old, &cfg, &inputs, false), Decision::Run("output run.parquet was modified".into()));
+        assert_eq!(
+            decide(dir, &fp(old, &cfg, &inputs), old, &cfg, &inputs, false),
+            Decision::Run("output run.parquet was modified".into())
+        );
         // This binary's code version carries the build's code digest.
         assert!(code_version(tgrag_stages::all()[0]).ends_with(CODE_DIGEST) && CODE_DIGEST.len() == 32);
     }

@@ -88,7 +88,11 @@ fn second_run_skips_everything_force_reruns_and_config_change_reruns_downstream(
     let o = d.path();
     let first = ok(tgrag(o, &["run", "--size", "tiny"]));
     let v = verbs(&first);
-    assert_eq!(v.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(), vec!["ingest", "graph", "bm25", "dense", "planning", "mor", "pasemiqa", "toporag", "metrics"], "{first}");
+    assert_eq!(
+        v.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(),
+        vec!["ingest", "graph", "bm25", "dense", "planning", "mor", "pasemiqa", "toporag", "metrics"],
+        "{first}"
+    );
     assert!(v.iter().all(|x| x.1 == "ran"), "{first}");
     assert!(first.contains("report:"), "{first}");
 
@@ -132,10 +136,19 @@ fn sql_counts_nodes_and_schema_and_stages_describe() {
     assert!(out.contains(&format!("| {} ", nodes.num_rows())), "{out}");
     // Joins across stages work on the registered names.
     let out = ok(tgrag(o, &["sql", "SELECT method, count(*) AS q FROM synthetic_metrics_per_query GROUP BY method"]));
-    assert!(out.contains("bm25") && out.contains("| dense ") && out.contains("| mor ") && out.contains("| mor-no-rerank ") && out.contains("| pasemiqa ") && out.contains("| 80 "), "{out}");
+    assert!(
+        out.contains("bm25")
+            && out.contains("| dense ")
+            && out.contains("| mor ")
+            && out.contains("| mor-no-rerank ")
+            && out.contains("| pasemiqa ")
+            && out.contains("| 80 "),
+        "{out}"
+    );
     // The structure-aware reranker beats MoR without it on the validation queries (mean hit@1).
     let pq = tgrag_schemas::io::read_parquet(&o.join("synthetic/metrics/per_query.parquet")).expect("per_query");
-    let (method, split) = (tgrag_schemas::columns::strs(&pq, "method").expect("method"), tgrag_schemas::columns::strs(&pq, "split").expect("split"));
+    let (method, split) =
+        (tgrag_schemas::columns::strs(&pq, "method").expect("method"), tgrag_schemas::columns::strs(&pq, "split").expect("split"));
     let hit1 = tgrag_schemas::columns::f64s(&pq, "hit1").expect("hit1");
     let mean = |m: &str| {
         let v: Vec<f64> = (0..pq.num_rows()).filter(|&i| method.value(i) == m && split.value(i) == "val").map(|i| hit1.value(i)).collect();
@@ -483,9 +496,11 @@ fn fixture_rows(path: &Path, graph: i32, alpha: Option<i32>) -> RecordBatch {
     let b = tgrag_schemas::io::read_parquet(path).expect("fixture");
     let g = b.column_by_name("graph_id").expect("graph_id").as_primitive::<arrow::datatypes::Int32Type>();
     let a = b.column_by_name("alpha_id").map(|c| c.as_primitive::<arrow::datatypes::Int32Type>().clone());
-    let keep: arrow::array::BooleanArray = (0..b.num_rows()).map(|i| Some(g.value(i) == graph && alpha.is_none_or(|x| a.as_ref().is_some_and(|a| a.value(i) == x)))).collect();
+    let keep: arrow::array::BooleanArray =
+        (0..b.num_rows()).map(|i| Some(g.value(i) == graph && alpha.is_none_or(|x| a.as_ref().is_some_and(|a| a.value(i) == x)))).collect();
     let f = arrow::compute::filter_record_batch(&b, &keep).expect("filter");
-    let idx: Vec<usize> = (0..f.num_columns()).filter(|&i| !["graph_id", "alpha_id"].contains(&f.schema().field(i).name().as_str())).collect();
+    let idx: Vec<usize> =
+        (0..f.num_columns()).filter(|&i| !["graph_id", "alpha_id"].contains(&f.schema().field(i).name().as_str())).collect();
     f.project(&idx).expect("project")
 }
 
@@ -505,7 +520,17 @@ fn diffusion_and_graphwave_commands_reproduce_the_fixtures() {
     tgrag_schemas::io::write_parquet_atomic(&e, &fixture_rows(&diff.join("edges.parquet"), 2, None)).expect("edges");
     tgrag_schemas::io::write_parquet_atomic(&r, &fixture_rows(&diff.join("R.parquet"), 2, None)).expect("R");
     for (flag, tol) in [(None, 1e-4), (Some("--f64"), 1e-9)] {
-        let mut args = vec!["diffusion", "--edges", e.to_str().expect("utf8"), "--projection", r.to_str().expect("utf8"), "--alpha", "0.5,0.3,0.2", "--out", p.to_str().expect("utf8")];
+        let mut args = vec![
+            "diffusion",
+            "--edges",
+            e.to_str().expect("utf8"),
+            "--projection",
+            r.to_str().expect("utf8"),
+            "--alpha",
+            "0.5,0.3,0.2",
+            "--out",
+            p.to_str().expect("utf8"),
+        ];
         args.extend(flag);
         ok(tgrag(&out, &args));
         let got = tgrag_schemas::io::read_parquet(&p).expect("P");
@@ -522,7 +547,22 @@ fn diffusion_and_graphwave_commands_reproduce_the_fixtures() {
     // GraphWave on graph 1 (house_cycle, 40 nodes), exact mode, fixture's column layout.
     let w = tmp.path().join("W.parquet");
     tgrag_schemas::io::write_parquet_atomic(&e, &fixture_rows(&gw.join("edges.parquet"), 1, None)).expect("edges");
-    ok(tgrag(&out, &["graphwave", "--edges", e.to_str().expect("utf8"), "--scales", "0.5,1,3", "--points", "25", "--mode", "exact", "--out", w.to_str().expect("utf8")]));
+    ok(tgrag(
+        &out,
+        &[
+            "graphwave",
+            "--edges",
+            e.to_str().expect("utf8"),
+            "--scales",
+            "0.5,1,3",
+            "--points",
+            "25",
+            "--mode",
+            "exact",
+            "--out",
+            w.to_str().expect("utf8"),
+        ],
+    ));
     let got = tgrag_schemas::io::read_parquet(&w).expect("W");
     let want = fixture_rows(&gw.join("embeddings.parquet"), 1, None);
     let names: Vec<String> = got.schema().fields().iter().map(|f| f.name().clone()).collect();
@@ -533,10 +573,25 @@ fn diffusion_and_graphwave_commands_reproduce_the_fixtures() {
         }
     }
     // A projection row naming a node outside 0..N is refused with file, row and column; no output.
-    let bad = RecordBatch::try_from_iter([("node", Arc::new(UInt32Array::from(vec![0, 5])) as ArrayRef), ("r00", Arc::new(Float64Array::from(vec![1.0, 2.0])) as ArrayRef)]).expect("batch");
+    let bad = RecordBatch::try_from_iter([
+        ("node", Arc::new(UInt32Array::from(vec![0, 5])) as ArrayRef),
+        ("r00", Arc::new(Float64Array::from(vec![1.0, 2.0])) as ArrayRef),
+    ])
+    .expect("batch");
     tgrag_schemas::io::write_parquet_atomic(&r, &bad).expect("bad R");
     let p2 = tmp.path().join("P2.parquet");
-    let o = tgrag(&out, &["diffusion", "--edges", e.to_str().expect("utf8"), "--projection", r.to_str().expect("utf8"), "--out", p2.to_str().expect("utf8")]);
+    let o = tgrag(
+        &out,
+        &[
+            "diffusion",
+            "--edges",
+            e.to_str().expect("utf8"),
+            "--projection",
+            r.to_str().expect("utf8"),
+            "--out",
+            p2.to_str().expect("utf8"),
+        ],
+    );
     assert!(!o.status.success());
     let msg = stderr(&o);
     assert!(msg.contains("R.parquet") && msg.contains("row 2") && msg.contains("`node`"), "{msg}");
@@ -546,7 +601,8 @@ fn diffusion_and_graphwave_commands_reproduce_the_fixtures() {
 /// A fixture table with `qid` renamed to `query_id` (the layout `tgrag evaluate` reads).
 fn with_query_id(path: &Path) -> RecordBatch {
     let b = tgrag_schemas::io::read_parquet(path).expect("fixture");
-    let fields: Vec<arrow::datatypes::Field> = b.schema().fields().iter().map(|f| f.as_ref().clone().with_name(if f.name() == "qid" { "query_id" } else { f.name() })).collect();
+    let fields: Vec<arrow::datatypes::Field> =
+        b.schema().fields().iter().map(|f| f.as_ref().clone().with_name(if f.name() == "qid" { "query_id" } else { f.name() })).collect();
     RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), b.columns().to_vec()).expect("rename")
 }
 
@@ -582,7 +638,11 @@ fn evaluate_reproduces_the_ranking_metrics_fixture_and_refuses_bad_rows() {
         ("score", Arc::new(Float64Array::from(vec![-0.5, -1.0])) as ArrayRef),
     ])
     .expect("batch");
-    let gold = RecordBatch::try_from_iter([("query_id", Arc::new(UInt32Array::from(vec![1])) as ArrayRef), ("node_id", Arc::new(UInt32Array::from(vec![9])) as ArrayRef)]).expect("batch");
+    let gold = RecordBatch::try_from_iter([
+        ("query_id", Arc::new(UInt32Array::from(vec![1])) as ArrayRef),
+        ("node_id", Arc::new(UInt32Array::from(vec![9])) as ArrayRef),
+    ])
+    .expect("batch");
     tgrag_schemas::io::write_parquet_atomic(&run, &small).expect("run");
     tgrag_schemas::io::write_parquet_atomic(&ans, &gold).expect("answers");
     for (mode, want) in [("stark", 0.1), ("mor", 0.125)] {
@@ -636,7 +696,11 @@ fn val_queries(plans: &Path, o: &Path) -> (String, PathBuf) {
         })
         .unzip();
     let qfile = o.join("q.parquet");
-    let qb = RecordBatch::try_from_iter(vec![("query_id", Arc::new(UInt32Array::from(ids)) as ArrayRef), ("text", Arc::new(StringArray::from(qs)) as ArrayRef)]).expect("batch");
+    let qb = RecordBatch::try_from_iter(vec![
+        ("query_id", Arc::new(UInt32Array::from(ids)) as ArrayRef),
+        ("text", Arc::new(StringArray::from(qs)) as ArrayRef),
+    ])
+    .expect("batch");
     tgrag_schemas::io::write_parquet_atomic(&qfile, &qb).expect("write");
     (text, qfile)
 }
@@ -654,7 +718,8 @@ fn train_planner_and_plan_on_mor_files_agree_are_deterministic_and_refuse_bad_in
     // A slice of MoR's MAG files (the full files take minutes; the closing note has those figures).
     let plans = plan_slice(&src, o, [150, 450, 120]);
     let p = plans.to_str().expect("utf8");
-    let train = |out: &str| tgrag(o, &["train-planner", "--plans", p, "--out", out, "--encoder", "hash", "--epochs", "4", "--tagger-epochs", "2"]);
+    let train =
+        |out: &str| tgrag(o, &["train-planner", "--plans", p, "--out", out, "--encoder", "hash", "--epochs", "4", "--tagger-epochs", "2"]);
     let m1 = o.join("m1");
     let out = ok(train(m1.to_str().expect("utf8")));
     assert!(out.contains("metapath exact") && out.contains("restriction token F1"), "{out}");
@@ -674,7 +739,8 @@ fn train_planner_and_plan_on_mor_files_agree_are_deterministic_and_refuse_bad_in
     assert!((got("metapath_exact") - want_exact).abs() < 1e-12 && (got("restriction_token_f1") - want_f1).abs() < 1e-12);
     assert!(got("path_set_exact") >= got("metapath_exact"));
     // The exact flag is the string comparison of gold and predicted metapaths.
-    let (gm, pm) = (val.column_by_name("gold_metapath").expect("g").as_string::<i32>(), val.column_by_name("metapath").expect("m").as_string::<i32>());
+    let (gm, pm) =
+        (val.column_by_name("gold_metapath").expect("g").as_string::<i32>(), val.column_by_name("metapath").expect("m").as_string::<i32>());
     for &i in &judged {
         assert_eq!(exact.value(i), gm.value(i) == pm.value(i), "row {i}");
     }
@@ -685,7 +751,24 @@ fn train_planner_and_plan_on_mor_files_agree_are_deterministic_and_refuse_bad_in
     let distinct: std::collections::BTreeSet<String> = cands.iter().map(|c| c.to_string()).collect();
     assert!(cands.len() >= 5 && distinct.len() == cands.len(), "{cands:?}");
     let mg = o.join("mg");
-    ok(tgrag(o, &["train-planner", "--plans", p, "--out", mg.to_str().expect("utf8"), "--encoder", "hash", "--epochs", "1", "--tagger-epochs", "1", "--decode", "greedy"]));
+    ok(tgrag(
+        o,
+        &[
+            "train-planner",
+            "--plans",
+            p,
+            "--out",
+            mg.to_str().expect("utf8"),
+            "--encoder",
+            "hash",
+            "--epochs",
+            "1",
+            "--tagger-epochs",
+            "1",
+            "--decode",
+            "greedy",
+        ],
+    ));
     let meta_g: serde_json::Value = serde_json::from_slice(&std::fs::read(mg.join("model.json")).expect("model.json")).expect("json");
     assert_eq!(meta_g["candidates"].as_array().map(Vec::len), Some(0));
     let r = tgrag(o, &["train-planner", "--plans", p, "--out", o.join("mb").to_str().expect("utf8"), "--decode", "beam"]);
@@ -695,7 +778,18 @@ fn train_planner_and_plan_on_mor_files_agree_are_deterministic_and_refuse_bad_in
     // `tgrag plan` with the saved model reproduces the validation predictions (strict reload).
     let (text, qfile) = val_queries(&plans, o);
     let pfile = o.join("p.parquet");
-    ok(tgrag(o, &["plan", "--model", m1.to_str().expect("utf8"), "--queries", qfile.to_str().expect("utf8"), "--out", pfile.to_str().expect("utf8")]));
+    ok(tgrag(
+        o,
+        &[
+            "plan",
+            "--model",
+            m1.to_str().expect("utf8"),
+            "--queries",
+            qfile.to_str().expect("utf8"),
+            "--out",
+            pfile.to_str().expect("utf8"),
+        ],
+    ));
     let planned = table(&pfile);
     for c in ["metapath", "restrictions"] {
         assert_eq!(planned.column_by_name(c).expect(c).as_string::<i32>(), val.column_by_name(c).expect(c).as_string::<i32>(), "{c}");
@@ -712,7 +806,8 @@ fn train_planner_and_plan_on_mor_files_agree_are_deterministic_and_refuse_bad_in
     for f in ["llama_ft.jsonl", "plans_val.jsonl"] {
         std::fs::copy(plans.join(f), bad.join(f)).expect("copy");
     }
-    std::fs::write(bad.join("plans_train.jsonl"), format!("{}\n{{\"q_id\": \"seven\"}}\n", text.lines().next().expect("line"))).expect("write");
+    std::fs::write(bad.join("plans_train.jsonl"), format!("{}\n{{\"q_id\": \"seven\"}}\n", text.lines().next().expect("line")))
+        .expect("write");
     let m3 = o.join("m3");
     let r = tgrag(o, &["train-planner", "--plans", bad.to_str().expect("utf8"), "--out", m3.to_str().expect("utf8"), "--encoder", "hash"]);
     assert!(!r.status.success());
@@ -725,7 +820,18 @@ fn train_planner_and_plan_on_mor_files_agree_are_deterministic_and_refuse_bad_in
     assert!(!r.status.success() && stderr(&r).contains("--hash-dim 3"), "{}", stderr(&r));
     assert!(!m3.exists());
     // `plan` without a model folder says so.
-    let r = tgrag(o, &["plan", "--model", o.join("nope").to_str().expect("utf8"), "--queries", qfile.to_str().expect("utf8"), "--out", pfile.to_str().expect("utf8")]);
+    let r = tgrag(
+        o,
+        &[
+            "plan",
+            "--model",
+            o.join("nope").to_str().expect("utf8"),
+            "--queries",
+            qfile.to_str().expect("utf8"),
+            "--out",
+            pfile.to_str().expect("utf8"),
+        ],
+    );
     assert!(!r.status.success() && stderr(&r).contains("model.json"), "{}", stderr(&r));
 }
 
@@ -738,7 +844,10 @@ fn train_planner_with_a_tuned_minilm_layer_reloads_and_is_deterministic() {
     let Some(src) = shared_or_skip("datasets/mor-plans/amazon", "plans_val.jsonl") else { return };
     let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../weights/all-MiniLM-L6-v2");
     if !model.join("model.safetensors").exists() {
-        eprintln!("SKIP train_planner_with_a_tuned_minilm_layer_reloads_and_is_deterministic: no model in {} (run `make models`)", model.display());
+        eprintln!(
+            "SKIP train_planner_with_a_tuned_minilm_layer_reloads_and_is_deterministic: no model in {} (run `make models`)",
+            model.display()
+        );
         return;
     }
     let d = tempfile::tempdir().expect("tmp");
@@ -746,7 +855,21 @@ fn train_planner_with_a_tuned_minilm_layer_reloads_and_is_deterministic() {
     let plans = plan_slice(&src, o, [60, 140, 40]);
     let (p, m) = (plans.to_str().expect("utf8"), model.to_str().expect("utf8"));
     let train = |out: &Path, extra: &[&str]| {
-        let mut args = vec!["train-planner", "--plans", p, "--out", out.to_str().expect("utf8"), "--model-dir", m, "--epochs", "2", "--tagger-epochs", "1", "--tune-epochs", "2"];
+        let mut args = vec![
+            "train-planner",
+            "--plans",
+            p,
+            "--out",
+            out.to_str().expect("utf8"),
+            "--model-dir",
+            m,
+            "--epochs",
+            "2",
+            "--tagger-epochs",
+            "1",
+            "--tune-epochs",
+            "2",
+        ];
         args.extend_from_slice(extra);
         tgrag(o, &args)
     };
@@ -765,7 +888,18 @@ fn train_planner_with_a_tuned_minilm_layer_reloads_and_is_deterministic() {
     // `plan` reloads the tuned layers and reproduces the validation predictions.
     let (_, qfile) = val_queries(&plans, o);
     let pfile = o.join("p.parquet");
-    ok(tgrag(o, &["plan", "--model", m1.to_str().expect("utf8"), "--queries", qfile.to_str().expect("utf8"), "--out", pfile.to_str().expect("utf8")]));
+    ok(tgrag(
+        o,
+        &[
+            "plan",
+            "--model",
+            m1.to_str().expect("utf8"),
+            "--queries",
+            qfile.to_str().expect("utf8"),
+            "--out",
+            pfile.to_str().expect("utf8"),
+        ],
+    ));
     let (planned, val) = (table(&pfile), table(&m1.join("validation.parquet")));
     for c in ["metapath", "restrictions"] {
         assert_eq!(planned.column_by_name(c).expect(c).as_string::<i32>(), val.column_by_name(c).expect(c).as_string::<i32>(), "{c}");
@@ -777,7 +911,18 @@ fn train_planner_with_a_tuned_minilm_layer_reloads_and_is_deterministic() {
         std::fs::copy(m1.join(f), broken.join(f)).expect("copy");
     }
     std::fs::write(broken.join("encoder.safetensors"), b"garbage").expect("write");
-    let r = tgrag(o, &["plan", "--model", broken.to_str().expect("utf8"), "--queries", qfile.to_str().expect("utf8"), "--out", o.join("x.parquet").to_str().expect("utf8")]);
+    let r = tgrag(
+        o,
+        &[
+            "plan",
+            "--model",
+            broken.to_str().expect("utf8"),
+            "--queries",
+            qfile.to_str().expect("utf8"),
+            "--out",
+            o.join("x.parquet").to_str().expect("utf8"),
+        ],
+    );
     assert!(!r.status.success() && stderr(&r).contains("encoder.safetensors") && !o.join("x.parquet").exists(), "{}", stderr(&r));
     // Same seed: byte-identical weights, curves and predictions.
     let m2 = o.join("m2");
@@ -786,7 +931,9 @@ fn train_planner_with_a_tuned_minilm_layer_reloads_and_is_deterministic() {
         assert_eq!(std::fs::read(m1.join(f)).expect("m1"), std::fs::read(m2.join(f)).expect("m2"), "{f} differs between two runs");
     }
     // Refused before any work, nothing written.
-    for (extra, says) in [(&["--tune-layers", "7"][..], "--tune-layers 7"), (&["--tune-layers", "1", "--encoder", "hash"][..], "--encoder minilm")] {
+    for (extra, says) in
+        [(&["--tune-layers", "7"][..], "--tune-layers 7"), (&["--tune-layers", "1", "--encoder", "hash"][..], "--encoder minilm")]
+    {
         let m3 = o.join("m3");
         let r = train(&m3, extra);
         assert!(!r.status.success() && stderr(&r).contains(says) && !m3.exists(), "{}", stderr(&r));
@@ -819,9 +966,16 @@ fn embed_default_and_f32_products_agree() {
         args.extend_from_slice(extra);
         ok(tgrag(dir.path(), &args));
         let b = tgrag_schemas::io::read_parquet(&path).expect("read");
-        let ids: Vec<i64> = b.column_by_name("id").expect("id").as_any().downcast_ref::<arrow::array::Int64Array>().expect("i64").values().to_vec();
+        let ids: Vec<i64> =
+            b.column_by_name("id").expect("id").as_any().downcast_ref::<arrow::array::Int64Array>().expect("i64").values().to_vec();
         assert_eq!(ids, (0..70).map(|i| 1000 - i).collect::<Vec<i64>>(), "ids in input order");
-        let e = b.column_by_name("embedding").expect("embedding").as_any().downcast_ref::<arrow::array::FixedSizeListArray>().expect("list").clone();
+        let e = b
+            .column_by_name("embedding")
+            .expect("embedding")
+            .as_any()
+            .downcast_ref::<arrow::array::FixedSizeListArray>()
+            .expect("list")
+            .clone();
         assert_eq!(e.value_length(), 384);
         e.values().as_any().downcast_ref::<arrow::array::Float32Array>().expect("f32").values().to_vec()
     };
@@ -833,7 +987,20 @@ fn embed_default_and_f32_products_agree() {
         let cos: f64 = a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum();
         assert!(cos >= 0.999_999, "default vs f32 products: cosine {cos}");
     }
-    let bad = tgrag(dir.path(), &["embed", "--input", inp.to_str().expect("utf8"), "--out", dir.path().join("x.parquet").to_str().expect("utf8"), "--model", m, "--products", "bf8"]);
+    let bad = tgrag(
+        dir.path(),
+        &[
+            "embed",
+            "--input",
+            inp.to_str().expect("utf8"),
+            "--out",
+            dir.path().join("x.parquet").to_str().expect("utf8"),
+            "--model",
+            m,
+            "--products",
+            "bf8",
+        ],
+    );
     assert!(!bad.status.success());
     assert!(stderr(&bad).contains("--products bf8"), "{}", stderr(&bad));
     assert!(!dir.path().join("x.parquet").exists());

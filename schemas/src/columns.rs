@@ -1,8 +1,7 @@
 //! Typed access to the columns of a batch, with errors instead of panics.
 
 use arrow::array::{
-    Array, AsArray, Float32Array, Float64Array, Int64Array, RecordBatch, StringArray, UInt8Array,
-    UInt32Array, UInt64Array,
+    Array, AsArray, Float32Array, Float64Array, Int64Array, RecordBatch, StringArray, UInt8Array, UInt32Array, UInt64Array,
 };
 use arrow::datatypes::{Float32Type, Float64Type, Int64Type, UInt8Type, UInt32Type, UInt64Type};
 
@@ -10,18 +9,12 @@ use crate::{Result, SchemaError};
 
 fn column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a dyn Array> {
     batch.column_by_name(name).map(|c| c.as_ref()).ok_or_else(|| {
-        SchemaError::arrow(
-            format!("column `{name}`"),
-            arrow::error::ArrowError::SchemaError(format!("no column `{name}` in batch")),
-        )
+        SchemaError::arrow(format!("column `{name}`"), arrow::error::ArrowError::SchemaError(format!("no column `{name}` in batch")))
     })
 }
 
 fn wrong_type(name: &str, want: &str, got: &arrow::datatypes::DataType) -> SchemaError {
-    SchemaError::arrow(
-        format!("column `{name}`"),
-        arrow::error::ArrowError::SchemaError(format!("expected {want}, found {got}")),
-    )
+    SchemaError::arrow(format!("column `{name}`"), arrow::error::ArrowError::SchemaError(format!("expected {want}, found {got}")))
 }
 
 macro_rules! getter {

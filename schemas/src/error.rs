@@ -66,13 +66,7 @@ pub enum SchemaError {
 
 impl SchemaError {
     /// A violation with every location field given.
-    pub fn violation(
-        file: impl Into<PathBuf>,
-        table: &str,
-        row: Option<usize>,
-        column: Option<&str>,
-        message: impl Into<String>,
-    ) -> Self {
+    pub fn violation(file: impl Into<PathBuf>, table: &str, row: Option<usize>, column: Option<&str>, message: impl Into<String>) -> Self {
         SchemaError::Violation(Box::new(Violation {
             file: file.into(),
             table: table.to_string(),

@@ -141,7 +141,8 @@ mod tests {
         assert_eq!(std::fs::read(&a).expect("a"), std::fs::read(&b).expect("b"));
         assert_eq!(read_table(&a, &crate::tables::EDGES).expect("read"), sample());
         // No temporary file is left behind.
-        let names: Vec<String> = std::fs::read_dir(d.path()).expect("dir").flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        let names: Vec<String> =
+            std::fs::read_dir(d.path()).expect("dir").flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
         assert_eq!(names.len(), 2, "{names:?}");
     }
 

@@ -18,4 +18,4 @@ pub mod tables;
 pub mod validate;
 
 pub use error::{Result, SchemaError, Violation};
-pub use table::{ColumnSpec, ColType, TableSpec};
+pub use table::{ColType, ColumnSpec, TableSpec};

@@ -119,15 +119,8 @@ pub struct TableSpec {
 impl TableSpec {
     /// Arrow schema, with the table name and version in its metadata.
     pub fn schema(&self) -> SchemaRef {
-        let fields: Vec<Field> = self
-            .columns
-            .iter()
-            .map(|c| Field::new(c.name, c.ty.data_type(), c.nullable))
-            .collect();
-        let meta = HashMap::from([
-            (META_TABLE.to_string(), self.name.to_string()),
-            (META_VERSION.to_string(), self.version.to_string()),
-        ]);
+        let fields: Vec<Field> = self.columns.iter().map(|c| Field::new(c.name, c.ty.data_type(), c.nullable)).collect();
+        let meta = HashMap::from([(META_TABLE.to_string(), self.name.to_string()), (META_VERSION.to_string(), self.version.to_string())]);
         Arc::new(Schema::new_with_metadata(fields, meta))
     }
 

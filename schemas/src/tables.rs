@@ -29,11 +29,7 @@ pub const EDGES: TableSpec = TableSpec {
     family: "knowledge base",
     doc: "One row per typed relation between two existing nodes.",
     run_dependent: false,
-    columns: &[
-        req("src", U32, "source node_id"),
-        req("dst", U32, "destination node_id"),
-        req("relation", Utf8, "relation type"),
-    ],
+    columns: &[req("src", U32, "source node_id"), req("dst", U32, "destination node_id"), req("relation", Utf8, "relation type")],
 };
 
 /// Queries over a knowledge base.

@@ -40,9 +40,7 @@ fn cast_column(spec: &TableSpec, file: &Path, name: &str, col: &ArrayRef, to: &D
         return Ok(col.clone());
     }
     let from = col.data_type().clone();
-    let type_violation = |row: Option<usize>, msg: String| {
-        SchemaError::violation(file, spec.name, row, Some(name), msg)
-    };
+    let type_violation = |row: Option<usize>, msg: String| SchemaError::violation(file, spec.name, row, Some(name), msg);
     let scalar_ok = is_int(to) || is_float(to) || matches!(to, DataType::Utf8 | DataType::Boolean);
     let from_ok = is_int(&from)
         || is_float(&from)
@@ -55,19 +53,12 @@ fn cast_column(spec: &TableSpec, file: &Path, name: &str, col: &ArrayRef, to: &D
         scalar_ok && from_ok && !(is_float(&from) && is_int(to)) && can_cast_types(&from, to)
     } || (matches!(to, DataType::List(_) | DataType::FixedSizeList(_, _)) && can_cast_types(&from, to));
     if !allowed {
-        return Err(type_violation(
-            first_non_null(col.as_ref()),
-            format!("has type {from}, expected {to}"),
-        ));
+        return Err(type_violation(first_non_null(col.as_ref()), format!("has type {from}, expected {to}")));
     }
     let opts = CastOptions { safe: true, ..Default::default() };
-    let out = cast_with_options(col, to, &opts)
-        .map_err(|e| type_violation(None, format!("cannot convert {from} to {to}: {e}")))?;
+    let out = cast_with_options(col, to, &opts).map_err(|e| type_violation(None, format!("cannot convert {from} to {to}: {e}")))?;
     if let Some(row) = (0..col.len()).find(|&i| col.is_valid(i) && out.is_null(i)) {
-        return Err(type_violation(
-            Some(row),
-            format!("value `{}` is not a valid {to}", value_str(col.as_ref(), row)),
-        ));
+        return Err(type_violation(Some(row), format!("value `{}` is not a valid {to}", value_str(col.as_ref(), row))));
     }
     Ok(out)
 }
@@ -83,7 +74,13 @@ pub fn conform(spec: &TableSpec, file: &Path, raw: &RecordBatch) -> Result<Recor
         let col = match raw.column_by_name(c.name) {
             Some(col) if c.ty.matches(col.data_type()) => col.clone(),
             Some(col) if c.ty == ColType::Vector => {
-                return Err(SchemaError::violation(file, spec.name, first_non_null(col.as_ref()), Some(c.name), format!("has type {}, expected a fixed-size list of f32", col.data_type())));
+                return Err(SchemaError::violation(
+                    file,
+                    spec.name,
+                    first_non_null(col.as_ref()),
+                    Some(c.name),
+                    format!("has type {}, expected a fixed-size list of f32", col.data_type()),
+                ));
             }
             Some(col) => cast_column(spec, file, c.name, col, &to)?,
             None if c.nullable => new_null_array(&to, raw.num_rows()),
@@ -108,7 +105,8 @@ pub fn conform(spec: &TableSpec, file: &Path, raw: &RecordBatch) -> Result<Recor
     // The spec's names, nullability and metadata; the data's own type where it matched (list item
     // fields, embedding widths).
     let schema = spec.schema();
-    let fields: Vec<Field> = schema.fields().iter().zip(&cols).map(|(f, c)| Field::new(f.name(), c.data_type().clone(), f.is_nullable())).collect();
+    let fields: Vec<Field> =
+        schema.fields().iter().zip(&cols).map(|(f, c)| Field::new(f.name(), c.data_type().clone(), f.is_nullable())).collect();
     RecordBatch::try_new(Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone())), cols)
         .map_err(|e| SchemaError::arrow(format!("{}: conforming to table `{}`", file.display(), spec.name), e))
 }
@@ -126,7 +124,13 @@ pub fn check_written(spec: &TableSpec, batch: &RecordBatch) -> Result<()> {
     }
     for (c, col) in spec.columns.iter().zip(batch.columns()) {
         if !c.ty.matches(col.data_type()) {
-            return Err(SchemaError::violation(here, spec.name, None, Some(c.name), format!("has type {}, expected {}", col.data_type(), c.ty.describe())));
+            return Err(SchemaError::violation(
+                here,
+                spec.name,
+                None,
+                Some(c.name),
+                format!("has type {}, expected {}", col.data_type(), c.ty.describe()),
+            ));
         }
         if !c.nullable
             && let Some(row) = (0..col.len()).find(|&i| col.is_null(i))
@@ -202,14 +206,7 @@ pub fn check_unique(spec: &TableSpec, file: &Path, batch: &RecordBatch, column: 
 }
 
 /// Rejects the first value of `column` that is not in `known` (a reference to a missing row).
-pub fn check_refs(
-    spec: &TableSpec,
-    file: &Path,
-    batch: &RecordBatch,
-    column: &str,
-    known: &IdSet,
-    what: &str,
-) -> Result<()> {
+pub fn check_refs(spec: &TableSpec, file: &Path, batch: &RecordBatch, column: &str, known: &IdSet, what: &str) -> Result<()> {
     let a = u32s(batch, column)?;
     if let Some(row) = (0..a.len()).find(|&i| a.is_valid(i) && !known.contains(a.value(i))) {
         return Err(SchemaError::violation(
@@ -232,12 +229,7 @@ pub struct Located<'a> {
 
 /// The cross-table rules of a knowledge base: unique node and query ids, edges between existing
 /// nodes, answers to existing queries and nodes.
-pub fn check_kb(
-    nodes: Located<'_>,
-    edges: Located<'_>,
-    queries: Option<Located<'_>>,
-    answers: Option<Located<'_>>,
-) -> Result<()> {
+pub fn check_kb(nodes: Located<'_>, edges: Located<'_>, queries: Option<Located<'_>>, answers: Option<Located<'_>>) -> Result<()> {
     check_unique(&tables::NODES, nodes.file, nodes.batch, "node_id")?;
     let node_ids = IdSet::from_array(u32s(nodes.batch, "node_id")?);
     for col in ["src", "dst"] {
@@ -307,12 +299,13 @@ pub fn check_emails(nodes: Located<'_>, emails: Located<'_>) -> Result<()> {
     check_unique(&tables::EMAILS, emails.file, emails.batch, "email_id")?;
     let ids = IdSet::from_array(u32s(nodes.batch, "node_id")?);
     check_refs(&tables::EMAILS, emails.file, emails.batch, "sender", &ids, "node_id")?;
-    let col = emails.batch.column_by_name("recipients").ok_or_else(|| {
-        SchemaError::violation(emails.file, "emails", None, Some("recipients"), "missing column")
-    })?;
-    let lists = col.as_list_opt::<i32>().ok_or_else(|| {
-        SchemaError::violation(emails.file, "emails", None, Some("recipients"), "not a list column")
-    })?;
+    let col = emails
+        .batch
+        .column_by_name("recipients")
+        .ok_or_else(|| SchemaError::violation(emails.file, "emails", None, Some("recipients"), "missing column"))?;
+    let lists = col
+        .as_list_opt::<i32>()
+        .ok_or_else(|| SchemaError::violation(emails.file, "emails", None, Some("recipients"), "not a list column"))?;
     for row in 0..lists.len() {
         let v = lists.value(row);
         let Some(v) = v.as_primitive_opt::<arrow::datatypes::UInt32Type>() else {
@@ -396,7 +389,8 @@ mod tests {
         let ok = batch(vec![("node_id", s(&["0", "1"])), ("node_type", s(&["a", "b"])), ("name", s(&["x", "y"])), ("doc", s(&["d", "e"]))]);
         let c = conform(&tables::NODES, &f, &ok).expect("conform");
         assert_eq!(c.column(0).data_type(), &DataType::UInt32);
-        let bad = batch(vec![("node_id", s(&["0", "-3"])), ("node_type", s(&["a", "b"])), ("name", s(&["x", "y"])), ("doc", s(&["d", "e"]))]);
+        let bad =
+            batch(vec![("node_id", s(&["0", "-3"])), ("node_type", s(&["a", "b"])), ("name", s(&["x", "y"])), ("doc", s(&["d", "e"]))]);
         let v = violation(conform(&tables::NODES, &f, &bad).expect_err("negative id"));
         assert_eq!((v.row, v.column.as_deref()), (Some(1), Some("node_id")));
         assert!(v.to_string().starts_with("nodes.csv: table `nodes`, row 1, column `node_id`"), "{v}");
@@ -435,12 +429,16 @@ mod tests {
             &batch(vec![("node_id", u(&[0, 1, 2, 1])), ("node_type", s(&["a"; 4])), ("name", s(&["n"; 4])), ("doc", s(&["d"; 4]))]),
         )
         .expect("nodes");
-        let edges = conform(&tables::EDGES, &ef, &batch(vec![("src", u(&[0, 2])), ("dst", u(&[1, 9])), ("relation", s(&["r", "r"]))])).expect("edges");
-        let v = violation(check_kb(Located { file: &nf, batch: &nodes }, Located { file: &ef, batch: &edges }, None, None).expect_err("dup"));
+        let edges = conform(&tables::EDGES, &ef, &batch(vec![("src", u(&[0, 2])), ("dst", u(&[1, 9])), ("relation", s(&["r", "r"]))]))
+            .expect("edges");
+        let v =
+            violation(check_kb(Located { file: &nf, batch: &nodes }, Located { file: &ef, batch: &edges }, None, None).expect_err("dup"));
         assert_eq!((v.file.as_path(), v.row, v.column.as_deref()), (nf.as_path(), Some(3), Some("node_id")));
         assert!(v.message.contains("first at row 1"), "{}", v.message);
         let nodes = nodes.slice(0, 3);
-        let v = violation(check_kb(Located { file: &nf, batch: &nodes }, Located { file: &ef, batch: &edges }, None, None).expect_err("dangling"));
+        let v = violation(
+            check_kb(Located { file: &nf, batch: &nodes }, Located { file: &ef, batch: &edges }, None, None).expect_err("dangling"),
+        );
         assert_eq!((v.file.as_path(), v.row, v.column.as_deref()), (ef.as_path(), Some(1), Some("dst")));
     }
 

@@ -126,7 +126,13 @@ fn violations(files: &BTreeMap<String, String>, stages: &[String]) -> Vec<String
         }
     }
     // Cycles: depth-first search over the graph without the crate root.
-    fn visit(m: &str, g: &BTreeMap<String, BTreeSet<String>>, state: &mut BTreeMap<String, u8>, stack: &mut Vec<String>, out: &mut Vec<String>) {
+    fn visit(
+        m: &str,
+        g: &BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<String, u8>,
+        stack: &mut Vec<String>,
+        out: &mut Vec<String>,
+    ) {
         state.insert(m.to_string(), 1);
         stack.push(m.to_string());
         for t in g.get(m).into_iter().flatten() {

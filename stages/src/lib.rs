@@ -107,7 +107,11 @@ pub fn deps_of(stage: &dyn Stage, all: &[&'static dyn Stage]) -> Vec<&'static st
 
 /// The stages whose `table` `stage` collects (see [`StageInfo::collects`]), in pipeline order.
 pub fn collected_from(stage: &dyn Stage, table: &str, all: &[&'static dyn Stage]) -> Vec<&'static str> {
-    all.iter().take_while(|s| s.info().name != stage.info().name).filter(|s| s.info().outputs.contains(&table)).map(|s| s.info().name).collect()
+    all.iter()
+        .take_while(|s| s.info().name != stage.info().name)
+        .filter(|s| s.info().outputs.contains(&table))
+        .map(|s| s.info().name)
+        .collect()
 }
 
 /// What a stage module implements: its description, its typed config and its work. Every

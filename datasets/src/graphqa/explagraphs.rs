@@ -50,7 +50,11 @@ pub fn textualize(graph: &str, path: &Path, at: &str) -> Result<TextGraph> {
         rest = &after[close + 1..];
         let parts: Vec<&str> = triple.split(';').collect();
         let [h, r, t] = parts[..] else {
-            return Err(DatasetError::malformed(path, format!("{at}, column graph"), format!("`({triple})` has {} `;`-separated parts, not 3", parts.len())));
+            return Err(DatasetError::malformed(
+                path,
+                format!("{at}, column graph"),
+                format!("`({triple})` has {} `;`-separated parts, not 3", parts.len()),
+            ));
         };
         let (h, r, t) = (h.to_lowercase(), r.to_lowercase(), t.to_lowercase());
         let s = g.intern(&mut index, h.trim());
@@ -135,7 +139,8 @@ pub fn load(dir: &Path, seed: u64) -> Result<(Vec<GraphQaItem>, PathBuf)> {
             Some(s) => s,
             None => super::random_splits(rows.len(), seed),
         };
-        let items = rows.iter().zip(splits).enumerate().map(|(i, (r, s))| item(r, s, &path, &format!("row {}", i + 1))).collect::<Result<_>>()?;
+        let items =
+            rows.iter().zip(splits).enumerate().map(|(i, (r, s))| item(r, s, &path, &format!("row {}", i + 1))).collect::<Result<_>>()?;
         return Ok((items, path));
     }
     let train = dir.join("train.tsv");

@@ -111,7 +111,9 @@ pub fn read_split_files(dir: &Path, n: usize) -> Result<Option<Vec<&'static str>
             }
             let at = format!("line {}", ln + 1);
             let i: usize = l.parse().map_err(|e| DatasetError::malformed(&p, &at, format!("`{l}` is not an index: {e}")))?;
-            let slot = out.get_mut(i).ok_or_else(|| DatasetError::malformed(&p, &at, format!("index {i} is out of range (there are {n} items)")))?;
+            let slot = out
+                .get_mut(i)
+                .ok_or_else(|| DatasetError::malformed(&p, &at, format!("index {i} is out of range (there are {n} items)")))?;
             if let Some(prev) = slot.replace(split) {
                 return Err(DatasetError::malformed(&p, &at, format!("index {i} is already in the {prev} split")));
             }
@@ -138,7 +140,11 @@ pub fn read_gretriever_graph(dir: &Path, i: usize) -> Result<TextGraph> {
     for r in 0..nodes.rows.len() {
         let id: u32 = nodes.int(r, ci)?;
         if id as usize != r {
-            return Err(DatasetError::malformed(&np, format!("row {}, column node_id", r + 1), format!("node id {id} where {r} was expected (ids are 0..n in order)")));
+            return Err(DatasetError::malformed(
+                &np,
+                format!("row {}, column node_id", r + 1),
+                format!("node id {id} where {r} was expected (ids are 0..n in order)"),
+            ));
         }
         g.nodes.push(nodes.rows[r][ca].clone());
     }
@@ -152,7 +158,11 @@ pub fn read_gretriever_graph(dir: &Path, i: usize) -> Result<TextGraph> {
         let (s, d): (u32, u32) = (edges.int(r, cs)?, edges.int(r, cd)?);
         for (v, c) in [(s, "src"), (d, "dst")] {
             if v as usize >= g.nodes.len() {
-                return Err(DatasetError::malformed(&ep, format!("row {}, column {c}", r + 1), format!("node {v} is not in {} ({} nodes)", np.display(), g.nodes.len())));
+                return Err(DatasetError::malformed(
+                    &ep,
+                    format!("row {}, column {c}", r + 1),
+                    format!("node {v} is not in {} ({} nodes)", np.display(), g.nodes.len()),
+                ));
             }
         }
         g.edges.push((s, edges.rows[r][cr].clone(), d));
@@ -162,11 +172,7 @@ pub fn read_gretriever_graph(dir: &Path, i: usize) -> Result<TextGraph> {
 
 /// A CSV field as pandas `to_csv` writes it (QUOTE_MINIMAL).
 fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
+    if s.contains([',', '"', '\n', '\r']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
 }
 
 /// Writes a graph as G-Retriever's `nodes/{i}.csv` and `edges/{i}.csv` (pandas `to_csv(index=False)`

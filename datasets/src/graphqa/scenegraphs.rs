@@ -94,7 +94,11 @@ pub fn textualize(sg: &SceneGraph, path: &Path, at: &str) -> Result<TextGraph> {
         g.nodes.push(text);
         for r in &o.relations {
             let dst = index.get(r.object.as_str()).ok_or_else(|| {
-                DatasetError::malformed(path, format!("{at}, object {}", sg.objects.0[i].0), format!("relation `{}` points to unknown object `{}`", r.name, r.object))
+                DatasetError::malformed(
+                    path,
+                    format!("{at}, object {}", sg.objects.0[i].0),
+                    format!("relation `{}` points to unknown object `{}`", r.name, r.object),
+                )
             })?;
             g.edges.push((i as u32, r.name.clone(), *dst));
         }
@@ -104,7 +108,8 @@ pub fn textualize(sg: &SceneGraph, path: &Path, at: &str) -> Result<TextGraph> {
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
     let text = crate::raw::read_utf8(path)?;
-    serde_json::from_str(&text).map_err(|e| DatasetError::malformed(path, format!("line {}, column {}", e.line(), e.column()), e.to_string()))
+    serde_json::from_str(&text)
+        .map_err(|e| DatasetError::malformed(path, format!("line {}, column {}", e.line(), e.column()), e.to_string()))
 }
 
 /// Questions over scene graphs: one item per question (in file order), split by `split_of`.
@@ -117,7 +122,11 @@ pub fn load(scene_graphs: &Path, questions: &[(&'static str, &Path)]) -> Result<
         let qs: Ordered<Question> = read_json(qpath)?;
         for (qid, q) in &qs.0 {
             let sg = by_image.get(q.image_id.as_str()).ok_or_else(|| {
-                DatasetError::malformed(qpath, format!("question {qid}, field imageId"), format!("image `{}` is not in {}", q.image_id, scene_graphs.display()))
+                DatasetError::malformed(
+                    qpath,
+                    format!("question {qid}, field imageId"),
+                    format!("image `{}` is not in {}", q.image_id, scene_graphs.display()),
+                )
             })?;
             let g = match cache.get(q.image_id.as_str()) {
                 Some(g) => g.clone(),
@@ -163,10 +172,19 @@ pub fn load_dir(dir: &Path, seed: u64) -> Result<Vec<GraphQaItem>> {
     for f in &q_files {
         let qs: Ordered<Question> = read_json(f)?;
         for (qid, q) in &qs.0 {
-            let (g, _) = graphs
-                .get(&q.image_id)
-                .ok_or_else(|| DatasetError::malformed(f, format!("question {qid}, field imageId"), format!("image `{}` is in no scene-graph file", q.image_id)))?;
-            items.push(GraphQaItem { question: format!("Question: {}\n\nAnswer:", q.question), answer: q.answer.clone(), split: "train", graph: g.clone() });
+            let (g, _) = graphs.get(&q.image_id).ok_or_else(|| {
+                DatasetError::malformed(
+                    f,
+                    format!("question {qid}, field imageId"),
+                    format!("image `{}` is in no scene-graph file", q.image_id),
+                )
+            })?;
+            items.push(GraphQaItem {
+                question: format!("Question: {}\n\nAnswer:", q.question),
+                answer: q.answer.clone(),
+                split: "train",
+                graph: g.clone(),
+            });
         }
     }
     let splits = super::random_splits(items.len(), seed);

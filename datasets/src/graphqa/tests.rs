@@ -9,16 +9,15 @@ use crate::test_support::{TestResult, malformed_at, shared, write};
 
 #[test]
 fn explagraphs_textualisation_by_hand() -> TestResult {
-    let g = explagraphs::textualize("(Cannabis; synonym of; Marijuana)(legal; causes ; more available)(marijuana; capable of; good thing)(good thing; desires; legal)", Path::new("x"), "row 1")?;
+    let g = explagraphs::textualize(
+        "(Cannabis; synonym of; Marijuana)(legal; causes ; more available)(marijuana; capable of; good thing)(good thing; desires; legal)",
+        Path::new("x"),
+        "row 1",
+    )?;
     assert_eq!(g.nodes, ["cannabis", "marijuana", "legal", "more available", "good thing"]);
     assert_eq!(
         g.edges,
-        [
-            (0, "synonym of".to_string(), 1),
-            (2, "causes".to_string(), 3),
-            (1, "capable of".to_string(), 4),
-            (4, "desires".to_string(), 2)
-        ]
+        [(0, "synonym of".to_string(), 1), (2, "causes".to_string(), 3), (1, "capable of".to_string(), 4), (4, "desires".to_string(), 2)]
     );
     // A triple spanning a newline is skipped by the regex, which restarts at the next `(`.
     let g = explagraphs::textualize("(a; b\n; c)(d; e; f)", Path::new("x"), "row 1")?;
@@ -38,7 +37,8 @@ fn explagraphs_real_files_have_manifest_counts() -> TestResult {
     assert_eq!((support, train.len() - support), (1335, 1033));
     // G-Retriever's file is train + dev; 5 rows differ only by its whitespace/punctuation clean-up.
     let orig: Vec<_> = train.iter().chain(&dev).collect();
-    let differ = orig.iter().zip(&gr).filter(|(a, b)| (a.belief.as_str(), a.argument.as_str()) != (b.belief.as_str(), b.argument.as_str())).count();
+    let differ =
+        orig.iter().zip(&gr).filter(|(a, b)| (a.belief.as_str(), a.argument.as_str()) != (b.belief.as_str(), b.argument.as_str())).count();
     assert!(differ <= 5, "{differ} rows differ");
     assert!(orig.iter().zip(&gr).all(|(a, b)| a.label == b.label));
     let mut triples = 0usize;
@@ -87,7 +87,9 @@ fn explagraphs_malformed_rows_are_located() -> TestResult {
     for &(name, body, at, reason) in cases {
         let p = write(tmp.path(), name, body)?;
         let r = explagraphs::read_original_tsv(&p, true).and_then(|rows| {
-            rows.iter().enumerate().try_for_each(|(i, r)| explagraphs::textualize(r.graph.as_deref().unwrap_or_default(), &p, &format!("line {}", i + 1)).map(|_| ()))
+            rows.iter().enumerate().try_for_each(|(i, r)| {
+                explagraphs::textualize(r.graph.as_deref().unwrap_or_default(), &p, &format!("line {}", i + 1)).map(|_| ())
+            })
         });
         let (path, got_at, got_reason) = malformed_at(r.err().ok_or(format!("{name}: accepted"))?)?;
         assert_eq!(path, p);
@@ -149,7 +151,11 @@ const SCENE: &str = r#"{"2386621": {"width": 500, "height": 333, "objects": {
 fn scene_graphs_follow_gretriever_textualisation() -> TestResult {
     let tmp = tempfile::tempdir()?;
     write(tmp.path(), "val_sceneGraphs.json", SCENE.as_bytes())?;
-    write(tmp.path(), "val_balanced_questions.json", br#"{"q9": {"imageId": "2386621", "question": "Who is left of the bench?", "answer": "man", "fullAnswer": "The man."}}"#)?;
+    write(
+        tmp.path(),
+        "val_balanced_questions.json",
+        br#"{"q9": {"imageId": "2386621", "question": "Who is left of the bench?", "answer": "man", "fullAnswer": "The man."}}"#,
+    )?;
     let items = scenegraphs::load_dir(tmp.path(), 1)?;
     assert_eq!(items.len(), 1);
     let g = &items[0].graph;
@@ -199,17 +205,28 @@ fn webqsp_both_question_formats() -> TestResult {
 #[test]
 fn webqsp_malformed_and_rog_subgraphs() -> TestResult {
     let tmp = tempfile::tempdir()?;
-    let p = write(tmp.path(), "q.json", br#"[{"QuestionId": "a", "RawQuestion": "q?", "answer": ["x"]}, {"QuestionId": "b", "answer": []}]"#)?;
+    let p =
+        write(tmp.path(), "q.json", br#"[{"QuestionId": "a", "RawQuestion": "q?", "answer": ["x"]}, {"QuestionId": "b", "answer": []}]"#)?;
     let (_, at, _) = malformed_at(webqsp::load_questions(&p).err().ok_or("accepted a missing field")?)?;
     assert_eq!(at, "item 1 (b), field RawQuestion");
-    let p = write(tmp.path(), "q2.json", br#"{"Questions": [{"QuestionId": "a", "RawQuestion": "q?", "Parses": [{"Answers": [{"AnswerType": "Value"}]}]}]}"#)?;
+    let p = write(
+        tmp.path(),
+        "q2.json",
+        br#"{"Questions": [{"QuestionId": "a", "RawQuestion": "q?", "Parses": [{"Answers": [{"AnswerType": "Value"}]}]}]}"#,
+    )?;
     let (_, at, _) = malformed_at(webqsp::load_questions(&p).err().ok_or("accepted an answer without argument")?)?;
     assert_eq!(at, "item 0 (a), parse 0, answer 0, field AnswerArgument");
 
     use arrow::array::{ListBuilder, StringBuilder};
     let mut ans = ListBuilder::new(StringBuilder::new());
     let mut graph = ListBuilder::new(ListBuilder::new(StringBuilder::new()));
-    for (a, triples) in [(vec!["Kansas City"], vec![["Jovan Belcher", "people.deceased_person.place_of_death", "Kansas City"], ["Kansas City", "location.location.containedby", "Missouri"]])] {
+    for (a, triples) in [(
+        vec!["Kansas City"],
+        vec![
+            ["Jovan Belcher", "people.deceased_person.place_of_death", "Kansas City"],
+            ["Kansas City", "location.location.containedby", "Missouri"],
+        ],
+    )] {
         for x in a {
             ans.values().append_value(x);
         }

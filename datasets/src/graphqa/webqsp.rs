@@ -76,12 +76,14 @@ fn parse_item(v: &Value, path: &Path, i: usize) -> Result<Question> {
     let id = string(v, "QuestionId", path, &at)?;
     let at = format!("item {i} ({id})");
     let text = string(v, "RawQuestion", path, &at)?;
-    let mut q = Question { id, text, answers: Vec::new(), topic_entities: topic_map(v.get("topic_entity"), path, &at)?, chains: Vec::new() };
+    let mut q =
+        Question { id, text, answers: Vec::new(), topic_entities: topic_map(v.get("topic_entity"), path, &at)?, chains: Vec::new() };
     if let Some(parses) = v.get("Parses") {
         let parses = parses.as_array().ok_or_else(|| DatasetError::malformed(path, format!("{at}, field Parses"), "not a list"))?;
         for (p_i, p) in parses.iter().enumerate() {
             let pat = format!("{at}, parse {p_i}");
-            if let (Some(mid), Some(name)) = (p.get("TopicEntityMid").and_then(Value::as_str), p.get("TopicEntityName").and_then(Value::as_str))
+            if let (Some(mid), Some(name)) =
+                (p.get("TopicEntityMid").and_then(Value::as_str), p.get("TopicEntityName").and_then(Value::as_str))
                 && !q.topic_entities.iter().any(|(m, _)| m == mid)
             {
                 q.topic_entities.push((mid.to_string(), name.to_string()));
@@ -89,24 +91,33 @@ fn parse_item(v: &Value, path: &Path, i: usize) -> Result<Question> {
             match p.get("InferentialChain") {
                 Some(Value::Array(c)) => q.chains.push(
                     c.iter()
-                        .map(|r| r.as_str().map(str::to_string).ok_or_else(|| DatasetError::malformed(path, format!("{pat}, field InferentialChain"), "not a list of strings")))
+                        .map(|r| {
+                            r.as_str().map(str::to_string).ok_or_else(|| {
+                                DatasetError::malformed(path, format!("{pat}, field InferentialChain"), "not a list of strings")
+                            })
+                        })
                         .collect::<Result<_>>()?,
                 ),
                 None | Some(Value::Null) => {}
                 Some(_) => return Err(DatasetError::malformed(path, format!("{pat}, field InferentialChain"), "not a list")),
             }
-            let answers = field(p, "Answers", path, &pat)?.as_array().ok_or_else(|| DatasetError::malformed(path, format!("{pat}, field Answers"), "not a list"))?;
+            let answers = field(p, "Answers", path, &pat)?
+                .as_array()
+                .ok_or_else(|| DatasetError::malformed(path, format!("{pat}, field Answers"), "not a list"))?;
             for (a_i, a) in answers.iter().enumerate() {
                 let aat = format!("{pat}, answer {a_i}");
                 let arg = string(a, "AnswerArgument", path, &aat)?;
                 let entity = a.get("AnswerType").and_then(Value::as_str) == Some("Entity");
                 let name = a.get("EntityName").and_then(Value::as_str).map(str::to_string);
-                let ans = if entity { Answer { mid: Some(arg.clone()), name: name.unwrap_or(arg) } } else { Answer { mid: None, name: arg } };
+                let ans =
+                    if entity { Answer { mid: Some(arg.clone()), name: name.unwrap_or(arg) } } else { Answer { mid: None, name: arg } };
                 push_answer(&mut q.answers, ans);
             }
         }
     } else {
-        let answers = field(v, "answer", path, &at)?.as_array().ok_or_else(|| DatasetError::malformed(path, format!("{at}, field answer"), "not a list"))?;
+        let answers = field(v, "answer", path, &at)?
+            .as_array()
+            .ok_or_else(|| DatasetError::malformed(path, format!("{at}, field answer"), "not a list"))?;
         // ToG's file has `null` for 53 answers whose value had no name: they carry nothing to match.
         for a in answers.iter().filter(|a| !a.is_null()) {
             let name = a.as_str().ok_or_else(|| DatasetError::malformed(path, format!("{at}, field answer"), "not a list of strings"))?;
@@ -119,7 +130,8 @@ fn parse_item(v: &Value, path: &Path, i: usize) -> Result<Question> {
 /// Questions from a WebQSP JSON file of either format.
 pub fn load_questions(path: &Path) -> Result<Vec<Question>> {
     let text = crate::raw::read_utf8(path)?;
-    let v: Value = serde_json::from_str(&text).map_err(|e| DatasetError::malformed(path, format!("line {}, column {}", e.line(), e.column()), e.to_string()))?;
+    let v: Value = serde_json::from_str(&text)
+        .map_err(|e| DatasetError::malformed(path, format!("line {}, column {}", e.line(), e.column()), e.to_string()))?;
     let items = match &v {
         Value::Array(a) => a,
         Value::Object(m) => match m.get("Questions") {
@@ -132,7 +144,8 @@ pub fn load_questions(path: &Path) -> Result<Vec<Question>> {
 }
 
 fn str_list(a: &dyn Array, path: &Path, at: &str) -> Result<Vec<String>> {
-    let s = arrow::compute::cast(a, &arrow::datatypes::DataType::Utf8).map_err(|e| DatasetError::malformed(path, at, format!("not strings: {e}")))?;
+    let s = arrow::compute::cast(a, &arrow::datatypes::DataType::Utf8)
+        .map_err(|e| DatasetError::malformed(path, at, format!("not strings: {e}")))?;
     let s = s.as_string::<i32>();
     Ok((0..s.len()).map(|i| s.value(i).to_string()).collect())
 }
@@ -155,19 +168,30 @@ pub fn load_rog_parquet(path: &Path, split: &'static str) -> Result<Vec<GraphQaI
         let at = format!("row {r}");
         let ans = str_list(answers.value(r).as_ref(), path, &format!("{at}, column answer"))?;
         let triples = graphs.value(r);
-        let triples = triples.as_list_opt::<i32>().ok_or_else(|| DatasetError::malformed(path, format!("{at}, column graph"), "not a list of [head, relation, tail] lists"))?;
+        let triples = triples
+            .as_list_opt::<i32>()
+            .ok_or_else(|| DatasetError::malformed(path, format!("{at}, column graph"), "not a list of [head, relation, tail] lists"))?;
         let mut g = TextGraph::default();
         let mut index = HashMap::new();
         for t in 0..triples.len() {
             let tri = str_list(triples.value(t).as_ref(), path, &format!("{at}, column graph"))?;
             let [h, rel, tl] = &tri[..] else {
-                return Err(DatasetError::malformed(path, format!("{at}, column graph, triple {t}"), format!("{} items, not 3", tri.len())));
+                return Err(DatasetError::malformed(
+                    path,
+                    format!("{at}, column graph, triple {t}"),
+                    format!("{} items, not 3", tri.len()),
+                ));
             };
             let s = g.intern(&mut index, &h.to_lowercase());
             let d = g.intern(&mut index, &tl.to_lowercase());
             g.edges.push((s, rel.clone(), d));
         }
-        items.push(GraphQaItem { question: format!("Question: {question}\nAnswer: "), answer: ans.join("|").to_lowercase(), split, graph: g });
+        items.push(GraphQaItem {
+            question: format!("Question: {question}\nAnswer: "),
+            answer: ans.join("|").to_lowercase(),
+            split,
+            graph: g,
+        });
     }
     Ok(items)
 }

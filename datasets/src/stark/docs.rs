@@ -38,67 +38,72 @@ impl Skb {
         // a value with exactly two parts prints; anything else (no details, nan, one or three
         // parts) is silently skipped.
         if let Some(Value::Dict(_)) = self.attr(i, "details").map(Value::plain)
-            && let Some(pd) = self.attr(i, "details").and_then(|d| d.get("product_dimensions")).and_then(Value::as_str) {
-                let parts: Vec<&str> = pd.split(" ; ").collect();
-                if let [dimensions, weight] = parts.as_slice() {
-                    doc += &format!("- dimensions: {dimensions}\n- weight: {weight}\n");
-                }
+            && let Some(pd) = self.attr(i, "details").and_then(|d| d.get("product_dimensions")).and_then(Value::as_str)
+        {
+            let parts: Vec<&str> = pd.split(" ; ").collect();
+            if let [dimensions, weight] = parts.as_slice() {
+                doc += &format!("- dimensions: {dimensions}\n- weight: {weight}\n");
             }
+        }
         if let Some(Value::List(d)) = self.attr(i, "description").map(Value::plain)
-            && !d.is_empty() {
-                let joined = d.iter().map(py_str).collect::<Vec<_>>().join(" ");
-                let description = joined.trim_matches(' ');
-                if !description.is_empty() {
-                    doc += &format!("- description: {description}\n");
-                }
+            && !d.is_empty()
+        {
+            let joined = d.iter().map(py_str).collect::<Vec<_>>().join(" ");
+            let description = joined.trim_matches(' ');
+            if !description.is_empty() {
+                doc += &format!("- description: {description}\n");
             }
+        }
         let mut feature_text = String::new();
         if let Some(Value::List(f)) = self.attr(i, "feature").map(Value::plain)
-            && !f.is_empty() {
-                feature_text = "- features: \n".into();
-                for (k, feature) in f.iter().enumerate() {
-                    let text = py_str(feature);
-                    if !text.is_empty() && !python_lower(&text).contains("asin") {
-                        feature_text += &format!("#{}: {text}\n", k + 1);
-                    }
+            && !f.is_empty()
+        {
+            feature_text = "- features: \n".into();
+            for (k, feature) in f.iter().enumerate() {
+                let text = py_str(feature);
+                if !text.is_empty() && !python_lower(&text).contains("asin") {
+                    feature_text += &format!("#{}: {text}\n", k + 1);
                 }
             }
+        }
         let mut review_text = String::new();
         if let Some(Value::List(reviews)) = self.attr(i, "review").map(Value::plain)
-            && !reviews.is_empty() {
-                review_text = "- reviews: \n".into();
-                let scores: Vec<i64> = reviews
-                    .iter()
-                    .map(|r| match r.get("vote").map(Value::plain) {
-                        Some(Value::Str(v)) => v.replace(',', "").trim().parse().unwrap_or(0),
-                        Some(Value::Int(v)) => *v,
-                        _ => 0,
-                    })
-                    .collect();
-                // np.argsort(-scores); the fixtures keep votes distinct, ties fall back to index order.
-                let mut ranks: Vec<usize> = (0..reviews.len()).collect();
-                ranks.sort_by_key(|&k| (-scores[k], k));
-                for (n, &k) in ranks.iter().enumerate() {
-                    let r = &reviews[k];
-                    let g = |key: &str| r.get(key).map(py_str).unwrap_or_default();
-                    review_text += &format!("#{}:\nsummary: {}\ntext: \"{}\"\n", k + 1, g("summary"), g("reviewText"));
-                    if n > MAX_ENTRIES {
-                        break;
-                    }
+            && !reviews.is_empty()
+        {
+            review_text = "- reviews: \n".into();
+            let scores: Vec<i64> = reviews
+                .iter()
+                .map(|r| match r.get("vote").map(Value::plain) {
+                    Some(Value::Str(v)) => v.replace(',', "").trim().parse().unwrap_or(0),
+                    Some(Value::Int(v)) => *v,
+                    _ => 0,
+                })
+                .collect();
+            // np.argsort(-scores); the fixtures keep votes distinct, ties fall back to index order.
+            let mut ranks: Vec<usize> = (0..reviews.len()).collect();
+            ranks.sort_by_key(|&k| (-scores[k], k));
+            for (n, &k) in ranks.iter().enumerate() {
+                let r = &reviews[k];
+                let g = |key: &str| r.get(key).map(py_str).unwrap_or_default();
+                review_text += &format!("#{}:\nsummary: {}\ntext: \"{}\"\n", k + 1, g("summary"), g("reviewText"));
+                if n > MAX_ENTRIES {
+                    break;
                 }
             }
+        }
         let mut qa_text = String::new();
         if let Some(Value::List(qas)) = self.attr(i, "qa").map(Value::plain)
-            && !qas.is_empty() {
-                qa_text = "- Q&A: \n".into();
-                for (k, q) in qas.iter().enumerate() {
-                    let g = |key: &str| q.get(key).map(py_str).unwrap_or_default();
-                    qa_text += &format!("#{}:\nquestion: \"{}\"\nanswer: \"{}\"\n", k + 1, g("question"), g("answer"));
-                    if k > MAX_ENTRIES {
-                        break;
-                    }
+            && !qas.is_empty()
+        {
+            qa_text = "- Q&A: \n".into();
+            for (k, q) in qas.iter().enumerate() {
+                let g = |key: &str| q.get(key).map(py_str).unwrap_or_default();
+                qa_text += &format!("#{}:\nquestion: \"{}\"\nanswer: \"{}\"\n", k + 1, g("question"), g("answer"));
+                if k > MAX_ENTRIES {
+                    break;
                 }
             }
+        }
         doc + &feature_text + &review_text + &qa_text
     }
 

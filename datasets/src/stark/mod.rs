@@ -170,7 +170,10 @@ impl Skb {
         let Value::Dict(pairs) = info else { return Err(bad("node_info.pkl", "not a dict".into())) };
         let mut node_info = vec![Value::None; n];
         for (k, v) in pairs {
-            let id = k.as_int().filter(|&i| i >= 0 && (i as usize) < n).ok_or_else(|| bad("node_info.pkl", format!("key {k:?} is not a node id in 0..{n}")))?;
+            let id = k
+                .as_int()
+                .filter(|&i| i >= 0 && (i as usize) < n)
+                .ok_or_else(|| bad("node_info.pkl", format!("key {k:?} is not a node id in 0..{n}")))?;
             node_info[id as usize] = if kb == Kb::Prime { clean_dict(&v) } else { v };
         }
         if let Some(i) = node_info.iter().position(|v| !matches!(v, Value::Dict(_))) {
@@ -184,7 +187,9 @@ impl Skb {
             return Err(bad("edge_types.pt", format!("{} types for {e} edges", edge_types_t.values.len())));
         }
         let stored = Edges { src: edge_index.values[..e].to_vec(), dst: edge_index.values[e..].to_vec(), etype: edge_types_t.values };
-        if let Some(i) = (0..e).find(|&i| stored.src[i] < 0 || stored.dst[i] < 0 || stored.src[i] as usize >= n || stored.dst[i] as usize >= n) {
+        if let Some(i) =
+            (0..e).find(|&i| stored.src[i] < 0 || stored.dst[i] < 0 || stored.src[i] as usize >= n || stored.dst[i] as usize >= n)
+        {
             return Err(bad("edge_index.pt", format!("edge {i} ({} -> {}) is outside 0..{n}", stored.src[i], stored.dst[i])));
         }
         let node_types = node_types_t.values;
@@ -222,7 +227,18 @@ impl Skb {
         let cand_type_ids: Vec<i64> =
             node_type_dict.iter().filter(|(_, name)| kb.candidate_types().contains(&name.as_str())).map(|(k, _)| *k).collect();
         let candidate_ids = (0..n as u32).filter(|&i| cand_type_ids.contains(&node_types[i as usize])).collect();
-        Ok(Skb { kb, node_info, node_types, node_type_dict, edge_type_dict, stored, edges, to_undirected_applied: !undirected, candidate_ids, neighbors })
+        Ok(Skb {
+            kb,
+            node_info,
+            node_types,
+            node_type_dict,
+            edge_type_dict,
+            stored,
+            edges,
+            to_undirected_applied: !undirected,
+            candidate_ids,
+            neighbors,
+        })
     }
 
     pub fn num_nodes(&self) -> usize {
@@ -396,13 +412,18 @@ pub fn to_tables(skb: &Skb, qa: &Qa, root: &Path) -> Result<crate::DatasetTables
     let mut splits = Vec::new();
     let (mut aq, mut an) = (Vec::new(), Vec::new());
     for (p, row) in qa.rows.iter().enumerate() {
-        let id = u32::try_from(row.id).map_err(|_| DatasetError::malformed(&qa_path, format!("query id {}", row.id), "does not fit a u32"))?;
+        let id =
+            u32::try_from(row.id).map_err(|_| DatasetError::malformed(&qa_path, format!("query id {}", row.id), "does not fit a u32"))?;
         ids.push(id);
         texts.push(row.query.as_str());
         splits.push(if split_of[p].is_empty() { "unassigned" } else { split_of[p] });
         for &a in &row.answer_ids {
             if a < 0 || a as usize >= n {
-                return Err(DatasetError::malformed(&qa_path, format!("query id {}, column answer_ids", row.id), format!("answer {a} is not a node id")));
+                return Err(DatasetError::malformed(
+                    &qa_path,
+                    format!("query id {}, column answer_ids", row.id),
+                    format!("answer {a} is not a node id"),
+                ));
             }
             aq.push(id);
             an.push(a as u32);

@@ -42,7 +42,10 @@ impl Qa {
         let records = parse_csv(&text, &path)?;
         let Some(header) = records.first() else { return Err(DatasetError::malformed(&path, "header", "empty file")) };
         let col = |name: &str| {
-            header.iter().position(|h| h == name).ok_or_else(|| DatasetError::malformed(&path, "header", format!("missing column `{name}`")))
+            header
+                .iter()
+                .position(|h| h == name)
+                .ok_or_else(|| DatasetError::malformed(&path, "header", format!("missing column `{name}`")))
         };
         let (ci, cq, ca) = (col("id")?, col("query")?, col("answer_ids")?);
         let cs = if human { Some(col("answer_ids_source")?) } else { None };
@@ -50,11 +53,17 @@ impl Qa {
         for (r, rec) in records.iter().enumerate().skip(1) {
             let at = |c: &str| format!("row {r}, column {c}");
             let field = |c: usize, name: &str| rec.get(c).ok_or_else(|| DatasetError::malformed(&path, at(name), "missing value"));
-            let id = field(ci, "id")?.trim().parse::<i64>().map_err(|e| DatasetError::malformed(&path, at("id"), format!("not an integer: {e}")))?;
+            let id = field(ci, "id")?
+                .trim()
+                .parse::<i64>()
+                .map_err(|e| DatasetError::malformed(&path, at("id"), format!("not an integer: {e}")))?;
             let query = field(cq, "query")?.clone();
             let answer_ids = parse_int_list(field(ca, "answer_ids")?).map_err(|e| DatasetError::malformed(&path, at("answer_ids"), e))?;
             let source_ids = match cs {
-                Some(c) => Some(parse_int_list(field(c, "answer_ids_source")?).map_err(|e| DatasetError::malformed(&path, at("answer_ids_source"), e))?),
+                Some(c) => Some(
+                    parse_int_list(field(c, "answer_ids_source")?)
+                        .map_err(|e| DatasetError::malformed(&path, at("answer_ids_source"), e))?,
+                ),
                 None => None,
             };
             rows.push(QaRow { id, query, answer_ids, source_ids });
@@ -78,10 +87,13 @@ impl Qa {
                     if line.trim().is_empty() {
                         continue;
                     }
-                    let id: i64 = line.trim().parse().map_err(|e| DatasetError::malformed(&p, format!("line {}", line_no + 1), format!("not a query id: {e}")))?;
-                    let pos = rows
-                        .binary_search_by_key(&id, |r| r.id)
-                        .map_err(|_| DatasetError::malformed(&p, format!("line {}", line_no + 1), format!("query id {id} is not in stark_qa.csv")))?;
+                    let id: i64 = line
+                        .trim()
+                        .parse()
+                        .map_err(|e| DatasetError::malformed(&p, format!("line {}", line_no + 1), format!("not a query id: {e}")))?;
+                    let pos = rows.binary_search_by_key(&id, |r| r.id).map_err(|_| {
+                        DatasetError::malformed(&p, format!("line {}", line_no + 1), format!("query id {id} is not in stark_qa.csv"))
+                    })?;
                     positions.push(pos);
                 }
                 splits.push((s.to_string(), positions));

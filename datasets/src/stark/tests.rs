@@ -127,9 +127,17 @@ fn check_kb(kb: Kb, root: &Path, expected: &Path) -> TestResult {
     assert!(wrong.is_empty(), "{name}: {} docs differ; first: {}", wrong.len(), wrong[0]);
 
     let stored = read(&exp.join("stored_edges.parquet"))?;
-    assert_eq!(skb.stored, Edges { src: ints(&stored, "src")?, dst: ints(&stored, "dst")?, etype: ints(&stored, "edge_type_id")? }, "{name}: stored edges");
+    assert_eq!(
+        skb.stored,
+        Edges { src: ints(&stored, "src")?, dst: ints(&stored, "dst")?, etype: ints(&stored, "edge_type_id")? },
+        "{name}: stored edges"
+    );
     let edges = read(&exp.join("edges.parquet"))?;
-    assert_eq!(skb.edges, Edges { src: ints(&edges, "src")?, dst: ints(&edges, "dst")?, etype: ints(&edges, "edge_type_id")? }, "{name}: loaded edges");
+    assert_eq!(
+        skb.edges,
+        Edges { src: ints(&edges, "src")?, dst: ints(&edges, "dst")?, etype: ints(&edges, "edge_type_id")? },
+        "{name}: loaded edges"
+    );
     let names = strs(&edges, "edge_type")?;
     for (i, &t) in skb.edges.etype.iter().enumerate() {
         assert_eq!(skb.edge_type_name(t), names[i]);
@@ -214,16 +222,21 @@ fn serve(dir: PathBuf) -> TestResult<(String, std::sync::Arc<std::sync::atomic::
                     let mut parts = request.split_whitespace();
                     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
                     let prefix = "/datasets/snap-stanford/stark/resolve/";
-                    let file = path.strip_prefix(prefix).and_then(|r| r.split_once('/')).map(|(_, f)| f.split('?').next().unwrap_or(f).to_string());
+                    let file = path
+                        .strip_prefix(prefix)
+                        .and_then(|r| r.split_once('/'))
+                        .map(|(_, f)| f.split('?').next().unwrap_or(f).to_string());
                     let body = file.as_ref().and_then(|f| std::fs::read(dir.join(f)).ok());
                     let commit = "0123456789abcdef0123456789abcdef01234567";
                     let resp = match body {
                         Some(b) => {
-                            let etag = format!("\"{}\"", crate::hub::sha256_file(&dir.join(file.as_deref().unwrap_or(""))).unwrap_or_default());
+                            let etag =
+                                format!("\"{}\"", crate::hub::sha256_file(&dir.join(file.as_deref().unwrap_or(""))).unwrap_or_default());
                             if method == "GET" {
                                 gets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                             }
-                            let status = if method == "HEAD" && inm.as_deref() == Some(etag.as_str()) { "304 Not Modified" } else { "200 OK" };
+                            let status =
+                                if method == "HEAD" && inm.as_deref() == Some(etag.as_str()) { "304 Not Modified" } else { "200 OK" };
                             let mut head = format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\nETag: {etag}\r\nX-Repo-Commit: {commit}\r\nContent-Type: application/octet-stream\r\n\r\n", b.len()).into_bytes();
                             if method == "GET" {
                                 head.extend_from_slice(&b);
@@ -255,8 +268,7 @@ fn hub_download_through_a_local_mirror_then_offline_cache() -> TestResult {
             .env("HF_HOME", home.path())
             .env("HF_HUB_OFFLINE", if offline { "1" } else { "0" })
             .env("TGRAG_MIRROR", &m)
-            .output()
-            ?;
+            .output()?;
         let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success() && text.contains("hub_child ok"), "child failed:\n{text}");
         Ok(text)
@@ -347,7 +359,8 @@ enum Break {
 fn malformed_stark_files_give_clear_errors() -> TestResult {
     let Some(m) = mirror() else { return Ok(()) };
     // A pickle calling os.system("touch"): it must be refused, never run.
-    const EVIL: &[u8] = b"\x80\x04\x95\x1d\x00\x00\x00\x00\x00\x00\x00\x8c\x02os\x94\x8c\x06system\x94\x93\x94\x8c\x05touch\x94\x85\x94R\x94.";
+    const EVIL: &[u8] =
+        b"\x80\x04\x95\x1d\x00\x00\x00\x00\x00\x00\x00\x8c\x02os\x94\x8c\x06system\x94\x93\x94\x8c\x05touch\x94\x85\x94R\x94.";
     const TRUNCATED_PICKLE: &[u8] = b"\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00}\x94(K\x01";
     let cases: [(Break, &[&str]); 8] = [
         (Break::TruncateZip, &["processed.zip", "not a readable zip"]),

@@ -3,7 +3,8 @@
 
 use crate::rng::Rng;
 
-const OBJECTS: &[&str] = &["cube", "sphere", "cylinder", "chair", "table", "dog", "cat", "lamp", "book", "cup", "bottle", "car", "tree", "bench", "bicycle"];
+const OBJECTS: &[&str] =
+    &["cube", "sphere", "cylinder", "chair", "table", "dog", "cat", "lamp", "book", "cup", "bottle", "car", "tree", "bench", "bicycle"];
 const COLORS: &[&str] = &["red", "blue", "green", "yellow", "gray", "brown", "purple", "white"];
 const MATERIALS: &[&str] = &["metal", "rubber", "wooden", "glass", "plastic"];
 const SIZES: &[&str] = &["small", "large"];

@@ -10,10 +10,8 @@ use super::vocab::*;
 use crate::rng::Rng;
 
 /// Entity types, in node-id order.
-pub const TYPES: &[&str] = &[
-    "product", "brand", "category", "color", "paper", "author", "institution", "field", "drug",
-    "disease", "gene", "pathway",
-];
+pub const TYPES: &[&str] =
+    &["product", "brand", "category", "color", "paper", "author", "institution", "field", "drug", "disease", "gene", "pathway"];
 const PRODUCT: usize = 0;
 const BRAND: usize = 1;
 const CATEGORY: usize = 2;
@@ -181,8 +179,21 @@ fn unique_names(n: usize, rng: &mut Rng, mut make: impl FnMut(&mut Rng, usize) -
 }
 
 fn roman(mut n: usize) -> String {
-    const T: &[(usize, &str)] =
-        &[(1000, "M"), (900, "CM"), (500, "D"), (400, "CD"), (100, "C"), (90, "XC"), (50, "L"), (40, "XL"), (10, "X"), (9, "IX"), (5, "V"), (4, "IV"), (1, "I")];
+    const T: &[(usize, &str)] = &[
+        (1000, "M"),
+        (900, "CM"),
+        (500, "D"),
+        (400, "CD"),
+        (100, "C"),
+        (90, "XC"),
+        (50, "L"),
+        (40, "XL"),
+        (10, "X"),
+        (9, "IX"),
+        (5, "V"),
+        (4, "IV"),
+        (1, "I"),
+    ];
     let mut s = String::new();
     for &(v, r) in T {
         while n >= v {
@@ -223,10 +234,7 @@ fn title_case(s: &str) -> String {
 }
 
 fn make_nodes(scale: f64, seed: u64) -> Nodes {
-    let counts: Vec<usize> = PRIME_COUNTS
-        .iter()
-        .map(|&(prime, min)| ((prime as f64 * scale).round() as usize).max(min))
-        .collect();
+    let counts: Vec<usize> = PRIME_COUNTS.iter().map(|&(prime, min)| ((prime as f64 * scale).round() as usize).max(min)).collect();
     let mut starts = vec![0u32];
     for c in &counts {
         let last = *starts.last().unwrap_or(&0);
@@ -238,19 +246,18 @@ fn make_nodes(scale: f64, seed: u64) -> Nodes {
         let bases: Vec<String> = CATEGORY_BASES.iter().map(|b| b.0.to_string()).collect();
         combos(&mut rng, counts[CATEGORY], &[mods, bases])
     };
-    let brands = unique_names(counts[BRAND], &mut rng, |r, _| {
-        format!("{}{}{}", r.word(BRAND_HEADS), r.word(BRAND_TAILS), r.word(BRAND_SUFFIXES))
-    });
+    let brands =
+        unique_names(counts[BRAND], &mut rng, |r, _| format!("{}{}{}", r.word(BRAND_HEADS), r.word(BRAND_TAILS), r.word(BRAND_SUFFIXES)));
     let colors: Vec<String> = (0..counts[COLOR]).map(|i| COLORS[i % COLORS.len()].to_string()).collect();
     let fields = combos(&mut rng, counts[FIELD], &[strings(FIELD_MODIFIERS), strings(FIELD_BASES)]);
-    let places: Vec<String> =
-        PLACE_HEADS.iter().flat_map(|h| PLACE_TAILS.iter().map(move |t| format!("{h}{t}"))).collect();
+    let places: Vec<String> = PLACE_HEADS.iter().flat_map(|h| PLACE_TAILS.iter().map(move |t| format!("{h}{t}"))).collect();
     let institutions = {
-        let mut all: Vec<String> =
-            INSTITUTION_FORMS.iter().flat_map(|f| places.iter().map(move |p| f.replace("{}", p))).collect();
+        let mut all: Vec<String> = INSTITUTION_FORMS.iter().flat_map(|f| places.iter().map(move |p| f.replace("{}", p))).collect();
         rng.shuffle(&mut all);
         let n = counts[INSTITUTION];
-        (0..n).map(|i| if i < all.len() { all[i].clone() } else { format!("{} {}", all[i % all.len()], roman(i / all.len() + 1)) }).collect::<Vec<_>>()
+        (0..n)
+            .map(|i| if i < all.len() { all[i].clone() } else { format!("{} {}", all[i % all.len()], roman(i / all.len() + 1)) })
+            .collect::<Vec<_>>()
     };
     let pathways = {
         let forms: Vec<String> = PATHWAY_FORMS.iter().flat_map(|f| PATHWAY_MOLECULES.iter().map(move |m| f.replace("{}", m))).collect();
@@ -366,7 +373,8 @@ fn draw_relation(nodes: &Nodes, r: usize, scale: f64, seed: u64) -> Vec<Vec<u32>
                 .map(|j| {
                     let mut rng = Rng::for_item(seed, &stream, j as u64);
                     let k = rng.range(lo, hi).min(ns);
-                    let grp = &nodes.members[spec.src][nodes.group[nodes.id(spec.dst, j) as usize] as usize % nodes.members[spec.src].len().max(1)];
+                    let grp = &nodes.members[spec.src]
+                        [nodes.group[nodes.id(spec.dst, j) as usize] as usize % nodes.members[spec.src].len().max(1)];
                     let mut out: Vec<u32> = Vec::with_capacity(k);
                     let mut guard = 0;
                     while out.len() < k && guard < 100 {
@@ -477,13 +485,7 @@ fn describe_product(nodes: &Nodes, id: u32, rels: &[Vec<Vec<u32>>], rng: &mut Rn
     }
     d.push_str(&format!("- description: {desc}\n- features: {}\n- reviews:\n", kws.join("; ")));
     for k in 0..rng.range(1, 3) {
-        d.push_str(&format!(
-            "  #{} rating {}.0: {}. {}\n",
-            k + 1,
-            rng.range(2, 5),
-            rng.word(REVIEW_SUMMARIES),
-            rng.word(REVIEW_TEXTS)
-        ));
+        d.push_str(&format!("  #{} rating {}.0: {}. {}\n", k + 1, rng.range(2, 5), rng.word(REVIEW_SUMMARIES), rng.word(REVIEW_TEXTS)));
     }
     d
 }
@@ -497,14 +499,18 @@ fn describe(nodes: &Nodes, id: u32, rels: &[Vec<Vec<u32>>], degree: &[u32], seed
     let grp = nodes.group[id as usize] as usize;
     match t {
         PRODUCT => describe_product(nodes, id, rels, &mut rng),
-        BRAND => format!("- brand: {name}\n- description: {name} sells {} products through online and retail stores.\n", CATEGORY_BASES[rng.below(CATEGORY_BASES.len())].2.to_lowercase()),
+        BRAND => format!(
+            "- brand: {name}\n- description: {name} sells {} products through online and retail stores.\n",
+            CATEGORY_BASES[rng.below(CATEGORY_BASES.len())].2.to_lowercase()
+        ),
         CATEGORY => {
             let dept = CATEGORY_BASES.iter().find(|b| name.contains(b.0)).map_or("General", |b| b.2);
             format!("- category: {name}\n- department: {dept}\n")
         }
         COLOR => format!("- color: {name}\n"),
         PAPER => {
-            let fields: Vec<&str> = rels[rel("has_field")][nodes.local(PAPER, id)].iter().map(|&f| nodes.names[f as usize].as_str()).collect();
+            let fields: Vec<&str> =
+                rels[rel("has_field")][nodes.local(PAPER, id)].iter().map(|&f| nodes.names[f as usize].as_str()).collect();
             format!(
                 "- paper: {name}\n- venue: {} {}\n- fields of study: {}\n- abstract: We study {} with {}. Unlike prior work, our approach combines {} with {}, which {}. Experiments on {} benchmarks show {} improvements.\n",
                 rng.word(VENUES),
@@ -514,7 +520,8 @@ fn describe(nodes: &Nodes, id: u32, rels: &[Vec<Vec<u32>>], degree: &[u32], seed
                 kw(0),
                 kw(1),
                 kw(2),
-                ["scales to millions of examples", "needs far fewer labels", "comes with convergence guarantees", "is easy to implement"][rng.below(4)],
+                ["scales to millions of examples", "needs far fewer labels", "comes with convergence guarantees", "is easy to implement"]
+                    [rng.below(4)],
                 1 + rng.below(9),
                 ["consistent", "significant", "modest but reliable", "state-of-the-art"][rng.below(4)],
             )
@@ -525,7 +532,10 @@ fn describe(nodes: &Nodes, id: u32, rels: &[Vec<Vec<u32>>], degree: &[u32], seed
             degree[id as usize],
             rng.below(5000)
         ),
-        INSTITUTION => format!("- institution: {name}\n- type: {}\n", ["research university", "public university", "research institute", "teaching hospital"][rng.below(4)]),
+        INSTITUTION => format!(
+            "- institution: {name}\n- type: {}\n",
+            ["research university", "public university", "research institute", "teaching hospital"][rng.below(4)]
+        ),
         FIELD => format!("- field of study: {name}\n- level: {}\n", 1 + usize::from(name.contains(' '))),
         DRUG => {
             let class = DRUG_CLASSES[grp % DRUG_CLASSES.len()].1;
@@ -571,23 +581,165 @@ const F: bool = true;
 const B: bool = false;
 
 const TEMPLATES: &[Template] = &[
-    Template { pattern: "brand>product+text", start: BRAND, steps: &[("has_brand", B)], restrict: 1, phrasings: &["Looking for {kw} products from {anchor}.", "Which {anchor} products come with {kw}?", "Show me items made by {anchor} that feature {kw}.", "I want something by {anchor} with {kw}."] },
-    Template { pattern: "category>product+text", start: CATEGORY, steps: &[("has_category", B)], restrict: 1, phrasings: &["Recommend {anchor} with {kw}.", "I need {anchor} that offer {kw}.", "Any {anchor} featuring {kw}?"] },
-    Template { pattern: "product>product+text", start: PRODUCT, steps: &[("also_bought", F)], restrict: 1, phrasings: &["Customers who bought the {anchor} also bought which items with {kw}?", "What goes well with the {anchor} and has {kw}?", "Items frequently bought together with {anchor} that offer {kw}."] },
-    Template { pattern: "brand>product+text>category", start: BRAND, steps: &[("has_brand", B), ("has_category", F)], restrict: 1, phrasings: &["Which categories do the {kw} products of {anchor} belong to?", "In what categories can I find {anchor} items with {kw}?"] },
-    Template { pattern: "product>product+text>brand", start: PRODUCT, steps: &[("also_bought", F), ("has_brand", F)], restrict: 1, phrasings: &["Which brands make products with {kw} that are often bought with the {anchor}?", "Brands of items with {kw} frequently purchased together with {anchor}."] },
-    Template { pattern: "author>paper+text", start: AUTHOR, steps: &[("writes", F)], restrict: 1, phrasings: &["Papers by {anchor} on {kw}.", "Find publications of {anchor} that use {kw}.", "What has {anchor} written about {kw}?"] },
-    Template { pattern: "institution>author>paper+text", start: INSTITUTION, steps: &[("affiliated_with", B), ("writes", F)], restrict: 2, phrasings: &["Papers about {kw} written by researchers at {anchor}.", "Which publications from authors affiliated with {anchor} apply {kw}?"] },
-    Template { pattern: "field>paper+text", start: FIELD, steps: &[("has_field", B)], restrict: 1, phrasings: &["{anchor} papers that use {kw}.", "Research in {anchor} based on {kw}."] },
-    Template { pattern: "author>paper>paper+text", start: AUTHOR, steps: &[("writes", F), ("cites", F)], restrict: 2, phrasings: &["Papers on {kw} cited by {anchor}.", "Which papers about {kw} does {anchor} cite?"] },
-    Template { pattern: "author>paper+text>author>institution", start: AUTHOR, steps: &[("writes", F), ("writes", B), ("affiliated_with", F)], restrict: 1, phrasings: &["Institutions of researchers who co-authored papers on {kw} with {anchor}.", "Where do the co-authors of {anchor}'s papers on {kw} work?"] },
-    Template { pattern: "institution>author>paper+text>field", start: INSTITUTION, steps: &[("affiliated_with", B), ("writes", F), ("has_field", F)], restrict: 2, phrasings: &["Fields of study of papers on {kw} by researchers at {anchor}.", "Which research fields do {anchor} authors cover with work on {kw}?"] },
-    Template { pattern: "disease>drug+text", start: DISEASE, steps: &[("indication", B)], restrict: 1, phrasings: &["Which drugs with {kw} are used to treat {anchor}?", "Treatments for {anchor} that involve {kw}."] },
-    Template { pattern: "disease>gene>drug+text", start: DISEASE, steps: &[("associated_with", B), ("target", B)], restrict: 2, phrasings: &["Drugs with {kw} that target genes associated with {anchor}.", "Which medications known for {kw} act on genes linked to {anchor}?"] },
-    Template { pattern: "pathway>gene>disease+text", start: PATHWAY, steps: &[("in_pathway", B), ("associated_with", F)], restrict: 2, phrasings: &["Diseases presenting with {kw} that are linked to genes in the {anchor}.", "Which conditions causing {kw} involve genes of the {anchor}?"] },
-    Template { pattern: "drug>gene>pathway+text", start: DRUG, steps: &[("target", F), ("in_pathway", F)], restrict: 2, phrasings: &["Pathways related to {kw} that contain targets of {anchor}.", "Which pathways involved in {kw} include genes targeted by {anchor}?"] },
-    Template { pattern: "drug>gene>disease>drug+text", start: DRUG, steps: &[("target", F), ("associated_with", F), ("indication", B)], restrict: 3, phrasings: &["Which drugs with {kw} treat diseases associated with the targets of {anchor}?", "Find medications marked by {kw} for diseases linked to genes that {anchor} targets."] },
-    Template { pattern: "gene>disease+text", start: GENE, steps: &[("associated_with", F)], restrict: 1, phrasings: &["Which diseases with {kw} are associated with {anchor}?", "Conditions featuring {kw} linked to the gene {anchor}."] },
+    Template {
+        pattern: "brand>product+text",
+        start: BRAND,
+        steps: &[("has_brand", B)],
+        restrict: 1,
+        phrasings: &[
+            "Looking for {kw} products from {anchor}.",
+            "Which {anchor} products come with {kw}?",
+            "Show me items made by {anchor} that feature {kw}.",
+            "I want something by {anchor} with {kw}.",
+        ],
+    },
+    Template {
+        pattern: "category>product+text",
+        start: CATEGORY,
+        steps: &[("has_category", B)],
+        restrict: 1,
+        phrasings: &["Recommend {anchor} with {kw}.", "I need {anchor} that offer {kw}.", "Any {anchor} featuring {kw}?"],
+    },
+    Template {
+        pattern: "product>product+text",
+        start: PRODUCT,
+        steps: &[("also_bought", F)],
+        restrict: 1,
+        phrasings: &[
+            "Customers who bought the {anchor} also bought which items with {kw}?",
+            "What goes well with the {anchor} and has {kw}?",
+            "Items frequently bought together with {anchor} that offer {kw}.",
+        ],
+    },
+    Template {
+        pattern: "brand>product+text>category",
+        start: BRAND,
+        steps: &[("has_brand", B), ("has_category", F)],
+        restrict: 1,
+        phrasings: &[
+            "Which categories do the {kw} products of {anchor} belong to?",
+            "In what categories can I find {anchor} items with {kw}?",
+        ],
+    },
+    Template {
+        pattern: "product>product+text>brand",
+        start: PRODUCT,
+        steps: &[("also_bought", F), ("has_brand", F)],
+        restrict: 1,
+        phrasings: &[
+            "Which brands make products with {kw} that are often bought with the {anchor}?",
+            "Brands of items with {kw} frequently purchased together with {anchor}.",
+        ],
+    },
+    Template {
+        pattern: "author>paper+text",
+        start: AUTHOR,
+        steps: &[("writes", F)],
+        restrict: 1,
+        phrasings: &[
+            "Papers by {anchor} on {kw}.",
+            "Find publications of {anchor} that use {kw}.",
+            "What has {anchor} written about {kw}?",
+        ],
+    },
+    Template {
+        pattern: "institution>author>paper+text",
+        start: INSTITUTION,
+        steps: &[("affiliated_with", B), ("writes", F)],
+        restrict: 2,
+        phrasings: &[
+            "Papers about {kw} written by researchers at {anchor}.",
+            "Which publications from authors affiliated with {anchor} apply {kw}?",
+        ],
+    },
+    Template {
+        pattern: "field>paper+text",
+        start: FIELD,
+        steps: &[("has_field", B)],
+        restrict: 1,
+        phrasings: &["{anchor} papers that use {kw}.", "Research in {anchor} based on {kw}."],
+    },
+    Template {
+        pattern: "author>paper>paper+text",
+        start: AUTHOR,
+        steps: &[("writes", F), ("cites", F)],
+        restrict: 2,
+        phrasings: &["Papers on {kw} cited by {anchor}.", "Which papers about {kw} does {anchor} cite?"],
+    },
+    Template {
+        pattern: "author>paper+text>author>institution",
+        start: AUTHOR,
+        steps: &[("writes", F), ("writes", B), ("affiliated_with", F)],
+        restrict: 1,
+        phrasings: &[
+            "Institutions of researchers who co-authored papers on {kw} with {anchor}.",
+            "Where do the co-authors of {anchor}'s papers on {kw} work?",
+        ],
+    },
+    Template {
+        pattern: "institution>author>paper+text>field",
+        start: INSTITUTION,
+        steps: &[("affiliated_with", B), ("writes", F), ("has_field", F)],
+        restrict: 2,
+        phrasings: &[
+            "Fields of study of papers on {kw} by researchers at {anchor}.",
+            "Which research fields do {anchor} authors cover with work on {kw}?",
+        ],
+    },
+    Template {
+        pattern: "disease>drug+text",
+        start: DISEASE,
+        steps: &[("indication", B)],
+        restrict: 1,
+        phrasings: &["Which drugs with {kw} are used to treat {anchor}?", "Treatments for {anchor} that involve {kw}."],
+    },
+    Template {
+        pattern: "disease>gene>drug+text",
+        start: DISEASE,
+        steps: &[("associated_with", B), ("target", B)],
+        restrict: 2,
+        phrasings: &[
+            "Drugs with {kw} that target genes associated with {anchor}.",
+            "Which medications known for {kw} act on genes linked to {anchor}?",
+        ],
+    },
+    Template {
+        pattern: "pathway>gene>disease+text",
+        start: PATHWAY,
+        steps: &[("in_pathway", B), ("associated_with", F)],
+        restrict: 2,
+        phrasings: &[
+            "Diseases presenting with {kw} that are linked to genes in the {anchor}.",
+            "Which conditions causing {kw} involve genes of the {anchor}?",
+        ],
+    },
+    Template {
+        pattern: "drug>gene>pathway+text",
+        start: DRUG,
+        steps: &[("target", F), ("in_pathway", F)],
+        restrict: 2,
+        phrasings: &[
+            "Pathways related to {kw} that contain targets of {anchor}.",
+            "Which pathways involved in {kw} include genes targeted by {anchor}?",
+        ],
+    },
+    Template {
+        pattern: "drug>gene>disease>drug+text",
+        start: DRUG,
+        steps: &[("target", F), ("associated_with", F), ("indication", B)],
+        restrict: 3,
+        phrasings: &[
+            "Which drugs with {kw} treat diseases associated with the targets of {anchor}?",
+            "Find medications marked by {kw} for diseases linked to genes that {anchor} targets.",
+        ],
+    },
+    Template {
+        pattern: "gene>disease+text",
+        start: GENE,
+        steps: &[("associated_with", F)],
+        restrict: 1,
+        phrasings: &["Which diseases with {kw} are associated with {anchor}?", "Conditions featuring {kw} linked to the gene {anchor}."],
+    },
 ];
 
 /// Largest answer set a generated query may have (STaRK queries have few answers).

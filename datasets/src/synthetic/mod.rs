@@ -130,14 +130,10 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<DatasetTables> {
             arr(UInt8Array::from_iter(g.queries.iter().map(|q| Some(q.hops)))),
         ],
     )?;
-    let pairs: Vec<(u32, u32)> =
-        g.queries.iter().enumerate().flat_map(|(i, q)| q.answers.iter().map(move |&a| (i as u32, a))).collect();
+    let pairs: Vec<(u32, u32)> = g.queries.iter().enumerate().flat_map(|(i, q)| q.answers.iter().map(move |&a| (i as u32, a))).collect();
     push(
         &tables::ANSWERS,
-        vec![
-            arr(UInt32Array::from_iter_values(pairs.iter().map(|p| p.0))),
-            arr(UInt32Array::from_iter_values(pairs.iter().map(|p| p.1))),
-        ],
+        vec![arr(UInt32Array::from_iter_values(pairs.iter().map(|p| p.0))), arr(UInt32Array::from_iter_values(pairs.iter().map(|p| p.1)))],
     )?;
 
     let graphs = graphqa::generate(n_graphs, cfg.seed);

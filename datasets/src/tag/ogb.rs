@@ -136,7 +136,11 @@ fn arxiv_texts(dir: &Path) -> Result<HashMap<String, String>> {
             continue;
         }
         let [id, title, abs] = f[..] else {
-            return Err(DatasetError::malformed(&path, format!("line {line}"), format!("{} tab-separated fields, expected 3 (paper id, title, abstract)", f.len())));
+            return Err(DatasetError::malformed(
+                &path,
+                format!("line {line}"),
+                format!("{} tab-separated fields, expected 3 (paper id, title, abstract)", f.len()),
+            ));
         };
         out.insert(id.trim().to_string(), super::title_abstract(title, abs));
     }
@@ -152,12 +156,17 @@ fn product_texts(dir: &Path) -> Result<HashMap<String, String>> {
     for path in files {
         let text = read_text(&path)?;
         for (line, l) in lines(&text) {
-            let v: serde_json::Value = serde_json::from_str(l).map_err(|e| DatasetError::malformed(&path, format!("line {line}"), format!("not a JSON object: {e}")))?;
+            let v: serde_json::Value = serde_json::from_str(l)
+                .map_err(|e| DatasetError::malformed(&path, format!("line {line}"), format!("not a JSON object: {e}")))?;
             let get = |k: &str| -> Result<String> {
                 match v.get(k) {
                     Some(serde_json::Value::String(s)) => Ok(s.clone()),
                     None | Some(serde_json::Value::Null) if k != "uid" => Ok(String::new()),
-                    other => Err(DatasetError::malformed(&path, format!("line {line}, field {k}"), format!("expected a string, found {other:?}"))),
+                    other => Err(DatasetError::malformed(
+                        &path,
+                        format!("line {line}, field {k}"),
+                        format!("expected a string, found {other:?}"),
+                    )),
                 }
             };
             out.insert(get("uid")?, format!("Product: {}\nDescription: {}", get("title")?, get("content")?));
@@ -192,7 +201,8 @@ mod tests {
         let dir = tempfile::tempdir()?;
         arxiv(dir.path())?;
         let g = load(dir.path(), OgbGraph::Arxiv)?;
-        let got: Vec<(&str, &str, Option<&str>, Option<i64>)> = g.nodes.iter().map(|n| (n.key.as_str(), n.text.as_str(), n.label.as_deref(), n.time)).collect();
+        let got: Vec<(&str, &str, Option<&str>, Option<i64>)> =
+            g.nodes.iter().map(|n| (n.key.as_str(), n.text.as_str(), n.label.as_deref(), n.time)).collect();
         assert_eq!(
             got,
             [

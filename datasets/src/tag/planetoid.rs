@@ -74,7 +74,11 @@ pub fn load_cora(dir: &Path) -> Result<TagGraph> {
     for (line, l) in lines(&cites) {
         let f: Vec<&str> = l.split_whitespace().collect();
         let [cited, citing] = f[..] else {
-            return Err(DatasetError::malformed(&cites_path, format!("line {line}"), format!("{} fields, expected 2 (cited citing)", f.len())));
+            return Err(DatasetError::malformed(
+                &cites_path,
+                format!("line {line}"),
+                format!("{} fields, expected 2 (cited citing)", f.len()),
+            ));
         };
         if let (Some(&a), Some(&b)) = (index.get(citing), index.get(cited)) {
             edges.push((a, b));
@@ -95,28 +99,47 @@ pub fn load_pubmed(dir: &Path) -> Result<TagGraph> {
     for (line, l) in lines(&node_text).skip(2) {
         let f: Vec<&str> = l.trim().split('\t').collect();
         let label = f.get(1).and_then(|x| x.strip_prefix("label=")).filter(|x| x.parse::<u32>().is_ok()).ok_or_else(|| {
-            DatasetError::malformed(&node_path, format!("line {line}, field 2"), format!("`{}` is not `label=<int>`", f.get(1).unwrap_or(&"")))
+            DatasetError::malformed(
+                &node_path,
+                format!("line {line}, field 2"),
+                format!("`{}` is not `label=<int>`", f.get(1).unwrap_or(&"")),
+            )
         })?;
         keys.push(f[0].to_string());
         labels.push(label.to_string());
     }
     let index = key_index(&keys, &node_path)?;
 
-    let records: Vec<serde_json::Value> = serde_json::from_str(&read_text(&json_path)?)
-        .map_err(|e| DatasetError::malformed(&json_path, format!("line {}, column {}", e.line(), e.column()), format!("expected a JSON list of records: {e}")))?;
+    let records: Vec<serde_json::Value> = serde_json::from_str(&read_text(&json_path)?).map_err(|e| {
+        DatasetError::malformed(
+            &json_path,
+            format!("line {}, column {}", e.line(), e.column()),
+            format!("expected a JSON list of records: {e}"),
+        )
+    })?;
     let mut texts: Vec<Option<String>> = vec![None; keys.len()];
     for (r, rec) in records.iter().enumerate() {
         let field = |name: &str| -> Result<String> {
             match rec.get(name) {
                 None | Some(serde_json::Value::Null) => Ok(String::new()),
                 Some(serde_json::Value::String(s)) => Ok(s.clone()),
-                Some(other) => Err(DatasetError::malformed(&json_path, format!("record {r}, field {name}"), format!("expected a string, found {other}"))),
+                Some(other) => Err(DatasetError::malformed(
+                    &json_path,
+                    format!("record {r}, field {name}"),
+                    format!("expected a string, found {other}"),
+                )),
             }
         };
         let pmid = match rec.get("PMID") {
             Some(serde_json::Value::String(s)) => s.clone(),
             Some(serde_json::Value::Number(n)) => n.to_string(),
-            other => return Err(DatasetError::malformed(&json_path, format!("record {r}, field PMID"), format!("expected a PMID, found {other:?}"))),
+            other => {
+                return Err(DatasetError::malformed(
+                    &json_path,
+                    format!("record {r}, field PMID"),
+                    format!("expected a PMID, found {other:?}"),
+                ));
+            }
         };
         if let Some(&i) = index.get(pmid.as_str()) {
             texts[i as usize] = Some(super::title_abstract(&field("TI")?, &field("AB")?));
@@ -124,7 +147,9 @@ pub fn load_pubmed(dir: &Path) -> Result<TagGraph> {
     }
     let mut nodes = Vec::with_capacity(keys.len());
     for ((key, label), text) in keys.iter().zip(labels).zip(texts) {
-        let text = text.ok_or_else(|| DatasetError::malformed(&json_path, "records", format!("no record for PMID {key} of {}", node_path.display())))?;
+        let text = text.ok_or_else(|| {
+            DatasetError::malformed(&json_path, "records", format!("no record for PMID {key} of {}", node_path.display()))
+        })?;
         nodes.push(TagNode { key: key.clone(), text, label: Some(label), time: None });
     }
 
@@ -133,7 +158,11 @@ pub fn load_pubmed(dir: &Path) -> Result<TagGraph> {
     for (line, l) in lines(&cites).skip(2) {
         let f: Vec<&str> = l.trim().split('\t').collect();
         if f.len() != 4 || !f[1].starts_with("paper:") || !f[3].starts_with("paper:") {
-            return Err(DatasetError::malformed(&cites_path, format!("line {line}"), "expected `id \\t paper:<citing> \\t | \\t paper:<cited>`"));
+            return Err(DatasetError::malformed(
+                &cites_path,
+                format!("line {line}"),
+                "expected `id \\t paper:<citing> \\t | \\t paper:<cited>`",
+            ));
         }
         let (citing, cited) = (&f[1]["paper:".len()..], &f[3]["paper:".len()..]);
         if let (Some(&a), Some(&b)) = (index.get(citing), index.get(cited)) {

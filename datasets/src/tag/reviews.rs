@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::{TagGraph, TagNode, lines, read_text};
-use crate::pyliteral::python_literal;
 use crate::error::{DatasetError, Result};
+use crate::pyliteral::python_literal;
 
 /// One review as read.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,7 +57,13 @@ pub fn read(path: &Path) -> Result<Vec<Review>> {
             Err(_) => match python_literal(l) {
                 Ok(Value::Object(map)) => map,
                 Ok(other) => return Err(DatasetError::malformed(path, format!("line {line}"), format!("expected a dict, found {other}"))),
-                Err(why) => return Err(DatasetError::malformed(path, format!("line {line}"), format!("neither a JSON object nor a Python dict literal: {why}"))),
+                Err(why) => {
+                    return Err(DatasetError::malformed(
+                        path,
+                        format!("line {line}"),
+                        format!("neither a JSON object nor a Python dict literal: {why}"),
+                    ));
+                }
             },
         };
         let get = |names: &[&str]| names.iter().find_map(|n| fields.get(*n));
@@ -72,9 +78,13 @@ pub fn read(path: &Path) -> Result<Vec<Review>> {
         let Some(text) = string(&["reviewText", "review"])?.filter(|t| !t.trim().is_empty()) else { continue };
         let user = string(&["reviewerID", "user"])?.ok_or_else(|| DatasetError::malformed(path, at("reviewerID/user"), "missing"))?;
         let item = string(&["asin", "item"])?.ok_or_else(|| DatasetError::malformed(path, at("asin/item"), "missing"))?;
-        let time = get(&["unixReviewTime", "time"])
-            .and_then(Value::as_i64)
-            .ok_or_else(|| DatasetError::malformed(path, at("unixReviewTime/time"), format!("expected an integer Unix time, found {:?}", get(&["unixReviewTime", "time"]))))?;
+        let time = get(&["unixReviewTime", "time"]).and_then(Value::as_i64).ok_or_else(|| {
+            DatasetError::malformed(
+                path,
+                at("unixReviewTime/time"),
+                format!("expected an integer Unix time, found {:?}", get(&["unixReviewTime", "time"])),
+            )
+        })?;
         let rating = match get(&["overall", "stars"]) {
             None | Some(Value::Null) => None,
             Some(Value::Number(x)) => x.as_f64(),
@@ -109,7 +119,12 @@ pub fn build(mut reviews: Vec<Review>, fraction: f64, nodes_path: &Path) -> TagG
     edges.sort_unstable();
     let nodes = reviews
         .into_iter()
-        .map(|r| TagNode { key: format!("{}|{}", r.user, r.item), text: r.text, label: r.rating.map(|x| format!("{x}")), time: Some(r.time) })
+        .map(|r| TagNode {
+            key: format!("{}|{}", r.user, r.item),
+            text: r.text,
+            label: r.rating.map(|x| format!("{x}")),
+            time: Some(r.time),
+        })
         .collect();
     TagGraph { nodes, edges, nodes_path: nodes_path.to_path_buf(), edges_path: nodes_path.to_path_buf() }
 }
@@ -117,7 +132,8 @@ pub fn build(mut reviews: Vec<Review>, fraction: f64, nodes_path: &Path) -> TagG
 /// Loads every review file of `dir`.
 pub fn load(dir: &Path, fraction: f64) -> Result<TagGraph> {
     let files = files(dir)?;
-    let first = files.first().cloned().ok_or_else(|| DatasetError::malformed(dir, "folder", "no *.json / *.jsonl (.gz) review files here"))?;
+    let first =
+        files.first().cloned().ok_or_else(|| DatasetError::malformed(dir, "folder", "no *.json / *.jsonl (.gz) review files here"))?;
     let mut all = Vec::new();
     for f in &files {
         all.extend(read(f)?);
@@ -152,7 +168,15 @@ mod tests {
         )?;
         let g = load(dir.path(), 1.0)?;
         let order: Vec<(&str, Option<i64>, Option<&str>)> = g.nodes.iter().map(|n| (n.key.as_str(), n.time, n.label.as_deref())).collect();
-        assert_eq!(order, [("U2|P1", Some(100), Some("3")), ("U1|P2", Some(200), Some("4")), ("U1|P1", Some(300), Some("5")), ("U3|P2", Some(400), Some("2"))]);
+        assert_eq!(
+            order,
+            [
+                ("U2|P1", Some(100), Some("3")),
+                ("U1|P2", Some(200), Some("4")),
+                ("U1|P1", Some(300), Some("5")),
+                ("U3|P2", Some(400), Some("2"))
+            ]
+        );
         // same customer U1: 1–2; same product P1: 0–2; P2: 1–3 (the text-less review is skipped).
         assert_eq!(g.edges, vec![(0, 2), (1, 2), (1, 3)]);
         let latest = load(dir.path(), 0.5)?;
@@ -189,7 +213,11 @@ mod tests {
     #[test]
     fn bad_review_lines_name_file_line_and_field() -> TestResult {
         let dir = tempfile::tempdir()?;
-        let p = write(dir.path(), "a.json", b"{\"reviewerID\": \"U\", \"asin\": \"P\", \"reviewText\": \"x\", \"unixReviewTime\": \"soon\"}\n")?;
+        let p = write(
+            dir.path(),
+            "a.json",
+            b"{\"reviewerID\": \"U\", \"asin\": \"P\", \"reviewText\": \"x\", \"unixReviewTime\": \"soon\"}\n",
+        )?;
         let (path, at, _) = malformed_at(load(dir.path(), 1.0).err().ok_or("string time accepted")?)?;
         assert_eq!((path, at.as_str()), (p.clone(), "line 1, field unixReviewTime/time"));
         write(dir.path(), "a.json", b"{'user': 'u', 'review': 'cut\n")?;

@@ -77,7 +77,13 @@ impl GraphOps {
 impl GraphOps {
     /// The same graph on the inner (non-autodiff) device.
     pub(crate) fn valid(&self) -> GraphOps {
-        let p = |p: &Propagation| Propagation { n: p.n, src: p.src.clone().inner(), dst: p.dst.clone().inner(), w: p.w.clone().inner(), empty: p.empty };
+        let p = |p: &Propagation| Propagation {
+            n: p.n,
+            src: p.src.clone().inner(),
+            dst: p.dst.clone().inner(),
+            w: p.w.clone().inner(),
+            empty: p.empty,
+        };
         GraphOps { gcn: p(&self.gcn), mean: p(&self.mean) }
     }
 }
@@ -86,7 +92,6 @@ impl GraphOps {
 mod tests {
     use super::*;
     use crate::train::floats;
-
 
     #[test]
     fn normalised_adjacency_by_hand() {
@@ -102,7 +107,6 @@ mod tests {
         let m = |a: u32, b: u32| mean.iter().find(|e| e.0 == a && e.1 == b).map(|e| e.2);
         assert_eq!((m(0, 1), m(2, 1), m(1, 0), m(1, 2)), (Some(0.5), Some(0.5), Some(1.0), Some(1.0)));
     }
-
 
     #[test]
     fn propagation_matches_dense_product() {

@@ -98,12 +98,18 @@ pub fn train_link_predictor(n: usize, data: &LinkPredData<'_>, cfg: &LinkPredCon
     let gv = g.valid();
     let x: Tensor<2> = Tensor::from_data(TensorData::new(data.features.to_vec(), [n, data.dim]), &dev);
     let h = cfg.hidden;
-    let mut model = LinkModel { e1: Dense::new(data.dim, h, &mut rng, &dev), e2: Dense::new(h, h, &mut rng, &dev), p1: Dense::new(h, h, &mut rng, &dev), p2: Dense::new(h, 1, &mut rng, &dev) };
+    let mut model = LinkModel {
+        e1: Dense::new(data.dim, h, &mut rng, &dev),
+        e2: Dense::new(h, h, &mut rng, &dev),
+        p1: Dense::new(h, h, &mut rng, &dev),
+        p2: Dense::new(h, 1, &mut rng, &dev),
+    };
     let mut optim = AdamConfig::new().with_epsilon(1e-8).init();
     let (pa, pb) = pairs_t(data.message, &dev);
     let m = data.message.len();
     let inner = dev.clone().inner();
-    let eval_sets: Vec<(Tensor<1, Int>, Tensor<1, Int>)> = [data.val_pos, data.val_neg, data.test_pos, data.test_neg].iter().map(|p| pairs_t(p, &inner)).collect();
+    let eval_sets: Vec<(Tensor<1, Int>, Tensor<1, Int>)> =
+        [data.val_pos, data.val_neg, data.test_pos, data.test_neg].iter().map(|p| pairs_t(p, &inner)).collect();
     let mut stopper = EarlyStopping::default();
     for epoch in 1..=cfg.max_epochs {
         let neg: Vec<(u32, u32)> = (0..m).map(|_| (rng.below(n) as u32, rng.below(n) as u32)).collect();
@@ -124,11 +130,14 @@ pub fn train_link_predictor(n: usize, data: &LinkPredData<'_>, cfg: &LinkPredCon
             scores.push(s);
         }
         let bce = |s: &[f32], positive: bool| {
-            s.iter().map(|&z| {
-                let z = f64::from(if positive { z } else { -z });
-                // −log σ(z), stable
-                if z > 0.0 { (-z).exp().ln_1p() } else { -z + z.exp().ln_1p() }
-            }).sum::<f64>() / s.len().max(1) as f64
+            s.iter()
+                .map(|&z| {
+                    let z = f64::from(if positive { z } else { -z });
+                    // −log σ(z), stable
+                    if z > 0.0 { (-z).exp().ln_1p() } else { -z + z.exp().ln_1p() }
+                })
+                .sum::<f64>()
+                / s.len().max(1) as f64
         };
         let val_loss = bce(&scores[0], true) + bce(&scores[1], false);
         let val_hits = hits_at_k(&scores[0], &scores[1], cfg.hits_k);
@@ -146,7 +155,6 @@ mod tests {
     use super::*;
     use crate::gnn::node::tests::planted;
 
-
     #[test]
     fn hits_at_k_by_hand() {
         let neg = [0.9, 0.1, 0.5, 0.3];
@@ -156,7 +164,6 @@ mod tests {
         assert_eq!(hits_at_k(&[], &neg, 1), 0.0);
     }
 
-
     #[test]
     fn link_predictor_learns_a_planted_graph() {
         let n = 120;
@@ -165,7 +172,15 @@ mod tests {
         let mut rng = Stream(3);
         // Negatives across the two communities never occur as edges.
         let neg: Vec<(u32, u32)> = (0..200).map(|_| (2 * rng.below(n / 2) as u32, 2 * rng.below(n / 2) as u32 + 1)).collect();
-        let data = LinkPredData { features: &x, dim: 4, message: train, val_pos: &test[..test.len() / 2], val_neg: &neg[..100], test_pos: &test[test.len() / 2..], test_neg: &neg[100..] };
+        let data = LinkPredData {
+            features: &x,
+            dim: 4,
+            message: train,
+            val_pos: &test[..test.len() / 2],
+            val_neg: &neg[..100],
+            test_pos: &test[test.len() / 2..],
+            test_neg: &neg[100..],
+        };
         let cfg = LinkPredConfig { max_epochs: 60, patience: 30, hits_k: 10, hidden: 32, ..LinkPredConfig::default() };
         let a = train_link_predictor(n, &data, &cfg, &Device::flex()).unwrap();
         assert!(a.test_metric > 0.8, "hits@10 {}", a.test_metric);

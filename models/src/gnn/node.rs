@@ -116,9 +116,21 @@ fn check_nodes(n: usize, data: &NodeClassData<'_>) -> Result<()> {
 }
 
 /// Trains a node classifier (see the module docs) on `dev` (an autodiff device is made from it).
-pub fn train_node_classifier(kind: GnnKind, n: usize, edges: &[(u32, u32)], data: &NodeClassData<'_>, cfg: &NodeClassConfig, dev: &Device) -> Result<Trained> {
+pub fn train_node_classifier(
+    kind: GnnKind,
+    n: usize,
+    edges: &[(u32, u32)],
+    data: &NodeClassData<'_>,
+    cfg: &NodeClassConfig,
+    dev: &Device,
+) -> Result<Trained> {
     if data.features.len() != n * data.dim || data.labels.len() != n {
-        return Err(ModelError::Internal(format!("{} features / {} labels for {n} nodes of width {}", data.features.len(), data.labels.len(), data.dim)));
+        return Err(ModelError::Internal(format!(
+            "{} features / {} labels for {n} nodes of width {}",
+            data.features.len(),
+            data.labels.len(),
+            data.dim
+        )));
     }
     check_nodes(n, data)?;
     let dev = dev.clone().autodiff();
@@ -136,7 +148,8 @@ pub fn train_node_classifier(kind: GnnKind, n: usize, edges: &[(u32, u32)], data
     let inv_train = 1.0 / data.train.len() as f64;
     let mut stopper = EarlyStopping::default();
     for epoch in 1..=cfg.max_epochs {
-        let masks = (cfg.dropout > 0.0).then(|| (mask(n, data.dim, cfg.dropout, &mut rng, &dev), mask(n, cfg.hidden, cfg.dropout, &mut rng, &dev)));
+        let masks =
+            (cfg.dropout > 0.0).then(|| (mask(n, data.dim, cfg.dropout, &mut rng, &dev), mask(n, cfg.hidden, cfg.dropout, &mut rng, &dev)));
         let logits = model.forward(kind, &g, x.clone(), masks);
         let lp = log_softmax(logits.select(0, train_idx.clone()), 1);
         let loss = (lp * onehot.clone()).sum().mul_scalar(-inv_train);
@@ -157,7 +170,6 @@ pub fn train_node_classifier(kind: GnnKind, n: usize, edges: &[(u32, u32)], data
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-
 
     /// Two communities whose features carry the class: every architecture learns it, training is
     /// deterministic for a seed, and the curve is monotone in epochs with early stopping honoured.
@@ -183,13 +195,13 @@ pub(crate) mod tests {
         (x, labels, edges)
     }
 
-
     #[test]
     fn every_classifier_learns_a_planted_split_deterministically() {
         let n = 120;
         let (x, labels, edges) = planted(n, 0.6);
         let idx: Vec<u32> = (0..n as u32).collect();
-        let data = NodeClassData { features: &x, dim: 4, labels: &labels, classes: 2, train: &idx[..60], val: &idx[60..90], test: &idx[90..] };
+        let data =
+            NodeClassData { features: &x, dim: 4, labels: &labels, classes: 2, train: &idx[..60], val: &idx[60..90], test: &idx[90..] };
         let cfg = NodeClassConfig { max_epochs: 150, patience: 40, ..NodeClassConfig::default() };
         for kind in GnnKind::ALL {
             let a = train_node_classifier(kind, n, &edges, &data, &cfg, &Device::flex()).unwrap();
@@ -202,7 +214,6 @@ pub(crate) mod tests {
         }
     }
 
-
     #[test]
     fn graph_models_beat_the_mlp_when_only_the_graph_knows() {
         // Features are pure noise for half the nodes: the MLP is at chance there, GCN reads the
@@ -213,7 +224,8 @@ pub(crate) mod tests {
             x[i..i + 4].iter_mut().for_each(|v| *v = 0.0);
         }
         let idx: Vec<u32> = (0..n as u32).collect();
-        let data = NodeClassData { features: &x, dim: 4, labels: &labels, classes: 2, train: &idx[..80], val: &idx[80..100], test: &idx[100..] };
+        let data =
+            NodeClassData { features: &x, dim: 4, labels: &labels, classes: 2, train: &idx[..80], val: &idx[80..100], test: &idx[100..] };
         let cfg = NodeClassConfig { max_epochs: 200, patience: 50, ..NodeClassConfig::default() };
         let gcn = train_node_classifier(GnnKind::Gcn, n, &edges, &data, &cfg, &Device::flex()).unwrap();
         let mlp = train_node_classifier(GnnKind::Mlp, n, &edges, &data, &cfg, &Device::flex()).unwrap();

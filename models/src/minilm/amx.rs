@@ -433,4 +433,3 @@ mod tests {
         assert!(PackedB::new(&[1.0; 5], 2, 3).is_err());
     }
 }
-

@@ -304,10 +304,14 @@ impl FusedBert {
         let word = wf.f32s("embeddings.word_embeddings.weight", &[v, d])?;
         let position = wf.f32s("embeddings.position_embeddings.weight", &[cfg.max_position_embeddings, d])?;
         let token_type = wf.f32s("embeddings.token_type_embeddings.weight", &[cfg.type_vocab_size, d])?;
-        let token_type0 = token_type.get(..d).map(<[f32]>::to_vec).ok_or_else(|| ModelError::Internal("empty token_type_embeddings".into()))?;
+        let token_type0 =
+            token_type.get(..d).map(<[f32]>::to_vec).ok_or_else(|| ModelError::Internal("empty token_type_embeddings".into()))?;
         let pos_ids = wf.i64s("embeddings.position_ids", &[1, cfg.max_position_embeddings])?;
         if pos_ids.iter().enumerate().any(|(i, &p)| p != i as i64) {
-            return Err(ModelError::Weights { path: w_path.to_path_buf(), reason: "embeddings.position_ids is not 0..max_position_embeddings".into() });
+            return Err(ModelError::Weights {
+                path: w_path.to_path_buf(),
+                reason: "embeddings.position_ids is not 0..max_position_embeddings".into(),
+            });
         }
         let emb_ln = norm(&mut wf, "embeddings.LayerNorm", d)?;
         let mut layers = Vec::with_capacity(cfg.num_hidden_layers);

@@ -211,7 +211,10 @@ impl Bert {
         let token_type0 = Tensor::from_data(TensorData::new(token_type[..d].to_vec(), [1, d]), device);
         let pos_ids = wf.i64s("embeddings.position_ids", &[1, cfg.max_position_embeddings])?;
         if pos_ids.iter().enumerate().any(|(i, &p)| p != i as i64) {
-            return Err(ModelError::Weights { path: w_path.to_path_buf(), reason: "embeddings.position_ids is not 0..max_position_embeddings".into() });
+            return Err(ModelError::Weights {
+                path: w_path.to_path_buf(),
+                reason: "embeddings.position_ids is not 0..max_position_embeddings".into(),
+            });
         }
         let eps = cfg.layer_norm_eps;
         let emb_ln = LayerNorm::load(&mut wf, "embeddings.LayerNorm", d, eps, device)?;
@@ -296,7 +299,13 @@ impl Bert {
 
     /// Per sequence, its token states (`len × d`, row-major) after the first `layers` encoder
     /// layers: the frozen input of [`tune::TopLayers`]. Batched by length like [`Bert::encode_ids`].
-    pub fn hidden_states(&self, ids: &[Vec<u32>], layers: usize, opts: EncodeOptions, on_batch: &(dyn Fn(usize) + Sync)) -> Result<Vec<Vec<f32>>> {
+    pub fn hidden_states(
+        &self,
+        ids: &[Vec<u32>],
+        layers: usize,
+        opts: EncodeOptions,
+        on_batch: &(dyn Fn(usize) + Sync),
+    ) -> Result<Vec<Vec<f32>>> {
         check_ids(&self.cfg, ids)?;
         let mut order: Vec<usize> = (0..ids.len()).collect();
         order.sort_by_key(|&i| (ids[i].len(), i));
@@ -391,7 +400,10 @@ fn read_model(dir: &Path) -> Result<(BertConfig, PathBuf, Vec<u8>)> {
     let cfg: BertConfig = serde_json::from_str(&cfg_text)
         .map_err(|e| ModelError::BadFile { path: cfg_path.clone(), reason: format!("not a BERT config: {e}") })?;
     if cfg.hidden_act != "gelu" {
-        return Err(ModelError::BadFile { path: cfg_path, reason: format!("hidden_act `{}` is not supported (only `gelu`)", cfg.hidden_act) });
+        return Err(ModelError::BadFile {
+            path: cfg_path,
+            reason: format!("hidden_act `{}` is not supported (only `gelu`)", cfg.hidden_act),
+        });
     }
     if cfg.num_attention_heads == 0 || !cfg.hidden_size.is_multiple_of(cfg.num_attention_heads) {
         return Err(ModelError::BadFile { path: cfg_path, reason: "hidden_size is not a multiple of num_attention_heads".into() });
@@ -442,8 +454,7 @@ fn check_ids(cfg: &BertConfig, ids: &[Vec<u32>]) -> Result<()> {
 pub fn load_tokenizer(path: &Path) -> Result<Tokenizer> {
     let bad = |reason: String| ModelError::Tokenizer { path: path.to_path_buf(), reason };
     let mut tok = Tokenizer::from_file(path).map_err(|e| bad(e.to_string()))?;
-    tok.with_truncation(Some(TruncationParams { max_length: MAX_SEQ_LEN, ..Default::default() }))
-        .map_err(|e| bad(e.to_string()))?;
+    tok.with_truncation(Some(TruncationParams { max_length: MAX_SEQ_LEN, ..Default::default() })).map_err(|e| bad(e.to_string()))?;
     tok.with_padding(None);
     Ok(tok)
 }

@@ -8,8 +8,8 @@ use burn::tensor::Device;
 use safetensors::Dtype;
 use safetensors::tensor::TensorView;
 
-use super::*;
 use super::fused::Products;
+use super::*;
 
 /// A checkpoint: name → (shape, values), in the sentence-transformers naming.
 type Checkpoint = BTreeMap<String, (Vec<usize>, Vec<f32>)>;
@@ -116,7 +116,8 @@ fn reference(cfg: &BertConfig, m: &BTreeMap<String, (Vec<usize>, Vec<f32>)>, ids
         }
         s * hstep / 3.0 * 2.0 / std::f64::consts::PI.sqrt()
     };
-    let (we, pe, te) = (w("embeddings.word_embeddings.weight"), w("embeddings.position_embeddings.weight"), w("embeddings.token_type_embeddings.weight"));
+    let (we, pe, te) =
+        (w("embeddings.word_embeddings.weight"), w("embeddings.position_embeddings.weight"), w("embeddings.token_type_embeddings.weight"));
     let mut xs: Vec<Vec<f64>> = ids
         .iter()
         .enumerate()
@@ -263,7 +264,9 @@ fn weight_loading_is_strict() {
     let cfg = tiny_cfg();
     let dev = Device::flex();
     let load = |m: &BTreeMap<String, (Vec<usize>, Vec<f32>)>, pos: bool| {
-        Bert::from_safetensors(cfg.clone(), Path::new("w.safetensors"), &to_bytes(m, cfg.max_position_embeddings, pos), &dev).err().map(|e| e.to_string())
+        Bert::from_safetensors(cfg.clone(), Path::new("w.safetensors"), &to_bytes(m, cfg.max_position_embeddings, pos), &dev)
+            .err()
+            .map(|e| e.to_string())
     };
     let m = tiny(&cfg, 1);
     assert_eq!(load(&m, true), None);
@@ -273,7 +276,9 @@ fn weight_loading_is_strict() {
     let e = load(&extra, true).expect("extra tensor must fail");
     assert!(e.contains("w.safetensors") && e.contains("classifier.weight") && e.contains("not used"), "{e}");
     let fused_err = |m: &BTreeMap<String, (Vec<usize>, Vec<f32>)>| {
-        fused::FusedBert::from_safetensors(cfg.clone(), Path::new("w.safetensors"), &to_bytes(m, cfg.max_position_embeddings, true)).err().map(|e| e.to_string())
+        fused::FusedBert::from_safetensors(cfg.clone(), Path::new("w.safetensors"), &to_bytes(m, cfg.max_position_embeddings, true))
+            .err()
+            .map(|e| e.to_string())
     };
     assert_eq!(fused_err(&m), None);
     assert!(fused_err(&extra).is_some_and(|e| e.contains("classifier.weight")), "the CPU engine is strict too");
@@ -304,7 +309,12 @@ fn model_dir() -> PathBuf {
 
 fn read_batches(path: &Path) -> Vec<arrow::record_batch::RecordBatch> {
     let f = std::fs::File::open(path).expect("open");
-    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f).expect("parquet").build().expect("reader").map(|b| b.expect("batch")).collect()
+    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
+        .expect("parquet")
+        .build()
+        .expect("reader")
+        .map(|b| b.expect("batch"))
+        .collect()
 }
 
 #[test]
@@ -361,32 +371,33 @@ fn matches_sentence_transformers_fixture() {
     // Embeddings: cosine ≥ 0.9999 for every sentence.
     let refs: Vec<&str> = texts.iter().map(|(_, t)| t.as_str()).collect();
     for (engine, model) in [("burn", &burn), ("cpu", &fused), ("cpu-amx", &amx)] {
-    let got = model.encode(&refs, EncodeOptions::default(), &|_| {}).expect("encode");
-    let mut want_emb: BTreeMap<i64, Vec<f32>> = BTreeMap::new();
-    for b in read_batches(&fx.join("embeddings.parquet")) {
-        let s = arrow::compute::cast(b.column_by_name("sent_id").expect("sent_id"), &arrow::datatypes::DataType::Int64).expect("cast");
-        let s = s.as_primitive::<Int64Type>();
-        let cols: Vec<_> = (0..DIM).map(|j| b.column_by_name(&format!("e{j:03}")).expect("column").as_primitive::<Float32Type>().clone()).collect();
-        for i in 0..b.num_rows() {
-            want_emb.insert(s.value(i), cols.iter().map(|c| c.value(i)).collect());
+        let got = model.encode(&refs, EncodeOptions::default(), &|_| {}).expect("encode");
+        let mut want_emb: BTreeMap<i64, Vec<f32>> = BTreeMap::new();
+        for b in read_batches(&fx.join("embeddings.parquet")) {
+            let s = arrow::compute::cast(b.column_by_name("sent_id").expect("sent_id"), &arrow::datatypes::DataType::Int64).expect("cast");
+            let s = s.as_primitive::<Int64Type>();
+            let cols: Vec<_> =
+                (0..DIM).map(|j| b.column_by_name(&format!("e{j:03}")).expect("column").as_primitive::<Float32Type>().clone()).collect();
+            for i in 0..b.num_rows() {
+                want_emb.insert(s.value(i), cols.iter().map(|c| c.value(i)).collect());
+            }
         }
-    }
-    let mut worst = 1.0f64;
-    for (r, (id, _)) in texts.iter().enumerate() {
-        let g = &got[r * DIM..(r + 1) * DIM];
-        let w = &want_emb[id];
-        let dot: f64 = g.iter().zip(w).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
-        let na: f64 = g.iter().map(|a| f64::from(*a).powi(2)).sum::<f64>().sqrt();
-        let nb: f64 = w.iter().map(|a| f64::from(*a).powi(2)).sum::<f64>().sqrt();
-        let cos = dot / (na * nb);
-        worst = worst.min(cos);
-        assert!(cos >= 0.9999, "{engine} engine, sentence {id}: cosine {cos}");
-        // Split bf16 carries 16 significant bits: far closer than a single bf16 product (≈ 0.99997).
-        if engine == "cpu-amx" {
-            assert!(cos >= 0.999_999, "{engine} engine, sentence {id}: cosine {cos}, below what bf16×3 gives");
+        let mut worst = 1.0f64;
+        for (r, (id, _)) in texts.iter().enumerate() {
+            let g = &got[r * DIM..(r + 1) * DIM];
+            let w = &want_emb[id];
+            let dot: f64 = g.iter().zip(w).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
+            let na: f64 = g.iter().map(|a| f64::from(*a).powi(2)).sum::<f64>().sqrt();
+            let nb: f64 = w.iter().map(|a| f64::from(*a).powi(2)).sum::<f64>().sqrt();
+            let cos = dot / (na * nb);
+            worst = worst.min(cos);
+            assert!(cos >= 0.9999, "{engine} engine, sentence {id}: cosine {cos}");
+            // Split bf16 carries 16 significant bits: far closer than a single bf16 product (≈ 0.99997).
+            if engine == "cpu-amx" {
+                assert!(cos >= 0.999_999, "{engine} engine, sentence {id}: cosine {cos}, below what bf16×3 gives");
+            }
         }
-    }
-    eprintln!("minilm fixture ({engine} engine): {} sentences, min cosine {worst:.7}", texts.len());
+        eprintln!("minilm fixture ({engine} engine): {} sentences, min cosine {worst:.7}", texts.len());
     }
 }
 
@@ -394,7 +405,13 @@ fn matches_sentence_transformers_fixture() {
 fn tiny_bert(seed: u64) -> (BertConfig, Checkpoint, Bert) {
     let cfg = tiny_cfg();
     let m = tiny(&cfg, seed);
-    let bert = Bert::from_safetensors(cfg.clone(), Path::new("tiny.safetensors"), &to_bytes(&m, cfg.max_position_embeddings, true), &Device::flex()).expect("load");
+    let bert = Bert::from_safetensors(
+        cfg.clone(),
+        Path::new("tiny.safetensors"),
+        &to_bytes(&m, cfg.max_position_embeddings, true),
+        &Device::flex(),
+    )
+    .expect("load");
     (cfg, m, bert)
 }
 
@@ -449,7 +466,9 @@ fn top_layer_tuning_learns_a_planted_rule() {
     let states = bert.hidden_states(&seqs, 1, EncodeOptions::default(), &|_| {}).expect("states");
     let (tr, va) = (160, 240);
     let tcfg = tune::TuneConfig { layers: 1, epochs: 25, batch: 16, lr: 1e-2, seed: 4 };
-    let run = || tune::train_top(&bert, 2, (&states[..tr], &labels[..tr]), (&states[tr..va], &labels[tr..va]), &tcfg, &dev, &|_| {}).expect("train");
+    let run = || {
+        tune::train_top(&bert, 2, (&states[..tr], &labels[..tr]), (&states[tr..va], &labels[tr..va]), &tcfg, &dev, &|_| {}).expect("train")
+    };
     let (model, shape, curve, epoch) = run();
     let first = curve[0];
     let kept = curve[epoch as usize - 1];

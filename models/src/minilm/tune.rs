@@ -105,7 +105,13 @@ impl TunedLayer {
         let host = |(a, b): (Tensor<2>, Tensor<2>)| -> Result<Dense> {
             let [d_in, d_out] = a.dims();
             let err = |e| ModelError::Internal(format!("encoder weights: {e:?}"));
-            Ok(Dense::from_host(a.into_data().try_to_vec::<f32>().map_err(err)?, b.into_data().try_to_vec::<f32>().map_err(err)?, d_in, d_out, dev))
+            Ok(Dense::from_host(
+                a.into_data().try_to_vec::<f32>().map_err(err)?,
+                b.into_data().try_to_vec::<f32>().map_err(err)?,
+                d_in,
+                d_out,
+                dev,
+            ))
         };
         Ok(TunedLayer {
             q: host(w.q)?,
@@ -151,7 +157,11 @@ impl TopLayers {
             return Err(ModelError::Internal(format!("cannot tune {} of {depth} layers", shape.layers)));
         }
         let layers = (depth - shape.layers..depth)
-            .map(|i| bert.layer_weights(i).ok_or_else(|| ModelError::Internal(format!("no layer {i}"))).and_then(|w| TunedLayer::from_weights(w, dev)))
+            .map(|i| {
+                bert.layer_weights(i)
+                    .ok_or_else(|| ModelError::Internal(format!("no layer {i}")))
+                    .and_then(|w| TunedLayer::from_weights(w, dev))
+            })
             .collect::<Result<Vec<_>>>()?;
         let mut rng = Stream(seed ^ 0x7475_6e65);
         Ok(TopLayers { layers, head: Dense::new(shape.dim, shape.classes.max(1), &mut rng, dev) })
@@ -319,4 +329,3 @@ pub fn train_top(
     let (model, epoch) = best.take()?;
     Ok((model, shape, curve, epoch))
 }
-

@@ -48,11 +48,7 @@ impl<'a> WeightFile<'a> {
             return Err(self.err(format!("tensor `{name}` is {:?} {:?}, expected I64 {shape:?}", view.dtype(), view.shape())));
         }
         self.taken.insert(name.to_string());
-        Ok(view
-            .data()
-            .chunks_exact(8)
-            .map(|b| i64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
-            .collect())
+        Ok(view.data().chunks_exact(8).map(|b| i64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])).collect())
     }
 
     /// A vector tensor on `device`.

@@ -18,7 +18,10 @@ impl Dense {
     pub(crate) fn new(d_in: usize, d_out: usize, rng: &mut Stream, dev: &Device) -> Self {
         let a = (6.0 / (d_in + d_out) as f64).sqrt();
         let w: Vec<f32> = (0..d_in * d_out).map(|_| ((rng.unit() * 2.0 - 1.0) * a) as f32).collect();
-        Dense { w: Param::from_data(TensorData::new(w, [d_in, d_out]), dev), b: Param::from_data(TensorData::new(vec![0f32; d_out], [d_out]), dev) }
+        Dense {
+            w: Param::from_data(TensorData::new(w, [d_in, d_out]), dev),
+            b: Param::from_data(TensorData::new(vec![0f32; d_out], [d_out]), dev),
+        }
     }
 
     pub(crate) fn forward(&self, x: Tensor<2>) -> Tensor<2> {

@@ -8,8 +8,8 @@ mod stream;
 mod tensors;
 mod weights;
 
-pub use checkpoint::{EpochRow, Trained};
 pub(crate) use checkpoint::{Checkpoint, EarlyStopping};
+pub use checkpoint::{EpochRow, Trained};
 pub use dense::Dense;
 pub(crate) use stream::Stream;
 pub(crate) use tensors::{floats, ints, mask};

@@ -81,7 +81,9 @@ impl Lexical {
 /// `tokens` (list<utf8>) when present, else `text`. Null values are an error naming the row.
 fn lexical(b: &RecordBatch, path: &Path) -> Result<Lexical> {
     if let Some(t) = b.column_by_name("tokens") {
-        let list = t.as_list_opt::<i32>().with_context(|| format!("{}: column `tokens` must be list<utf8>, is {}", path.display(), t.data_type()))?;
+        let list = t
+            .as_list_opt::<i32>()
+            .with_context(|| format!("{}: column `tokens` must be list<utf8>, is {}", path.display(), t.data_type()))?;
         let mut out = Vec::with_capacity(list.len());
         for i in 0..list.len() {
             if list.is_null(i) {
@@ -171,4 +173,3 @@ pub fn run(a: Bm25Args, quiet: bool) -> Result<()> {
     );
     Ok(())
 }
-

@@ -59,7 +59,15 @@ pub(crate) fn read_edges(path: &Path) -> Result<(Vec<u32>, Vec<u32>)> {
     Ok((u32_column(&b, path, "src")?, u32_column(&b, path, "dst")?))
 }
 
-pub(crate) fn write_matrix(out: &Path, first: &str, prefix: &str, digits: usize, n: usize, d: usize, values: ArrayValues<'_>) -> Result<()> {
+pub(crate) fn write_matrix(
+    out: &Path,
+    first: &str,
+    prefix: &str,
+    digits: usize,
+    n: usize,
+    d: usize,
+    values: ArrayValues<'_>,
+) -> Result<()> {
     let mut fields = vec![Field::new(first, DataType::UInt32, false)];
     let mut cols: Vec<ArrayRef> = vec![Arc::new(UInt32Array::from_iter_values(0..n as u32))];
     for c in 0..d {
@@ -96,13 +104,21 @@ pub fn run(a: DiffusionArgs) -> Result<()> {
     let n = nodes.len();
     let mut slot = vec![usize::MAX; n];
     for (row, &node) in nodes.iter().enumerate() {
-        let s = slot.get_mut(node as usize).with_context(|| format!("{}: row {}, column `node`: {node} is not in 0..{n} (one row per node)", a.projection.display(), row + 1))?;
+        let s = slot.get_mut(node as usize).with_context(|| {
+            format!("{}: row {}, column `node`: {node} is not in 0..{n} (one row per node)", a.projection.display(), row + 1)
+        })?;
         if *s != usize::MAX {
             bail!("{}: row {}, column `node`: node {node} appears twice", a.projection.display(), row + 1);
         }
         *s = row;
     }
-    let rcols: Vec<String> = proj.schema().fields().iter().map(|f| f.name().clone()).filter(|c| c.starts_with('r') && c.len() > 1 && c[1..].chars().all(|x| x.is_ascii_digit())).collect();
+    let rcols: Vec<String> = proj
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .filter(|c| c.starts_with('r') && c.len() > 1 && c[1..].chars().all(|x| x.is_ascii_digit()))
+        .collect();
     if rcols.is_empty() {
         bail!("{}: no projection columns `r00`, `r01`, …", a.projection.display());
     }
@@ -151,4 +167,3 @@ pub fn run(a: DiffusionArgs) -> Result<()> {
     );
     Ok(())
 }
-

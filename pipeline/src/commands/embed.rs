@@ -119,4 +119,3 @@ pub fn run(a: EmbedArgs, quiet: bool) -> Result<()> {
     );
     Ok(())
 }
-

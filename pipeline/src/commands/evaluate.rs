@@ -73,7 +73,10 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
         bail!("{}: row {}, column `score`: {} is not a finite score", a.run.display(), row + 1, rs.value(row));
     }
     let methods: Option<&StringArray> = match run.column_by_name("method") {
-        Some(c) => Some(c.as_string_opt::<i32>().with_context(|| format!("{}: column `method` is {}, expected utf8", a.run.display(), c.data_type()))?),
+        Some(c) => Some(
+            c.as_string_opt::<i32>()
+                .with_context(|| format!("{}: column `method` is {}, expected utf8", a.run.display(), c.data_type()))?,
+        ),
         None => None,
     };
     let aq = column(&answers, &a.answers, "query_id", &DataType::UInt32)?;

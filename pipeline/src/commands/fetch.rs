@@ -48,7 +48,8 @@ pub fn run(a: FetchArgs) -> Result<()> {
     use tgrag_datasets::hub::{self, HubRepo};
     if a.what == FetchWhat::Minilm {
         let dest = dest.unwrap_or_else(|| minilm::default_dir(Path::new(".")));
-        let repo = HubRepo { kind: "model", owner: "sentence-transformers", name: "all-MiniLM-L6-v2", revision: minilm::HF_REVISION.into() };
+        let repo =
+            HubRepo { kind: "model", owner: "sentence-transformers", name: "all-MiniLM-L6-v2", revision: minilm::HF_REVISION.into() };
         let files: Vec<String> = minilm::FILES.iter().map(|(f, _)| f.to_string()).collect();
         let (_, fetched) = hub::fetch(&repo, &files, &|f| eprintln!("fetch {}/{f} @ {}", repo.id(), repo.revision))?;
         std::fs::create_dir_all(&dest).with_context(|| format!("creating {}", dest.display()))?;
@@ -65,7 +66,8 @@ pub fn run(a: FetchArgs) -> Result<()> {
         return Ok(());
     }
     let spec = tgrag_datasets::registry::resolve(what, None, Default::default())?;
-    let (root, fetched) = spec.stark_root(&|f| eprintln!("fetch {f}")).with_context(|| format!("`{what}` cannot be fetched from the hub"))?;
+    let (root, fetched) =
+        spec.stark_root(&|f| eprintln!("fetch {f}")).with_context(|| format!("`{what}` cannot be fetched from the hub"))?;
     for f in fetched.unwrap_or_default() {
         println!("{}  {} ({} bytes)", f.sha256, f.file, f.bytes);
     }

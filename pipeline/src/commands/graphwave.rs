@@ -65,6 +65,13 @@ pub fn run(a: GraphwaveArgs) -> Result<()> {
     let emb = graphwave::embed(&adj, &scales, &ts, mode)?;
     let width = scales.len() * 2 * a.points;
     write_matrix(&a.out, "node", "f", 3, n, width, ArrayValues::F64(&emb))?;
-    eprintln!("graphwave: N = {n}, {} scales × {} points ({:?}) in {:.3}s → {}", scales.len(), a.points, mode, t0.elapsed().as_secs_f64(), a.out.display());
+    eprintln!(
+        "graphwave: N = {n}, {} scales × {} points ({:?}) in {:.3}s → {}",
+        scales.len(),
+        a.points,
+        mode,
+        t0.elapsed().as_secs_f64(),
+        a.out.display()
+    );
     Ok(())
 }

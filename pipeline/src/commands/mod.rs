@@ -136,7 +136,9 @@ pub(crate) fn texts(b: &RecordBatch, path: &Path, name: &str) -> Result<Vec<Stri
     let c = column(b, path, name)?;
     let s = arrow::compute::cast(c, &DataType::Utf8).with_context(|| format!("{}: column `{name}` is not text", path.display()))?;
     let s = s.as_string::<i32>();
-    (0..s.len()).map(|i| if s.is_null(i) { bail!("{}: row {i}, column {name}: null", path.display()) } else { Ok(s.value(i).to_string()) }).collect()
+    (0..s.len())
+        .map(|i| if s.is_null(i) { bail!("{}: row {i}, column {name}: null", path.display()) } else { Ok(s.value(i).to_string()) })
+        .collect()
 }
 
 /// An id column: integers or strings, no nulls.

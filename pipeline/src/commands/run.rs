@@ -36,7 +36,8 @@ pub fn run(outputs: &Path, quiet: bool, a: RunArgs) -> Result<()> {
     let dataset = a.dataset.resolve()?;
     let configs = stage_configs(&all, &a.dataset.set)?;
     runner::select(&all, a.stages.as_deref())?;
-    let opts = RunOptions { outputs: outputs.to_path_buf(), dataset, stages: a.stages, force: a.force, progress: Progress { quiet }, configs };
+    let opts =
+        RunOptions { outputs: outputs.to_path_buf(), dataset, stages: a.stages, force: a.force, progress: Progress { quiet }, configs };
     let t0 = Instant::now();
     println!("tgrag run: dataset `{}` → {}", opts.dataset.name, opts.outputs.join(&opts.dataset.name).display());
     let outcomes = runner::run(&opts, &all, |o| {

@@ -20,11 +20,8 @@ pub fn table_name(dataset: &str, stage: &str, table: &str) -> String {
 pub fn artifacts(outputs: &Path) -> Result<Vec<(String, PathBuf)>> {
     let mut out = Vec::new();
     let read = |p: &Path| -> Result<Vec<PathBuf>> {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(p)
-            .with_context(|| format!("reading {}", p.display()))?
-            .flatten()
-            .map(|e| e.path())
-            .collect();
+        let mut v: Vec<PathBuf> =
+            std::fs::read_dir(p).with_context(|| format!("reading {}", p.display()))?.flatten().map(|e| e.path()).collect();
         v.sort();
         Ok(v)
     };

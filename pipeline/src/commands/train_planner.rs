@@ -111,7 +111,16 @@ pub fn run(a: TrainPlannerArgs, quiet: bool) -> Result<()> {
             bail!("{}: missing (--plans must hold llama_ft.jsonl, plans_train.jsonl and plans_val.jsonl)", a.plans.join(f).display());
         }
     }
-    let mut opts = TrainOptions { encoder, model_dir: a.model_dir.clone(), device: a.device.into(), seed: a.seed, finetune_weight: a.finetune_weight, hash_dim: a.hash_dim, decode, ..TrainOptions::default() };
+    let mut opts = TrainOptions {
+        encoder,
+        model_dir: a.model_dir.clone(),
+        device: a.device.into(),
+        seed: a.seed,
+        finetune_weight: a.finetune_weight,
+        hash_dim: a.hash_dim,
+        decode,
+        ..TrainOptions::default()
+    };
     opts.planner.epochs = a.epochs;
     opts.tagger.epochs = a.tagger_epochs;
     opts.tune.layers = tune_layers;
@@ -134,10 +143,24 @@ pub fn run(a: TrainPlannerArgs, quiet: bool) -> Result<()> {
     let mut curves = Curves::default();
     let seed = a.seed;
     for c in &t.encoder_curve {
-        curves.push("encoder", "", seed, c.epoch, c.epoch == t.encoder_epoch, &[("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metapath_accuracy", c.val_accuracy)]);
+        curves.push(
+            "encoder",
+            "",
+            seed,
+            c.epoch,
+            c.epoch == t.encoder_epoch,
+            &[("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metapath_accuracy", c.val_accuracy)],
+        );
     }
     for c in &t.planner_curve {
-        curves.push("planner", "", seed, c.epoch, c.epoch == t.planner_epoch, &[("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metapath_exact", c.val_exact)]);
+        curves.push(
+            "planner",
+            "",
+            seed,
+            c.epoch,
+            c.epoch == t.planner_epoch,
+            &[("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metapath_exact", c.val_exact)],
+        );
     }
     for c in &t.tagger_curve {
         curves.push("tagger", "", seed, c.epoch, c.epoch == t.tagger_epoch, &[("train_loss", c.train_loss), ("val_label_f1", c.val_f1)]);
@@ -147,7 +170,9 @@ pub fn run(a: TrainPlannerArgs, quiet: bool) -> Result<()> {
     let t1 = Instant::now();
     let (fig, rows) = t.model.score_file(&a.plans.join("plans_val.jsonl"), progress)?;
     let t_val = t1.elapsed().as_secs_f64();
-    let opt_s = |f: &dyn Fn(&tgrag_stages::kb::mor_planner::Produced) -> String| rows.iter().map(|r| r.gold.as_ref().map(f)).collect::<Vec<Option<String>>>();
+    let opt_s = |f: &dyn Fn(&tgrag_stages::kb::mor_planner::Produced) -> String| {
+        rows.iter().map(|r| r.gold.as_ref().map(f)).collect::<Vec<Option<String>>>()
+    };
     let validation = RecordBatch::try_from_iter(vec![
         ("line", Arc::new(UInt32Array::from(rows.iter().map(|r| r.line as u32).collect::<Vec<_>>())) as ArrayRef),
         ("q_id", Arc::new(arrow::array::Int64Array::from(rows.iter().map(|r| r.q_id).collect::<Vec<_>>()))),
@@ -199,4 +224,3 @@ pub fn run(a: TrainPlannerArgs, quiet: bool) -> Result<()> {
     );
     Ok(())
 }
-

@@ -33,12 +33,8 @@ pub fn per_query(
     cands: &Candidates,
     mode: EvalMode,
 ) -> Result<RecordBatch> {
-    let (rq, rn, rs, rm) = (
-        columns::u32s(run, "query_id")?,
-        columns::u32s(run, "node_id")?,
-        columns::f32s(run, "score")?,
-        columns::strs(run, "method")?,
-    );
+    let (rq, rn, rs, rm) =
+        (columns::u32s(run, "query_id")?, columns::u32s(run, "node_id")?, columns::f32s(run, "score")?, columns::strs(run, "method")?);
     #[allow(clippy::type_complexity)]
     let mut by_method: BTreeMap<&str, HashMap<u32, Vec<(u32, f32)>>> = BTreeMap::new();
     for i in 0..run.num_rows() {
@@ -108,9 +104,7 @@ SELECT method, group_by, group_value, n_queries, hit1, hit5, recall20, mrr FROM 
 
 /// Aggregates per-query rows with DataFusion (one partition, so sums are bit-for-bit repeatable).
 pub fn aggregate(per_query: &RecordBatch) -> Result<RecordBatch> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .map_err(|e| StageError::Internal(format!("tokio runtime: {e}")))?;
+    let rt = tokio::runtime::Builder::new_current_thread().build().map_err(|e| StageError::Internal(format!("tokio runtime: {e}")))?;
     let batches = rt.block_on(async {
         let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(1));
         let table = MemTable::try_new(per_query.schema(), vec![vec![per_query.clone()]])?;
@@ -118,8 +112,7 @@ pub fn aggregate(per_query: &RecordBatch) -> Result<RecordBatch> {
         ctx.sql(AGGREGATE_SQL).await?.collect().await
     })?;
     let schema = batches.first().map(|b| b.schema()).unwrap_or_else(|| tables::METRICS_AGGREGATE.schema());
-    let all = arrow::compute::concat_batches(&schema, &batches)
-        .map_err(|e| StageError::Internal(format!("concat aggregate: {e}")))?;
+    let all = arrow::compute::concat_batches(&schema, &batches).map_err(|e| StageError::Internal(format!("concat aggregate: {e}")))?;
     Ok(validate::conform(&tables::METRICS_AGGREGATE, std::path::Path::new("<aggregate SQL>"), &all)?)
 }
 
@@ -153,14 +146,21 @@ pub fn aggregate_scores(agg: &RecordBatch, stage_of: &BTreeMap<String, &str>, sc
 
 /// Markdown report of the ranking rows of a `scores` table (rows in aggregate order).
 pub fn report(dataset: &str, scores: &RecordBatch, mode: EvalMode) -> Result<String> {
-    let (m, split, group, metric) = (columns::strs(scores, "method")?, columns::strs(scores, "split")?, columns::strs(scores, "group")?, columns::strs(scores, "metric")?);
+    let (m, split, group, metric) = (
+        columns::strs(scores, "method")?,
+        columns::strs(scores, "split")?,
+        columns::strs(scores, "group")?,
+        columns::strs(scores, "metric")?,
+    );
     let (value, n) = (columns::f64s(scores, "value")?, columns::u64s(scores, "n")?);
     // One report row per (method, split, group), its metrics in METRICS order.
     let mut rows: Vec<(usize, [f64; 4])> = Vec::new();
     for i in 0..scores.num_rows() {
         let Some(k) = METRICS.iter().position(|x| *x == metric.value(i)) else { continue };
         match rows.last_mut() {
-            Some((j, v)) if (m.value(*j), split.value(*j), group.value(*j)) == (m.value(i), split.value(i), group.value(i)) => v[k] = value.value(i),
+            Some((j, v)) if (m.value(*j), split.value(*j), group.value(*j)) == (m.value(i), split.value(i), group.value(i)) => {
+                v[k] = value.value(i)
+            }
             _ => {
                 let mut v = [0.0; 4];
                 v[k] = value.value(i);
@@ -188,9 +188,20 @@ pub fn report(dataset: &str, scores: &RecordBatch, mode: EvalMode) -> Result<Str
         if these.is_empty() {
             continue;
         }
-        out.push_str(&format!("\n## {title}\n\n| method | {g} | queries | hit@1 | hit@5 | recall@20 | MRR |\n|---|---|---:|---:|---:|---:|---:|\n"));
+        out.push_str(&format!(
+            "\n## {title}\n\n| method | {g} | queries | hit@1 | hit@5 | recall@20 | MRR |\n|---|---|---:|---:|---:|---:|---:|\n"
+        ));
         for (i, v) in these {
-            out.push_str(&format!("| {} | {} | {} | {:.4} | {:.4} | {:.4} | {:.4} |\n", m.value(*i), kind(*i).1, n.value(*i), v[0], v[1], v[2], v[3]));
+            out.push_str(&format!(
+                "| {} | {} | {} | {:.4} | {:.4} | {:.4} | {:.4} |\n",
+                m.value(*i),
+                kind(*i).1,
+                n.value(*i),
+                v[0],
+                v[1],
+                v[2],
+                v[3]
+            ));
         }
     }
     Ok(out)
@@ -239,7 +250,10 @@ impl StageSpec for Metrics {
                     if let Some(other) = stage_of.insert(methods.value(i).to_string(), stage)
                         && other != stage
                     {
-                        return Err(StageError::Input(format!("method `{}` appears in the runs of stages `{other}` and `{stage}`", methods.value(i))));
+                        return Err(StageError::Input(format!(
+                            "method `{}` appears in the runs of stages `{other}` and `{stage}`",
+                            methods.value(i)
+                        )));
                     }
                 }
                 parts.push(part);

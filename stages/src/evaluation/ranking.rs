@@ -129,7 +129,13 @@ mod tests {
     fn brute(retrieved: &[(u32, f32)], answers: &[u32], n: u32, mode: EvalMode) -> QueryMetrics {
         let min = retrieved.iter().map(|x| x.1).fold(f32::INFINITY, f32::min);
         let u = match mode {
-            EvalMode::Stark => if retrieved.is_empty() { 0.0 } else { min - 1.0 },
+            EvalMode::Stark => {
+                if retrieved.is_empty() {
+                    0.0
+                } else {
+                    min - 1.0
+                }
+            }
             EvalMode::Mor => 0.0,
         };
         let mut all: Vec<(u32, f32)> = (0..n).map(|i| (i, u)).collect();
@@ -174,10 +180,13 @@ mod tests {
         use std::collections::HashMap;
         let Some(dir) = crate::shared::test_support::fixture("ranking_metrics") else { return };
         let read = |f: &str| tgrag_schemas::io::read_parquet(&dir.join(f)).expect("fixture");
-        let col = |b: &arrow::array::RecordBatch, c: &str, t: DataType| arrow::compute::cast(b.column_by_name(c).expect(c), &t).expect("cast");
+        let col =
+            |b: &arrow::array::RecordBatch, c: &str, t: DataType| arrow::compute::cast(b.column_by_name(c).expect(c), &t).expect("cast");
         let run = read("run.parquet");
-        let (rq, rn, rs) = (col(&run, "qid", DataType::UInt32), col(&run, "node_id", DataType::UInt32), col(&run, "score", DataType::Float32));
-        let (rq, rn, rs) = (rq.as_primitive::<UInt32Type>(), rn.as_primitive::<UInt32Type>(), rs.as_primitive::<arrow::datatypes::Float32Type>());
+        let (rq, rn, rs) =
+            (col(&run, "qid", DataType::UInt32), col(&run, "node_id", DataType::UInt32), col(&run, "score", DataType::Float32));
+        let (rq, rn, rs) =
+            (rq.as_primitive::<UInt32Type>(), rn.as_primitive::<UInt32Type>(), rs.as_primitive::<arrow::datatypes::Float32Type>());
         let mut runs: HashMap<u32, Vec<(u32, f32)>> = HashMap::new();
         for i in 0..run.num_rows() {
             runs.entry(rq.value(i)).or_default().push((rn.value(i), rs.value(i)));
@@ -198,7 +207,9 @@ mod tests {
             let qid = q.value(i);
             let got = query_metrics(runs.get(&qid).map_or(&[][..], Vec::as_slice), &gold[&qid], &cands, EvalMode::Stark);
             let w: Vec<f64> = want.iter().map(|a| a.as_primitive::<Float64Type>().value(i)).collect();
-            for (name, g, w) in [("hit1", got.hit1, w[0]), ("hit5", got.hit5, w[1]), ("recall20", got.recall20, w[2]), ("mrr", got.mrr, w[3])] {
+            for (name, g, w) in
+                [("hit1", got.hit1, w[0]), ("hit5", got.hit5, w[1]), ("recall20", got.recall20, w[2]), ("mrr", got.mrr, w[3])]
+            {
                 assert!((g - w).abs() < 1e-9, "query {qid} {name}: {g} vs {w}");
             }
         }

@@ -33,7 +33,10 @@ impl KbGraph {
             rel_ids.entry(rel.value(i)).or_insert(next);
         }
         if rel_ids.len() > 64 {
-            return Err(StageError::Config { stage: "graph".into(), message: format!("{} relation types; at most 64 are supported", rel_ids.len()) });
+            return Err(StageError::Config {
+                stage: "graph".into(),
+                message: format!("{} relation types; at most 64 are supported", rel_ids.len()),
+            });
         }
         let mut pairs: Vec<(u32, u32, u64)> = Vec::with_capacity(2 * src.len());
         for i in 0..src.len() {

@@ -194,8 +194,20 @@ impl Kb {
 
     /// Nodes (ids must be 0..N, once each), edges, queries, and the node and query embeddings (one
     /// width). A KB that breaks these rules is the input's fault ([`StageError::Input`]).
-    pub fn from_tables(nodes: &RecordBatch, edges: &RecordBatch, queries: &RecordBatch, embeddings: &RecordBatch, query_embeddings: &RecordBatch, min_name_chars: usize) -> Result<Kb> {
-        let (ids, types, names, docs) = (columns::u32s(nodes, "node_id")?, columns::strs(nodes, "node_type")?, columns::strs(nodes, "name")?, columns::strs(nodes, "doc")?);
+    pub fn from_tables(
+        nodes: &RecordBatch,
+        edges: &RecordBatch,
+        queries: &RecordBatch,
+        embeddings: &RecordBatch,
+        query_embeddings: &RecordBatch,
+        min_name_chars: usize,
+    ) -> Result<Kb> {
+        let (ids, types, names, docs) = (
+            columns::u32s(nodes, "node_id")?,
+            columns::strs(nodes, "node_type")?,
+            columns::strs(nodes, "name")?,
+            columns::strs(nodes, "doc")?,
+        );
         let n = ids.len();
         let mut row = vec![usize::MAX; n];
         for i in 0..n {
@@ -222,7 +234,9 @@ impl Kb {
         }
         let (qids, q_emb, qdim) = embedding_table(query_embeddings, "query_id")?;
         if qdim != dim && !qids.is_empty() {
-            return Err(StageError::Input(format!("query_embeddings are {qdim} wide but node embeddings {dim}: both must come from one encoder")));
+            return Err(StageError::Input(format!(
+                "query_embeddings are {qdim} wide but node embeddings {dim}: both must come from one encoder"
+            )));
         }
         let q_row = qids.iter().enumerate().map(|(k, &q)| (q, k)).collect();
         let (qi, qt) = (columns::u32s(queries, "query_id")?, columns::strs(queries, "text")?);
@@ -272,5 +286,4 @@ mod tests {
         assert_eq!(found[0].nodes, vec![0]);
         assert_eq!(remaining_text(q, &found), "Papers by Lab members, not Graceful ones; red");
     }
-
 }

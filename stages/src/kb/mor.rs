@@ -23,7 +23,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::{ArrayRef, BooleanArray, Float32Array, Float32Builder, Float64Array, ListBuilder, RecordBatch, StringArray, StringBuilder, UInt8Array, UInt32Array, UInt32Builder};
+use arrow::array::{
+    ArrayRef, BooleanArray, Float32Array, Float32Builder, Float64Array, ListBuilder, RecordBatch, StringArray, StringBuilder, UInt8Array,
+    UInt32Array, UInt32Builder,
+};
 use burn::tensor::Device;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -54,7 +57,15 @@ pub struct MorConfig {
 
 impl Default for MorConfig {
     fn default() -> Self {
-        MorConfig { traversal: TraversalConfig::default(), planner_epochs: 40, planner_hidden: 256, reranker_epochs: 20, negatives: 15, reranker_head: Head::Paper, seed: 0 }
+        MorConfig {
+            traversal: TraversalConfig::default(),
+            planner_epochs: 40,
+            planner_hidden: 256,
+            reranker_epochs: 20,
+            negatives: 15,
+            reranker_head: Head::Paper,
+            seed: 0,
+        }
     }
 }
 
@@ -86,7 +97,11 @@ pub struct PlanData {
 
 /// The planner's training data of the `planning_graphs` table.
 pub fn plan_data(kb: &Kb, planning_graphs: &RecordBatch) -> Result<PlanData> {
-    let (pq, ps, pm) = (columns::u32s(planning_graphs, "query_id")?, columns::strs(planning_graphs, "split")?, columns::strs(planning_graphs, "metapath")?);
+    let (pq, ps, pm) = (
+        columns::u32s(planning_graphs, "query_id")?,
+        columns::strs(planning_graphs, "split")?,
+        columns::strs(planning_graphs, "metapath")?,
+    );
     let mut vocab: Vec<String> = vec!["<bos>".into(), "<eos>".into()];
     let mut tok_id: HashMap<String, u32> = HashMap::new();
     let (mut train, mut val) = (SeqData { dim: kb.dim, ..Default::default() }, SeqData { dim: kb.dim, ..Default::default() });
@@ -192,11 +207,24 @@ pub fn reason(kb: &Kb, ti: &TextIndex, qid: u32, tokens: &[String], tcfg: &Trave
     let runs = match &parsed {
         Some(p) => {
             let last = p[0].hops.last().map_or(p[0].start, |h| h.to);
-            let structless: Vec<(u32, Traj)> = ti.top(&text_all, Some(last), tcfg.candidates).into_iter().map(|(v, _)| (v, Traj { path: vec![v], via: vec![1], traversal: 0 })).collect();
-            [finish(traverse(g, ti, query, p, &restr, tcfg, true), true), finish(traverse(g, ti, query, p, &restr, tcfg, false), false), finish(structless, false)]
+            let structless: Vec<(u32, Traj)> = ti
+                .top(&text_all, Some(last), tcfg.candidates)
+                .into_iter()
+                .map(|(v, _)| (v, Traj { path: vec![v], via: vec![1], traversal: 0 }))
+                .collect();
+            [
+                finish(traverse(g, ti, query, p, &restr, tcfg, true), true),
+                finish(traverse(g, ti, query, p, &restr, tcfg, false), false),
+                finish(structless, false),
+            ]
         }
         None => {
-            let fb = || ti.top(&text_all, None, tcfg.candidates).into_iter().map(|(v, _)| (v, Traj { path: vec![v], via: vec![1], traversal: 255 })).collect::<Vec<_>>();
+            let fb = || {
+                ti.top(&text_all, None, tcfg.candidates)
+                    .into_iter()
+                    .map(|(v, _)| (v, Traj { path: vec![v], via: vec![1], traversal: 255 }))
+                    .collect::<Vec<_>>()
+            };
             [finish(fb(), true), finish(fb(), false), finish(fb(), false)]
         }
     };
@@ -217,17 +245,33 @@ pub struct Organized {
 /// checkpoint) and reranks every query's full-traversal candidates. A reranker needs training
 /// queries with an answer among enough candidates; without them `mor` keeps the dense order of
 /// `mor-no-rerank`.
-pub fn organize(kb: &Kb, order: &[(u32, String)], reasoned: &[Reasoned], answers: &HashMap<u32, Vec<u32>>, cfg: &MorConfig, dev: &Device) -> Result<Organized> {
+pub fn organize(
+    kb: &Kb,
+    order: &[(u32, String)],
+    reasoned: &[Reasoned],
+    answers: &HashMap<u32, Vec<u32>>,
+    cfg: &MorConfig,
+    dev: &Device,
+) -> Result<Organized> {
     let g = &kb.graph;
     let group = |i: usize| -> Group {
         let qid = order[i].0;
         let gold: HashSet<u32> = answers.get(&qid).map(|a| a.iter().copied().collect()).unwrap_or_default();
         let r = &reasoned[i].runs[0];
-        Group { candidates: r.iter().map(|(_, d, t)| features(t, &reasoned[i].bm25, *d, g)).collect(), positive: r.iter().map(|(v, _, _)| gold.contains(v)).collect() }
+        Group {
+            candidates: r.iter().map(|(_, d, t)| features(t, &reasoned[i].bm25, *d, g)).collect(),
+            positive: r.iter().map(|(v, _, _)| gold.contains(v)).collect(),
+        }
     };
     let train_g: Vec<Group> = (0..order.len()).filter(|&i| order[i].1 == "train").map(group).collect();
     let val_g: Vec<Group> = (0..order.len()).filter(|&i| order[i].1 == "val").map(group).collect();
-    let rcfg = RerankerConfig { head: cfg.reranker_head, epochs: cfg.reranker_epochs, negatives: cfg.negatives, seed: cfg.seed, ..Default::default() };
+    let rcfg = RerankerConfig {
+        head: cfg.reranker_head,
+        epochs: cfg.reranker_epochs,
+        negatives: cfg.negatives,
+        seed: cfg.seed,
+        ..Default::default()
+    };
     let usable = train_g.iter().any(|x| x.positive.iter().any(|&p| p) && x.positive.iter().filter(|&&p| !p).count() >= rcfg.negatives);
     let trained = if usable { Some(train_reranker(g.types.len(), &train_g, &val_g, Features::default(), &rcfg, dev)?) } else { None };
     let ranked = (0..order.len())
@@ -255,7 +299,14 @@ pub struct Written {
 }
 
 /// Step 4: builds `plans`, `run`, `curves` and `latency` from the steps' results.
-pub fn write(kb: &Kb, order: &[(u32, String)], planned: &Planned, reasoned: &[Reasoned], organized: &Organized, seed: u64) -> Result<Written> {
+pub fn write(
+    kb: &Kb,
+    order: &[(u32, String)],
+    planned: &Planned,
+    reasoned: &[Reasoned],
+    organized: &Organized,
+    seed: u64,
+) -> Result<Written> {
     let g = &kb.graph;
     let plans = RecordBatch::try_from_iter(vec![
         ("query_id", Arc::new(UInt32Array::from_iter_values(order.iter().map(|x| x.0))) as ArrayRef),
@@ -280,7 +331,14 @@ pub fn write(kb: &Kb, order: &[(u32, String)], planned: &Planned, reasoned: &[Re
     ])?;
     let mut curves = Curves::default();
     for c in &planned.curve {
-        curves.push("planner", "", seed, c.epoch, c.epoch == planned.best, &[("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metapath_exact", c.val_exact)]);
+        curves.push(
+            "planner",
+            "",
+            seed,
+            c.epoch,
+            c.epoch == planned.best,
+            &[("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metapath_exact", c.val_exact)],
+        );
     }
     for c in &organized.curve {
         curves.push("reranker", "", seed, c.epoch, c.epoch == organized.best, &[("train_loss", c.train_loss), ("val_hit1", c.val_hit1)]);
@@ -310,7 +368,8 @@ impl StageSpec for MorStage {
         let data = plan_data(&kb, &ctx.input("planning", "planning_graphs")?)?;
         let planned = ctx.timed("plan", |_| plan(&kb, &data, &ids, &cfg, &dev))?;
         ctx.set_items(order.len() as u64);
-        let reasoned: Vec<Reasoned> = ctx.timed("reason", |_| ids.par_iter().zip(&planned.plans).map(|(q, p)| reason(&kb, &ti, *q, p, &cfg.traversal)).collect())?;
+        let reasoned: Vec<Reasoned> =
+            ctx.timed("reason", |_| ids.par_iter().zip(&planned.plans).map(|(q, p)| reason(&kb, &ti, *q, p, &cfg.traversal)).collect())?;
         let organized = ctx.timed("organize", |_| organize(&kb, &order, &reasoned, &answers, &cfg, &dev))?;
         let out = write(&kb, &order, &planned, &reasoned, &organized, cfg.seed)?;
         ctx.write("plans", &out.plans)?;

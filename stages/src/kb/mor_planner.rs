@@ -23,9 +23,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use tgrag_datasets::mor_plans::{Dir, Metapath, Plan, PlanLine};
-use tgrag_models::planner::{BOS, EOS, Planner, PlannerConfig, PlannerEpoch, PlannerShape, SeqData};
 use tgrag_models::minilm::tune::{TopLayers, TopShape, TuneConfig, TuneEpoch};
 use tgrag_models::minilm::{EncodeOptions, Engine, MiniLm};
+use tgrag_models::planner::{BOS, EOS, Planner, PlannerConfig, PlannerEpoch, PlannerShape, SeqData};
 use tgrag_models::tagger::{Sentence, TagData, Tagger, TaggerConfig, TaggerEpoch, TaggerShape};
 
 use crate::kb::kb::words;
@@ -433,7 +433,15 @@ pub fn token_f1(pred: &[(String, Vec<String>)], gold: &[(String, Vec<String>)]) 
 }
 
 /// Query vectors (`n × qdim`).
-fn encode(texts: &[&str], meta_encoder: Encoder, hash_dim: usize, enc: (Option<&MiniLm>, Option<&Tuned>), progress: Progress, what: &str, dev: &burn::tensor::Device) -> Result<(Vec<f32>, usize)> {
+fn encode(
+    texts: &[&str],
+    meta_encoder: Encoder,
+    hash_dim: usize,
+    enc: (Option<&MiniLm>, Option<&Tuned>),
+    progress: Progress,
+    what: &str,
+    dev: &burn::tensor::Device,
+) -> Result<(Vec<f32>, usize)> {
     let dense = match (meta_encoder, enc) {
         (Encoder::Minilm, (_, Some(t))) => Some((t.embed(texts, progress, what, dev)?, t.shape.dim)),
         (Encoder::Minilm, (Some(m), None)) => {
@@ -460,7 +468,11 @@ fn encode(texts: &[&str], meta_encoder: Encoder, hash_dim: usize, enc: (Option<&
 /// Reads `<dir>/<name>` with the MoR plan readers.
 fn read(dir: &Path, name: &str) -> Result<Vec<PlanLine>> {
     let p = dir.join(name);
-    Ok(if name == "llama_ft.jsonl" { tgrag_datasets::mor_plans::read_finetune(&p, None)? } else { tgrag_datasets::mor_plans::read_plans(&p, None)? })
+    Ok(if name == "llama_ft.jsonl" {
+        tgrag_datasets::mor_plans::read_finetune(&p, None)?
+    } else {
+        tgrag_datasets::mor_plans::read_plans(&p, None)?
+    })
 }
 
 /// Trains on a MoR plan folder.
@@ -470,7 +482,9 @@ pub fn train(plans: &Path, opts: &TrainOptions, progress: Progress) -> Result<Tr
     // Seeded 10 % of plans_train for checkpoint selection.
     let mut rng = tgrag_datasets::rng::Rng::new(opts.seed ^ 0x6465_7673);
     let mut is_dev: Vec<bool> = tr.iter().map(|_| rng.chance(0.1)).collect();
-    if !is_dev.iter().any(|&d| d) && let Some(d) = is_dev.first_mut() {
+    if !is_dev.iter().any(|&d| d)
+        && let Some(d) = is_dev.first_mut()
+    {
         *d = true;
     }
     let train_lines: Vec<&PlanLine> = ft.iter().chain(tr.iter().zip(&is_dev).filter(|(_, d)| !**d).map(|(l, _)| l)).collect();
@@ -513,7 +527,8 @@ pub fn train(plans: &Path, opts: &TrainOptions, progress: Progress) -> Result<Tr
         (None, Vec::new(), 0)
     };
     let enc = (minilm.as_ref(), tuned.as_ref());
-    let (q_train, qdim) = encode(&texts(&train_lines), opts.encoder, opts.hash_dim, enc, progress, "train-planner: embed training queries", &dev)?;
+    let (q_train, qdim) =
+        encode(&texts(&train_lines), opts.encoder, opts.hash_dim, enc, progress, "train-planner: embed training queries", &dev)?;
     let (q_dev, _) = encode(&texts(&dev_lines), opts.encoder, opts.hash_dim, enc, progress, "train-planner: embed dev queries", &dev)?;
     let mut candidates: Vec<Vec<String>> = Vec::new();
     if opts.decode == Decode::Candidates {
@@ -574,11 +589,21 @@ pub fn train(plans: &Path, opts: &TrainOptions, progress: Progress) -> Result<Tr
         d
     };
     let pcfg = PlannerConfig { max_len, seed: opts.seed, ..opts.planner.clone() };
-    let (planner, planner_curve, planner_epoch) =
-        tgrag_models::planner::train_planner(meta.planner_shape(), &seq_data(&train_lines, q_train.clone()), &seq_data(&dev_lines, q_dev.clone()), &pcfg, &dev)?;
+    let (planner, planner_curve, planner_epoch) = tgrag_models::planner::train_planner(
+        meta.planner_shape(),
+        &seq_data(&train_lines, q_train.clone()),
+        &seq_data(&dev_lines, q_dev.clone()),
+        &pcfg,
+        &dev,
+    )?;
     let tcfg = TaggerConfig { seed: opts.seed, ..opts.tagger.clone() };
-    let (tagger, tagger_curve, tagger_epoch) =
-        tgrag_models::tagger::train_tagger(meta.tagger_shape(), &tag_data(&train_lines, q_train), &tag_data(&dev_lines, q_dev), &tcfg, &dev)?;
+    let (tagger, tagger_curve, tagger_epoch) = tgrag_models::tagger::train_tagger(
+        meta.tagger_shape(),
+        &tag_data(&train_lines, q_train),
+        &tag_data(&dev_lines, q_dev),
+        &tcfg,
+        &dev,
+    )?;
     Ok(Trained {
         model: PlanModel { meta, planner, tagger, minilm, tuned, device: dev },
         encoder_curve,
@@ -595,7 +620,13 @@ pub fn train(plans: &Path, opts: &TrainOptions, progress: Progress) -> Result<Tr
 /// Fine-tunes MiniLM's top `opts.tune.layers` layers to classify each training line's metapath
 /// among the distinct metapaths of the training lines (lines without a plan are left out; so are
 /// dev lines whose metapath is not one of them).
-fn tune_encoder(opts: &TrainOptions, train_lines: &[&PlanLine], gold_train: &[Option<Plan>], dev_lines: &[&PlanLine], progress: Progress) -> Result<(Tuned, Vec<TuneEpoch>, u32)> {
+fn tune_encoder(
+    opts: &TrainOptions,
+    train_lines: &[&PlanLine],
+    gold_train: &[Option<Plan>],
+    dev_lines: &[&PlanLine],
+    progress: Progress,
+) -> Result<(Tuned, Vec<TuneEpoch>, u32)> {
     let device = opts.device.device();
     let bert = load_minilm_burn(opts.model_dir.as_deref(), opts.device, HASH_OPTION)?;
     let mut classes: Vec<Vec<String>> = Vec::new();
@@ -626,7 +657,8 @@ fn tune_encoder(opts: &TrainOptions, train_lines: &[&PlanLine], gold_train: &[Op
     let Engine::Burn(b) = &bert.engine else { return Err(StageError::Internal("the tuned encoder needs MiniLM's burn engine".into())) };
     let pb = progress.bar((ts.len() * opts.tune.epochs) as u64, "train-planner: fine-tune MiniLM top layers");
     let cfg = TuneConfig { seed: opts.seed, ..opts.tune.clone() };
-    let (top, shape, curve, epoch) = tgrag_models::minilm::tune::train_top(b, classes.len(), (&ts, &ty), (&ds, &dy), &cfg, &device, &|n| pb.inc(n as u64))?;
+    let (top, shape, curve, epoch) =
+        tgrag_models::minilm::tune::train_top(b, classes.len(), (&ts, &ty), (&ds, &dy), &cfg, &device, &|n| pb.inc(n as u64))?;
     pb.finish_and_clear();
     Ok((Tuned { bert, top, shape }, curve, epoch))
 }
@@ -661,7 +693,8 @@ impl PlanModel {
     pub fn load(dir: &Path, device: DeviceChoice) -> Result<Self> {
         let mp = dir.join("model.json");
         let bytes = std::fs::read(&mp).map_err(|source| StageError::Io { path: mp.clone(), source })?;
-        let meta: ModelMeta = serde_json::from_slice(&bytes).map_err(|e| StageError::Input(format!("{}: not a planner model.json: {e}", mp.display())))?;
+        let meta: ModelMeta =
+            serde_json::from_slice(&bytes).map_err(|e| StageError::Input(format!("{}: not a planner model.json: {e}", mp.display())))?;
         if meta.format != 1 {
             return Err(StageError::Input(format!("{}: format {} (this tgrag reads format 1)", mp.display(), meta.format)));
         }
@@ -675,7 +708,9 @@ impl PlanModel {
         };
         let tuned = if tuning {
             let bert = load_minilm_burn(meta.model_dir.as_deref(), device, HASH_OPTION)?;
-            let Engine::Burn(b) = &bert.engine else { return Err(StageError::Internal("the tuned encoder needs MiniLM's burn engine".into())) };
+            let Engine::Burn(b) = &bert.engine else {
+                return Err(StageError::Internal("the tuned encoder needs MiniLM's burn engine".into()));
+            };
             let shape = b.top_shape(meta.tune_layers, meta.tune_classes);
             let top = TopLayers::load(&dir.join("encoder.safetensors"), shape, &dev)?;
             Some(Tuned { bert, top, shape })
@@ -689,7 +724,15 @@ impl PlanModel {
     /// restrictions tagged with the plan's types.
     pub fn plan(&self, texts: &[&str], progress: Progress) -> Result<Vec<Produced>> {
         let m = &self.meta;
-        let (q, qdim) = encode(texts, m.encoder, m.hash_dim, (self.minilm.as_ref(), self.tuned.as_ref()), progress, "plan: embed queries", &self.device)?;
+        let (q, qdim) = encode(
+            texts,
+            m.encoder,
+            m.hash_dim,
+            (self.minilm.as_ref(), self.tuned.as_ref()),
+            progress,
+            "plan: embed queries",
+            &self.device,
+        )?;
         if qdim != m.qdim {
             return Err(StageError::Internal(format!("query width {qdim}, model expects {}", m.qdim)));
         }
@@ -707,7 +750,8 @@ impl PlanModel {
         let mut words_of = Vec::new();
         let mut malformed = Vec::new();
         for (i, (text, seq)) in texts.iter().zip(&seqs).enumerate() {
-            let toks: Vec<String> = seq.iter().filter(|&&t| t != BOS && t != EOS).filter_map(|&t| m.plan_tokens.get(t as usize - 2).cloned()).collect();
+            let toks: Vec<String> =
+                seq.iter().filter(|&&t| t != BOS && t != EOS).filter_map(|&t| m.plan_tokens.get(t as usize - 2).cloned()).collect();
             // A sequence that does not alternate type / hop is no plan (MoR's `''`), and counted.
             let parsed = tokens_to_paths(&toks);
             malformed.push(parsed.is_none());
@@ -725,7 +769,11 @@ impl PlanModel {
             .zip(words_of.iter().zip(&labels))
             .zip(malformed)
             .map(|(((text, paths), (ws, l)), malformed)| {
-                Ok(Produced { metapath: render_metapath(&paths, &m.syntax)?, restrictions: render_restrictions(&spans(text, ws, l, &m.types))?, malformed })
+                Ok(Produced {
+                    metapath: render_metapath(&paths, &m.syntax)?,
+                    restrictions: render_restrictions(&spans(text, ws, l, &m.types))?,
+                    malformed,
+                })
             })
             .collect::<Result<_>>()?)
     }
@@ -744,23 +792,31 @@ impl PlanModel {
         let malformed = pred.iter().filter(|p| p.malformed).count();
         for (l, p) in lines.iter().zip(pred) {
             let gold = gold_plan(l);
-            let pred_restr: BTreeMap<String, Vec<String>> = serde_json::from_str(&p.restrictions).map_err(|e| StageError::Internal(format!("re-reading produced restrictions {}: {e}", p.restrictions)))?;
+            let pred_restr: BTreeMap<String, Vec<String>> = serde_json::from_str(&p.restrictions)
+                .map_err(|e| StageError::Internal(format!("re-reading produced restrictions {}: {e}", p.restrictions)))?;
             let pred_restr: Vec<(String, Vec<String>)> = pred_restr.into_iter().collect();
             let (g, ex, f1) = match &gold {
                 Some(g) => {
                     let gm = render_metapath(&g.metapaths, &self.meta.syntax)?;
                     let ex = gm == p.metapath;
-                    let mut a: Vec<String> = g.metapaths.iter().map(|m| render_metapath(std::slice::from_ref(m), &self.meta.syntax)).collect::<Result<_>>()?;
+                    let mut a: Vec<String> =
+                        g.metapaths.iter().map(|m| render_metapath(std::slice::from_ref(m), &self.meta.syntax)).collect::<Result<_>>()?;
                     // The produced metapath was rendered from parsed paths (or is empty), so it
                     // always reads back.
-                    let pm = tokens_to_paths(&p_tokens(&p.metapath, &self.meta.syntax)?).ok_or_else(|| StageError::Internal(format!("the produced metapath {} does not read back", p.metapath)))?;
-                    let mut b: Vec<String> = pm.iter().map(|m| render_metapath(std::slice::from_ref(m), &self.meta.syntax)).collect::<Result<_>>()?;
+                    let pm = tokens_to_paths(&p_tokens(&p.metapath, &self.meta.syntax)?)
+                        .ok_or_else(|| StageError::Internal(format!("the produced metapath {} does not read back", p.metapath)))?;
+                    let mut b: Vec<String> =
+                        pm.iter().map(|m| render_metapath(std::slice::from_ref(m), &self.meta.syntax)).collect::<Result<_>>()?;
                     a.sort();
                     b.sort();
                     judged += 1;
                     exact += usize::from(ex);
                     set_exact += usize::from(a == b);
-                    (Some(Produced { metapath: gm, restrictions: render_restrictions(&g.restrictions)?, malformed: false }), Some(ex), token_f1(&pred_restr, &g.restrictions))
+                    (
+                        Some(Produced { metapath: gm, restrictions: render_restrictions(&g.restrictions)?, malformed: false }),
+                        Some(ex),
+                        token_f1(&pred_restr, &g.restrictions),
+                    )
                 }
                 None => (None, None, 0.0),
             };
@@ -771,7 +827,14 @@ impl PlanModel {
         }
         let d = judged.max(1) as f64;
         Ok((
-            Figures { lines: lines.len(), rejected: lines.len() - judged, metapath_exact: exact as f64 / d, path_set_exact: set_exact as f64 / d, restriction_token_f1: f1_sum / d, malformed },
+            Figures {
+                lines: lines.len(),
+                rejected: lines.len() - judged,
+                metapath_exact: exact as f64 / d,
+                path_set_exact: set_exact as f64 / d,
+                restriction_token_f1: f1_sum / d,
+                malformed,
+            },
             rows,
         ))
     }
@@ -784,13 +847,22 @@ fn p_tokens(s: &str, syntax: &str) -> Result<Vec<String>> {
         return Ok(Vec::new());
     }
     let paths: Vec<Metapath> = if syntax == "lists" {
-        let lists: Vec<Vec<String>> = serde_json::from_str(s).map_err(|e| StageError::Internal(format!("re-reading the metapath {s}: {e}")))?;
+        let lists: Vec<Vec<String>> =
+            serde_json::from_str(s).map_err(|e| StageError::Internal(format!("re-reading the metapath {s}: {e}")))?;
         lists
             .into_iter()
-            .map(|l| Metapath { types: l.iter().step_by(2).cloned().collect(), hops: l.iter().skip(1).step_by(2).map(|r| (Some(r.clone()), Dir::Forward)).collect() })
+            .map(|l| Metapath {
+                types: l.iter().step_by(2).cloned().collect(),
+                hops: l.iter().skip(1).step_by(2).map(|r| (Some(r.clone()), Dir::Forward)).collect(),
+            })
             .collect()
     } else {
-        s.split(", ").map(|p| tgrag_datasets::mor_plans::parse_arrow_path(p).map_err(|e| StageError::Internal(format!("re-reading the metapath {s}: {e}")))).collect::<Result<_>>()?
+        s.split(", ")
+            .map(|p| {
+                tgrag_datasets::mor_plans::parse_arrow_path(p)
+                    .map_err(|e| StageError::Internal(format!("re-reading the metapath {s}: {e}")))
+            })
+            .collect::<Result<_>>()?
     };
     Ok(plan_tokens(&paths))
 }
@@ -805,13 +877,17 @@ mod tests {
 
     #[test]
     fn tokens_round_trip_both_syntaxes_and_bad_sequences_are_no_plan() {
-        let arrow = tgrag_datasets::mor_plans::parse_arrow_path("institution -> author -> paper <- field_of_study").unwrap_or_else(|e| panic!("{e}"));
+        let arrow = tgrag_datasets::mor_plans::parse_arrow_path("institution -> author -> paper <- field_of_study")
+            .unwrap_or_else(|e| panic!("{e}"));
         let t = plan_tokens(std::slice::from_ref(&arrow));
         assert_eq!(t, ["institution", "->", "author", "->", "paper", "<-", "field_of_study"]);
         assert_eq!(tokens_to_paths(&t), Some(vec![arrow.clone()]));
         assert_eq!(render_metapath(&[arrow], "arrow").expect("render"), "institution -> author -> paper <- field_of_study");
         let prime = vec![
-            Metapath { types: vec!["anatomy".into(), "gene/protein".into()], hops: vec![(Some("expression present".into()), Dir::Forward)] },
+            Metapath {
+                types: vec!["anatomy".into(), "gene/protein".into()],
+                hops: vec![(Some("expression present".into()), Dir::Forward)],
+            },
             Metapath { types: vec!["disease".into(), "disease".into()], hops: vec![(Some("parent-child".into()), Dir::Forward)] },
         ];
         let t = plan_tokens(&prime);
@@ -839,7 +915,10 @@ mod tests {
         assert_eq!(l, vec![0, 0, 1, 2, 0, 0, 3, 4, 4, 4]);
         assert_eq!(spans(q, &ws, &l, &types), r(&[("institution", &["Eckerd College"]), ("paper", &["neutron scattering of 6He"])]));
         // Two adjacent B labels are two spans; an I after O starts one.
-        assert_eq!(spans(q, &ws, &[0, 0, 1, 1, 0, 0, 0, 4, 0, 0], &types), r(&[("institution", &["Eckerd", "College"]), ("paper", &["scattering"])]));
+        assert_eq!(
+            spans(q, &ws, &[0, 0, 1, 1, 0, 0, 0, 4, 0, 0], &types),
+            r(&[("institution", &["Eckerd", "College"]), ("paper", &["scattering"])])
+        );
     }
 
     #[test]

@@ -51,7 +51,15 @@ pub struct PasemiqaConfig {
 
 impl Default for PasemiqaConfig {
     fn default() -> Self {
-        PasemiqaConfig { top_paths: 3, fallback_k: 3, candidates: 100, planner_epochs: 40, planner_hidden: 256, max_frontier: 20_000, seed: 0 }
+        PasemiqaConfig {
+            top_paths: 3,
+            fallback_k: 3,
+            candidates: 100,
+            planner_epochs: 40,
+            planner_hidden: 256,
+            max_frontier: 20_000,
+            seed: 0,
+        }
     }
 }
 
@@ -236,7 +244,13 @@ pub fn reason(kb: &Kb, qid: u32, log_probs: &[f64], hop_of: &[Vec<(u16, bool)>],
 }
 
 /// Step 4: the `run`, `paths` and `curves` tables.
-pub fn write(order: &[u32], out: &[Answered], data: &PathData, planned: &Planned, seed: u64) -> Result<(RecordBatch, RecordBatch, RecordBatch)> {
+pub fn write(
+    order: &[u32],
+    out: &[Answered],
+    data: &PathData,
+    planned: &Planned,
+    seed: u64,
+) -> Result<(RecordBatch, RecordBatch, RecordBatch)> {
     let rows: Vec<(u32, Vec<(u32, f32)>)> = order.iter().zip(out).map(|(q, o)| (*q, o.ranked.clone())).collect();
     let run = run_batch("pasemiqa", &rows)?;
     let (mut pq, mut pk, mut pz, mut pp, mut pn, mut pf) = (vec![], vec![], vec![], vec![], vec![], vec![]);
@@ -260,7 +274,14 @@ pub fn write(order: &[u32], out: &[Answered], data: &PathData, planned: &Planned
     ])?;
     let mut curves = Curves::default();
     for c in &planned.curve {
-        curves.push("planner", "", seed, c.epoch, c.epoch == planned.best, &[("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_path_exact", c.val_exact)]);
+        curves.push(
+            "planner",
+            "",
+            seed,
+            c.epoch,
+            c.epoch == planned.best,
+            &[("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_path_exact", c.val_exact)],
+        );
     }
     Ok((run, paths, curves.batch()?))
 }
@@ -286,8 +307,10 @@ impl StageSpec for PasemiqaStage {
         let dev = tgrag_models::DeviceChoice::Cpu.device();
         let planned = ctx.timed("plan", |_| plan(&kb, &data, &ids, &cfg, &dev))?;
         ctx.set_items(order.len() as u64);
-        let hop_of: Vec<Vec<(u16, bool)>> = data.candidates.iter().map(|c| c.iter().filter_map(|&t| parse_hop(&kb.graph, &data.vocab[t as usize])).collect()).collect();
-        let out: Vec<Answered> = ctx.timed("reason", |_| Ok(ids.par_iter().zip(&planned.log_probs).map(|(q, lp)| reason(&kb, *q, lp, &hop_of, &cfg)).collect()))?;
+        let hop_of: Vec<Vec<(u16, bool)>> =
+            data.candidates.iter().map(|c| c.iter().filter_map(|&t| parse_hop(&kb.graph, &data.vocab[t as usize])).collect()).collect();
+        let out: Vec<Answered> = ctx
+            .timed("reason", |_| Ok(ids.par_iter().zip(&planned.log_probs).map(|(q, lp)| reason(&kb, *q, lp, &hop_of, &cfg)).collect()))?;
         let (run, paths, curves) = write(&ids, &out, &data, &planned, cfg.seed)?;
         ctx.write("run", &run)?;
         ctx.write("paths", &paths)?;

@@ -95,7 +95,8 @@ pub fn topics(matcher: &NameMatcher, query: &str, q_emb: &[f32], node_emb: &[f32
     if !nodes.is_empty() || dim == 0 {
         return Topics { mentions, nodes, by_embedding: false };
     }
-    let mut scored: Vec<(u32, f32)> = node_emb.chunks_exact(dim).enumerate().map(|(i, e)| (i as u32, e.iter().zip(q_emb).map(|(a, b)| a * b).sum())).collect();
+    let mut scored: Vec<(u32, f32)> =
+        node_emb.chunks_exact(dim).enumerate().map(|(i, e)| (i as u32, e.iter().zip(q_emb).map(|(a, b)| a * b).sum())).collect();
     top_k(&mut scored, k);
     Topics { mentions, nodes: scored.into_iter().map(|x| x.0).collect(), by_embedding: true }
 }
@@ -125,7 +126,14 @@ mod tests {
         // 0 → 3 directly; a source is not its own answer.
         assert_eq!(got[1], vec![(author, vec![(af, true, inst)])]);
         assert!(got[2].is_empty());
-        assert_eq!(metapath_string(&g, author, &want[1].1), if want[1].1[0].0 == w { "author -writes-> paper <-writes- author" } else { "author -affiliated_with-> institution <-affiliated_with- author" });
+        assert_eq!(
+            metapath_string(&g, author, &want[1].1),
+            if want[1].1[0].0 == w {
+                "author -writes-> paper <-writes- author"
+            } else {
+                "author -affiliated_with-> institution <-affiliated_with- author"
+            }
+        );
         // Bounded hops: nothing beyond one hop.
         assert!(shortest_typed_paths(&g, &[0], &[1], 1, 16)[0].is_empty());
     }

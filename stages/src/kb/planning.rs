@@ -182,11 +182,15 @@ impl StageSpec for PlanningStage {
     fn execute(&self, ctx: &mut StageContext<'_>, cfg: PlanningConfig) -> Result<()> {
         let kb = Kb::load(ctx, cfg.min_name_chars)?;
         let queries = ctx.input("ingest", "queries")?;
-        let (qids, qtext, split) = (columns::u32s(&queries, "query_id")?, columns::strs(&queries, "text")?, columns::strs(&queries, "split")?);
+        let (qids, qtext, split) =
+            (columns::u32s(&queries, "query_id")?, columns::strs(&queries, "text")?, columns::strs(&queries, "split")?);
         let answers = kb.answers(ctx)?;
         let rows: Vec<usize> = (0..queries.num_rows()).filter(|&i| matches!(split.value(i), "train" | "val")).collect();
         let plans: Vec<QueryPlan> = ctx.timed("topics + shortest paths", |_| {
-            Ok(rows.par_iter().map(|&i| query_plan(&kb, qids.value(i), qtext.value(i), answers.get(&qids.value(i)).map_or(&[][..], Vec::as_slice), &cfg)).collect())
+            Ok(rows
+                .par_iter()
+                .map(|&i| query_plan(&kb, qids.value(i), qtext.value(i), answers.get(&qids.value(i)).map_or(&[][..], Vec::as_slice), &cfg))
+                .collect())
         })?;
         ctx.set_items(plans.len() as u64);
         let split_of: HashMap<u32, &str> = (0..qids.len()).map(|i| (qids.value(i), split.value(i))).collect();

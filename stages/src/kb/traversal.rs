@@ -94,9 +94,19 @@ impl TextIndex {
 
     /// The global index (scope `*`) the `bm25` stage persisted, with its parameters and tokenizer.
     pub fn load(ctx: &StageContext<'_>, g: &TypedGraph) -> Result<TextIndex> {
-        let (index, node_of) = Index::from_tables("*", &ctx.input("bm25", "bm25_index")?, &ctx.input("bm25", "bm25_terms")?, &ctx.input("bm25", "bm25_postings")?, &ctx.input("bm25", "bm25_docs")?)?;
+        let (index, node_of) = Index::from_tables(
+            "*",
+            &ctx.input("bm25", "bm25_index")?,
+            &ctx.input("bm25", "bm25_terms")?,
+            &ctx.input("bm25", "bm25_postings")?,
+            &ctx.input("bm25", "bm25_docs")?,
+        )?;
         if node_of.len() != g.num_nodes() || node_of.iter().enumerate().any(|(d, &v)| v as usize != d) {
-            return Err(StageError::Input(format!("bm25_docs: the `*` index holds {} documents, not the KB's nodes 0..{}", node_of.len(), g.num_nodes())));
+            return Err(StageError::Input(format!(
+                "bm25_docs: the `*` index holds {} documents, not the KB's nodes 0..{}",
+                node_of.len(),
+                g.num_nodes()
+            )));
         }
         Ok(TextIndex::new(g, index))
     }
@@ -108,7 +118,15 @@ impl TextIndex {
 
 /// MoR's mixed traversal for one plan: candidates (in reach order) with trajectories.
 /// `text` off drops the per-layer BM25 additions (seeds stay textual: a traversal needs a start).
-pub fn traverse(g: &TypedGraph, ti: &TextIndex, query: &str, plan: &[PlanPath], restrictions: &BTreeMap<u16, Vec<String>>, cfg: &TraversalConfig, text: bool) -> Vec<(u32, Traj)> {
+pub fn traverse(
+    g: &TypedGraph,
+    ti: &TextIndex,
+    query: &str,
+    plan: &[PlanPath],
+    restrictions: &BTreeMap<u16, Vec<String>>,
+    cfg: &TraversalConfig,
+    text: bool,
+) -> Vec<(u32, Traj)> {
     let with = |t: u16| -> String {
         let r = restrictions.get(&t).map(|v| v.join(" ")).unwrap_or_default();
         format!("{query} {r}")
@@ -116,14 +134,22 @@ pub fn traverse(g: &TypedGraph, ti: &TextIndex, query: &str, plan: &[PlanPath], 
     let mut per_path: Vec<Vec<(u32, Traj)>> = Vec::new();
     for (pi, p) in plan.iter().enumerate() {
         let tid = pi.min(254) as u8;
-        let mut layer: Vec<(u32, Traj)> = ti.top(&with(p.start), Some(p.start), cfg.seeds).into_iter().map(|(v, _)| (v, Traj { path: vec![v], via: vec![1], traversal: tid })).collect();
+        let mut layer: Vec<(u32, Traj)> = ti
+            .top(&with(p.start), Some(p.start), cfg.seeds)
+            .into_iter()
+            .map(|(v, _)| (v, Traj { path: vec![v], via: vec![1], traversal: tid }))
+            .collect();
         for hop in &p.hops {
             let mut seen: HashSet<u32> = HashSet::new();
             let mut next: Vec<(u32, Traj)> = Vec::new();
             'outer: for (u, tr) in &layer {
                 for a in g.arcs(*u) {
                     let v = g.nbr[a];
-                    if g.node_type[v as usize] != hop.to || hop.rel.is_some_and(|r| r != g.rel[a]) || hop.fwd.is_some_and(|f| f != g.fwd[a]) || !seen.insert(v) {
+                    if g.node_type[v as usize] != hop.to
+                        || hop.rel.is_some_and(|r| r != g.rel[a])
+                        || hop.fwd.is_some_and(|f| f != g.fwd[a])
+                        || !seen.insert(v)
+                    {
                         continue;
                     }
                     let mut t = tr.clone();

@@ -103,7 +103,9 @@ impl StageSpec for DenseStage {
         let (qids, qtext) = (columns::u32s(&queries, "query_id")?, columns::strs(&queries, "text")?);
         let q_texts: Vec<&str> = (0..qtext.len()).map(|i| qtext.value(i)).collect();
         let progress = ctx.progress;
-        let encoder = ctx.timed("load encoder", |_| TextEncoder::load(cfg.encoder, cfg.model_dir.as_deref(), cfg.dim, cfg.device, progress, "--set dense.encoder=hash"))?;
+        let encoder = ctx.timed("load encoder", |_| {
+            TextEncoder::load(cfg.encoder, cfg.model_dir.as_deref(), cfg.dim, cfg.device, progress, "--set dense.encoder=hash")
+        })?;
         let (dim, method) = (encoder.dim(), if cfg.encoder == Encoder::Hash { "dense-hash" } else { "dense" });
         let demb = ctx.timed("embed nodes", |_| encoder.encode(&doc_texts, "dense: embed nodes"))?;
         ctx.set_items(doc_texts.len() as u64);
@@ -111,8 +113,11 @@ impl StageSpec for DenseStage {
         let device = cfg.device.device();
         let hits = ctx.timed("cosine top-k (burn)", |_| top_k_inner(&demb, &qemb, dim, cfg.top_k, cfg.batch, &device))?;
         ctx.set_items(q_texts.len() as u64);
-        let rows: Vec<(u32, Vec<(u32, f32)>)> =
-            hits.into_iter().enumerate().map(|(i, h)| (qids.value(i), h.into_iter().map(|(d, s)| (doc_ids[d as usize], s)).collect())).collect();
+        let rows: Vec<(u32, Vec<(u32, f32)>)> = hits
+            .into_iter()
+            .enumerate()
+            .map(|(i, h)| (qids.value(i), h.into_iter().map(|(d, s)| (doc_ids[d as usize], s)).collect()))
+            .collect();
         let emb = RecordBatch::try_from_iter(vec![
             ("node_id", Arc::new(UInt32Array::from(doc_ids.clone())) as ArrayRef),
             ("embedding", embedding_array(demb, dim)?),
@@ -139,9 +144,8 @@ mod tests {
         let qs: Vec<f32> = (0..m * dim).map(|_| rng.normal() as f32).collect();
         let got = top_k_inner(&docs, &qs, dim, 5, 4, &Device::flex()).expect("top-k");
         for (qi, hits) in got.iter().enumerate() {
-            let mut all: Vec<(u32, f32)> = (0..n)
-                .map(|j| (j as u32, (0..dim).map(|t| qs[qi * dim + t] * docs[j * dim + t]).sum::<f32>()))
-                .collect();
+            let mut all: Vec<(u32, f32)> =
+                (0..n).map(|j| (j as u32, (0..dim).map(|t| qs[qi * dim + t] * docs[j * dim + t]).sum::<f32>())).collect();
             all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
             assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), all[..5].iter().map(|h| h.0).collect::<Vec<_>>());
             for (h, w) in hits.iter().zip(&all) {

@@ -207,7 +207,8 @@ impl Index {
                 // in it (first occurrence order), so counts are reset without a sort or a scan.
                 let mut counts: Vec<u32> = Vec::new();
                 let mut uniq: Vec<u32> = Vec::new();
-                let mut chunk = LocalChunk { terms: Vec::new(), runs: Vec::new(), ends: Vec::with_capacity(e - s), lens: Vec::with_capacity(e - s) };
+                let mut chunk =
+                    LocalChunk { terms: Vec::new(), runs: Vec::new(), ends: Vec::with_capacity(e - s), lens: Vec::with_capacity(e - s) };
                 for i in s..e {
                     let mut len = 0u32;
                     visit(i, &mut buf, &mut |t: &str| {
@@ -292,7 +293,13 @@ impl Index {
     /// The index from its counts (vocabulary, document lengths, postings): everything derived
     /// (average length, length norms, idf, weights, dense columns) is computed here, for a fresh
     /// build and for a reloaded index alike.
-    fn assemble(params: Bm25Params, tokenizer: Option<TokenizerKind>, vocab: FxMap<String, u32>, doc_len: Vec<u32>, postings: Postings) -> Index {
+    fn assemble(
+        params: Bm25Params,
+        tokenizer: Option<TokenizerKind>,
+        vocab: FxMap<String, u32>,
+        doc_len: Vec<u32>,
+        postings: Postings,
+    ) -> Index {
         let n = doc_len.len();
         let avg_len = if n == 0 { 0.0 } else { (doc_len.iter().map(|&l| f64::from(l)).sum::<f64>() / n as f64) as f32 };
         let norm = doc_len
@@ -446,7 +453,13 @@ impl Index {
     /// possibly concatenated over scopes). Returns the index and the node id of each document.
     /// Weights, idf and dense columns are recomputed from the counts, so a loaded index scores
     /// exactly as the one that was saved.
-    pub fn from_tables(scope: &str, index: &RecordBatch, terms: &RecordBatch, postings: &RecordBatch, docs: &RecordBatch) -> Result<(Index, Vec<u32>)> {
+    pub fn from_tables(
+        scope: &str,
+        index: &RecordBatch,
+        terms: &RecordBatch,
+        postings: &RecordBatch,
+        docs: &RecordBatch,
+    ) -> Result<(Index, Vec<u32>)> {
         let bad = |m: String| StageError::Internal(format!("bm25 index `{scope}`: {m}"));
         let sc = columns::strs(index, "scope")?;
         let row = (0..sc.len()).find(|&i| sc.value(i) == scope).ok_or_else(|| bad("no such scope".into()))?;
@@ -460,7 +473,12 @@ impl Index {
             "simple" => TokenizerKind::Simple,
             v => return Err(bad(format!("unknown tokenizer `{v}`"))),
         };
-        let params = Bm25Params { k1: columns::f32s(index, "k1")?.value(row), b: columns::f32s(index, "b")?.value(row), variant, epsilon: default_epsilon() };
+        let params = Bm25Params {
+            k1: columns::f32s(index, "k1")?.value(row),
+            b: columns::f32s(index, "b")?.value(row),
+            variant,
+            epsilon: default_epsilon(),
+        };
         // Documents in index order.
         let (dsc, dnode, dlen) = (columns::strs(docs, "scope")?, columns::u32s(docs, "node_id")?, columns::u32s(docs, "len")?);
         let rows: Vec<usize> = (0..dsc.len()).filter(|&i| dsc.value(i) == scope).collect();
@@ -480,7 +498,12 @@ impl Index {
         }
         let nt = vocab.len();
         // Postings grouped by term, documents ascending.
-        let (psc, pterm, pnode, ptf) = (columns::strs(postings, "scope")?, columns::u32s(postings, "term_id")?, columns::u32s(postings, "node_id")?, columns::u32s(postings, "tf")?);
+        let (psc, pterm, pnode, ptf) = (
+            columns::strs(postings, "scope")?,
+            columns::u32s(postings, "term_id")?,
+            columns::u32s(postings, "node_id")?,
+            columns::u32s(postings, "tf")?,
+        );
         let mut offsets = vec![0u64; nt + 1];
         let (mut pd, mut ptfs) = (Vec::new(), Vec::new());
         let mut last: Option<(u32, u32)> = None;
@@ -693,10 +716,8 @@ mod tests {
 
     #[test]
     fn index_matches_formula_and_orders_ties_by_id() {
-        let docs: Vec<Vec<String>> = ["red tent tent", "blue tent", "red red red shoe", "green mug", "tent red"]
-            .iter()
-            .map(|s| toks(s))
-            .collect();
+        let docs: Vec<Vec<String>> =
+            ["red tent tent", "blue tent", "red red red shoe", "green mug", "tent red"].iter().map(|s| toks(s)).collect();
         let p = Bm25Params::default();
         let idx = Index::build(&docs, p);
         let q = toks("red tent");
@@ -736,8 +757,16 @@ mod tests {
         let queries = token_lists(&dir.join("queries.parquet"), "query_id");
         let want = tgrag_schemas::io::read_parquet(&dir.join(file)).expect("top20");
         let cast = |c: &str, t| arrow::compute::cast(want.column_by_name(c).expect("col"), &t).expect("cast");
-        let (q, d, s) = (cast("query_id", arrow::datatypes::DataType::UInt32), cast("doc_id", arrow::datatypes::DataType::UInt32), cast("score", arrow::datatypes::DataType::Float64));
-        let (q, d, s) = (q.as_primitive::<arrow::datatypes::UInt32Type>(), d.as_primitive::<arrow::datatypes::UInt32Type>(), s.as_primitive::<arrow::datatypes::Float64Type>());
+        let (q, d, s) = (
+            cast("query_id", arrow::datatypes::DataType::UInt32),
+            cast("doc_id", arrow::datatypes::DataType::UInt32),
+            cast("score", arrow::datatypes::DataType::Float64),
+        );
+        let (q, d, s) = (
+            q.as_primitive::<arrow::datatypes::UInt32Type>(),
+            d.as_primitive::<arrow::datatypes::UInt32Type>(),
+            s.as_primitive::<arrow::datatypes::Float64Type>(),
+        );
         let mut expected: HashMap<u32, Vec<(u32, f64)>> = HashMap::new();
         for i in 0..want.num_rows() {
             expected.entry(q.value(i)).or_default().push((d.value(i), s.value(i)));
@@ -760,7 +789,12 @@ mod tests {
     #[test]
     fn matches_bm25s_lucene_fixture() {
         if let Some(dir) = crate::shared::test_support::fixture("bm25") {
-            check_against(&dir, "bm25s_lucene_top20.parquet", Bm25Params { k1: 1.2, b: 0.75, variant: Variant::Lucene, epsilon: 0.25 }, 1e-4);
+            check_against(
+                &dir,
+                "bm25s_lucene_top20.parquet",
+                Bm25Params { k1: 1.2, b: 0.75, variant: Variant::Lucene, epsilon: 0.25 },
+                1e-4,
+            );
         }
     }
 
@@ -848,7 +882,8 @@ mod tests {
         }
         assert!(Index::from_tables("nope", &idx, &terms, &postings, &docs).is_err());
         // Postings out of order are refused, not silently mis-scored.
-        let rev = arrow::compute::take_record_batch(&postings, &UInt32Array::from_iter_values((0..postings.num_rows() as u32).rev())).expect("take");
+        let rev = arrow::compute::take_record_batch(&postings, &UInt32Array::from_iter_values((0..postings.num_rows() as u32).rev()))
+            .expect("take");
         let e = Index::from_tables("*", &idx, &terms, &rev, &docs).expect_err("unsorted postings");
         assert!(e.to_string().contains("sorted by term then node"), "{e}");
     }

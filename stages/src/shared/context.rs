@@ -21,11 +21,7 @@ pub struct Progress {
 impl Progress {
     /// A bar of `len` steps labelled `msg` (hidden when quiet or when stderr is not a terminal).
     pub fn bar(&self, len: u64, msg: &str) -> ProgressBar {
-        let pb = if self.quiet {
-            ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden())
-        } else {
-            ProgressBar::new(len)
-        };
+        let pb = if self.quiet { ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden()) } else { ProgressBar::new(len) };
         let style = ProgressStyle::with_template("  {msg:<24} [{bar:32}] {human_pos}/{human_len} {per_sec} eta {eta}")
             .map(|s| s.progress_chars("=> "))
             .unwrap_or_else(|_| ProgressStyle::default_bar());
@@ -136,8 +132,10 @@ impl<'a> StageContext<'a> {
         if !self.info.outputs.contains(&table) {
             return Err(StageError::Internal(format!("stage `{}` writes `{table}`, which is not among its declared outputs", self.stage)));
         }
-        let spec = tables::by_name(table).map_err(|_| StageError::Internal(format!("stage `{}` writes `{table}`, which no schema declares", self.stage)))?;
-        validate::check_written(spec, batch).map_err(|e| StageError::Internal(format!("stage `{}` wrote `{table}` against its schema: {e}", self.stage)))?;
+        let spec = tables::by_name(table)
+            .map_err(|_| StageError::Internal(format!("stage `{}` writes `{table}`, which no schema declares", self.stage)))?;
+        validate::check_written(spec, batch)
+            .map_err(|e| StageError::Internal(format!("stage `{}` wrote `{table}` against its schema: {e}", self.stage)))?;
         self.ensure_dir()?;
         let file = format!("{table}.parquet");
         let tmp = io::tmp_path_for(&self.dir.join(&file));

@@ -49,7 +49,10 @@ pub fn checked_minilm_dir(model_dir: Option<&str>, option: &str) -> Result<std::
     let dir = model_dir.map_or_else(|| minilm::default_dir(std::path::Path::new(".")), std::path::PathBuf::from);
     let w = dir.join("model.safetensors");
     if !w.is_file() {
-        return Err(StageError::ModelFile(format!("no MiniLM model at {} (run `make models` or `tgrag fetch minilm`, or use {option})", w.display())));
+        return Err(StageError::ModelFile(format!(
+            "no MiniLM model at {} (run `make models` or `tgrag fetch minilm`, or use {option})",
+            w.display()
+        )));
     }
     let pinned = minilm::FILES.iter().find(|(f, _)| *f == "model.safetensors").map(|(_, h)| *h).unwrap_or_default();
     let got = tgrag_schemas::io::sha256_file(&w)?;
@@ -125,7 +128,14 @@ pub enum TextEncoder {
 impl TextEncoder {
     /// The encoder of a stage config: `hash_dim` is the hashing width; `option` names the setting
     /// that selects the hashing encoder (for the missing-model message).
-    pub fn load(encoder: Encoder, model_dir: Option<&str>, hash_dim: usize, device: DeviceChoice, progress: Progress, option: &str) -> Result<TextEncoder> {
+    pub fn load(
+        encoder: Encoder,
+        model_dir: Option<&str>,
+        hash_dim: usize,
+        device: DeviceChoice,
+        progress: Progress,
+        option: &str,
+    ) -> Result<TextEncoder> {
         Ok(match encoder {
             Encoder::Hash => TextEncoder::Hash { dim: hash_dim },
             Encoder::Minilm => TextEncoder::Minilm { model: load_minilm(model_dir, device, option)?, progress },
@@ -146,7 +156,8 @@ impl TextEncoder {
             TextEncoder::Hash { dim } => hash_embed_all(texts, *dim),
             TextEncoder::Minilm { model, progress } => {
                 let pb = progress.bar(texts.len() as u64, what);
-                let out = model.encode(texts, tgrag_models::minilm::EncodeOptions::default(), &|n| pb.inc(n as u64)).map_err(StageError::from);
+                let out =
+                    model.encode(texts, tgrag_models::minilm::EncodeOptions::default(), &|n| pb.inc(n as u64)).map_err(StageError::from);
                 pb.finish_and_clear();
                 out
             }
@@ -166,11 +177,19 @@ pub fn embedding_array(flat: Vec<f32>, dim: usize) -> Result<ArrayRef> {
 pub fn embedding_table(b: &RecordBatch, id_col: &str) -> Result<(Vec<u32>, Vec<f32>, usize)> {
     let ids = columns::u32s(b, id_col)?.values().to_vec();
     let col = b.column_by_name("embedding").ok_or_else(|| StageError::Input(format!("{id_col} table: no `embedding` column")))?;
-    let list = col.as_fixed_size_list_opt().ok_or_else(|| StageError::Input(format!("{id_col} table: `embedding` is not a fixed-size list")))?;
+    let list =
+        col.as_fixed_size_list_opt().ok_or_else(|| StageError::Input(format!("{id_col} table: `embedding` is not a fixed-size list")))?;
     let dim = list.value_length() as usize;
-    let vals = list.values().as_primitive_opt::<arrow::datatypes::Float32Type>().ok_or_else(|| StageError::Input(format!("{id_col} table: embedding values are not f32")))?;
+    let vals = list
+        .values()
+        .as_primitive_opt::<arrow::datatypes::Float32Type>()
+        .ok_or_else(|| StageError::Input(format!("{id_col} table: embedding values are not f32")))?;
     if list.null_count() > 0 || vals.len() != ids.len() * dim {
-        return Err(StageError::Input(format!("{id_col} table: {} embeddings of width {dim} for {} ids", vals.len() / dim.max(1), ids.len())));
+        return Err(StageError::Input(format!(
+            "{id_col} table: {} embeddings of width {dim} for {} ids",
+            vals.len() / dim.max(1),
+            ids.len()
+        )));
     }
     Ok((ids, vals.values().to_vec(), dim))
 }

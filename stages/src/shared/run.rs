@@ -24,7 +24,8 @@ pub fn top_k(hits: &mut Vec<(u32, f32)>, k: usize) {
 /// Rows of a `run` table (trajectory columns null).
 pub fn run_batch(method: &str, rows: &[(u32, Vec<(u32, f32)>)]) -> Result<RecordBatch> {
     let n: usize = rows.iter().map(|r| r.1.len()).sum();
-    let (mut q, mut node, mut rank, mut score) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut q, mut node, mut rank, mut score) =
+        (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
     for (qid, hits) in rows {
         for (i, &(d, s)) in hits.iter().enumerate() {
             q.push(*qid);
@@ -114,5 +115,4 @@ mod tests {
             assert_eq!(heap_top_k(&row, k), all);
         }
     }
-
 }

@@ -31,4 +31,3 @@ pub(crate) fn i64s(b: &RecordBatch, name: &str) -> TestResult<Vec<i64>> {
     let c = arrow::compute::cast(b.column_by_name(name).ok_or(format!("no column {name}"))?, &DataType::Int64)?;
     Ok(c.as_primitive::<Int64Type>().values().to_vec())
 }
-

@@ -17,9 +17,8 @@ pub enum TokenizerKind {
 
 /// English stop words of bm25s (`bm25s.stopwords.STOPWORDS_EN`).
 pub const STOPWORDS_EN: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no",
-    "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this",
-    "to", "was", "will", "with",
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not", "of", "on", "or", "such",
+    "that", "the", "their", "then", "there", "these", "they", "this", "to", "was", "will", "with",
 ];
 
 /// A word character of Python's `(?u)\w`: letters, digits and `_`.
@@ -67,9 +66,7 @@ pub fn tokenize(text: &str, kind: TokenizerKind) -> Vec<String> {
             .filter(|t| t.chars().nth(1).is_some() && !STOPWORDS_EN.contains(t))
             .map(str::to_string)
             .collect(),
-        TokenizerKind::Simple => {
-            lower.split(|c: char| !c.is_alphanumeric()).filter(|t| !t.is_empty()).map(str::to_string).collect()
-        }
+        TokenizerKind::Simple => lower.split(|c: char| !c.is_alphanumeric()).filter(|t| !t.is_empty()).map(str::to_string).collect(),
     }
 }
 

@@ -28,7 +28,9 @@ pub fn read_mails(emails: &RecordBatch) -> Result<Mails> {
     let mut recipients = Vec::with_capacity(rec.len());
     for i in 0..rec.len() {
         let v = rec.value(i);
-        let v = v.as_primitive_opt::<arrow::datatypes::UInt32Type>().ok_or_else(|| StageError::Input(format!("emails row {i}: `recipients` is not a list of u32")))?;
+        let v = v
+            .as_primitive_opt::<arrow::datatypes::UInt32Type>()
+            .ok_or_else(|| StageError::Input(format!("emails row {i}: `recipients` is not a list of u32")))?;
         recipients.push(v.values().to_vec());
     }
     let time = match emails.column_by_name("time") {
@@ -46,7 +48,8 @@ pub fn read_mails(emails: &RecordBatch) -> Result<Mails> {
 impl Mails {
     /// Checks that every sender and recipient is one of `people` tag nodes.
     pub fn check_people(&self, people: usize) -> Result<()> {
-        if let Some((i, &p)) = self.sender.iter().chain(self.recipients.iter().flatten()).enumerate().find(|(_, p)| **p as usize >= people) {
+        if let Some((i, &p)) = self.sender.iter().chain(self.recipients.iter().flatten()).enumerate().find(|(_, p)| **p as usize >= people)
+        {
             return Err(StageError::Input(format!("emails: person {p} (entry {i}) is not a tag_nodes row ({people} people)")));
         }
         Ok(())
@@ -119,17 +122,28 @@ mod tests {
         assert_eq!(mail_pool(&[vec![3]], &mailbox, 1), Vec::<u32>::new());
     }
 
-
     #[test]
     fn people_graph_joins_sender_and_recipients_of_observed_mails_only() {
         // E-mail 0: 0 → {1, 2}; e-mail 1: 1 → {0}; e-mail 2 (not observed): 2 → {3}.
-        let mails = Mails { ids: vec![10, 11, 12], sender: vec![0, 1, 2], recipients: vec![vec![1, 2], vec![0, 1], vec![3]], time: None, body: vec!["a".into(), "b".into(), "c".into()] };
+        let mails = Mails {
+            ids: vec![10, 11, 12],
+            sender: vec![0, 1, 2],
+            recipients: vec![vec![1, 2], vec![0, 1], vec![3]],
+            time: None,
+            body: vec!["a".into(), "b".into(), "c".into()],
+        };
         let (edges, mailbox) = people_graph(&mails, &[0, 1, 2], &[0, 1], 4);
         assert_eq!(edges, vec![(0, 1), (0, 2)]);
         assert_eq!(mailbox, vec![vec![0, 1], vec![0, 1], vec![0], vec![]]);
         assert!(mails.check_people(4).is_ok());
         assert!(mails.check_people(3).is_err());
-        let dup = Mails { ids: vec![1, 2, 3], sender: vec![0, 0, 1], recipients: vec![vec![], vec![], vec![]], time: None, body: vec!["hi".into(), " hi ".into(), "hi".into()] };
+        let dup = Mails {
+            ids: vec![1, 2, 3],
+            sender: vec![0, 0, 1],
+            recipients: vec![vec![], vec![], vec![]],
+            time: None,
+            body: vec!["hi".into(), " hi ".into(), "hi".into()],
+        };
         assert_eq!(dup.unique(), vec![0, 2]);
     }
 }

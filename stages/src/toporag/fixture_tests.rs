@@ -22,7 +22,13 @@ fn rows_by_graph(b: &RecordBatch) -> TestResult<HashMap<i64, Vec<usize>>> {
 
 /// Row-major block of the columns `prefix00..` for the given rows.
 fn block(b: &RecordBatch, prefix: &str, rows: &[usize]) -> TestResult<(Vec<f64>, usize)> {
-    let cols: Vec<String> = b.schema().fields().iter().map(|f| f.name().clone()).filter(|n| n.starts_with(prefix) && n[prefix.len()..].chars().all(|c| c.is_ascii_digit())).collect();
+    let cols: Vec<String> = b
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .filter(|n| n.starts_with(prefix) && n[prefix.len()..].chars().all(|c| c.is_ascii_digit()))
+        .collect();
     let data: Vec<Vec<f64>> = cols.iter().map(|c| f64s(b, c)).collect::<TestResult<_>>()?;
     let mut out = Vec::with_capacity(rows.len() * cols.len());
     for &r in rows {
@@ -35,13 +41,16 @@ fn block(b: &RecordBatch, prefix: &str, rows: &[usize]) -> TestResult<(Vec<f64>,
 fn diffusion_matches_scipy_fixture() -> TestResult {
     let Some(dir) = fixture("diffusion") else { return Ok(()) };
     let read = |f: &str| tgrag_schemas::io::read_parquet(&dir.join(f));
-    let (graphs, edges, r, p, nb) = (read("graphs.parquet")?, read("edges.parquet")?, read("R.parquet")?, read("P.parquet")?, read("neighbors.parquet")?);
-    let directed: Vec<bool> = graphs.column_by_name("directed").ok_or("directed")?.as_boolean().iter().map(|v| v.unwrap_or(false)).collect();
+    let (graphs, edges, r, p, nb) =
+        (read("graphs.parquet")?, read("edges.parquet")?, read("R.parquet")?, read("P.parquet")?, read("neighbors.parquet")?);
+    let directed: Vec<bool> =
+        graphs.column_by_name("directed").ok_or("directed")?.as_boolean().iter().map(|v| v.unwrap_or(false)).collect();
     let (gids, ns) = (i64s(&graphs, "graph_id")?, i64s(&graphs, "n_nodes")?);
     let (e_rows, r_rows, p_rows, nb_rows) = (rows_by_graph(&edges)?, rows_by_graph(&r)?, rows_by_graph(&p)?, rows_by_graph(&nb)?);
     let (esrc, edst, rnode) = (i64s(&edges, "src")?, i64s(&edges, "dst")?, i64s(&r, "node")?);
     let (palpha, pnode) = (i64s(&p, "alpha_id")?, i64s(&p, "node")?);
-    let (nalpha, nnode, nrank, nnb, ncos) = (i64s(&nb, "alpha_id")?, i64s(&nb, "node")?, i64s(&nb, "rank")?, i64s(&nb, "neighbor")?, f64s(&nb, "cos")?);
+    let (nalpha, nnode, nrank, nnb, ncos) =
+        (i64s(&nb, "alpha_id")?, i64s(&nb, "node")?, i64s(&nb, "rank")?, i64s(&nb, "neighbor")?, f64s(&nb, "cos")?);
     let mut compared = (0usize, 0usize, 0usize);
     for (gi, &g) in gids.iter().enumerate() {
         let n = ns[gi] as usize;

@@ -16,8 +16,8 @@
 
 use rayon::prelude::*;
 
-use crate::toporag::diffusion::Adjacency;
 use crate::error::{Result, StageError};
+use crate::toporag::diffusion::Adjacency;
 
 /// How Ψ is computed.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -74,7 +74,14 @@ pub fn embed(adj: &Adjacency, scales: &[f64], ts: &[f64], mode: Mode) -> Result<
             }
         }
         Mode::Chebyshev { tol, max_order } => {
-            let bound = adj.indptr.windows(2).enumerate().flat_map(|(u, w)| adj.indices[w[0]..w[1]].iter().map(move |&v| (u, v as usize))).map(|(u, v)| adj.degree(u) + adj.degree(v)).max().unwrap_or(0) as f64;
+            let bound = adj
+                .indptr
+                .windows(2)
+                .enumerate()
+                .flat_map(|(u, w)| adj.indices[w[0]..w[1]].iter().map(move |&v| (u, v as usize)))
+                .map(|(u, v)| adj.degree(u) + adj.degree(v))
+                .max()
+                .unwrap_or(0) as f64;
             if bound == 0.0 {
                 // No edges: L = 0 and Ψ = I for every scale.
                 out.par_chunks_mut(width).enumerate().for_each(|(a, row)| {
@@ -96,7 +103,10 @@ pub fn embed(adj: &Adjacency, scales: &[f64], ts: &[f64], mode: Mode) -> Result<
                     prev[(a0 + c) * b + c] = 1.0;
                 }
                 let mut cur = apply_shifted(adj, &prev, b, bound);
-                let mut psi: Vec<Vec<f64>> = coeffs.iter().map(|c| prev.iter().zip(&cur).map(|(t0, t1)| c[0] / 2.0 * t0 + c.get(1).copied().unwrap_or(0.0) * t1).collect()).collect();
+                let mut psi: Vec<Vec<f64>> = coeffs
+                    .iter()
+                    .map(|c| prev.iter().zip(&cur).map(|(t0, t1)| c[0] / 2.0 * t0 + c.get(1).copied().unwrap_or(0.0) * t1).collect())
+                    .collect();
                 for k in 2..order {
                     let mut next = apply_shifted(adj, &cur, b, bound);
                     next.iter_mut().zip(&prev).for_each(|(x, p)| *x = 2.0 * *x - p);

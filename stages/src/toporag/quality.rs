@@ -45,7 +45,14 @@ pub struct Quality {
 
 /// The quality of `hits` (per retriever, per target, item indices) against the targets' hidden
 /// texts (`hid_emb`: their embeddings by `encoder`, `dim` wide).
-pub fn quality(encoder: &TextEncoder, dim: usize, hits: &[(&str, Vec<Vec<Neighbour>>)], items: &Items<'_>, hidden: &[&str], hid_emb: &[f32]) -> Result<Quality> {
+pub fn quality(
+    encoder: &TextEncoder,
+    dim: usize,
+    hits: &[(&str, Vec<Vec<Neighbour>>)],
+    items: &Items<'_>,
+    hidden: &[&str],
+    hid_emb: &[f32],
+) -> Result<Quality> {
     let (mut r_t, mut r_ret, mut r_rank, mut r_node, mut r_score, mut r_text) = (vec![], vec![], vec![], vec![], vec![], vec![]);
     let mut contexts: Vec<String> = Vec::new();
     for (name, hs) in hits {
@@ -74,7 +81,11 @@ pub fn quality(encoder: &TextEncoder, dim: usize, hits: &[(&str, Vec<Vec<Neighbo
                 let c = ctx_refs[ri * m + qi];
                 let bleu = textmetrics::sentence_bleu(c, hidden[qi]).score;
                 let rouge = textmetrics::rouge_l(hidden[qi], c).2;
-                let cs = if c.is_empty() { 0.0 } else { cos(&f64v(&ctx_emb[(ri * m + qi) * dim..(ri * m + qi + 1) * dim]), &f64v(&hid_emb[qi * dim..qi * dim + dim])) };
+                let cs = if c.is_empty() {
+                    0.0
+                } else {
+                    cos(&f64v(&ctx_emb[(ri * m + qi) * dim..(ri * m + qi + 1) * dim]), &f64v(&hid_emb[qi * dim..qi * dim + dim]))
+                };
                 (bleu, rouge, cs)
             })
             .collect();
@@ -98,10 +109,30 @@ pub fn quality(encoder: &TextEncoder, dim: usize, hits: &[(&str, Vec<Vec<Neighbo
     let u32a = |v: Vec<u32>| Arc::new(UInt32Array::from(v)) as ArrayRef;
     let f64a = |v: Vec<f64>| Arc::new(Float64Array::from(v)) as ArrayRef;
     let summary = (0..s_ret.len())
-        .map(|i| Summary { retriever: s_ret[i].to_string(), targets: s_n[i], bleu4_mean: s_bleu[i], bleu4_corpus: s_cbleu[i], rouge_l_f1_mean: s_rouge[i], cosine_mean: s_cos[i] })
+        .map(|i| Summary {
+            retriever: s_ret[i].to_string(),
+            targets: s_n[i],
+            bleu4_mean: s_bleu[i],
+            bleu4_corpus: s_cbleu[i],
+            rouge_l_f1_mean: s_rouge[i],
+            cosine_mean: s_cos[i],
+        })
         .collect();
-    let retrieved = RecordBatch::try_from_iter(vec![("target", u32a(r_t)), ("retriever", strs(r_ret)), ("rank", u32a(r_rank)), (items.id_column, u32a(r_node)), ("score", f64a(r_score)), ("text", strs(r_text))])?;
-    let context_quality = RecordBatch::try_from_iter(vec![("target", u32a(q_t)), ("retriever", strs(q_ret)), ("bleu4", f64a(q_bleu)), ("rouge_l_f1", f64a(q_rouge)), ("minilm_cosine", f64a(q_cos))])?;
+    let retrieved = RecordBatch::try_from_iter(vec![
+        ("target", u32a(r_t)),
+        ("retriever", strs(r_ret)),
+        ("rank", u32a(r_rank)),
+        (items.id_column, u32a(r_node)),
+        ("score", f64a(r_score)),
+        ("text", strs(r_text)),
+    ])?;
+    let context_quality = RecordBatch::try_from_iter(vec![
+        ("target", u32a(q_t)),
+        ("retriever", strs(q_ret)),
+        ("bleu4", f64a(q_bleu)),
+        ("rouge_l_f1", f64a(q_rouge)),
+        ("minilm_cosine", f64a(q_cos)),
+    ])?;
     let context_summary = RecordBatch::try_from_iter(vec![
         ("retriever", strs(s_ret)),
         ("targets", Arc::new(UInt64Array::from(s_n)) as ArrayRef),

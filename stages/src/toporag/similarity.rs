@@ -8,9 +8,9 @@ use arrow::array::{ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArra
 use rayon::prelude::*;
 use tgrag_datasets::rng::Rng;
 
+use crate::Result;
 use crate::shared::plots;
 use crate::toporag::diffusion::{Adjacency, Neighbour, diffuse_f64};
-use crate::Result;
 
 /// Pearson correlation of two equally long samples (0 when either is constant).
 pub fn pearson(x: &[f64], y: &[f64]) -> f64 {
@@ -42,7 +42,10 @@ pub fn l2_top_k(x: &[f64], d: usize, targets: &[u32], candidates: &[u32], k: usi
             let mut s: Vec<Neighbour> = candidates
                 .iter()
                 .filter(|&&c| c != t)
-                .map(|&c| Neighbour { node: c, score: row.iter().zip(&x[c as usize * d..c as usize * d + d]).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt() })
+                .map(|&c| Neighbour {
+                    node: c,
+                    score: row.iter().zip(&x[c as usize * d..c as usize * d + d]).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt(),
+                })
                 .collect();
             s.sort_by(|a, b| a.score.total_cmp(&b.score).then(a.node.cmp(&b.node)));
             s.truncate(k);
@@ -73,7 +76,18 @@ pub fn pairs(n: usize, max_pairs: usize, seed: u64) -> (Vec<(u32, u32)>, bool) {
 /// `dims`), and the role L2 distance (rows of `role`, `rw` wide). At most `max_pairs` pairs (seeded
 /// sample beyond).
 #[allow(clippy::too_many_arguments)]
-pub fn correlation(adj: &Adjacency, r: &[f32], dims: usize, role: &[f64], rw: usize, text: &[f64], dim: usize, nodes: &[u32], max_pairs: usize, seed: u64) -> Result<Correlation> {
+pub fn correlation(
+    adj: &Adjacency,
+    r: &[f32],
+    dims: usize,
+    role: &[f64],
+    rw: usize,
+    text: &[f64],
+    dim: usize,
+    nodes: &[u32],
+    max_pairs: usize,
+    seed: u64,
+) -> Result<Correlation> {
     let (pp, sampled) = pairs(nodes.len(), max_pairs, seed);
     let pp: Vec<(usize, usize)> = pp.iter().map(|&(a, b)| (nodes[a as usize] as usize, nodes[b as usize] as usize)).collect();
     let text_sim: Vec<f64> = pp.par_iter().map(|&(a, b)| cos(&text[a * dim..(a + 1) * dim], &text[b * dim..(b + 1) * dim])).collect();
@@ -84,13 +98,24 @@ pub fn correlation(adj: &Adjacency, r: &[f32], dims: usize, role: &[f64], rw: us
         let p = diffuse_f64(adj, &r64, dims, &vec![1.0; kk]);
         let topo: Vec<f64> = pp.par_iter().map(|&(a, b)| cos(&p[a * dims..(a + 1) * dims], &p[b * dims..(b + 1) * dims])).collect();
         if kk == 3 {
-            scatter = text_sim.iter().copied().zip(topo.iter().copied()).step_by((pp.len() / SCATTER_POINTS).max(1)).take(SCATTER_POINTS).collect();
+            scatter = text_sim
+                .iter()
+                .copied()
+                .zip(topo.iter().copied())
+                .step_by((pp.len() / SCATTER_POINTS).max(1))
+                .take(SCATTER_POINTS)
+                .collect();
         }
         c_measure.push("proximity_cosine");
         c_k.push(kk as u32);
         c_r.push(pearson(&text_sim, &topo));
     }
-    let role_d: Vec<f64> = pp.par_iter().map(|&(a, b)| role[a * rw..(a + 1) * rw].iter().zip(&role[b * rw..(b + 1) * rw]).map(|(x, y)| (x - y) * (x - y)).sum::<f64>().sqrt()).collect();
+    let role_d: Vec<f64> = pp
+        .par_iter()
+        .map(|&(a, b)| {
+            role[a * rw..(a + 1) * rw].iter().zip(&role[b * rw..(b + 1) * rw]).map(|(x, y)| (x - y) * (x - y)).sum::<f64>().sqrt()
+        })
+        .collect();
     c_measure.push("role_l2_distance");
     c_k.push(0);
     c_r.push(pearson(&text_sim, &role_d));
@@ -123,9 +148,23 @@ impl Correlation {
     /// The plots `correlation_by_k.png` and `text_vs_proximity.png` of `dataset`, as (file, PNG).
     pub fn plots(&self, dataset: &str) -> Result<Vec<(&'static str, Vec<u8>)>> {
         let title = format!("{dataset}: Pearson(text cosine, proximity cosine); role: {:.3}", self.role_r);
-        let by_k = plots::chart(&title, "K (hops of the diffusion)", "Pearson r", &[plots::Series { name: "proximity", points: self.by_k.clone() }], plots::Mark::Lines, (800, 500))?;
+        let by_k = plots::chart(
+            &title,
+            "K (hops of the diffusion)",
+            "Pearson r",
+            &[plots::Series { name: "proximity", points: self.by_k.clone() }],
+            plots::Mark::Lines,
+            (800, 500),
+        )?;
         let title = format!("{dataset}: {} pairs, K = 3", self.scatter.len());
-        let scatter = plots::chart(&title, "text cosine (MiniLM)", "proximity cosine", &[plots::Series { name: "pairs", points: self.scatter.clone() }], plots::Mark::Dots, (800, 600))?;
+        let scatter = plots::chart(
+            &title,
+            "text cosine (MiniLM)",
+            "proximity cosine",
+            &[plots::Series { name: "pairs", points: self.scatter.clone() }],
+            plots::Mark::Dots,
+            (800, 600),
+        )?;
         Ok(vec![("correlation_by_k.png", by_k), ("text_vs_proximity.png", scatter)])
     }
 }

@@ -56,8 +56,16 @@ impl Split {
 }
 
 /// Applies the split rule (see the module docs). Partial–partial edges are removed.
-pub fn split(ids: &[u32], texts: &[&str], times: Option<&[i64]>, edges: &[(u32, u32)], (min_words, min_chars): (usize, usize), rule: &SplitRule) -> Split {
-    let mut order: Vec<usize> = (0..ids.len()).filter(|&i| texts[i].split_whitespace().count() >= min_words && texts[i].chars().count() >= min_chars).collect();
+pub fn split(
+    ids: &[u32],
+    texts: &[&str],
+    times: Option<&[i64]>,
+    edges: &[(u32, u32)],
+    (min_words, min_chars): (usize, usize),
+    rule: &SplitRule,
+) -> Split {
+    let mut order: Vec<usize> =
+        (0..ids.len()).filter(|&i| texts[i].split_whitespace().count() >= min_words && texts[i].chars().count() >= min_chars).collect();
     order.sort_by_key(|&i| ids[i]);
     let kept: Vec<u32> = order.iter().map(|&i| ids[i]).collect();
     let n = kept.len();
@@ -126,5 +134,4 @@ mod tests {
         assert_ne!(a.partial, c.partial);
         assert_eq!(a.partial.iter().filter(|&&p| p).count(), 5);
     }
-
 }

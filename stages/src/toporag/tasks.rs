@@ -147,7 +147,15 @@ pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress, scor
                     gnn::train_node_classifier(*kind, inp.n, inp.edges, &data, &cfg.nc, &dev)
                 }
                 (Job::Link(_, f), _) => {
-                    let data = gnn::LinkPredData { features: f, dim: inp.dim, message: &links.message, val_pos: &links.val_pos, val_neg: &links.val_neg, test_pos: &links.test_pos, test_neg: &links.test_neg };
+                    let data = gnn::LinkPredData {
+                        features: f,
+                        dim: inp.dim,
+                        message: &links.message,
+                        val_pos: &links.val_pos,
+                        val_neg: &links.val_neg,
+                        test_pos: &links.test_pos,
+                        test_neg: &links.test_neg,
+                    };
                     gnn::train_link_predictor(inp.n, &data, &cfg.lp, &dev)
                 }
                 (Job::Class(..), None) => Err(tgrag_models::ModelError::Internal("classification without labels".into())),
@@ -158,8 +166,10 @@ pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress, scor
         .collect::<Result<_>>()?;
     pb.finish_and_clear();
 
-    let (mut nc_model, mut nc_ret, mut nc_acc, mut nc_val, mut nc_best, mut nc_epochs, mut nc_train, mut nc_test) = (vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
-    let (mut lp_ret, mut lp_hits, mut lp_val, mut lp_best, mut lp_epochs, mut lp_pos, mut lp_neg) = (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+    let (mut nc_model, mut nc_ret, mut nc_acc, mut nc_val, mut nc_best, mut nc_epochs, mut nc_train, mut nc_test) =
+        (vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+    let (mut lp_ret, mut lp_hits, mut lp_val, mut lp_best, mut lp_epochs, mut lp_pos, mut lp_neg) =
+        (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
     let mut curves = Curves::default();
     let hits = format!("hits_at_{}", cfg.lp.hits_k);
     for (job, t) in jobs.iter().zip(&results) {
@@ -197,7 +207,19 @@ pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress, scor
         scores.push(ret, "val", &group, metric, t.val_metric, n_val as u64, Some(cfg.seed));
         let (val_name, test_name) = (format!("val_{metric}"), format!("test_{metric}"));
         for row in &t.curve {
-            curves.push(model, &format!("{task}/{ret}"), cfg.seed, row.epoch, row.epoch == t.best_epoch, &[("train_loss", row.train_loss), ("val_loss", row.val_loss), (val_name.as_str(), row.val_metric), (test_name.as_str(), row.test_metric)]);
+            curves.push(
+                model,
+                &format!("{task}/{ret}"),
+                cfg.seed,
+                row.epoch,
+                row.epoch == t.best_epoch,
+                &[
+                    ("train_loss", row.train_loss),
+                    ("val_loss", row.val_loss),
+                    (val_name.as_str(), row.val_metric),
+                    (test_name.as_str(), row.test_metric),
+                ],
+            );
         }
     }
     let strs = |v: Vec<&str>| Arc::new(StringArray::from(v)) as ArrayRef;
@@ -233,7 +255,14 @@ mod tests {
     use super::*;
 
     fn cfg() -> TaskConfig {
-        TaskConfig { nc: NodeClassConfig::default(), lp: LinkPredConfig::default(), val_fraction: 0.25, lp_val_fraction: 0.5, lp_negatives: 6, seed: 1 }
+        TaskConfig {
+            nc: NodeClassConfig::default(),
+            lp: LinkPredConfig::default(),
+            val_fraction: 0.25,
+            lp_val_fraction: 0.5,
+            lp_negatives: 6,
+            seed: 1,
+        }
     }
 
     #[test]

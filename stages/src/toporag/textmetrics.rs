@@ -81,7 +81,8 @@ impl BleuStats {
     /// Statistics of one hypothesis against one reference (both raw strings).
     pub fn of(hypothesis: &str, reference: &str) -> BleuStats {
         let (h, r) = (tokenize_13a(hypothesis.trim_end()), tokenize_13a(reference.trim_end()));
-        let (h, r): (Vec<&str>, Vec<&str>) = (h.split(' ').filter(|t| !t.is_empty()).collect(), r.split(' ').filter(|t| !t.is_empty()).collect());
+        let (h, r): (Vec<&str>, Vec<&str>) =
+            (h.split(' ').filter(|t| !t.is_empty()).collect(), r.split(' ').filter(|t| !t.is_empty()).collect());
         let mut st = BleuStats { sys_len: h.len() as u64, ref_len: r.len() as u64, ..Default::default() };
         for n in 1..=4 {
             let mut refc: HashMap<&[&str], u64> = HashMap::new();

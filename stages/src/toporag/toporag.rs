@@ -46,7 +46,6 @@ use crate::toporag::split::{Split, SplitRule, paper_thresholds, split};
 use crate::toporag::{graphwave, tasks};
 use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
 
-
 /// Options of the `toporag` stage.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -131,7 +130,14 @@ impl ToporagConfig {
     }
 
     fn encoder(&self, ctx: &StageContext<'_>) -> Result<TextEncoder> {
-        TextEncoder::load(self.encoder, self.model_dir.as_deref(), self.hash_dim, DeviceChoice::Cpu, ctx.progress, "--set toporag.encoder=hash")
+        TextEncoder::load(
+            self.encoder,
+            self.model_dir.as_deref(),
+            self.hash_dim,
+            DeviceChoice::Cpu,
+            ctx.progress,
+            "--set toporag.encoder=hash",
+        )
     }
 }
 
@@ -146,7 +152,19 @@ static INFO: StageInfo = StageInfo {
     needs: &[("ingest", "tag_nodes"), ("ingest", "tag_edges")],
     excludes: &[],
     collects: &[],
-    outputs: &["split", "email_split", "retrieved", "email_retrieved", "context_quality", "context_summary", "correlation", "node_classification", "link_prediction", "curves", "scores"],
+    outputs: &[
+        "split",
+        "email_split",
+        "retrieved",
+        "email_retrieved",
+        "context_quality",
+        "context_summary",
+        "correlation",
+        "node_classification",
+        "link_prediction",
+        "curves",
+        "scores",
+    ],
     files: &["correlation_by_k.png", "text_vs_proximity.png"],
 };
 
@@ -181,7 +199,13 @@ pub type Hits = Vec<(&'static str, Vec<Vec<Neighbour>>)>;
 fn random_hits(targets: &[u32], kept: &[u32], observed: &[u32], k: usize, seed: u64) -> Vec<Vec<Neighbour>> {
     targets
         .iter()
-        .map(|&t| Rng::for_item(seed, "toporag-random", u64::from(kept[t as usize])).sample_distinct(observed.len(), k).into_iter().map(|i| Neighbour { node: observed[i], score: 0.0 }).collect())
+        .map(|&t| {
+            Rng::for_item(seed, "toporag-random", u64::from(kept[t as usize]))
+                .sample_distinct(observed.len(), k)
+                .into_iter()
+                .map(|i| Neighbour { node: observed[i], score: 0.0 })
+                .collect()
+        })
         .collect()
 }
 
@@ -190,13 +214,23 @@ fn random_hits(targets: &[u32], kept: &[u32], observed: &[u32], k: usize, seed: 
 /// the observed full texts, `full`), `topo-proximity` (cosine of P), `topo-role` (smallest L2 of
 /// GraphWave). Ties by node index.
 #[allow(clippy::too_many_arguments)]
-pub fn retrieve(targets: &[u32], observed: &[u32], kept: &[u32], vis_emb: &[f32], full: &[f64], dim: usize, topo: &Topology, cfg: &ToporagConfig) -> Hits {
+pub fn retrieve(
+    targets: &[u32],
+    observed: &[u32],
+    kept: &[u32],
+    vis_emb: &[f32],
+    full: &[f64],
+    dim: usize,
+    topo: &Topology,
+    cfg: &ToporagConfig,
+) -> Hits {
     let k = cfg.top_k;
     let text: Vec<Vec<Neighbour>> = (0..targets.len())
         .into_par_iter()
         .map(|qi| {
             let q: Vec<f64> = vis_emb[qi * dim..qi * dim + dim].iter().map(|&x| f64::from(x)).collect();
-            let mut s: Vec<Neighbour> = observed.iter().map(|&o| Neighbour { node: o, score: cos(&q, &full[o as usize * dim..o as usize * dim + dim]) }).collect();
+            let mut s: Vec<Neighbour> =
+                observed.iter().map(|&o| Neighbour { node: o, score: cos(&q, &full[o as usize * dim..o as usize * dim + dim]) }).collect();
             s.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.node.cmp(&b.node)));
             s.truncate(k);
             s
@@ -212,7 +246,14 @@ pub fn retrieve(targets: &[u32], observed: &[u32], kept: &[u32], vis_emb: &[f32]
 /// embedding, with the partial nodes' rows replaced by the embedding of their visible words plus
 /// the retriever's context (`none`: the visible words alone, `vis_emb`; the others: rows of
 /// `rebuilt`, retriever-major over `retrievers`), and `oracle` (the full texts).
-pub fn task_features(full_emb: &[f32], vis_emb: &[f32], rebuilt: &[f32], targets: &[u32], dim: usize, retrievers: &[&str]) -> Vec<(String, Vec<f32>)> {
+pub fn task_features(
+    full_emb: &[f32],
+    vis_emb: &[f32],
+    rebuilt: &[f32],
+    targets: &[u32],
+    dim: usize,
+    retrievers: &[&str],
+) -> Vec<(String, Vec<f32>)> {
     let m = targets.len();
     let with_rows = |rows: &[f32]| {
         let mut f = full_emb.to_vec();
@@ -232,7 +273,9 @@ pub fn task_features(full_emb: &[f32], vis_emb: &[f32], rebuilt: &[f32], targets
 /// Step: the context-quality rows of `scores` (per retriever, split `test`: the targets).
 pub fn quality_scores(summary: &[Summary], scores: &mut Scores) {
     for s in summary {
-        for (metric, value) in [("bleu4", s.bleu4_mean), ("bleu4_corpus", s.bleu4_corpus), ("rouge_l_f1", s.rouge_l_f1_mean), ("minilm_cosine", s.cosine_mean)] {
+        for (metric, value) in
+            [("bleu4", s.bleu4_mean), ("bleu4_corpus", s.bleu4_corpus), ("rouge_l_f1", s.rouge_l_f1_mean), ("minilm_cosine", s.cosine_mean)]
+        {
             scores.push(&s.retriever, "test", ALL, metric, value, s.targets, None);
         }
     }
@@ -294,7 +337,8 @@ impl StageSpec for ToporagStage {
         let topo = ctx.timed("topology", |_| topology(&adj, &cfg))?;
         let hits = ctx.timed("retrieve", |_| Ok(retrieve(&targets, &observed, &sp.kept, &vis_emb, &full64, dim, &topo, &cfg)))?;
 
-        let items = Items { target_ids: targets.iter().map(|&t| sp.kept[t as usize]).collect(), ids: &sp.kept, texts: &full, id_column: "node_id" };
+        let items =
+            Items { target_ids: targets.iter().map(|&t| sp.kept[t as usize]).collect(), ids: &sp.kept, texts: &full, id_column: "node_id" };
         let q = ctx.timed("context quality", |_| quality(&encoder, dim, &hits, &items, &hidden, &hid_emb))?;
         ctx.set_items(targets.len() as u64);
         let mut scores = Scores::new(&ctx.dataset.name, INFO.name);
@@ -304,21 +348,42 @@ impl StageSpec for ToporagStage {
         // Task-oriented evaluation: the partial nodes' features rebuilt from their visible words plus
         // each retriever's texts (`none`: the visible words alone; `oracle`: the full text).
         let tasks = if cfg.tasks {
-            let rebuilt: Vec<String> = (1..hits.len()).flat_map(|ri| (0..m).map(move |qi| (ri, qi))).map(|(ri, qi)| format!("{} {}", visible[qi], q.contexts[ri * m + qi])).collect();
+            let rebuilt: Vec<String> = (1..hits.len())
+                .flat_map(|ri| (0..m).map(move |qi| (ri, qi)))
+                .map(|(ri, qi)| format!("{} {}", visible[qi], q.contexts[ri * m + qi]))
+                .collect();
             let refs: Vec<&str> = rebuilt.iter().map(String::as_str).collect();
             let re_emb = ctx.timed("embed rebuilt texts", |_| encoder.encode(&refs, "toporag: embed rebuilt texts"))?;
             let names: Vec<&str> = hits.iter().skip(1).map(|h| h.0).collect();
             let features = task_features(&full_emb, &vis_emb, &re_emb, &targets, dim, &names);
             let labels = node_labels(&nodes, &sp.kept, &id_pos)?;
             let tcfg = tasks::TaskConfig {
-                nc: NodeClassConfig { max_epochs: cfg.nc_max_epochs, patience: cfg.nc_patience, seed: cfg.seed, ..NodeClassConfig::default() },
-                lp: LinkPredConfig { max_epochs: cfg.lp_max_epochs, patience: cfg.lp_patience, hits_k: cfg.lp_hits_k, seed: cfg.seed, ..LinkPredConfig::default() },
+                nc: NodeClassConfig {
+                    max_epochs: cfg.nc_max_epochs,
+                    patience: cfg.nc_patience,
+                    seed: cfg.seed,
+                    ..NodeClassConfig::default()
+                },
+                lp: LinkPredConfig {
+                    max_epochs: cfg.lp_max_epochs,
+                    patience: cfg.lp_patience,
+                    hits_k: cfg.lp_hits_k,
+                    seed: cfg.seed,
+                    ..LinkPredConfig::default()
+                },
                 val_fraction: cfg.nc_val_fraction,
                 lp_val_fraction: cfg.lp_val_fraction,
                 lp_negatives: cfg.lp_negatives,
                 seed: cfg.seed,
             };
-            let inputs = tasks::TaskInputs { n, edges: &sp.edges, partial: &sp.partial, labels: labels.as_ref().map(|(l, c)| (l.as_slice(), *c)), dim, features: &features };
+            let inputs = tasks::TaskInputs {
+                n,
+                edges: &sp.edges,
+                partial: &sp.partial,
+                labels: labels.as_ref().map(|(l, c)| (l.as_slice(), *c)),
+                dim,
+                features: &features,
+            };
             let progress = ctx.progress;
             Some(ctx.timed("train GNNs", |_| tasks::evaluate(&inputs, &tcfg, progress, &mut scores))?)
         } else {
@@ -326,7 +391,9 @@ impl StageSpec for ToporagStage {
         };
 
         let all: Vec<u32> = (0..n as u32).collect();
-        let corr = ctx.timed("correlation", |_| correlation(&adj, &topo.r, cfg.dims, &topo.role, topo.rw, &full64, dim, &all, cfg.max_pairs, cfg.seed))?;
+        let corr = ctx.timed("correlation", |_| {
+            correlation(&adj, &topo.r, cfg.dims, &topo.role, topo.rw, &full64, dim, &all, cfg.max_pairs, cfg.seed)
+        })?;
         ctx.write("split", &sp.table("node_id")?)?;
         ctx.write("retrieved", &q.retrieved)?;
         ctx.write("context_quality", &q.context_quality)?;
@@ -367,7 +434,19 @@ fn times_of(b: &RecordBatch) -> Result<Option<Vec<i64>>> {
 /// e-mail) one at a time until their observed e-mails number at least `top_k`, then rank that pool
 /// by text; `random` draws observed e-mails. `rows[k]`: the e-mail row of item k.
 #[allow(clippy::too_many_arguments)]
-pub fn retrieve_emails(mails: &Mails, rows: &[usize], targets: &[u32], observed: &[u32], kept: &[u32], mailbox: &[Vec<u32>], vis_emb: &[f32], full: &[f64], dim: usize, topo: &Topology, cfg: &ToporagConfig) -> Hits {
+pub fn retrieve_emails(
+    mails: &Mails,
+    rows: &[usize],
+    targets: &[u32],
+    observed: &[u32],
+    kept: &[u32],
+    mailbox: &[Vec<u32>],
+    vis_emb: &[f32],
+    full: &[f64],
+    dim: usize,
+    topo: &Topology,
+    cfg: &ToporagConfig,
+) -> Hits {
     let people = mailbox.len();
     let rw = topo.rw;
     let (prox, role) = (&topo.prox, &topo.role);
@@ -389,9 +468,17 @@ pub fn retrieve_emails(mails: &Mails, rows: &[usize], targets: &[u32], observed:
             .filter(|&&o| o != p)
             .map(|&o| {
                 let score = if role_mode {
-                    -role[p as usize * rw..(p as usize + 1) * rw].iter().zip(&role[o as usize * rw..(o as usize + 1) * rw]).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt()
+                    -role[p as usize * rw..(p as usize + 1) * rw]
+                        .iter()
+                        .zip(&role[o as usize * rw..(o as usize + 1) * rw])
+                        .map(|(a, b)| (a - b) * (a - b))
+                        .sum::<f64>()
+                        .sqrt()
                 } else {
-                    cos(&prox[p as usize * cfg.dims..(p as usize + 1) * cfg.dims], &prox[o as usize * cfg.dims..(o as usize + 1) * cfg.dims])
+                    cos(
+                        &prox[p as usize * cfg.dims..(p as usize + 1) * cfg.dims],
+                        &prox[o as usize * cfg.dims..(o as usize + 1) * cfg.dims],
+                    )
                 };
                 Neighbour { node: o, score }
             })
@@ -401,7 +488,8 @@ pub fn retrieve_emails(mails: &Mails, rows: &[usize], targets: &[u32], observed:
     };
     let topo_hits = |qi: usize, role_mode: bool| {
         let i = rows[targets[qi] as usize];
-        let ends: Vec<u32> = std::iter::once(mails.sender[i]).chain(mails.recipients[i].iter().copied().filter(|&r| r != mails.sender[i]).take(1)).collect();
+        let ends: Vec<u32> =
+            std::iter::once(mails.sender[i]).chain(mails.recipients[i].iter().copied().filter(|&r| r != mails.sender[i]).take(1)).collect();
         let lists: Vec<Vec<u32>> = ends.iter().map(|&p| closest(p, role_mode)).collect();
         rank_by_text(qi, &mail_pool(&lists, mailbox, cfg.top_k))
     };
@@ -434,11 +522,19 @@ fn execute_emails(ctx: &mut StageContext<'_>, cfg: &ToporagConfig) -> Result<()>
     let limits = (cfg.min_words.unwrap_or(paper.0).max(cfg.visible_words + 1), cfg.min_chars.unwrap_or(paper.1));
     let sp = ctx.timed("split", |_| Ok(split(&ids, &texts, times.as_deref(), &[], limits, &cfg.rule())))?;
     let row_of: HashMap<u32, usize> = mails.ids.iter().enumerate().map(|(i, &id)| (id, i)).collect();
-    let rows: Vec<usize> = sp.kept.iter().map(|id| row_of.get(id).copied().ok_or_else(|| StageError::Internal(format!("e-mail {id} lost")))).collect::<Result<_>>()?;
+    let rows: Vec<usize> = sp
+        .kept
+        .iter()
+        .map(|id| row_of.get(id).copied().ok_or_else(|| StageError::Internal(format!("e-mail {id} lost"))))
+        .collect::<Result<_>>()?;
     let n_mail = rows.len();
     let (observed, targets) = parts(&sp);
     if targets.is_empty() || observed.len() < cfg.top_k {
-        return Err(StageError::Input(format!("toporag: {n_mail} of {} e-mails have more than {} words, too few to split", mails.ids.len(), limits.0 - 1)));
+        return Err(StageError::Input(format!(
+            "toporag: {n_mail} of {} e-mails have more than {} words, too few to split",
+            mails.ids.len(),
+            limits.0 - 1
+        )));
     }
     let (pe, mailbox) = people_graph(&mails, &rows, &observed, people);
     let (ps, pd): (Vec<u32>, Vec<u32>) = pe.iter().copied().unzip();
@@ -454,9 +550,12 @@ fn execute_emails(ctx: &mut StageContext<'_>, cfg: &ToporagConfig) -> Result<()>
     let vis_emb = ctx.timed("embed visible words", |_| encoder.encode(&visible, "toporag: embed visible words"))?;
     let hid_emb = ctx.timed("embed hidden texts", |_| encoder.encode(&hidden, "toporag: embed hidden texts"))?;
     let full64: Vec<f64> = full_emb.iter().map(|&x| f64::from(x)).collect();
-    let hits = ctx.timed("retrieve", |_| Ok(retrieve_emails(&mails, &rows, &targets, &observed, &sp.kept, &mailbox, &vis_emb, &full64, dim, &topo, cfg)))?;
+    let hits = ctx.timed("retrieve", |_| {
+        Ok(retrieve_emails(&mails, &rows, &targets, &observed, &sp.kept, &mailbox, &vis_emb, &full64, dim, &topo, cfg))
+    })?;
     ctx.set_items(targets.len() as u64);
-    let items = Items { target_ids: targets.iter().map(|&t| sp.kept[t as usize]).collect(), ids: &sp.kept, texts: &full, id_column: "email_id" };
+    let items =
+        Items { target_ids: targets.iter().map(|&t| sp.kept[t as usize]).collect(), ids: &sp.kept, texts: &full, id_column: "email_id" };
     let q = ctx.timed("context quality", |_| quality(&encoder, dim, &hits, &items, &hidden, &hid_emb))?;
     let mut scores = Scores::new(&ctx.dataset.name, INFO.name);
     quality_scores(&q.summary, &mut scores);
@@ -470,7 +569,9 @@ fn execute_emails(ctx: &mut StageContext<'_>, cfg: &ToporagConfig) -> Result<()>
         person_text[s * dim..(s + 1) * dim].iter_mut().zip(&full64[k as usize * dim..(k as usize + 1) * dim]).for_each(|(a, b)| *a += b);
     }
     let senders: Vec<u32> = (0..people as u32).filter(|&p| sent[p as usize] > 0).collect();
-    let corr = ctx.timed("correlation", |_| correlation(&adj, &topo.r, cfg.dims, &topo.role, topo.rw, &person_text, dim, &senders, cfg.max_pairs, cfg.seed))?;
+    let corr = ctx.timed("correlation", |_| {
+        correlation(&adj, &topo.r, cfg.dims, &topo.role, topo.rw, &person_text, dim, &senders, cfg.max_pairs, cfg.seed)
+    })?;
     ctx.write("email_split", &sp.table("email_id")?)?;
     ctx.write("email_retrieved", &q.retrieved)?;
     ctx.write("context_quality", &q.context_quality)?;
