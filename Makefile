@@ -4,11 +4,13 @@ DATASET ?= synthetic
 SIZE ?= small
 SEED ?= 42
 OUTPUTS ?= outputs
-TGRAG := target/debug/tgrag
+# Honour CARGO_TARGET_DIR like cargo does (the binary is where cargo puts it).
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
+TGRAG := $(TARGET_DIR)/debug/tgrag
 # Quiet progress in CI; bars on a terminal otherwise.
 QUIET := $(if $(CI),--quiet,)
 
-.PHONY: all build run test check clean help models bench venv planner planner-baseline planner-finetune-baseline
+.PHONY: all build run test check fmt clean help models bench venv planner planner-baseline planner-finetune-baseline
 
 all: run
 
@@ -20,7 +22,8 @@ help:
 	@echo "make planner           the README planner table: train-planner on MoR's plan files per KB (PLANS=dir, KBS='mag amazon prime')"
 	@echo "make planner-baseline  the logistic-regression reference point on the same files (scikit-learn)"
 	@echo "make planner-finetune-baseline  the fully fine-tuned MiniLM classifier reference point (torch)"
-	@echo "make check  clippy on every crate"
+	@echo "make check  rustfmt --check and clippy on every crate"
+	@echo "make fmt    format the tree (rustfmt.toml: the project's line width)"
 	@echo "make clean  remove build outputs and run outputs"
 
 # One profile (dev, no debug info, our crates optimised) is shared by `make run` and `make test`,
@@ -77,7 +80,11 @@ test: models
 	$(CARGO) test --workspace --locked
 
 check:
+	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all
 
 clean:
 	$(CARGO) clean

@@ -14,9 +14,16 @@ pub fn shared(folder: &str) -> Option<PathBuf> {
     if p.is_dir() {
         Some(p)
     } else {
-        eprintln!("SKIP: {} not found", p.display());
+        skip(&format!("{} not found", p.display()));
         None
     }
+}
+
+/// Prints why a test skips for lack of shared data or a model, except under `CI=true`, where the data
+/// must be there and its absence fails the test.
+pub(crate) fn skip(why: &str) {
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}, and CI=true requires it");
+    eprintln!("SKIP: {why}");
 }
 
 /// The `(path, at, reason)` of a `Malformed` error; any other error fails the test.

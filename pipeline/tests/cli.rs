@@ -44,7 +44,14 @@ fn verbs(out: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Every file under `dir` (relative path → bytes), except run-dependent ones (timings, manifests).
+/// Whether a file under an outputs folder differs between runs by nature: a table its schema
+/// declares run-dependent (timings, latency), or a manifest (it records them).
+fn run_dependent(name: &str) -> bool {
+    name == "manifest.json"
+        || name.strip_suffix(".parquet").and_then(|t| tgrag_schemas::tables::by_name(t).ok()).is_some_and(|spec| spec.run_dependent)
+}
+
+/// Every file under `dir` (relative path → bytes), except run-dependent ones.
 fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -56,7 +63,7 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
                 continue;
             }
             let name = e.file_name().to_string_lossy().into_owned();
-            if name == "timings.parquet" || name == "latency.parquet" || name == "manifest.json" {
+            if run_dependent(&name) {
                 continue;
             }
             out.insert(p.strip_prefix(dir).expect("prefix").to_path_buf(), std::fs::read(&p).expect("read"));
@@ -106,19 +113,37 @@ fn second_run_skips_everything_force_reruns_and_config_change_reruns_downstream(
     assert!(verbs(&forced).iter().all(|x| x.1 == "ran"), "{forced}");
     assert!(forced.contains("--force"), "{forced}");
 
-    // A config change reruns the stage and, because its outputs change, its dependents.
-    let changed = ok(tgrag(o, &["run", "--size", "tiny", "--set", "bm25.k1=1.2"]));
+    // A config change reruns the stage and, because its outputs change, its dependents: MoR ranks
+    // with the bm25 stage's own index, so its parameters reach MoR's runs.
+    let mor_run = std::fs::read(o.join("synthetic/mor/run.parquet")).expect("mor run");
+    let changed = ok(tgrag(o, &["run", "--size", "tiny", "--set", "bm25.k1=0.3", "--set", "bm25.b=0.2"]));
     let v: BTreeMap<String, String> = verbs(&changed).into_iter().collect();
     let verb = |s: &str| v.get(s).map(String::as_str).unwrap_or("");
-    assert_eq!((verb("ingest"), verb("graph"), verb("dense"), verb("mor")), ("skipped", "skipped", "skipped", "skipped"), "{changed}");
-    assert_eq!((verb("bm25"), verb("metrics")), ("ran", "ran"), "{changed}");
+    assert_eq!((verb("ingest"), verb("graph"), verb("dense"), verb("pasemiqa")), ("skipped", "skipped", "skipped", "skipped"), "{changed}");
+    assert_eq!((verb("bm25"), verb("mor"), verb("metrics")), ("ran", "ran", "ran"), "{changed}");
     assert!(changed.contains("config changed") && changed.contains("input `bm25` changed"), "{changed}");
+    assert_ne!(std::fs::read(o.join("synthetic/mor/run.parquet")).expect("mor run"), mor_run, "the bm25 parameters reach MoR");
+    let index = tgrag_schemas::io::read_parquet(&o.join("synthetic/bm25/bm25_index.parquet")).expect("index");
+    assert_eq!(index.num_rows(), 1, "one persisted index (scope `*`), the one MoR uses");
+    assert_eq!(tgrag_schemas::columns::f32s(&index, "k1").expect("k1").value(0), 0.3);
 
     // A tampered output is detected.
     let report = o.join("synthetic/metrics/report.md");
     std::fs::write(&report, "edited").expect("edit");
-    let again = ok(tgrag(o, &["run", "--size", "tiny", "--set", "bm25.k1=1.2"]));
+    let again = ok(tgrag(o, &["run", "--size", "tiny", "--set", "bm25.k1=0.3", "--set", "bm25.b=0.2"]));
     assert!(again.contains("report.md was modified"), "{again}");
+
+    // Outputs written by another build of the code (here: a manifest whose code version differs, as
+    // after editing models/src/planner.rs) are stale, and `tgrag stages` says why.
+    let manifest_path = o.join("synthetic/mor/manifest.json");
+    let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest_path).expect("manifest")).expect("json");
+    let code = m["code_version"].as_str().expect("code_version").to_string();
+    assert!(code.starts_with("mor@v") && code.contains(" code "), "{code}");
+    m["code_version"] = serde_json::Value::String(code.replace(" code ", " code 0"));
+    std::fs::write(&manifest_path, serde_json::to_string(&m).expect("json")).expect("write manifest");
+    let stages = ok(tgrag(o, &["stages", "--size", "tiny", "--set", "bm25.k1=0.3", "--set", "bm25.b=0.2"]));
+    let mor_line = stages.lines().find(|l| l.trim_start().starts_with("mor ")).expect("mor line");
+    assert!(mor_line.contains("stale: code changed"), "{stages}");
 
     // A different size is a different dataset content: ingest reruns.
     let other = ok(tgrag(o, &["run", "--size", "tiny", "--seed", "7", "--stages", "ingest"]));
@@ -160,6 +185,43 @@ fn sql_counts_nodes_and_schema_and_stages_describe() {
 
     let schema = ok(tgrag(o, &["schema", "nodes"]));
     assert!(schema.contains("node_id") && schema.contains("UInt32") && schema.contains("schema version 1"), "{schema}");
+    // Every table any stage writes is declared, and `tgrag schema` lists them all; wall-clock
+    // tables are marked run-dependent.
+    let listing = ok(tgrag(o, &["schema"]));
+    for t in tgrag_schemas::tables::ALL {
+        assert!(listing.lines().any(|l| l.split_whitespace().next() == Some(t.name)), "{} missing from:\n{listing}", t.name);
+    }
+    for stage in tgrag_stages::all() {
+        for t in stage.info().outputs {
+            assert!(tgrag_schemas::tables::by_name(t).is_ok(), "stage {} writes the undeclared table {t}", stage.info().name);
+        }
+    }
+    for t in ["timings", "latency"] {
+        assert!(ok(tgrag(o, &["schema", t])).contains("run-dependent"), "{t}");
+    }
+    assert!(!ok(tgrag(o, &["schema", "scores"])).contains("run-dependent"));
+    // Every Parquet file of the run is a declared table and reads back as it.
+    for f in files_named(&o.join("synthetic"), |n| n.ends_with(".parquet")) {
+        let stem = f.file_stem().expect("stem").to_string_lossy().into_owned();
+        let spec = tgrag_schemas::tables::by_name(&stem).unwrap_or_else(|_| panic!("{} is not a declared table", f.display()));
+        tgrag_schemas::io::read_table(&f, spec).unwrap_or_else(|e| panic!("{e}"));
+    }
+    // The scores table holds every evaluation: the ranking metrics of every run, TopoRAG's context
+    // quality and its node-classification and link-prediction results.
+    let out = ok(tgrag(
+        o,
+        &[
+            "sql",
+            "SELECT stage, count(DISTINCT method) AS m FROM (SELECT * FROM synthetic_metrics_scores UNION ALL SELECT * FROM synthetic_toporag_scores) GROUP BY stage ORDER BY stage",
+        ],
+    ));
+    for (stage, methods) in [("bm25", 1), ("dense", 1), ("mor", 4), ("pasemiqa", 1), ("toporag", 6)] {
+        assert!(out.lines().any(|l| l.contains(&format!("| {stage} ")) && l.contains(&format!("| {methods} "))), "{stage}: {out}");
+    }
+    let out = ok(tgrag(o, &["sql", "SELECT DISTINCT metric FROM synthetic_toporag_scores ORDER BY metric"]));
+    for m in ["accuracy", "bleu4", "hits_at_100", "minilm_cosine", "rouge_l_f1"] {
+        assert!(out.contains(&format!("| {m} ")), "{m}: {out}");
+    }
     let bad = tgrag(o, &["schema", "nope"]);
     assert!(!bad.status.success() && stderr(&bad).contains("unknown table `nope`"));
 
@@ -174,7 +236,12 @@ fn arguments_are_validated_before_any_work() {
     let d = tempfile::tempdir().expect("tmp");
     let o = d.path();
     for (args, msg) in [
-        (vec!["run", "--size", "huge"], "size `huge`"),
+        (vec!["run", "--size", "huge"], "invalid value 'huge' for '--size <SIZE>'"),
+        (vec!["bm25", "--corpus", "c", "--queries", "q", "--out", "o", "--variant", "bm26"], "invalid value 'bm26'"),
+        (
+            vec!["evaluate", "--run", "r", "--answers", "a", "--num-candidates", "3", "--out", "o", "--mode", "x"],
+            "[possible values: stark, mor]",
+        ),
         (vec!["run", "--stages", "ingest,nope"], "unknown stage `nope`"),
         (vec!["run", "--set", "bm25.k9=1"], "no option `k9`"),
         (vec!["run", "--set", "bm25.b=2"], "b must be within [0, 1]"),
@@ -416,7 +483,7 @@ fn minilm_dense_stage_is_deterministic_and_needs_the_model() {
 // ---- STaRK and the file tools ---------------------------------------------------------------------
 
 #[test]
-fn stark_mirror_runs_end_to_end_and_file_tools_work() {
+fn stark_mirror_runs_end_to_end() {
     let Some(mirror) = shared_or_skip("fixtures/stark-hf-mirror", "skb") else { return };
     let d = tempfile::tempdir().expect("tmp");
     let o = d.path();
@@ -426,7 +493,6 @@ fn stark_mirror_runs_end_to_end_and_file_tools_work() {
     for f in ["ingest/nodes.parquet", "bm25/run.parquet", "metrics/report.md"] {
         assert!(o.join("stark-mag").join(f).is_file(), "missing {f}");
     }
-    // `tgrag bm25` on the ingested documents: every query gets k results, ranks 1..k, scores descending.
     let nodes = o.join("stark-mag/ingest/nodes.parquet");
     let sql = tgrag(o, &["sql", "SELECT count(*) AS n FROM stark_mag_ingest_nodes"]);
     assert!(String::from_utf8_lossy(&sql.stdout).contains("317"), "{}", String::from_utf8_lossy(&sql.stdout));
@@ -466,23 +532,30 @@ fn real_raw_datasets_run_from_their_own_files() {
     assert!(out.contains("| 6 "), "{out}");
     // Enron, the e-mail variant: 1,000 e-mails, 978 after repeats and ≤ 3-word bodies are dropped,
     // the newest 98 are targets; retrieval pools the closest people's e-mails.
-    let out = ok(tgrag(o, &["sql", "SELECT count(*) AS n FROM enron_toporag_split WHERE split = 'partial'"]));
+    let out = ok(tgrag(o, &["sql", "SELECT count(*) AS n FROM enron_toporag_email_split WHERE split = 'partial'"]));
     assert!(out.contains("| 98 "), "{out}");
-    let out = ok(tgrag(o, &["sql", "SELECT count(*) AS n FROM enron_toporag_retrieved WHERE retriever = 'topo-proximity'"]));
+    let out = ok(tgrag(o, &["sql", "SELECT count(*) AS n FROM enron_toporag_email_retrieved WHERE retriever = 'topo-proximity'"]));
     assert!(out.contains(&format!("| {} ", 98 * 3)), "{out}");
 }
 
 /// `../shared/<rel>` when `<rel>/<marker>` exists there; otherwise prints why the calling test
-/// skips (the shared data is absent) and gives `None`.
+/// skips (the shared data is absent) and gives `None` — except under `CI=true`, where the shared data
+/// must be present and its absence fails the test.
 fn shared_or_skip(rel: &str, marker: &str) -> Option<PathBuf> {
     let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared").join(rel);
     if d.join(marker).exists() {
-        Some(d)
-    } else {
-        let test = std::thread::current().name().unwrap_or("test").to_string();
-        eprintln!("SKIP {test}: {} not found (the shared data is absent)", d.join(marker).display());
-        None
+        return Some(d);
     }
+    let test = std::thread::current().name().unwrap_or("test").to_string();
+    skip(&format!("{test}: {} not found (the shared data is absent)", d.join(marker).display()));
+    None
+}
+
+/// Prints why a test skips, except under `CI=true`, where the shared data and the model (`make
+/// models`, a prerequisite of `make test`) must be there and their absence fails the test.
+fn skip(why: &str) {
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}, and CI=true requires it");
+    eprintln!("SKIP {why}");
 }
 
 fn shared_fixture(name: &str) -> Option<PathBuf> {
@@ -772,9 +845,10 @@ fn train_planner_and_plan_on_mor_files_agree_are_deterministic_and_refuse_bad_in
     let meta_g: serde_json::Value = serde_json::from_slice(&std::fs::read(mg.join("model.json")).expect("model.json")).expect("json");
     assert_eq!(meta_g["candidates"].as_array().map(Vec::len), Some(0));
     let r = tgrag(o, &["train-planner", "--plans", p, "--out", o.join("mb").to_str().expect("utf8"), "--decode", "beam"]);
-    assert!(!r.status.success() && stderr(&r).contains("--decode beam") && !o.join("mb").exists(), "{}", stderr(&r));
-    // Curves: every planner and tagger epoch.
-    assert_eq!(table(&m1.join("curves.parquet")).num_rows(), 4 + 2);
+    assert!(!r.status.success() && stderr(&r).contains("invalid value 'beam' for '--decode") && !o.join("mb").exists(), "{}", stderr(&r));
+    // Curves (the shared shape): every planner epoch (train loss, validation loss and exact match)
+    // and tagger epoch (train loss and label F1).
+    assert_eq!(table(&m1.join("curves.parquet")).num_rows(), 4 * 3 + 2 * 2);
     // `tgrag plan` with the saved model reproduces the validation predictions (strict reload).
     let (text, qfile) = val_queries(&plans, o);
     let pfile = o.join("p.parquet");
@@ -844,10 +918,10 @@ fn train_planner_with_a_tuned_minilm_layer_reloads_and_is_deterministic() {
     let Some(src) = shared_or_skip("datasets/mor-plans/amazon", "plans_val.jsonl") else { return };
     let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../weights/all-MiniLM-L6-v2");
     if !model.join("model.safetensors").exists() {
-        eprintln!(
-            "SKIP train_planner_with_a_tuned_minilm_layer_reloads_and_is_deterministic: no model in {} (run `make models`)",
+        skip(&format!(
+            "train_planner_with_a_tuned_minilm_layer_reloads_and_is_deterministic: no model in {} (run `make models`)",
             model.display()
-        );
+        ));
         return;
     }
     let d = tempfile::tempdir().expect("tmp");
@@ -879,11 +953,15 @@ fn train_planner_with_a_tuned_minilm_layer_reloads_and_is_deterministic() {
     assert_eq!(meta["tune_layers"].as_u64(), Some(1));
     let classes = meta["tune_classes"].as_u64().expect("classes");
     assert!(classes >= 3, "distinct training metapaths: {classes}");
-    // The encoder's curve: one row per tuning epoch, accuracies in [0, 1].
+    // The encoder's curve: one accuracy per tuning epoch, in [0, 1].
     let curves = table(&m1.join("curves.parquet"));
     let names = curves.column_by_name("model").expect("model").as_string::<i32>();
-    let acc = curves.column_by_name("val_metric").expect("m").as_primitive::<arrow::datatypes::Float64Type>();
-    let enc: Vec<f64> = (0..curves.num_rows()).filter(|&i| names.value(i) == "encoder").map(|i| acc.value(i)).collect();
+    let metric = curves.column_by_name("metric").expect("metric").as_string::<i32>();
+    let acc = curves.column_by_name("value").expect("value").as_primitive::<arrow::datatypes::Float64Type>();
+    let enc: Vec<f64> = (0..curves.num_rows())
+        .filter(|&i| names.value(i) == "encoder" && metric.value(i) == "val_metapath_accuracy")
+        .map(|i| acc.value(i))
+        .collect();
     assert!(enc.len() == 2 && enc.iter().all(|a| (0.0..=1.0).contains(a)), "{enc:?}");
     // `plan` reloads the tuned layers and reproduces the validation predictions.
     let (_, qfile) = val_queries(&plans, o);
@@ -947,7 +1025,7 @@ fn train_planner_with_a_tuned_minilm_layer_reloads_and_is_deterministic() {
 fn embed_default_and_f32_products_agree() {
     let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../weights/all-MiniLM-L6-v2");
     if !model.join("model.safetensors").exists() {
-        eprintln!("SKIP embed_default_and_f32_products_agree: no model in {} (run `make models`)", model.display());
+        skip(&format!("embed_default_and_f32_products_agree: no model in {} (run `make models`)", model.display()));
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
@@ -1002,6 +1080,6 @@ fn embed_default_and_f32_products_agree() {
         ],
     );
     assert!(!bad.status.success());
-    assert!(stderr(&bad).contains("--products bf8"), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("invalid value 'bf8' for '--products"), "{}", stderr(&bad));
     assert!(!dir.path().join("x.parquet").exists());
 }

@@ -18,7 +18,7 @@ fn mirror() -> Option<PathBuf> {
     if p.join("expected").is_dir() {
         Some(p)
     } else {
-        eprintln!("SKIP: {} not found", p.display());
+        crate::test_support::skip(&format!("{} not found", p.display()));
         None
     }
 }

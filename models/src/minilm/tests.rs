@@ -323,12 +323,12 @@ fn matches_sentence_transformers_fixture() {
     use arrow::datatypes::{Float32Type, Int32Type, Int64Type};
     let fx = shared();
     if !fx.join("sentences.parquet").exists() {
-        eprintln!("SKIP matches_sentence_transformers_fixture: {} not found", fx.display());
+        skip(&format!("matches_sentence_transformers_fixture: {} not found", fx.display()));
         return;
     }
     let dir = model_dir();
     if !dir.join("model.safetensors").exists() {
-        eprintln!("SKIP matches_sentence_transformers_fixture: no model in {} (run `make models`)", dir.display());
+        skip(&format!("matches_sentence_transformers_fixture: no model in {} (run `make models`)", dir.display()));
         return;
     }
     let burn = MiniLm::load(&dir, &Device::flex()).expect("load model");
@@ -486,4 +486,11 @@ fn top_layer_tuning_learns_a_planted_rule() {
     assert_eq!(a, b, "reloaded layers embed identically");
     assert!(tune::TopLayers::load(&path, bert.top_shape(2, 2), &dev).is_err(), "a two-layer shape does not load one layer");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Prints why a test skips for lack of shared data or the model, except under `CI=true`, where
+/// both must be there and their absence fails the test.
+fn skip(why: &str) {
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}, and CI=true requires it");
+    eprintln!("SKIP {why}");
 }

@@ -273,8 +273,80 @@ impl Kb {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use arrow::array::{ArrayRef, StringArray, UInt32Array};
+    use std::sync::Arc;
+    use tgrag_schemas::tables;
+
+    use crate::shared::encoders::embedding_array;
+
+    fn u32a(v: &[u32]) -> ArrayRef {
+        Arc::new(UInt32Array::from(v.to_vec()))
+    }
+
+    fn strs(v: &[&str]) -> ArrayRef {
+        Arc::new(StringArray::from(v.to_vec()))
+    }
+
+    /// The toy KB's tables: brands Acme (0) and Zeta (1); products Trail Tent (2) and Rain Tent (3)
+    /// of Acme, Steel Mug (4) of Zeta. Queries: 0 "waterproof tent from Acme" (train), 1 "a mug by
+    /// Zeta" (val), 2 "camping gear" (test, no name). Two-dimensional embeddings.
+    pub(crate) fn toy_tables(node_ids: &[u32], qdim: usize) -> [RecordBatch; 5] {
+        let nodes = tables::NODES
+            .batch(vec![
+                u32a(node_ids),
+                strs(&["brand", "brand", "product", "product", "product"]),
+                strs(&["Acme", "Zeta", "Trail Tent", "Rain Tent", "Steel Mug"]),
+                strs(&["acme outdoor brand", "zeta kitchen brand", "trail tent light", "waterproof rain tent", "steel mug"]),
+            ])
+            .expect("nodes");
+        let edges = tables::EDGES.batch(vec![u32a(&[2, 3, 4]), u32a(&[0, 0, 1]), strs(&["has_brand"; 3])]).expect("edges");
+        let queries = RecordBatch::try_from_iter(vec![
+            ("query_id", u32a(&[0, 1, 2])),
+            ("text", strs(&["waterproof tent from Acme", "a mug by Zeta", "camping gear"])),
+            ("split", strs(&["train", "val", "test"])),
+        ])
+        .expect("queries");
+        let emb = RecordBatch::try_from_iter(vec![
+            ("node_id", u32a(&[0, 1, 2, 3, 4])),
+            ("embedding", embedding_array(vec![1.0, 0.0, 0.0, 1.0, 0.8, 0.6, 0.6, 0.8, 0.0, 1.0], 2).expect("emb")),
+        ])
+        .expect("embeddings");
+        let q: Vec<f32> = [0.6f32, 0.8, 0.0, 1.0, 1.0, 0.0].iter().copied().cycle().take(3 * qdim).collect();
+        let qemb = RecordBatch::try_from_iter(vec![("query_id", u32a(&[0, 1, 2])), ("embedding", embedding_array(q, qdim).expect("qemb"))])
+            .expect("qemb");
+        [nodes, edges, queries, emb, qemb]
+    }
+
+    /// The toy KB (see [`toy_tables`]).
+    pub(crate) fn toy_kb() -> Kb {
+        let [n, e, q, emb, qemb] = toy_tables(&[0, 1, 2, 3, 4], 2);
+        Kb::from_tables(&n, &e, &q, &emb, &qemb, MIN_NAME_CHARS).expect("toy kb")
+    }
+
+    #[test]
+    fn the_kb_reads_its_tables_and_refuses_what_breaks_its_rules() {
+        let kb = toy_kb();
+        assert_eq!((kb.graph.num_nodes(), kb.dim), (5, 2));
+        assert_eq!(kb.graph.types, vec!["brand", "product"]);
+        assert_eq!(kb.query_text(1), "a mug by Zeta");
+        assert_eq!(kb.query_emb(1), &[0.0, 1.0]);
+        assert!((kb.dense(0, 3) - (0.6 * 0.6 + 0.8 * 0.8)).abs() < 1e-6);
+        assert_eq!(kb.dense(99, 3), 0.0, "an unknown query scores 0");
+        assert_eq!(kb.matcher.find("tents by Acme")[0].nodes, vec![0]);
+        // Node ids must be 0..N once each: a user's data, so an input error naming the row.
+        let [n, e, q, emb, qemb] = toy_tables(&[0, 1, 2, 3, 7], 2);
+        let err = Kb::from_tables(&n, &e, &q, &emb, &qemb, MIN_NAME_CHARS).err().expect("ids 0..N");
+        assert!(matches!(err, StageError::Input(_)) && err.to_string().contains("row 4"), "{err}");
+        // Query and node embeddings of different widths.
+        let [n, e, q, emb, qemb] = toy_tables(&[0, 1, 2, 3, 4], 3);
+        let err = Kb::from_tables(&n, &e, &q, &emb, &qemb, MIN_NAME_CHARS).err().expect("widths");
+        assert!(matches!(err, StageError::Input(_)) && err.to_string().contains("3 wide but node embeddings 2"), "{err}");
+        // An edge to a node outside 0..N.
+        let err = TypedGraph::new(&["a", "b"], &[(0, 5, "r")]).err().expect("edge");
+        assert!(matches!(err, StageError::Input(_)) && err.to_string().contains("edges: row 0"), "{err}");
+    }
 
     #[test]
     fn names_match_longest_first_on_word_boundaries() {

@@ -431,3 +431,134 @@ impl RunBuilder {
         Ok(tgrag_schemas::tables::RUN.batch(cols)?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kb::kb::tests::toy_kb;
+    use crate::retrieval::lexical::{Bm25Params, Index};
+    use crate::shared::text::TokenizerKind;
+
+    fn text_index(kb: &Kb) -> TextIndex {
+        let docs: Vec<&str> = kb.docs.iter().map(String::as_str).collect();
+        TextIndex::new(&kb.graph, Index::build_texts(&docs, TokenizerKind::Bm25s, Bm25Params::default()))
+    }
+
+    fn toks(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
+    fn nodes(r: &Ranked) -> Vec<u32> {
+        r.iter().map(|x| x.0).collect()
+    }
+
+    fn planning_graphs(rows: &[(u32, &str, &str)]) -> RecordBatch {
+        RecordBatch::try_from_iter(vec![
+            ("query_id", Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.0))) as ArrayRef),
+            ("split", Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1))) as ArrayRef),
+            ("metapath", Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.2))) as ArrayRef),
+            ("restrictions", Arc::new(StringArray::from_iter_values(rows.iter().map(|_| "{}"))) as ArrayRef),
+        ])
+        .expect("planning graphs")
+    }
+
+    #[test]
+    fn plan_data_splits_by_query_and_numbers_tokens_in_first_seen_order() {
+        let kb = toy_kb();
+        let pg = planning_graphs(&[
+            (0, "train", "brand <-has_brand- product"),
+            (1, "val", "product -has_brand-> brand"),
+            (2, "train", "product"),
+        ]);
+        let d = plan_data(&kb, &pg).expect("data");
+        assert_eq!(d.vocab, ["<bos>", "<eos>", "brand", "<-has_brand-", "product", "-has_brand->"]);
+        assert_eq!(d.train.targets, vec![(0, vec![2, 3, 4], 1.0), (1, vec![4], 1.0)]);
+        assert_eq!(d.val.targets, vec![(0, vec![4, 5, 2], 1.0)]);
+        assert_eq!(d.train.queries, [kb.query_emb(0), kb.query_emb(2)].concat());
+        assert_eq!(d.val.queries, kb.query_emb(1));
+    }
+
+    #[test]
+    fn planning_learns_the_training_plan_and_needs_training_plans() {
+        let kb = toy_kb();
+        let cfg = MorConfig { planner_epochs: 25, planner_hidden: 16, ..MorConfig::default() };
+        let dev = burn::tensor::Device::flex();
+        let empty = plan_data(&kb, &planning_graphs(&[(1, "val", "brand")])).expect("data");
+        let none = plan(&kb, &empty, &[0, 1, 2], &cfg, &dev).expect("plan");
+        assert_eq!((none.plans, none.curve.len()), (vec![Vec::<String>::new(); 3], 0), "no training plan: no plan, no curve");
+        let metapath = "brand <-has_brand- product";
+        let data = plan_data(&kb, &planning_graphs(&[(0, "train", metapath), (2, "train", metapath), (1, "val", metapath)])).expect("data");
+        let p = plan(&kb, &data, &[0, 1, 2], &cfg, &dev).expect("plan");
+        assert_eq!(p.curve.len(), 25);
+        assert!(p.curve.iter().any(|c| c.epoch == p.best));
+        // The training queries get their training plan back.
+        assert_eq!((p.plans[0].clone(), p.plans[2].clone()), (toks(metapath), toks(metapath)), "{:?}", p.plans);
+        assert_eq!(plan(&kb, &data, &[0, 1, 2], &cfg, &dev).expect("again").plans, p.plans, "seeded");
+    }
+
+    #[test]
+    fn reasoning_by_hand_with_a_valid_and_an_invalid_plan() {
+        let kb = toy_kb();
+        let ti = text_index(&kb);
+        let tcfg = TraversalConfig { seeds: 1, per_layer_text: 1, candidates: 4, max_layer: 100 };
+        // "waterproof tent from Acme": Acme seeds the brand layer; its products 2 and 3 are reached
+        // structurally; the product restriction's BM25 top-1 (3) is already there; BM25 fills with
+        // Acme (0); the dense order with the query vector (0.6, 0.8) is 3 (1.0), 2 (0.96), 0 (0.6).
+        let r = reason(&kb, &ti, 0, &toks("brand <-has_brand- product"), &tcfg).expect("reason");
+        assert!(r.valid);
+        assert_eq!(r.metapath, "brand <-has_brand- product");
+        assert_eq!(r.restrictions, r#"{"brand":["Acme"],"product":["waterproof tent from"]}"#);
+        assert_eq!(nodes(&r.runs[0]), vec![3, 2, 0]);
+        assert_eq!(r.runs[0][0].2, Traj { path: vec![0, 3], via: vec![1, 2], traversal: 0 });
+        assert_eq!(r.runs[0][2].2, Traj { path: vec![0], via: vec![1], traversal: 255 }, "a fill is textual");
+        assert!((r.runs[0][1].1 - 0.96).abs() < 1e-6, "candidates carry their dense score");
+        assert_eq!(nodes(&r.runs[1]), vec![3, 2], "no text: traversal only, no fill");
+        assert_eq!(nodes(&r.runs[2]), vec![3, 2], "no structure: BM25 within the target type");
+        assert!(r.runs[2].iter().all(|x| x.2.via == vec![1]));
+        assert!(r.bm25.contains_key(&3) && r.bm25.contains_key(&0) && !r.bm25.contains_key(&4));
+        // An unknown relation: no valid plan, BM25 over every node for all three runs.
+        let bad = reason(&kb, &ti, 0, &toks("brand <-sells- product"), &tcfg).expect("reason");
+        assert!(!bad.valid);
+        assert_eq!(bad.restrictions, "{}");
+        assert_eq!(nodes(&bad.runs[0]), vec![3, 2, 0]);
+        assert_eq!(nodes(&bad.runs[0]), nodes(&bad.runs[1]));
+        assert!(bad.runs[0].iter().all(|x| x.2.traversal == 255));
+    }
+
+    #[test]
+    fn organizing_without_a_usable_reranker_keeps_the_dense_order_and_writing_lays_out_the_tables() {
+        let kb = toy_kb();
+        let ti = text_index(&kb);
+        let tcfg = TraversalConfig { seeds: 1, per_layer_text: 1, candidates: 4, max_layer: 100 };
+        let order: Vec<(u32, String)> = vec![(0, "train".into()), (1, "val".into())];
+        let plans = [toks("brand <-has_brand- product"), toks("brand <-has_brand- product")];
+        let reasoned: Vec<Reasoned> = order.iter().zip(&plans).map(|((q, _), p)| reason(&kb, &ti, *q, p, &tcfg).expect("reason")).collect();
+        let answers = HashMap::from([(0, vec![3]), (1, vec![4])]);
+        // Fewer candidates than the reranker's 15 negatives: nothing to train on.
+        let cfg = MorConfig::default();
+        let o = organize(&kb, &order, &reasoned, &answers, &cfg, &burn::tensor::Device::flex()).expect("organize");
+        assert!(o.curve.is_empty());
+        for (i, r) in reasoned.iter().enumerate() {
+            assert_eq!(nodes(&o.ranked[i].0), nodes(&r.runs[0]));
+        }
+        let planned = Planned { plans: plans.to_vec(), curve: Vec::new(), best: 0, seconds_each: 0.002 };
+        let w = write(&kb, &order, &planned, &reasoned, &o, 0).expect("write");
+        let run = &w.run;
+        let method = columns::strs(run, "method").expect("method");
+        let per_method = |m: &str| (0..run.num_rows()).filter(|&i| method.value(i) == m).count();
+        let expect: Vec<usize> = reasoned.iter().map(|r| r.runs[0].len()).collect();
+        assert_eq!(per_method("mor"), expect.iter().sum::<usize>());
+        assert_eq!(per_method("mor-no-structure"), reasoned.iter().map(|r| r.runs[2].len()).sum::<usize>());
+        // The first row: query 0's best candidate (3), reached from Acme: types brand → product.
+        let types = columns::string_lists(run, "path_types").expect("types");
+        assert_eq!(
+            (columns::u32s(run, "node_id").expect("node").value(0), types[0].clone()),
+            (3, vec!["brand".to_string(), "product".to_string()])
+        );
+        assert_eq!(w.plans.num_rows(), 2);
+        assert_eq!(columns::f64s(&w.latency, "plan_ms").expect("plan_ms").value(1), 2.0);
+        assert_eq!(w.curves.num_rows(), 0);
+        assert!(tgrag_schemas::validate::check_written(&tgrag_schemas::tables::RUN, run).is_ok());
+        assert!(tgrag_schemas::validate::check_written(&tgrag_schemas::tables::PLANS, &w.plans).is_ok());
+    }
+}

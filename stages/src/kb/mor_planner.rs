@@ -763,7 +763,7 @@ impl PlanModel {
             words_of.push(ws);
         }
         let labels = self.tagger.predict(&m.tagger_shape(), &data, &self.device)?;
-        Ok(texts
+        texts
             .iter()
             .zip(paths_of)
             .zip(words_of.iter().zip(&labels))
@@ -775,7 +775,7 @@ impl PlanModel {
                     malformed,
                 })
             })
-            .collect::<Result<_>>()?)
+            .collect()
     }
 
     /// Plans every line of a plan file and scores them against its gold plans.

@@ -321,6 +321,71 @@ impl StageSpec for PasemiqaStage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kb::kb::tests::toy_kb;
+    use arrow::array::{Float32Array, ListBuilder, StringBuilder};
+
+    fn relation_paths(rows: &[(u32, &[&str], f32)]) -> RecordBatch {
+        let mut rel = ListBuilder::new(StringBuilder::new());
+        for (_, hops, _) in rows {
+            for h in *hops {
+                rel.values().append_value(h);
+            }
+            rel.append(true);
+        }
+        RecordBatch::try_from_iter(vec![
+            ("query_id", Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.0))) as ArrayRef),
+            ("relations", Arc::new(rel.finish()) as ArrayRef),
+            ("weight", Arc::new(Float32Array::from_iter_values(rows.iter().map(|r| r.2))) as ArrayRef),
+        ])
+        .expect("relation paths")
+    }
+
+    #[test]
+    fn path_data_weights_rows_per_query_and_candidates_from_training_only() {
+        let kb = toy_kb();
+        let rp =
+            relation_paths(&[(0, &["<has_brand"], 0.5), (0, &["<has_brand", "has_brand>"], 0.5), (1, &["has_brand>"], 1.0), (2, &[], 1.0)]);
+        let split_of = HashMap::from([(0, "train"), (1, "val"), (2, "train")]);
+        let d = path_data(&kb, &rp, &split_of).expect("data");
+        assert_eq!(d.vocab, ["<bos>", "<eos>", "<has_brand", "has_brand>"]);
+        // Query 0's two paths share one query row; the empty path is skipped.
+        assert_eq!(d.train.targets, vec![(0, vec![2], 0.5), (0, vec![2, 3], 0.5)]);
+        assert_eq!(d.train.queries, kb.query_emb(0));
+        assert_eq!(d.val.targets, vec![(0, vec![3], 1.0)]);
+        assert_eq!(d.candidates, vec![vec![2], vec![2, 3]], "validation paths are not candidates");
+    }
+
+    #[test]
+    fn reasoning_scores_reached_nodes_then_fills_densely_below_them() {
+        let kb = toy_kb();
+        let cfg = PasemiqaConfig { candidates: 4, ..PasemiqaConfig::default() };
+        let g = &kb.graph;
+        let against = (g.relation_id("has_brand").expect("rel"), false);
+        // From Acme (0) against has_brand: Rain Tent (3) and Trail Tent (2), 0.5 each; the tie goes to
+        // the dense score (1.0 vs 0.96); then the densest of the others, shifted below 0: Zeta (1)
+        // and Steel Mug (4) at 0.8 − 2 (ties by id).
+        let a = reason(&kb, 0, &[0.0], &[vec![against]], &cfg);
+        assert_eq!(a.ranked.iter().map(|x| x.0).collect::<Vec<_>>(), vec![3, 2, 1, 4]);
+        assert_eq!((a.ranked[0].1, a.ranked[1].1), (0.5, 0.5));
+        assert!((a.ranked[2].1 + 1.2).abs() < 1e-6);
+        assert_eq!((a.paths.clone(), a.text_fallback), (vec![(0, 1.0, 2)], false));
+        // No path: the dense ranking alone, flagged as the text fallback.
+        let b = reason(&kb, 0, &[], &[], &cfg);
+        assert!(b.text_fallback && b.paths.is_empty());
+        assert_eq!(b.ranked.iter().map(|x| x.0).collect::<Vec<_>>(), vec![3, 2, 1, 4]);
+        let data = PathData {
+            vocab: vec!["<bos>".into(), "<eos>".into(), "<has_brand".into()],
+            train: SeqData::default(),
+            val: SeqData::default(),
+            candidates: vec![vec![2]],
+        };
+        let planned = Planned { log_probs: vec![vec![0.0], vec![]], curve: Vec::new(), best: 0 };
+        let (run, paths, curves) = write(&[0, 1], &[a, b], &data, &planned, 0).expect("write");
+        assert_eq!(run.num_rows(), 8);
+        assert_eq!(paths.num_rows(), 1);
+        assert_eq!(columns::strs(&paths, "relations").expect("relations").value(0), "<has_brand");
+        assert_eq!(curves.num_rows(), 0);
+    }
 
     #[test]
     fn follow_scores_and_top_paths_by_hand() -> Result<()> {

@@ -202,3 +202,51 @@ impl StageSpec for PlanningStage {
         ctx.write("planning_graphs", &pg)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kb::kb::tests::toy_kb;
+
+    #[test]
+    fn a_query_plan_and_its_three_tables_by_hand() {
+        let kb = toy_kb();
+        let cfg = PlanningConfig { fallback_k: 2, ..PlanningConfig::default() };
+        // "waterproof tent from Acme": Acme by name; its answer Rain Tent (3) is one hop against
+        // has_brand; the rest of the query restricts the product.
+        let p = query_plan(&kb, 0, kb.query_text(0), &[3], &cfg);
+        assert_eq!((p.topics.nodes.clone(), p.topics.by_embedding), (vec![0], false));
+        assert_eq!(p.paths.len(), 1);
+        let (start, hops, weight, reached) = &p.paths[0];
+        assert_eq!(metapath_string(&kb.graph, *start, hops), "brand <-has_brand- product");
+        assert_eq!((*weight, *reached, p.best), (1.0, 1, Some(0)));
+        assert_eq!(p.remaining, "waterproof tent from");
+        // Two answers by the same path: one path reaching both, Q(z|q) = 1.
+        let two = query_plan(&kb, 0, kb.query_text(0), &[2, 3], &cfg);
+        assert_eq!(two.paths.iter().map(|p| (p.2, p.3)).collect::<Vec<_>>(), vec![(1.0, 2)]);
+        // No name in the query: the dense top-2 (inner product with (1, 0): Acme 1.0, Trail Tent 0.8),
+        // and the whole query as the remaining text; no answer reachable → no planning graph.
+        let q = query_plan(&kb, 2, kb.query_text(2), &[], &cfg);
+        assert_eq!((q.topics.nodes.clone(), q.topics.by_embedding, q.best), (vec![0, 2], true, None));
+        assert_eq!(q.remaining, "camping gear");
+
+        let plans = vec![p, q];
+        let topics = topic_entities(&kb, &plans).expect("topics");
+        assert_eq!(columns::u32s(&topics, "node_id").expect("node_id").values().to_vec(), vec![0, 0, 2]);
+        let method = columns::strs(&topics, "method").expect("method");
+        let span = columns::strs(&topics, "span").expect("span");
+        assert_eq!((method.value(0), span.value(0), method.value(1)), ("name", "Acme", "embedding"));
+        assert!(arrow::array::Array::is_null(span, 1));
+        let rel = relation_paths(&kb, &plans).expect("relation paths");
+        assert_eq!(rel.num_rows(), 1);
+        assert_eq!(columns::string_lists(&rel, "relations").expect("relations"), vec![vec!["<has_brand".to_string()]]);
+        assert_eq!(columns::string_lists(&rel, "types").expect("types"), vec![vec!["brand".to_string(), "product".to_string()]]);
+        let split_of = HashMap::from([(0, "train"), (2, "test")]);
+        let pg = planning_graphs(&kb, &plans, &split_of).expect("planning graphs");
+        assert_eq!(pg.num_rows(), 1, "only queries with a path");
+        assert_eq!(columns::strs(&pg, "split").expect("split").value(0), "train");
+        assert_eq!(columns::strs(&pg, "restrictions").expect("r").value(0), r#"{"brand":["Acme"],"product":["waterproof tent from"]}"#);
+        // A query without a split is a bug, not a silent default.
+        assert!(planning_graphs(&kb, &plans, &HashMap::new()).is_err());
+    }
+}

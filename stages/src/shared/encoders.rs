@@ -121,7 +121,7 @@ pub fn hash_embed_all(texts: &[&str], dim: usize) -> Result<Vec<f32>> {
 
 /// A loaded text encoder: MiniLM (with a progress bar per call) or hashing.
 pub enum TextEncoder {
-    Minilm { model: tgrag_models::minilm::MiniLm, progress: Progress },
+    Minilm { model: Box<tgrag_models::minilm::MiniLm>, progress: Progress },
     Hash { dim: usize },
 }
 
@@ -138,7 +138,7 @@ impl TextEncoder {
     ) -> Result<TextEncoder> {
         Ok(match encoder {
             Encoder::Hash => TextEncoder::Hash { dim: hash_dim },
-            Encoder::Minilm => TextEncoder::Minilm { model: load_minilm(model_dir, device, option)?, progress },
+            Encoder::Minilm => TextEncoder::Minilm { model: Box::new(load_minilm(model_dir, device, option)?), progress },
         })
     }
 

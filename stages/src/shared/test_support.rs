@@ -1,5 +1,5 @@
 //! Helpers shared by the stages' tests: locating `../shared/fixtures/<name>` (skipping with a message
-//! when the shared fixtures are absent) and reading fixture columns as plain vectors.
+//! when the shared fixtures are absent, failing under `CI=true`) and reading fixture columns as plain vectors.
 
 use std::path::PathBuf;
 
@@ -15,9 +15,16 @@ pub(crate) fn fixture(name: &str) -> Option<PathBuf> {
     if d.is_dir() {
         Some(d)
     } else {
-        eprintln!("SKIP: {} not found (the shared fixtures are absent)", d.display());
+        skip(&format!("{} not found (the shared fixtures are absent)", d.display()));
         None
     }
+}
+
+/// Prints why a test skips for lack of shared data or a model, except under `CI=true`, where the data
+/// must be there and its absence fails the test.
+pub(crate) fn skip(why: &str) {
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}, and CI=true requires it");
+    eprintln!("SKIP: {why}");
 }
 
 /// A fixture column cast to f64.

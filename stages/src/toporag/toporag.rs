@@ -597,3 +597,88 @@ fn node_labels(nodes: &RecordBatch, kept: &[u32], id_pos: &HashMap<u32, usize>) 
     let out = kept.iter().map(|id| label(id).and_then(|l| classes.binary_search(&l).ok()).map_or(u32::MAX, |c| c as u32)).collect();
     Ok(Some((out, classes.len())))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> ToporagConfig {
+        ToporagConfig { top_k: 2, dims: 4, scales: vec![1.0], points: 3, ..ToporagConfig::default() }
+    }
+
+    /// A path 0 – 1 – 2 – 3 – 4 – 5 (node 5 also joined to 0: a cycle).
+    fn cycle() -> Adjacency {
+        Adjacency::from_edges(6, &[0, 1, 2, 3, 4, 5], &[1, 2, 3, 4, 5, 0], false).expect("adjacency")
+    }
+
+    #[test]
+    fn topology_is_seeded_and_sized() {
+        let cfg = small();
+        let a = topology(&cycle(), &cfg).expect("topology");
+        let b = topology(&cycle(), &cfg).expect("topology");
+        assert_eq!((a.r.len(), a.prox.len(), a.role.len(), a.rw), (6 * 4, 6 * 4, 6 * 6, 6));
+        assert_eq!((a.r.clone(), a.prox.clone(), a.role.clone()), (b.r, b.prox, b.role));
+        let other = topology(&cycle(), &ToporagConfig { seed: 7, ..cfg.clone() }).expect("topology");
+        assert_ne!(a.r, other.r);
+        // On a cycle every node plays the same role: GraphWave rows are equal.
+        for v in 1..6 {
+            for (x, y) in a.role[..6].iter().zip(&a.role[v * 6..v * 6 + 6]) {
+                assert!((x - y).abs() < 1e-9, "node {v}");
+            }
+        }
+    }
+
+    #[test]
+    fn retrieval_ranks_observed_nodes_only_by_each_measure() {
+        let cfg = small();
+        let topo = topology(&cycle(), &cfg).expect("topology");
+        let (observed, targets, kept) = (vec![0, 1, 2, 3], vec![4, 5], vec![10, 11, 12, 13, 14, 15]);
+        // Full texts of the six nodes and the targets' visible words (2-d embeddings).
+        let full: Vec<f64> = vec![1.0, 0.0, 0.0, 1.0, 0.7, 0.7, -1.0, 0.0, 0.0, 0.0, 0.0, 0.0];
+        let vis: Vec<f32> = vec![0.0, 1.0, -1.0, 0.1];
+        let hits = retrieve(&targets, &observed, &kept, &vis, &full, 2, &topo, &cfg);
+        assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), RETRIEVERS);
+        assert!(hits[0].1.iter().all(Vec::is_empty), "none retrieves nothing");
+        // Text: target 4 (0, 1) is closest to node 1 (cosine 1) then node 2 (0.707); target 5 to node 3.
+        let text: Vec<Vec<u32>> = hits[2].1.iter().map(|h| h.iter().map(|n| n.node).collect()).collect();
+        assert_eq!(text, vec![vec![1, 2], vec![3, 1]]);
+        for (_, per_target) in &hits[1..] {
+            for h in per_target {
+                assert_eq!(h.len(), 2);
+                assert!(h.iter().all(|n| observed.contains(&n.node)), "only observed nodes are retrieved");
+                assert_ne!(h[0].node, h[1].node);
+            }
+        }
+        assert_eq!(hits[3].1, cosine_top_k(&topo.prox, cfg.dims, &targets, &observed, 2));
+        assert_eq!(hits[4].1, l2_top_k(&topo.role, topo.rw, &targets, &observed, 2));
+        assert_eq!(hits[1].1, retrieve(&targets, &observed, &kept, &vis, &full, 2, &topo, &cfg)[1].1, "random is seeded");
+    }
+
+    #[test]
+    fn task_features_replace_the_partial_rows_per_retriever() {
+        // Three nodes of width 2; node 1 is the only target.
+        let full = vec![1.0, 1.0, 2.0, 2.0, 3.0, 3.0];
+        let (vis, rebuilt) = (vec![9.0, 9.0], vec![7.0, 7.0, 8.0, 8.0]);
+        let f = task_features(&full, &vis, &rebuilt, &[1], 2, &["text", "topo-role"]);
+        let names: Vec<&str> = f.iter().map(|x| x.0.as_str()).collect();
+        assert_eq!(names, ["none", "text", "topo-role", "oracle"]);
+        assert_eq!(f[0].1, vec![1.0, 1.0, 9.0, 9.0, 3.0, 3.0]);
+        assert_eq!(f[1].1, vec![1.0, 1.0, 7.0, 7.0, 3.0, 3.0]);
+        assert_eq!(f[2].1, vec![1.0, 1.0, 8.0, 8.0, 3.0, 3.0]);
+        assert_eq!(f[3].1, full);
+    }
+
+    #[test]
+    fn quality_lands_in_scores_per_retriever_and_metric() {
+        let s =
+            Summary { retriever: "text".into(), targets: 9, bleu4_mean: 0.1, bleu4_corpus: 0.2, rouge_l_f1_mean: 0.3, cosine_mean: 0.4 };
+        let mut scores = Scores::new("synthetic", "toporag");
+        quality_scores(&[s], &mut scores);
+        let b = scores.batch().expect("scores");
+        let metric = columns::strs(&b, "metric").expect("metric");
+        assert_eq!((0..4).map(|i| metric.value(i)).collect::<Vec<_>>(), ["bleu4", "bleu4_corpus", "rouge_l_f1", "minilm_cosine"]);
+        assert_eq!(columns::f64s(&b, "value").expect("value").values().to_vec(), vec![0.1, 0.2, 0.3, 0.4]);
+        assert_eq!(columns::u64s(&b, "n").expect("n").values().to_vec(), vec![9; 4]);
+        assert_eq!(columns::strs(&b, "split").expect("split").value(0), "test");
+    }
+}
