@@ -59,8 +59,15 @@ fn explagraphs_real_files_have_manifest_counts() -> TestResult {
     assert!(src.ends_with("train_dev_G-Retriever.tsv"));
     assert_eq!(items.len(), 2766);
     let n = |s: &str| items.iter().filter(|i| i.split == s).count();
-    let ranks_below = |frac: usize| (0..2766).filter(|r| r * 10 < 2766 * frac).count();
-    assert_eq!((n("train"), n("val"), n("test")), (ranks_below(6), ranks_below(8) - ranks_below(6), 2766 - ranks_below(8)));
+    // G-Retriever's exact split (split/*_indices.txt, MANIFEST): 1,659 / 553 / 554, row by row.
+    assert_eq!((n("train"), n("val"), n("test")), (1659, 553, 554));
+    for (file, split) in [("train_indices.txt", "train"), ("val_indices.txt", "val"), ("test_indices.txt", "test")] {
+        let idx = crate::raw::read_utf8(&dir.join("split").join(file))?;
+        for line in idx.lines().filter(|l| !l.trim().is_empty()) {
+            let row: usize = line.trim().parse()?;
+            assert_eq!(items[row].split, split, "row {row} of {file}");
+        }
+    }
     assert!(items[0].question.starts_with("Argument 1: Cannabis should be legal.\nArgument 2: "));
     let t = to_tables(&items, &src)?;
     t.validate()?;
