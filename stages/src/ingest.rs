@@ -21,7 +21,19 @@ static INFO: StageInfo = StageInfo {
     needs: &[],
     excludes: &[],
     collects: &[],
-    outputs: &["nodes", "edges", "queries", "answers", "graph_nodes", "graph_edges", "qa", "tag_nodes", "tag_edges", "emails"],
+    outputs: &[
+        "nodes",
+        "edges",
+        "queries",
+        "answers",
+        "candidate_types",
+        "graph_nodes",
+        "graph_edges",
+        "qa",
+        "tag_nodes",
+        "tag_edges",
+        "emails",
+    ],
     files: &[],
 };
 
