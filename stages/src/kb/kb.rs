@@ -344,7 +344,7 @@ pub(crate) mod tests {
         let err = Kb::from_tables(&n, &e, &q, &emb, &qemb, MIN_NAME_CHARS).err().expect("widths");
         assert!(matches!(err, StageError::Input(_)) && err.to_string().contains("3 wide but node embeddings 2"), "{err}");
         // An edge to a node outside 0..N.
-        let err = TypedGraph::new(&["a", "b"], &[(0, 5, "r")]).err().expect("edge");
+        let err = TypedGraph::new(&["a", "b"], &[(0, 5, "r")]).expect_err("edge");
         assert!(matches!(err, StageError::Input(_)) && err.to_string().contains("edges: row 0"), "{err}");
     }
 
