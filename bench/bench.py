@@ -21,6 +21,14 @@
   plan / reason (mixed traversal) / organize (reranker) times of its `latency` table: median and
   p90 of reason + organize, the figure MoR reports as 0.46 s + 0.03 s per query in Python.
 
+* PCST (G-Retriever's subgraph solver): pcst_fast (PyPI `pcst-fast`, built from its sdist: its
+  binary wheel returns garbage under numpy >= 2) vs `tgrag pcst`, unrooted, one cluster, `gw`
+  pruning, on the same instances in one run: the shared fixture's 300 instances (when present) and
+  seeded Barabasi-Albert graphs of 10k and 100k nodes (m = 2, 5% of nodes with prizes U(0, 5),
+  costs U(0.5, 1.5)). pcst_fast is timed around its calls; `tgrag pcst` around the solve, as it
+  reports it (Parquet reading and writing apart, also reported). Identical vertex and edge sets are
+  counted.
+
 Results: printed, and written to outputs/bench/bench.parquet (one row per measurement).
 """
 import json
@@ -251,8 +259,75 @@ def bench_latency():
     record("mor", "tgrag", "pipeline_to_mor_s", time.perf_counter() - t0, "s", "ingest, dense (hash), planning, mor (with its planner and reranker training)")
 
 
+def ba_instance(n, m, seed):
+    """A seeded Barabasi-Albert graph (m edges per new node) with sparse prizes and unit-ish costs."""
+    rng = np.random.default_rng(seed)
+    edges, targets, repeated = [], list(range(m)), []
+    for v in range(m, n):
+        chosen = set()
+        while len(chosen) < m:
+            chosen.add(int(repeated[rng.integers(len(repeated))]) if repeated and rng.random() < 0.9 else int(rng.integers(v)))
+        for u in chosen:
+            edges.append((v, u))
+            repeated.extend([u, v])
+    prizes = np.zeros(n)
+    hot = rng.choice(n, size=max(1, n // 20), replace=False)
+    prizes[hot] = rng.uniform(0, 5, size=len(hot))
+    costs = rng.uniform(0.5, 1.5, size=len(edges))
+    return np.array(edges, dtype=np.int64), prizes, costs
+
+
+def bench_pcst():
+    import pcst_fast
+    sets = []
+    fx = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures", "pcst")
+    if os.path.isdir(fx):
+        nodes = pq.read_table(f"{fx}/nodes.parquet").to_pandas()
+        edges = pq.read_table(f"{fx}/edges.parquet").to_pandas()
+        inst = []
+        for iid, g in edges.groupby("instance_id"):
+            g = g.sort_values("edge_index")
+            nd = nodes[nodes.instance_id == iid].sort_values("node")
+            inst.append((iid, g[["src", "dst"]].to_numpy(np.int64), nd.prize.to_numpy(), g.cost.to_numpy()))
+        sets.append(("fixture", inst))
+    for n in (10_000, 100_000):
+        e, p, c = ba_instance(n, 2, 11)
+        sets.append((f"ba{n // 1000}k", [(0, e, p, c)]))
+    for name, inst in sets:
+        nrows, erows = [], []
+        for iid, e, p, c in inst:
+            nrows += [(int(iid), v, float(x)) for v, x in enumerate(p)]
+            erows += [(int(iid), j, int(a), int(b), float(x)) for j, ((a, b), x) in enumerate(zip(e, c))]
+        npath, epath, out = f"{OUT}/pcst_{name}_nodes.parquet", f"{OUT}/pcst_{name}_edges.parquet", f"{OUT}/pcst_{name}"
+        pq.write_table(pa.table({k: [r[i] for r in nrows] for i, k in enumerate(["instance_id", "node", "prize"])}), npath)
+        pq.write_table(pa.table({k: [r[i] for r in erows] for i, k in enumerate(["instance_id", "edge_index", "src", "dst", "cost"])}), epath)
+        ref, t_ref = {}, 0.0
+        for iid, e, p, c in inst:
+            t = time.perf_counter()
+            v, ed = pcst_fast.pcst_fast(e, p, c, -1, 1, "gw", 0)
+            t_ref += time.perf_counter() - t
+            ref[int(iid)] = (sorted(v.tolist()), sorted(ed.tolist()))
+        t = time.perf_counter()
+        res = subprocess.run([TGRAG, "--quiet", "pcst", "--nodes", npath, "--edges", epath, "--out", out], capture_output=True, text=True)
+        wall = time.perf_counter() - t
+        if res.returncode != 0:
+            raise SystemExit(res.stderr)
+        solve = float(res.stderr.split(" solved in ")[1].split("s")[0])
+        vt = pq.read_table(f"{out}/vertices.parquet").to_pandas()
+        et = pq.read_table(f"{out}/edges.parquet").to_pandas()
+        same = sum(1 for iid, (v, ed) in ref.items()
+                   if sorted(vt[vt.instance_id == iid].node.tolist()) == v and sorted(et[et.instance_id == iid].edge_index.tolist()) == ed)
+        record("pcst", "pcst_fast", f"{name}_solve_s", t_ref, "s", f"{len(inst)} instances")
+        record("pcst", "tgrag", f"{name}_solve_s", solve, "s", "parallel over instances" if len(inst) > 1 else "one instance")
+        record("pcst", "tgrag", f"{name}_command_wall_s", wall, "s", "whole command incl. Parquet I/O")
+        record("pcst", "ratio", f"{name}_speedup", t_ref / max(solve, 1e-9), "x", "pcst_fast time / tgrag time")
+        record("pcst", "ratio", f"{name}_identical", same / len(ref), "fraction", "same vertex and edge sets")
+
+
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["bm25", "minilm", "diffusion", "latency"]
+    which = sys.argv[1:] or ["bm25", "minilm", "diffusion", "latency", "pcst"]
+    if "pcst" in which:
+        bench_pcst()
     if "latency" in which:
         bench_latency()
     if "diffusion" in which:

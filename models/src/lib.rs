@@ -7,7 +7,10 @@
 //!   strictly from `model.safetensors`, word pieces from `tokenizer.json`; a fused CPU engine; top
 //!   layers fine-tuned as a classifier (`minilm::tune`).
 //! * [`gnn`]: graph neural networks (GCN, GraphSAGE, MLP node classifiers and a link predictor for
-//!   TopoRAG's evaluation).
+//!   TopoRAG's evaluation; G-Retriever's and Efficient G-Retriever's graph encoders over batches of
+//!   small graphs).
+//! * [`graphqa`]: question answering over small textual graphs (a graph encoder and a trained answer
+//!   head instead of G-Retriever's LLM).
 //! * [`planner`]: the autoregressive plan decoder of MoR and PASemiQA.
 //! * [`tagger`]: the restriction span tagger of the planner on MoR's plan files.
 //! * [`reranker`]: MoR's structure-aware reranker.
@@ -17,6 +20,7 @@
 pub mod device;
 pub mod error;
 pub mod gnn;
+pub mod graphqa;
 pub mod linalg;
 pub mod minilm;
 pub mod planner;

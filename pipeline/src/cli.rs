@@ -45,6 +45,9 @@ pub enum Command {
     /// STaRK's evaluator over any run: `--run R.parquet --answers A.parquet --num-candidates N
     /// [--mode stark|mor] --out M.parquet` (per query: hit@1, hit@5, recall@20, MRR).
     Evaluate(commands::evaluate::EvaluateArgs),
+    /// Prize-collecting Steiner trees (pcst_fast port) for any instances: `--nodes N.parquet
+    /// --edges E.parquet --out DIR [--root -1] [--clusters 1] [--pruning gw]`.
+    Pcst(commands::pcst::PcstArgs),
     /// Train the planner (metapath decoder + restriction tagger) on MoR's plan files:
     /// `--plans DIR --out MODEL_DIR`; reports metapath exact match and restriction token F1 on
     /// `plans_val.jsonl`.
@@ -68,6 +71,7 @@ pub fn dispatch(args: Args) -> Result<ExitCode> {
         Command::Diffusion(a) => commands::diffusion::run(a),
         Command::Graphwave(a) => commands::graphwave::run(a),
         Command::Evaluate(a) => commands::evaluate::run(a),
+        Command::Pcst(a) => commands::pcst::run(a),
         Command::TrainPlanner(a) => commands::train_planner::run(a, quiet),
         Command::Plan(a) => commands::plan::run(a, quiet),
         Command::Fetch(a) => commands::fetch::run(a),

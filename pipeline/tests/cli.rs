@@ -97,7 +97,20 @@ fn second_run_skips_everything_force_reruns_and_config_change_reruns_downstream(
     let v = verbs(&first);
     assert_eq!(
         v.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(),
-        vec!["ingest", "graph", "bm25", "dense", "planning", "mor", "pasemiqa", "toporag", "metrics"],
+        vec![
+            "ingest",
+            "graph",
+            "bm25",
+            "dense",
+            "planning",
+            "mor",
+            "pasemiqa",
+            "toporag",
+            "textgraphs",
+            "subgraphs",
+            "gretriever",
+            "metrics"
+        ],
         "{first}"
     );
     assert!(v.iter().all(|x| x.1 == "ran"), "{first}");
@@ -371,7 +384,7 @@ fn sigkill_at_any_stage_then_rerun_gives_the_bytes_of_a_clean_run() {
     // MiniLM's determinism is checked on `tiny` below.
     // A small GraphWave (one scale, two points), few correlation pairs and short GNN trainings keep
     // `toporag` quick too.
-    const RUN: [&str; 17] = [
+    const RUN: [&str; 25] = [
         "run",
         "--size",
         "medium",
@@ -389,6 +402,14 @@ fn sigkill_at_any_stage_then_rerun_gives_the_bytes_of_a_clean_run() {
         "toporag.nc_max_epochs=20",
         "--set",
         "toporag.lp_max_epochs=5",
+        "--set",
+        "textgraphs.encoder=\"hash\"",
+        "--set",
+        "gretriever.seeds=[0]",
+        "--set",
+        "gretriever.epochs=1",
+        "--set",
+        "gretriever.encoders=[\"gcn\"]",
     ];
     let clean = tempfile::tempdir().expect("tmp");
     ok(tgrag(clean.path(), &RUN));
@@ -404,7 +425,7 @@ fn sigkill_at_any_stage_then_rerun_gives_the_bytes_of_a_clean_run() {
     let o = crashed.path();
     let mut kills = 0;
     let mut last_killed = false;
-    for stage in ["ingest", "graph", "bm25", "dense", "toporag", "metrics"] {
+    for stage in ["ingest", "graph", "bm25", "dense", "toporag", "subgraphs", "gretriever", "metrics"] {
         let dir = o.join("synthetic").join(stage);
         let mut child = Command::new(env!("CARGO_BIN_EXE_tgrag"))
             .env("TGRAG_MODELS", Path::new(env!("CARGO_MANIFEST_DIR")).join("../weights"))
@@ -1084,4 +1105,74 @@ fn embed_default_and_f32_products_agree() {
     assert!(!bad.status.success());
     assert!(stderr(&bad).contains("invalid value 'bf8' for '--products"), "{}", stderr(&bad));
     assert!(!dir.path().join("x.parquet").exists());
+}
+
+/// `tgrag pcst` on the shared fixture's 300 instances gives pcst_fast's vertices and edges in
+/// pcst_fast's order; bad instances and arguments are refused with the instance and value named.
+#[test]
+fn pcst_command_reproduces_pcst_fast_and_refuses_bad_instances() {
+    use arrow::array::AsArray;
+    let Some(fx) = shared_fixture("pcst") else { return };
+    let d = tempfile::tempdir().expect("tmp");
+    let out = d.path().join("out");
+    let (n, e) = (fx.join("nodes.parquet"), fx.join("edges.parquet"));
+    let args = |extra: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> =
+            ["pcst", "--nodes", n.to_str().expect("utf8"), "--edges", e.to_str().expect("utf8"), "--out", out.to_str().expect("utf8")]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let run = |a: &[String]| tgrag(d.path(), &a.iter().map(String::as_str).collect::<Vec<_>>());
+    ok(run(&args(&[])));
+    let key = |b: &RecordBatch, col: &str| -> Vec<(i64, i64, i64)> {
+        let cast = |c: &str| arrow::compute::cast(b.column_by_name(c).expect("col"), &arrow::datatypes::DataType::Int64).expect("cast");
+        let (i, p, v) = (cast("instance_id"), cast("pos"), cast(col));
+        let (i, p, v) = (
+            i.as_primitive::<arrow::datatypes::Int64Type>(),
+            p.as_primitive::<arrow::datatypes::Int64Type>(),
+            v.as_primitive::<arrow::datatypes::Int64Type>(),
+        );
+        let mut rows: Vec<(i64, i64, i64)> = (0..b.num_rows()).map(|r| (i.value(r), p.value(r), v.value(r))).collect();
+        rows.sort_unstable();
+        rows
+    };
+    assert_eq!(key(&table(&out.join("vertices.parquet")), "node"), key(&table(&fx.join("result_vertices.parquet")), "node"));
+    assert_eq!(key(&table(&out.join("edges.parquet")), "edge_index"), key(&table(&fx.join("result_edges.parquet")), "edge_index"));
+    // Refusals, before or during the solve, naming what is wrong; nothing written.
+    let bad = d.path().join("bad_nodes.parquet");
+    let nb = RecordBatch::try_from_iter(vec![
+        ("instance_id", Arc::new(arrow::array::Int64Array::from(vec![7, 7])) as ArrayRef),
+        ("node", Arc::new(arrow::array::Int64Array::from(vec![0, 1])) as ArrayRef),
+        ("prize", Arc::new(Float64Array::from(vec![1.0, -2.0])) as ArrayRef),
+    ])
+    .expect("nodes");
+    tgrag_schemas::io::write_parquet_atomic(&bad, &nb).expect("write");
+    let bad_e = d.path().join("bad_edges.parquet");
+    let eb = RecordBatch::try_from_iter(vec![
+        ("instance_id", Arc::new(arrow::array::Int64Array::from(vec![7])) as ArrayRef),
+        ("edge_index", Arc::new(arrow::array::Int64Array::from(vec![0])) as ArrayRef),
+        ("src", Arc::new(arrow::array::Int64Array::from(vec![0])) as ArrayRef),
+        ("dst", Arc::new(arrow::array::Int64Array::from(vec![1])) as ArrayRef),
+        ("cost", Arc::new(Float64Array::from(vec![1.0])) as ArrayRef),
+    ])
+    .expect("edges");
+    tgrag_schemas::io::write_parquet_atomic(&bad_e, &eb).expect("write");
+    let out2 = d.path().join("out2");
+    let r = tgrag(
+        d.path(),
+        &["pcst", "--nodes", bad.to_str().expect("utf8"), "--edges", bad_e.to_str().expect("utf8"), "--out", out2.to_str().expect("utf8")],
+    );
+    assert!(!r.status.success() && stderr(&r).contains("instance 7") && stderr(&r).contains("-2"), "{}", stderr(&r));
+    assert!(!out2.exists());
+    for (extra, says) in [
+        (vec!["--root", "3", "--clusters", "2"], "--clusters 2 with --root 3"),
+        (vec!["--root", "-5"], "--root -5"),
+        (vec!["--pruning", "GW"], "invalid value 'GW'"),
+    ] {
+        let r = run(&args(&extra));
+        assert!(!r.status.success() && stderr(&r).contains(says), "{extra:?}: {}", stderr(&r));
+    }
 }

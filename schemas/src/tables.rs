@@ -100,7 +100,7 @@ pub const GRAPH_EDGES: TableSpec = TableSpec {
 /// Questions of graph QA.
 pub const QA: TableSpec = TableSpec {
     name: "qa",
-    version: 1,
+    version: 2,
     family: "graph QA",
     doc: "One question per graph with its answer or label.",
     run_dependent: false,
@@ -109,6 +109,7 @@ pub const QA: TableSpec = TableSpec {
         req("question", Utf8, "the question"),
         req("answer", Utf8, "answer text or class label"),
         req("split", Utf8, "train | val | test"),
+        opt("task", Utf8, "explagraphs | scenegraphs | webqsp: the benchmark, which decides the answer head"),
     ],
 };
 
@@ -564,6 +565,134 @@ pub const LINK_PREDICTION: TableSpec = TableSpec {
     ],
 };
 
+/// Every distinct text of the graph-QA graphs, embedded once (the `textgraphs` stage).
+pub const TEXTS: TableSpec = TableSpec {
+    name: "texts",
+    version: 1,
+    family: "graph QA",
+    doc: "Distinct node, edge and question texts (first-seen order) with their embeddings.",
+    run_dependent: false,
+    columns: &[
+        req("text_id", U32, "text id (0..n)"),
+        req("text", Utf8, "the text"),
+        req("embedding", Vector, "MiniLM (384) or hashing embedding"),
+    ],
+};
+
+/// Nodes of the encoded graphs.
+pub const TEXTGRAPH_NODES: TableSpec = TableSpec {
+    name: "textgraph_nodes",
+    version: 1,
+    family: "graph QA",
+    doc: "Every node of every question's graph, as a reference to its text.",
+    run_dependent: false,
+    columns: &[
+        req("graph_id", U32, "graph (= question)"),
+        req("node_id", U32, "node id within the graph (0..n)"),
+        req("text_id", U32, "its text in `texts`"),
+    ],
+};
+
+/// Edges of the encoded graphs.
+pub const TEXTGRAPH_EDGES: TableSpec = TableSpec {
+    name: "textgraph_edges",
+    version: 1,
+    family: "graph QA",
+    doc: "Every edge of every question's graph (in table order), as a reference to its relation text.",
+    run_dependent: false,
+    columns: &[
+        req("graph_id", U32, "graph"),
+        req("edge_index", U32, "edge index within the graph (0..m, table order)"),
+        req("src", U32, "source node"),
+        req("dst", U32, "destination node"),
+        req("text_id", U32, "the relation's text in `texts`"),
+    ],
+};
+
+/// Questions of the encoded graphs.
+pub const TEXTGRAPH_QUESTIONS: TableSpec = TableSpec {
+    name: "textgraph_questions",
+    version: 1,
+    family: "graph QA",
+    doc: "One row per question: its text, task, split, answer and G-Retriever's textualisation of its graph.",
+    run_dependent: false,
+    columns: &[
+        req("graph_id", U32, "graph"),
+        req("text_id", U32, "the question's text in `texts`"),
+        req("task", Utf8, "explagraphs | scenegraphs | webqsp"),
+        req("split", Utf8, "train | val | test"),
+        req("answer", Utf8, "answer or label (`|`-joined answers for WebQSP)"),
+        req("desc", Utf8, "G-Retriever's `desc`: node CSV, blank line, edge CSV"),
+    ],
+};
+
+/// Retrieved subgraph nodes (the `subgraphs` stage).
+pub const SUBGRAPH_NODES: TableSpec = TableSpec {
+    name: "subgraph_nodes",
+    version: 1,
+    family: "graph QA",
+    doc: "The nodes each retrieval method keeps per question.",
+    run_dependent: false,
+    columns: &[req("graph_id", U32, "graph"), req("method", Utf8, "pcst | attention | whole"), req("node_id", U32, "kept node")],
+};
+
+/// Retrieved subgraph edges.
+pub const SUBGRAPH_EDGES: TableSpec = TableSpec {
+    name: "subgraph_edges",
+    version: 1,
+    family: "graph QA",
+    doc: "The edges each retrieval method keeps per question (indices into the graph's edges).",
+    run_dependent: false,
+    columns: &[req("graph_id", U32, "graph"), req("method", Utf8, "pcst | attention | whole"), req("edge_index", U32, "kept edge")],
+};
+
+/// Per question and method: subgraph size and answers kept.
+pub const SUBGRAPH_SUMMARY: TableSpec = TableSpec {
+    name: "subgraph_summary",
+    version: 1,
+    family: "graph QA",
+    doc: "Size of each retrieved subgraph and, where answers are nodes, how many it holds.",
+    run_dependent: false,
+    columns: &[
+        req("graph_id", U32, "graph"),
+        req("method", Utf8, "pcst | attention | whole"),
+        req("task", Utf8, "task"),
+        req("split", Utf8, "split"),
+        req("nodes", U32, "nodes kept"),
+        req("edges", U32, "edges kept"),
+        req("answer_nodes", U32, "answers that are nodes of the graph"),
+        req("answers_found", U32, "of those, kept"),
+        req("empty", Bool, "the subgraph has no node"),
+    ],
+};
+
+/// Retrieval time per question (run-dependent).
+pub const RETRIEVAL_LATENCY: TableSpec = TableSpec {
+    name: "retrieval_latency",
+    version: 1,
+    family: "graph QA",
+    doc: "Milliseconds per question and method: similarity scoring plus the retrieval itself.",
+    run_dependent: true,
+    columns: &[req("graph_id", U32, "graph"), req("method", Utf8, "pcst | attention | whole"), req("ms", F64, "milliseconds")],
+};
+
+/// Answers of the graph-QA methods (the `gretriever` stage).
+pub const PREDICTIONS: TableSpec = TableSpec {
+    name: "predictions",
+    version: 1,
+    family: "graph QA",
+    doc: "Per validation or test question, method and seed: the prediction and whether it is right.",
+    run_dependent: false,
+    columns: &[
+        req("graph_id", U32, "graph"),
+        req("method", Utf8, "method"),
+        opt("seed", U64, "training seed (null for untrained rules)"),
+        req("prediction", Utf8, "predicted label, or the top node's text"),
+        req("correct", Bool, "the prediction is an answer"),
+        req("loose_hit", Bool, "an answer (normalised) is a substring of the prediction (G-Retriever's WebQSP hit)"),
+    ],
+};
+
 /// Training curves of every trained model, in one shape.
 pub const CURVES: TableSpec = TableSpec {
     name: "curves",
@@ -653,6 +782,15 @@ pub const ALL: &[&TableSpec] = &[
     &CORRELATION,
     &NODE_CLASSIFICATION,
     &LINK_PREDICTION,
+    &TEXTS,
+    &TEXTGRAPH_NODES,
+    &TEXTGRAPH_EDGES,
+    &TEXTGRAPH_QUESTIONS,
+    &SUBGRAPH_NODES,
+    &SUBGRAPH_EDGES,
+    &SUBGRAPH_SUMMARY,
+    &RETRIEVAL_LATENCY,
+    &PREDICTIONS,
     &METRICS_PER_QUERY,
     &METRICS_AGGREGATE,
     &CURVES,

@@ -17,12 +17,16 @@
 //! | [`kb`] | `mor` | `ingest`, `bm25`, `dense`, `planning` | `plans`, `run`, `curves`, `latency` |
 //! | [`kb`] | `pasemiqa` | `ingest`, `dense`, `planning` | `run`, `paths`, `curves` |
 //! | [`toporag`] | `toporag` | `ingest` (`tag_nodes`, `tag_edges`, `emails`) | `split`, `retrieved`, `context_quality`, `context_summary`, `correlation`, `node_classification`, `link_prediction`, `curves`, `scores` |
+//! | [`graphqa`] | `textgraphs` | `ingest` (`graph_nodes`, `graph_edges`, `qa`) | `texts`, `textgraph_nodes`, `textgraph_edges`, `textgraph_questions` |
+//! | [`graphqa`] | `subgraphs` | `textgraphs` | `subgraph_nodes`, `subgraph_edges`, `subgraph_summary`, `retrieval_latency`, `scores` |
+//! | [`graphqa`] | `gretriever` | `textgraphs`, `subgraphs` | `predictions`, `curves`, `scores` |
 //! | [`evaluation`] | `metrics` | `ingest`, every stage that writes `run` | `per_query`, `aggregate`, `scores`, `report.md` |
 //!
 //! Every table a stage writes is declared in `tgrag_schemas::tables` and checked when written.
 
 pub mod error;
 pub mod evaluation;
+pub mod graphqa;
 pub mod ingest;
 pub mod kb;
 pub mod retrieval;
@@ -87,6 +91,9 @@ pub fn all() -> Vec<&'static dyn Stage> {
         &kb::mor::MorStage,
         &kb::pasemiqa::PasemiqaStage,
         &toporag::toporag::ToporagStage,
+        &graphqa::textgraphs::TextgraphsStage,
+        &graphqa::subgraphs::SubgraphsStage,
+        &graphqa::gretriever::GretrieverStage,
         &evaluation::metrics::Metrics,
     ]
 }

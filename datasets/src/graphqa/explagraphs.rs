@@ -121,6 +121,7 @@ fn item(row: &Row, split: &'static str, path: &Path, at: &str) -> Result<GraphQa
         question: format!("Argument 1: {}\nArgument 2: {}\n{PROMPT}", row.belief, row.argument),
         answer: row.label.clone().unwrap_or_default(),
         split,
+        task: "explagraphs",
         graph,
     })
 }

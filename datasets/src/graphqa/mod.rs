@@ -50,6 +50,8 @@ pub struct GraphQaItem {
     pub question: String,
     pub answer: String,
     pub split: &'static str,
+    /// The benchmark (`explagraphs`, `scenegraphs`, `webqsp`): it decides how answers are scored.
+    pub task: &'static str,
     pub graph: TextGraph,
 }
 
@@ -82,6 +84,7 @@ pub fn to_tables(items: &[GraphQaItem], source: &Path) -> Result<DatasetTables> 
             strs(items.iter().map(|i| i.question.as_str())),
             strs(items.iter().map(|i| i.answer.as_str())),
             strs(items.iter().map(|i| i.split)),
+            strs(items.iter().map(|i| i.task)),
         ],
     )?;
     Ok(t.finish())
@@ -168,6 +171,20 @@ pub fn read_gretriever_graph(dir: &Path, i: usize) -> Result<TextGraph> {
         g.edges.push((s, edges.rows[r][cr].clone(), d));
     }
     Ok(g)
+}
+
+/// G-Retriever's textualisation of a graph (`desc`): the nodes as CSV (`node_id,node_attr`), a blank
+/// line, the edges as CSV (`src,edge_attr,dst`), as pandas `to_csv(index=False)` writes them.
+pub fn desc(g: &TextGraph) -> String {
+    let mut s = String::from("node_id,node_attr\n");
+    for (k, n) in g.nodes.iter().enumerate() {
+        s.push_str(&format!("{k},{}\n", csv_field(n)));
+    }
+    s.push_str("\nsrc,edge_attr,dst\n");
+    for (a, r, b) in &g.edges {
+        s.push_str(&format!("{a},{},{b}\n", csv_field(r)));
+    }
+    s
 }
 
 /// A CSV field as pandas `to_csv` writes it (QUOTE_MINIMAL).

@@ -136,7 +136,13 @@ pub fn load(scene_graphs: &Path, questions: &[(&'static str, &Path)]) -> Result<
                     g
                 }
             };
-            items.push(GraphQaItem { question: format!("Question: {}\n\nAnswer:", q.question), answer: q.answer.clone(), split, graph: g });
+            items.push(GraphQaItem {
+                question: format!("Question: {}\n\nAnswer:", q.question),
+                answer: q.answer.clone(),
+                split,
+                task: "scenegraphs",
+                graph: g,
+            });
         }
     }
     Ok(items)
@@ -183,6 +189,7 @@ pub fn load_dir(dir: &Path, seed: u64) -> Result<Vec<GraphQaItem>> {
                 question: format!("Question: {}\n\nAnswer:", q.question),
                 answer: q.answer.clone(),
                 split: "train",
+                task: "scenegraphs",
                 graph: g.clone(),
             });
         }

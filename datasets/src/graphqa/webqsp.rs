@@ -190,6 +190,7 @@ pub fn load_rog_parquet(path: &Path, split: &'static str) -> Result<Vec<GraphQaI
             question: format!("Question: {question}\nAnswer: "),
             answer: ans.join("|").to_lowercase(),
             split,
+            task: "webqsp",
             graph: g,
         });
     }

@@ -7,6 +7,7 @@ pub mod graphqa;
 pub mod kb;
 pub mod tag;
 pub mod vocab;
+pub mod webqsp;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use tgrag_schemas::tables;
 use crate::{DatasetError, DatasetTables, LoadedTable, Result, generated_source};
 
 /// Version of the generator; part of the `ingest` stage's cache key.
-pub const GENERATOR_VERSION: u32 = 1;
+pub const GENERATOR_VERSION: u32 = 2;
 
 /// How big a synthetic dataset is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,6 +43,16 @@ impl Size {
             Size::Small => (0.05, 800, 400, 3_000),
             Size::Medium => (0.25, 3_000, 2_000, 20_000),
             Size::Prime => (1.0, 11_000, 10_000, 100_000),
+        }
+    }
+
+    /// The WebQSP-like set: (questions, entities per question graph).
+    pub fn webqsp(self) -> (usize, usize) {
+        match self {
+            Size::Tiny => (12, 120),
+            Size::Small => (40, 1_000),
+            Size::Medium => (200, 1_000),
+            Size::Prime => (1_000, 1_000),
         }
     }
 }
@@ -136,7 +147,11 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<DatasetTables> {
         vec![arr(UInt32Array::from_iter_values(pairs.iter().map(|p| p.0))), arr(UInt32Array::from_iter_values(pairs.iter().map(|p| p.1)))],
     )?;
 
+    // Graph QA: the scene-graph set (task `scenegraphs`), then the WebQSP-like set (`webqsp`), graph
+    // ids continuing.
     let graphs = graphqa::generate(n_graphs, cfg.seed);
+    let (n_web, web_nodes) = cfg.size.webqsp();
+    let web = webqsp::generate(n_web, web_nodes, cfg.seed);
     let (mut gn, mut ge) = ((vec![], vec![], vec![]), (vec![], vec![], vec![], vec![]));
     for (gid, sg) in graphs.iter().enumerate() {
         for (i, t) in sg.nodes.iter().enumerate() {
@@ -151,18 +166,38 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<DatasetTables> {
             ge.3.push(r);
         }
     }
+    for (k, wg) in web.iter().enumerate() {
+        let gid = (graphs.len() + k) as u32;
+        for (i, t) in wg.nodes.iter().enumerate() {
+            gn.0.push(gid);
+            gn.1.push(i as u32);
+            gn.2.push(t.as_str());
+        }
+        for &(s, d, r) in &wg.edges {
+            ge.0.push(gid);
+            ge.1.push(s);
+            ge.2.push(d);
+            ge.3.push(r);
+        }
+    }
     push(&tables::GRAPH_NODES, vec![arr(UInt32Array::from(gn.0)), arr(UInt32Array::from(gn.1)), arr(StringArray::from(gn.2))])?;
     push(
         &tables::GRAPH_EDGES,
         vec![arr(UInt32Array::from(ge.0)), arr(UInt32Array::from(ge.1)), arr(UInt32Array::from(ge.2)), arr(StringArray::from(ge.3))],
     )?;
+    let web_labels: Vec<String> = web.iter().map(|g| g.label()).collect();
+    let mut qa_split = splits(graphs.len(), cfg.seed ^ 0x9a);
+    qa_split.extend(splits(web.len(), cfg.seed ^ 0x9b));
     push(
         &tables::QA,
         vec![
-            arr(UInt32Array::from_iter_values(0..graphs.len() as u32)),
-            arr(StringArray::from_iter_values(graphs.iter().map(|g| g.question.as_str()))),
-            arr(StringArray::from_iter_values(graphs.iter().map(|g| g.answer.as_str()))),
-            arr(StringArray::from(splits(graphs.len(), cfg.seed ^ 0x9a))),
+            arr(UInt32Array::from_iter_values(0..(graphs.len() + web.len()) as u32)),
+            arr(StringArray::from_iter_values(graphs.iter().map(|g| g.question.as_str()).chain(web.iter().map(|g| g.question.as_str())))),
+            arr(StringArray::from_iter_values(graphs.iter().map(|g| g.answer.as_str()).chain(web_labels.iter().map(String::as_str)))),
+            arr(StringArray::from(qa_split)),
+            arr(StringArray::from_iter_values(
+                std::iter::repeat_n("scenegraphs", graphs.len()).chain(std::iter::repeat_n("webqsp", web.len())),
+            )),
         ],
     )?;
 

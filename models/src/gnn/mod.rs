@@ -3,7 +3,10 @@
 //!
 //! * [`graph`]: propagation over an edge list (GCN's normalised adjacency, SAGE's neighbour mean);
 //! * [`node`]: TopoRAG's node classifiers (paper §6.1.3, Table 3);
-//! * [`link`]: TopoRAG's link predictor.
+//! * [`link`]: TopoRAG's link predictor;
+//! * [`batch`]: mini-batches of small graphs as one block-diagonal graph;
+//! * [`encoders`]: the graph encoders of G-Retriever (GCN, GAT, graph transformer) and Efficient
+//!   G-Retriever, with mean or attention pooling.
 //!
 //! For TopoRAG's task-oriented evaluation, trained full-batch:
 //!
@@ -20,6 +23,8 @@
 //! SplitMix64 stream of the seed, never from the backend's global generator, so a seed gives the same
 //! curves on every run (full-batch; Flex's products and scatter-adds have a fixed order).
 
+pub mod batch;
+pub mod encoders;
 pub mod graph;
 pub mod link;
 pub mod node;

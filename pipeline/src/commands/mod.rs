@@ -8,6 +8,7 @@ pub mod embed;
 pub mod evaluate;
 pub mod fetch;
 pub mod graphwave;
+pub mod pcst;
 pub mod plan;
 pub mod run;
 pub mod schema;

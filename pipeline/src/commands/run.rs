@@ -44,9 +44,9 @@ pub fn run(outputs: &Path, quiet: bool, a: RunArgs) -> Result<()> {
         let (verb, why) = describe(&o.decision);
         let rows: usize = o.outputs.values().filter_map(|x| x.rows).sum();
         if verb == "ran" {
-            println!("  {:<8} {:<7} {:>7.2}s  {} files, {} rows  ({why})", o.stage, verb, o.seconds, o.outputs.len(), rows);
+            println!("  {:<10} {:<7} {:>7.2}s  {} files, {} rows  ({why})", o.stage, verb, o.seconds, o.outputs.len(), rows);
         } else {
-            println!("  {:<8} {:<7} {:>8}  ({why})", o.stage, verb, "");
+            println!("  {:<10} {:<7} {:>8}  ({why})", o.stage, verb, "");
         }
     })?;
     let ran = outcomes.iter().filter(|o| matches!(o.decision, Decision::Run(_))).count();

@@ -37,6 +37,17 @@ impl Curves {
         }
     }
 
+    /// Appends every row of `other`.
+    pub fn extend(&mut self, other: Curves) {
+        self.model.extend(other.model);
+        self.variant.extend(other.variant);
+        self.seed.extend(other.seed);
+        self.epoch.extend(other.epoch);
+        self.metric.extend(other.metric);
+        self.value.extend(other.value);
+        self.kept.extend(other.kept);
+    }
+
     /// Number of rows.
     pub fn len(&self) -> usize {
         self.value.len()

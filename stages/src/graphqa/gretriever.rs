@@ -1,0 +1,559 @@
+//! `gretriever`: G-Retriever and Efficient G-Retriever answered without an LLM, with baselines.
+//!
+//! Methods, per task (ExplaGraphs, SceneGraphs, WebQSP) and seed:
+//! * `gretriever-<encoder>` (`gt`, `gat`, `gcn`): the encoder over the `pcst` subgraph (ExplaGraphs:
+//!   the whole graph), mean pooling, and the trained answer head of [`tgrag_models::graphqa`];
+//! * `efficient-gretriever`: Efficient G-Retriever's encoder (`gt2`, attention pooling) over the
+//!   `attention` subgraph;
+//! * `whole-graph`: the `gt` encoder over the whole graph (no retrieval; not run on ExplaGraphs,
+//!   where it is `gretriever-gt`);
+//! * `no-graph`: the question alone (classification: an MLP on its embedding; WebQSP: the node most
+//!   similar to the question, untrained);
+//! * `majority`: the most frequent training answer (classification tasks).
+//!
+//! Metrics in `scores` per method, split (`val`, `test`) and seed: `accuracy` (ExplaGraphs,
+//! SceneGraphs: the predicted class is the answer; an answer never seen in training is a miss), or
+//! `hit1` (WebQSP: the top-scored node is an answer) and `loose_hit` (G-Retriever's: an answer,
+//! normalised, is a substring of the top node's text); then the mean over seeds (seed null) and
+//! `<metric>_std` (sample standard deviation). Settings are chosen on validation only; the test
+//! rows are reported, never used.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, BooleanArray, RecordBatch, StringArray, UInt32Array, UInt64Array};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use tgrag_models::gnn::encoders::{EncoderKind, EncoderShape, Pooling};
+use tgrag_models::graphqa::{HeadKind, QaConfig, QaExample, QaShape, Target, correct, predict, train};
+use tgrag_schemas::columns;
+
+use crate::graphqa::data::{Task, answers, scored_dataset};
+use crate::graphqa::encoded::{EncodedGraph, EncodedGraphs};
+use crate::graphqa::retrieval::{Subgraph, cosines};
+use crate::shared::curves::Curves;
+use crate::shared::scores::{ALL, Scores};
+use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
+
+/// Options of the `gretriever` stage.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GretrieverConfig {
+    /// Seeds: every trained method runs once per seed.
+    pub seeds: Vec<u64>,
+    /// G-Retriever's encoders over the PCST subgraphs.
+    pub encoders: Vec<EncoderKind>,
+    pub efficient: bool,
+    pub whole_graph: bool,
+    pub hidden: usize,
+    pub layers: usize,
+    pub heads: usize,
+    pub head_hidden: usize,
+    pub lr: f64,
+    pub weight_decay: f32,
+    pub clip: f32,
+    pub batch: usize,
+    pub epochs: usize,
+    pub patience: usize,
+}
+
+impl Default for GretrieverConfig {
+    fn default() -> Self {
+        GretrieverConfig {
+            seeds: vec![0, 1, 2, 3],
+            encoders: vec![EncoderKind::Gt, EncoderKind::Gat, EncoderKind::Gcn],
+            efficient: true,
+            whole_graph: true,
+            hidden: 256,
+            layers: 4,
+            heads: 4,
+            head_hidden: 256,
+            lr: 1e-3,
+            weight_decay: 0.05,
+            clip: 0.1,
+            batch: 16,
+            epochs: 20,
+            patience: 5,
+        }
+    }
+}
+
+pub struct GretrieverStage;
+
+static INFO: StageInfo = StageInfo {
+    name: "gretriever",
+    module: module_path!(),
+    version: 1,
+    about: "G-Retriever (GT/GAT/GCN over PCST subgraphs) and Efficient G-Retriever (gt2 over attention subgraphs) with trained answer heads instead of an LLM; baselines no-graph, majority, whole-graph",
+    deps: &["textgraphs", "subgraphs"],
+    needs: &[("textgraphs", "textgraph_questions")],
+    excludes: &[],
+    collects: &[],
+    outputs: &["predictions", "curves", "scores"],
+    files: &[],
+};
+
+/// A trained (or rule) method: its name, the subgraph it reads and its encoder.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Method {
+    pub name: String,
+    /// `pcst`, `attention` or `whole`.
+    pub subgraph: &'static str,
+    pub encoder: Option<(EncoderKind, Pooling)>,
+}
+
+/// The trained methods of a task under `cfg`.
+pub fn methods(task: Task, cfg: &GretrieverConfig) -> Vec<Method> {
+    let mut m: Vec<Method> = cfg
+        .encoders
+        .iter()
+        .map(|&k| Method { name: format!("gretriever-{}", k.as_str()), subgraph: "pcst", encoder: Some((k, Pooling::Mean)) })
+        .collect();
+    if cfg.efficient {
+        m.push(Method {
+            name: "efficient-gretriever".into(),
+            subgraph: "attention",
+            encoder: Some((EncoderKind::Gt2, Pooling::Attention)),
+        });
+    }
+    if cfg.whole_graph && task != Task::ExplaGraphs {
+        m.push(Method { name: "whole-graph".into(), subgraph: "whole", encoder: Some((EncoderKind::Gt, Pooling::Mean)) });
+    }
+    if task != Task::WebQsp {
+        m.push(Method { name: "no-graph".into(), subgraph: "whole", encoder: None });
+    }
+    m
+}
+
+/// The classes of a classification task: the distinct training answers (sorted).
+pub fn classes(graphs: &[&EncodedGraph]) -> Vec<String> {
+    let mut c: Vec<String> = graphs.iter().filter(|g| g.split == "train").map(|g| g.answer.clone()).collect();
+    c.sort();
+    c.dedup();
+    c
+}
+
+/// One question as a training example over `sub` (an empty subgraph becomes one zero node).
+pub fn example(enc: &EncodedGraphs, g: &EncodedGraph, sub: &Subgraph, class_of: &HashMap<&str, u32>) -> QaExample {
+    let dim = enc.dim;
+    let local: HashMap<u32, u32> = sub.nodes.iter().enumerate().map(|(i, &v)| (v, i as u32)).collect();
+    let (x, n) = if sub.nodes.is_empty() {
+        (vec![0.0; dim], 1)
+    } else {
+        (enc.rows(sub.nodes.iter().map(|&v| g.nodes[v as usize])), sub.nodes.len())
+    };
+    let mut edges = Vec::with_capacity(sub.edges.len());
+    let mut etext = Vec::with_capacity(sub.edges.len());
+    for &e in &sub.edges {
+        let (s, d) = g.edges[e as usize];
+        if let (Some(&a), Some(&b)) = (local.get(&s), local.get(&d)) {
+            edges.push((a, b));
+            etext.push(g.edge_text[e as usize]);
+        }
+    }
+    let target = match g.task {
+        Task::WebQsp => Target::Nodes(enc.answer_nodes(g).iter().filter_map(|v| local.get(v).copied()).collect()),
+        _ => Target::Class(class_of.get(g.answer.as_str()).copied().unwrap_or(u32::MAX)),
+    };
+    QaExample { x, n, edges, edge_x: enc.rows(etext), question: enc.vec(g.question).to_vec(), target }
+}
+
+/// G-Retriever's normalisation for the loose hit: lower-cased, punctuation and articles removed.
+pub fn normalise(s: &str) -> String {
+    let lower: String = s.to_lowercase().chars().map(|c| if c.is_alphanumeric() || c.is_whitespace() { c } else { ' ' }).collect();
+    lower.split_whitespace().filter(|w| !matches!(*w, "a" | "an" | "the")).collect::<Vec<_>>().join(" ")
+}
+
+/// Whether any answer (normalised) is a substring of the prediction (normalised).
+pub fn loose_hit(prediction: &str, answer: &str) -> bool {
+    let p = normalise(prediction);
+    answers(answer).iter().map(|a| normalise(a)).any(|a| !a.is_empty() && p.contains(&a))
+}
+
+/// One prediction: the question, the method, the seed (none for untrained rules), what was
+/// predicted and whether it was right (and loosely right).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prediction {
+    pub graph: usize,
+    pub method: String,
+    pub seed: Option<u64>,
+    pub text: String,
+    pub correct: bool,
+    pub loose: bool,
+}
+
+/// The subgraph of each question for a method, from the `subgraphs` stage's tables (the summary
+/// lists every (question, method), empty subgraphs included).
+pub fn read_subgraphs(nodes: &RecordBatch, edges: &RecordBatch, summary: &RecordBatch) -> Result<HashMap<(u32, String), Subgraph>> {
+    let mut out: HashMap<(u32, String), Subgraph> = HashMap::new();
+    let (sg, sm) = (columns::u32s(summary, "graph_id")?, columns::strs(summary, "method")?);
+    for r in 0..summary.num_rows() {
+        out.entry((sg.value(r), sm.value(r).to_string())).or_default();
+    }
+    let (ng, nm, nn) = (columns::u32s(nodes, "graph_id")?, columns::strs(nodes, "method")?, columns::u32s(nodes, "node_id")?);
+    for r in 0..nodes.num_rows() {
+        out.entry((ng.value(r), nm.value(r).to_string())).or_default().nodes.push(nn.value(r));
+    }
+    let (eg, em, ee) = (columns::u32s(edges, "graph_id")?, columns::strs(edges, "method")?, columns::u32s(edges, "edge_index")?);
+    for r in 0..edges.num_rows() {
+        out.entry((eg.value(r), em.value(r).to_string())).or_default().edges.push(ee.value(r));
+    }
+    Ok(out)
+}
+
+/// Everything one task's evaluation produced.
+pub struct TaskResult {
+    pub predictions: Vec<Prediction>,
+    pub curves: Curves,
+}
+
+/// Step: every method of one task (`graphs` all of that task), each seed trained in parallel.
+pub fn run_task(
+    enc: &EncodedGraphs,
+    graphs: &[&EncodedGraph],
+    subs: &HashMap<(u32, String), Subgraph>,
+    task: Task,
+    cfg: &GretrieverConfig,
+) -> Result<TaskResult> {
+    let class_names = classes(graphs);
+    let class_of: HashMap<&str, u32> = class_names.iter().enumerate().map(|(i, c)| (c.as_str(), i as u32)).collect();
+    let whole = |g: &EncodedGraph| Subgraph::whole(g.nodes.len(), g.edges.len());
+    // Every (question, method) the trained methods read must have been retrieved.
+    for g in graphs {
+        for m in methods(task, cfg).iter().filter(|m| m.subgraph != "whole") {
+            if !subs.contains_key(&(g.graph_id, m.subgraph.to_string())) {
+                return Err(StageError::Input(format!(
+                    "graph {}: no `{}` subgraph in the subgraphs stage's tables",
+                    g.graph_id, m.subgraph
+                )));
+            }
+        }
+    }
+    let sub_of = |g: &EncodedGraph, m: &str| -> Subgraph {
+        if m == "whole" { whole(g) } else { subs.get(&(g.graph_id, m.to_string())).cloned().unwrap_or_default() }
+    };
+    let idx = |split: &str| -> Vec<usize> { (0..graphs.len()).filter(|&i| graphs[i].split == split).collect() };
+    let (tr, va) = (idx("train"), idx("val"));
+    let eval: Vec<usize> = (0..graphs.len()).filter(|&i| graphs[i].split == "val" || graphs[i].split == "test").collect();
+    let mut predictions = Vec::new();
+    let mut curves = Curves::default();
+    // Rules.
+    if task == Task::WebQsp {
+        for &i in &eval {
+            let g = graphs[i];
+            let scores = cosines(enc.vec(g.question), &enc.rows(g.nodes.iter().copied()), enc.dim);
+            let top = (0..scores.len()).max_by(|&a, &b| scores[a].total_cmp(&scores[b]).then(b.cmp(&a)));
+            let text = top.map(|v| enc.texts[g.nodes[v] as usize].clone()).unwrap_or_default();
+            let right = top.is_some_and(|v| enc.answer_nodes(g).contains(&(v as u32)));
+            predictions.push(Prediction {
+                graph: i,
+                method: "no-graph".into(),
+                seed: None,
+                loose: loose_hit(&text, &g.answer),
+                text,
+                correct: right,
+            });
+        }
+    } else {
+        let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+        for &i in &tr {
+            *count.entry(graphs[i].answer.as_str()).or_default() += 1;
+        }
+        let majority = count.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))).map(|x| x.0.to_string()).unwrap_or_default();
+        for &i in &eval {
+            let g = graphs[i];
+            predictions.push(Prediction {
+                graph: i,
+                method: "majority".into(),
+                seed: None,
+                text: majority.clone(),
+                correct: g.answer == majority,
+                loose: loose_hit(&majority, &g.answer),
+            });
+        }
+    }
+    // Trained methods, every (method, seed) a job.
+    let jobs: Vec<(Method, u64)> = methods(task, cfg).into_iter().flat_map(|m| cfg.seeds.iter().map(move |&s| (m.clone(), s))).collect();
+    let dev = tgrag_models::DeviceChoice::Cpu.device();
+    let results = jobs
+        .par_iter()
+        .map(|(m, seed)| {
+            let ex = |ids: &[usize]| -> Vec<QaExample> {
+                ids.iter().map(|&i| example(enc, graphs[i], &sub_of(graphs[i], m.subgraph), &class_of)).collect()
+            };
+            let (train_x, val_x, eval_x) = (ex(&tr), ex(&va), ex(&eval));
+            let head = if task == Task::WebQsp { HeadKind::Nodes } else { HeadKind::Classify { classes: class_names.len() } };
+            let shape = QaShape {
+                encoder: m.encoder.map(|(kind, pooling)| EncoderShape {
+                    kind,
+                    in_dim: enc.dim,
+                    edge_dim: enc.dim,
+                    hidden: cfg.hidden,
+                    layers: cfg.layers,
+                    heads: cfg.heads,
+                    pooling,
+                }),
+                question_dim: enc.dim,
+                head,
+                head_hidden: cfg.head_hidden,
+            };
+            let qcfg = QaConfig {
+                lr: cfg.lr,
+                weight_decay: cfg.weight_decay,
+                clip: cfg.clip,
+                batch: cfg.batch,
+                epochs: cfg.epochs,
+                patience: cfg.patience,
+                head_hidden: cfg.head_hidden,
+                seed: *seed,
+            };
+            let (model, curve, best) = train(shape, &train_x, &val_x, enc.dim, enc.dim, &qcfg, &dev)?;
+            let pred = predict(&model, &eval_x, enc.dim, enc.dim, 64, &dev)?;
+            Ok::<_, StageError>((curve, best, eval_x, pred))
+        })
+        .collect::<Vec<_>>();
+    for ((m, seed), r) in jobs.iter().zip(results) {
+        let (curve, best, eval_x, pred) = r?;
+        for c in &curve {
+            curves.push(
+                &m.name,
+                task.as_str(),
+                *seed,
+                c.epoch,
+                c.epoch == best,
+                &[("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metric", c.val_metric)],
+            );
+        }
+        for ((&i, x), &p) in eval.iter().zip(&eval_x).zip(&pred) {
+            let g = graphs[i];
+            let sub = sub_of(g, m.subgraph);
+            let text = match task {
+                Task::WebQsp => sub.nodes.get(p as usize).map(|&v| enc.texts[g.nodes[v as usize] as usize].clone()).unwrap_or_default(),
+                _ => class_names.get(p as usize).cloned().unwrap_or_default(),
+            };
+            predictions.push(Prediction {
+                graph: i,
+                method: m.name.clone(),
+                seed: Some(*seed),
+                loose: loose_hit(&text, &g.answer),
+                text,
+                correct: correct(x, p),
+            });
+        }
+    }
+    Ok(TaskResult { predictions, curves })
+}
+
+/// Step: the `scores` rows of a task's predictions: per method, split and seed, then the mean and
+/// standard deviation over seeds.
+pub fn task_scores(dataset: &str, task: Task, graphs: &[&EncodedGraph], preds: &[Prediction], scores: &mut Scores) {
+    let metrics: &[&str] = if task == Task::WebQsp { &["hit1", "loose_hit"] } else { &["accuracy"] };
+    // (method, split) → seed → (hits per metric, n)
+    type BySeed = BTreeMap<Option<u64>, ([u64; 2], u64)>;
+    let mut acc: BTreeMap<(&str, &str), BySeed> = BTreeMap::new();
+    for p in preds {
+        let split = graphs[p.graph].split.as_str();
+        let e = acc.entry((p.method.as_str(), split)).or_default().entry(p.seed).or_default();
+        e.0[0] += u64::from(p.correct);
+        e.0[1] += u64::from(p.loose);
+        e.1 += 1;
+    }
+    let _ = dataset;
+    for ((method, split), by_seed) in &acc {
+        for (k, metric) in metrics.iter().enumerate() {
+            let vals: Vec<f64> = by_seed.values().map(|(h, n)| h[k] as f64 / (*n).max(1) as f64).collect();
+            for (seed, (h, n)) in by_seed {
+                scores.push(method, split, ALL, metric, h[k] as f64 / (*n).max(1) as f64, *n, *seed);
+            }
+            if by_seed.keys().any(Option::is_some) {
+                let n = by_seed.values().next().map_or(0, |x| x.1);
+                let mean = vals.iter().sum::<f64>() / vals.len() as f64;
+                let sd = if vals.len() > 1 {
+                    (vals.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (vals.len() - 1) as f64).sqrt()
+                } else {
+                    0.0
+                };
+                scores.push(method, split, ALL, metric, mean, n, None);
+                scores.push(method, split, ALL, &format!("{metric}_std"), sd, n, None);
+            }
+        }
+    }
+}
+
+impl StageSpec for GretrieverStage {
+    type Config = GretrieverConfig;
+    const INFO: &'static StageInfo = &INFO;
+    fn validate(c: &GretrieverConfig) -> std::result::Result<(), String> {
+        if c.seeds.is_empty()
+            || c.hidden == 0
+            || c.layers == 0
+            || c.heads == 0
+            || !c.hidden.is_multiple_of(c.heads)
+            || c.batch == 0
+            || c.epochs == 0
+            || c.head_hidden == 0
+        {
+            return Err("seeds must be non-empty; hidden, layers, heads, batch, epochs, head_hidden ≥ 1; hidden a multiple of heads".into());
+        }
+        if !(c.lr > 0.0 && c.lr.is_finite()) {
+            return Err("lr must be > 0".into());
+        }
+        Ok(())
+    }
+    fn execute(&self, ctx: &mut StageContext<'_>, cfg: GretrieverConfig) -> Result<()> {
+        let enc = ctx.timed("load", |c| EncodedGraphs::load(c))?;
+        let subs = read_subgraphs(
+            &ctx.input("subgraphs", "subgraph_nodes")?,
+            &ctx.input("subgraphs", "subgraph_edges")?,
+            &ctx.input("subgraphs", "subgraph_summary")?,
+        )?;
+        let dataset = ctx.dataset.name.clone();
+        let mut by_task: BTreeMap<&str, Vec<&EncodedGraph>> = BTreeMap::new();
+        for g in &enc.graphs {
+            by_task.entry(g.task.as_str()).or_default().push(g);
+        }
+        let (mut pg, mut pm, mut ps, mut pt, mut pc, mut pl) = (vec![], vec![], vec![], vec![], vec![], vec![]);
+        let mut curves = Curves::default();
+        let mut parts = Vec::new();
+        for (task_name, graphs) in &by_task {
+            let task = Task::parse(task_name).unwrap_or(Task::SceneGraphs);
+            let r = ctx.timed(&format!("train + answer {task_name}"), |_| run_task(&enc, graphs, &subs, task, &cfg))?;
+            let mut scores = Scores::new(&scored_dataset(&dataset, task), INFO.name);
+            task_scores(&dataset, task, graphs, &r.predictions, &mut scores);
+            parts.push(scores.batch()?);
+            for p in &r.predictions {
+                pg.push(graphs[p.graph].graph_id);
+                pm.push(p.method.clone());
+                ps.push(p.seed);
+                pt.push(p.text.clone());
+                pc.push(p.correct);
+                pl.push(p.loose);
+            }
+            curves.extend(r.curves);
+        }
+        let predictions = RecordBatch::try_from_iter(vec![
+            ("graph_id", Arc::new(UInt32Array::from(pg)) as ArrayRef),
+            ("method", Arc::new(StringArray::from(pm)) as ArrayRef),
+            ("seed", Arc::new(UInt64Array::from(ps)) as ArrayRef),
+            ("prediction", Arc::new(StringArray::from(pt)) as ArrayRef),
+            ("correct", Arc::new(BooleanArray::from(pc)) as ArrayRef),
+            ("loose_hit", Arc::new(BooleanArray::from(pl)) as ArrayRef),
+        ])?;
+        let scores = arrow::compute::concat_batches(&tgrag_schemas::tables::SCORES.schema(), &parts)?;
+        ctx.write("predictions", &predictions)?;
+        ctx.write("curves", &curves.batch()?)?;
+        ctx.write("scores", &scores)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loose_hits_normalise_as_g_retriever_does() {
+        assert!(loose_hit("The United States of America!", "united states|canada"));
+        assert!(!loose_hit("canad", "canada"));
+        assert_eq!(normalise("An Apple, the pie"), "apple pie");
+    }
+
+    /// An ExplaGraphs-like task whose label is carried by one relation of the graph ("antonym of"
+    /// → counter, "synonym of" → support), with uninformative questions: the graph encoder must
+    /// learn it, the question-only baseline and the majority class cannot.
+    fn planted() -> EncodedGraphs {
+        let mut rng = tgrag_datasets::rng::Rng::new(4);
+        // Texts: 0 question, 1 "synonym of", 2 "antonym of", 3..13 concepts (random 4-d vectors).
+        let mut texts = vec!["do they agree?".to_string(), "synonym of".into(), "antonym of".into()];
+        texts.extend((0..10).map(|i| format!("concept {i}")));
+        let dim = 4;
+        let mut emb = vec![0.5, 0.5, 0.5, 0.5, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0];
+        emb.extend((0..10 * dim).map(|_| rng.normal() as f32));
+        let graphs = (0..300)
+            .map(|i| {
+                let counter = i % 3 == 0;
+                let n = 3 + rng.below(3);
+                let nodes: Vec<u32> = (0..n).map(|_| 3 + rng.below(10) as u32).collect();
+                let edges: Vec<(u32, u32)> = (1..n as u32).map(|v| (v - 1, v)).collect();
+                let mut edge_text = vec![1u32; edges.len()];
+                if counter {
+                    edge_text[rng.below(edges.len())] = 2;
+                }
+                let split = match i % 10 {
+                    0..=5 => "train",
+                    6 | 7 => "val",
+                    _ => "test",
+                };
+                EncodedGraph {
+                    graph_id: i as u32,
+                    task: Task::ExplaGraphs,
+                    split: split.into(),
+                    answer: (if counter { "counter" } else { "support" }).into(),
+                    question: 0,
+                    nodes,
+                    edges,
+                    edge_text,
+                }
+            })
+            .collect();
+        EncodedGraphs { texts, emb, dim, graphs }
+    }
+
+    #[test]
+    fn a_graph_encoder_learns_what_the_graph_says_and_scores_have_seed_statistics() {
+        let enc = planted();
+        let graphs: Vec<&EncodedGraph> = enc.graphs.iter().collect();
+        let cfg = GretrieverConfig {
+            seeds: vec![0, 1],
+            encoders: vec![EncoderKind::Gt],
+            efficient: false,
+            hidden: 16,
+            layers: 2,
+            heads: 2,
+            head_hidden: 16,
+            lr: 5e-3,
+            epochs: 25,
+            patience: 25,
+            ..GretrieverConfig::default()
+        };
+        assert!(
+            run_task(&enc, &graphs, &HashMap::new(), Task::ExplaGraphs, &cfg).is_err(),
+            "a missing subgraph is an error, not an empty graph"
+        );
+        // ExplaGraphs' `pcst` subgraph is the whole graph.
+        let subs: HashMap<(u32, String), Subgraph> =
+            graphs.iter().map(|g| ((g.graph_id, "pcst".to_string()), Subgraph::whole(g.nodes.len(), g.edges.len()))).collect();
+        let r = run_task(&enc, &graphs, &subs, Task::ExplaGraphs, &cfg).expect("task");
+        let acc = |m: &str, split: &str| {
+            let p: Vec<&Prediction> = r.predictions.iter().filter(|p| p.method == m && graphs[p.graph].split == split).collect();
+            p.iter().filter(|p| p.correct).count() as f64 / p.len().max(1) as f64
+        };
+        assert!(acc("gretriever-gt", "test") >= 0.9, "gt {}", acc("gretriever-gt", "test"));
+        assert!(acc("no-graph", "test") <= 0.7, "no-graph {}", acc("no-graph", "test"));
+        let support = graphs.iter().filter(|g| g.split == "test" && g.answer == "support").count() as f64
+            / graphs.iter().filter(|g| g.split == "test").count() as f64;
+        assert!((acc("majority", "test") - support).abs() < 1e-12, "majority answers `support`");
+        // Two seeds: per-seed rows, then the mean and the standard deviation (seed null).
+        let mut scores = Scores::new("explagraphs", "gretriever");
+        task_scores("explagraphs", Task::ExplaGraphs, &graphs, &r.predictions, &mut scores);
+        let b = scores.batch().expect("scores");
+        let (m, split, metric, seed) = (
+            columns::strs(&b, "method").expect("m"),
+            columns::strs(&b, "split").expect("s"),
+            columns::strs(&b, "metric").expect("metric"),
+            columns::u64s(&b, "seed").expect("seed"),
+        );
+        let rows: Vec<usize> = (0..b.num_rows()).filter(|&i| m.value(i) == "gretriever-gt" && split.value(i) == "test").collect();
+        assert_eq!(rows.len(), 4, "seed 0, seed 1, mean, std");
+        assert_eq!(rows.iter().filter(|&&i| arrow::array::Array::is_null(seed, i)).count(), 2);
+        assert!(rows.iter().any(|&i| metric.value(i) == "accuracy_std"));
+        assert!(!r.curves.is_empty());
+    }
+
+    #[test]
+    fn methods_per_task() {
+        let cfg = GretrieverConfig::default();
+        let names = |t| methods(t, &cfg).into_iter().map(|m| m.name).collect::<Vec<_>>();
+        assert_eq!(names(Task::ExplaGraphs), ["gretriever-gt", "gretriever-gat", "gretriever-gcn", "efficient-gretriever", "no-graph"]);
+        assert_eq!(names(Task::WebQsp), ["gretriever-gt", "gretriever-gat", "gretriever-gcn", "efficient-gretriever", "whole-graph"]);
+    }
+}

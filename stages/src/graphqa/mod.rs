@@ -1,0 +1,17 @@
+//! Graph QA (G-Retriever's benchmark: one small textual graph per question): G-Retriever and
+//! Efficient G-Retriever answered by trained heads instead of an LLM.
+//!
+//! Library modules: [`data`] (the ingest tables as per-question graphs, tasks), [`encoded`] (the
+//! `textgraphs` tables read back), [`pcst`] (a port of pcst_fast), [`retrieval`] (G-Retriever's
+//! PCST retrieval and Efficient G-Retriever's attention retrieval).
+//!
+//! Stages: `textgraphs` (embeddings of every distinct text), `subgraphs` (retrieval per question),
+//! `gretriever` (GNN encoders + answer heads, baselines, seeds).
+
+pub mod data;
+pub mod encoded;
+pub mod gretriever;
+pub mod pcst;
+pub mod retrieval;
+pub mod subgraphs;
+pub mod textgraphs;
