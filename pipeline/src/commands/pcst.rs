@@ -180,6 +180,6 @@ pub fn run(a: PcstArgs) -> Result<()> {
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     tgrag_schemas::io::write_parquet_atomic(&a.out.join("vertices.parquet"), &vertices)?;
     tgrag_schemas::io::write_parquet_atomic(&a.out.join("edges.parquet"), &edges)?;
-    eprintln!("pcst: {} instances solved in {secs:.3}s ({:?} pruning) → {}", solved.len(), a.pruning, a.out.display());
+    eprintln!("pcst: {} instances solved in {secs:.4}s ({:?} pruning) → {}", solved.len(), a.pruning, a.out.display());
     Ok(())
 }

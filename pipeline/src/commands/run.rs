@@ -31,11 +31,13 @@ pub fn describe(d: &Decision) -> (&'static str, &str) {
     }
 }
 
-pub fn run(outputs: &Path, quiet: bool, a: RunArgs) -> Result<()> {
+pub fn run(outputs: &Path, quiet: bool, wait: bool, a: RunArgs) -> Result<()> {
     let all = tgrag_stages::all();
     let dataset = a.dataset.resolve()?;
     let configs = stage_configs(&all, &a.dataset.set)?;
     runner::select(&all, a.stages.as_deref())?;
+    // One writer per dataset folder for the run's whole life.
+    let _lock = crate::lock::FolderLock::acquire(&outputs.join(&dataset.name), wait)?;
     let opts =
         RunOptions { outputs: outputs.to_path_buf(), dataset, stages: a.stages, force: a.force, progress: Progress { quiet }, configs };
     let t0 = Instant::now();
@@ -52,7 +54,7 @@ pub fn run(outputs: &Path, quiet: bool, a: RunArgs) -> Result<()> {
     let ran = outcomes.iter().filter(|o| matches!(o.decision, Decision::Run(_))).count();
     let root = opts.outputs.join(&opts.dataset.name);
     println!("done in {:.2}s: {ran} stage(s) ran, {} skipped", t0.elapsed().as_secs_f64(), outcomes.len() - ran);
-    let report = root.join("metrics").join("report.md");
+    let report = root.join("report").join("report.md");
     if report.is_file() {
         println!("report: {}", report.display());
     }

@@ -2,7 +2,7 @@
 //! found through [`crate::StageInfo::collects`]) evaluated with STaRK's evaluator semantics
 //! ([`crate::evaluation::ranking`]), per query, then aggregated with DataFusion SQL by method and by
 //! split, logical pattern and hop count, written as `scores` rows (the stage that wrote the run, the
-//! method, `hit1`, `hit5`, `recall20`, `mrr`), and rendered from those rows as a Markdown report.
+//! method, `hit1`, `hit5`, `recall20`, `mrr`), which the `report` stage renders.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -144,82 +144,19 @@ pub fn aggregate_scores(agg: &RecordBatch, stage_of: &BTreeMap<String, &str>, sc
     Ok(())
 }
 
-/// Markdown report of the ranking rows of a `scores` table (rows in aggregate order).
-pub fn report(dataset: &str, scores: &RecordBatch, mode: EvalMode) -> Result<String> {
-    let (m, split, group, metric) = (
-        columns::strs(scores, "method")?,
-        columns::strs(scores, "split")?,
-        columns::strs(scores, "group")?,
-        columns::strs(scores, "metric")?,
-    );
-    let (value, n) = (columns::f64s(scores, "value")?, columns::u64s(scores, "n")?);
-    // One report row per (method, split, group), its metrics in METRICS order.
-    let mut rows: Vec<(usize, [f64; 4])> = Vec::new();
-    for i in 0..scores.num_rows() {
-        let Some(k) = METRICS.iter().position(|x| *x == metric.value(i)) else { continue };
-        match rows.last_mut() {
-            Some((j, v)) if (m.value(*j), split.value(*j), group.value(*j)) == (m.value(i), split.value(i), group.value(i)) => {
-                v[k] = value.value(i)
-            }
-            _ => {
-                let mut v = [0.0; 4];
-                v[k] = value.value(i);
-                rows.push((i, v));
-            }
-        }
-    }
-    // (report group, value) of a row.
-    let kind = |i: usize| -> (&str, String) {
-        match (split.value(i), group.value(i)) {
-            (ALL_SPLITS, ALL) => ("all", ALL.to_string()),
-            (s, ALL) => ("split", s.to_string()),
-            (_, g) => g.split_once('=').map_or(("other", g.to_string()), |(k, v)| (k, v.to_string())),
-        }
-    };
-    let mut out = format!(
-        "# Retrieval metrics: {dataset}\n\nEvaluator: {} semantics (candidates = all nodes unless the dataset lists candidate types; ties by node id).\n",
-        match mode {
-            EvalMode::Stark => "STaRK",
-            EvalMode::Mor => "MoR",
-        }
-    );
-    for (g, title) in [("all", "All queries"), ("split", "By split"), ("hops", "By hop count"), ("pattern", "By logical pattern")] {
-        let these: Vec<&(usize, [f64; 4])> = rows.iter().filter(|(i, _)| kind(*i).0 == g).collect();
-        if these.is_empty() {
-            continue;
-        }
-        out.push_str(&format!(
-            "\n## {title}\n\n| method | {g} | queries | hit@1 | hit@5 | recall@20 | MRR |\n|---|---|---:|---:|---:|---:|---:|\n"
-        ));
-        for (i, v) in these {
-            out.push_str(&format!(
-                "| {} | {} | {} | {:.4} | {:.4} | {:.4} | {:.4} |\n",
-                m.value(*i),
-                kind(*i).1,
-                n.value(*i),
-                v[0],
-                v[1],
-                v[2],
-                v[3]
-            ));
-        }
-    }
-    Ok(out)
-}
-
 pub struct Metrics;
 
 static INFO: StageInfo = StageInfo {
     name: "metrics",
     module: module_path!(),
     version: 1,
-    about: "STaRK-semantics hit@1/hit@5/recall@20/MRR per query, aggregates (SQL), report.md",
+    about: "STaRK-semantics hit@1/hit@5/recall@20/MRR per query, aggregates (SQL), scores",
     deps: &["ingest"],
     needs: &[("ingest", "queries"), ("ingest", "answers")],
     excludes: &[],
     collects: &["run"],
     outputs: &["per_query", "aggregate", "scores"],
-    files: &["report.md"],
+    files: &[],
 };
 
 impl StageSpec for Metrics {
@@ -264,11 +201,8 @@ impl StageSpec for Metrics {
         let agg = ctx.timed("aggregate (datafusion)", |_| aggregate(&pq))?;
         let mut scores = Scores::new(&ctx.dataset.name, INFO.name);
         aggregate_scores(&agg, &stage_of, &mut scores)?;
-        let scores = scores.batch()?;
-        let text = report(&ctx.dataset.name, &scores, cfg.mode)?;
         ctx.write("per_query", &pq)?;
         ctx.write("aggregate", &agg)?;
-        ctx.write("scores", &scores)?;
-        ctx.write_text("report.md", &text)
+        ctx.write("scores", &scores.batch()?)
     }
 }

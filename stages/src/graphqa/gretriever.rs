@@ -7,6 +7,9 @@
 //!   `attention` subgraph;
 //! * `whole-graph`: the `gt` encoder over the whole graph (no retrieval; not run on ExplaGraphs,
 //!   where it is `gretriever-gt`);
+//! * `gretriever-minilm` (classification tasks): a MiniLM cross-encoder reads the question and the
+//!   `pcst` subgraph as text, as G-Retriever's LLM reads them ([`crate::graphqa::texthead`]; its top
+//!   `text_layers` layers fine-tuned);
 //! * `no-graph`: the question alone (classification: an MLP on its embedding; WebQSP: the node most
 //!   similar to the question, untrained);
 //! * `majority`: the most frequent training answer (classification tasks).
@@ -55,6 +58,15 @@ pub struct GretrieverConfig {
     pub batch: usize,
     pub epochs: usize,
     pub patience: usize,
+    /// The MiniLM text head (`gretriever-minilm`) on classification tasks: off by default (minutes
+    /// per seed on 2 cores); `make graphqa` turns it on for ExplaGraphs. Needs the model (`make models`).
+    pub text_head: bool,
+    pub text_layers: usize,
+    pub text_epochs: usize,
+    pub text_lr: f64,
+    pub text_batch: usize,
+    #[serde(default)]
+    pub model_dir: Option<String>,
 }
 
 impl Default for GretrieverConfig {
@@ -74,6 +86,12 @@ impl Default for GretrieverConfig {
             batch: 16,
             epochs: 20,
             patience: 5,
+            text_head: false,
+            text_layers: 2,
+            text_epochs: 5,
+            text_lr: 1e-4,
+            text_batch: 16,
+            model_dir: None,
         }
     }
 }
@@ -214,6 +232,8 @@ pub fn run_task(
     subs: &HashMap<(u32, String), Subgraph>,
     task: Task,
     cfg: &GretrieverConfig,
+    text_model: Option<&tgrag_models::minilm::MiniLm>,
+    progress: crate::shared::context::Progress,
 ) -> Result<TaskResult> {
     let class_names = classes(graphs);
     let class_of: HashMap<&str, u32> = class_names.iter().enumerate().map(|(i, c)| (c.as_str(), i as u32)).collect();
@@ -341,6 +361,50 @@ pub fn run_task(
             });
         }
     }
+    // The MiniLM text head over the question and the `pcst` subgraph (classification tasks).
+    if let (Some(bert), false) = (text_model, task == Task::WebQsp) {
+        let texts: Vec<String> = graphs.iter().map(|g| crate::graphqa::texthead::text(enc, g, &sub_of(g, "pcst"))).collect();
+        let st = crate::graphqa::texthead::states(bert, cfg.text_layers, &texts, progress)?;
+        let label = |i: usize| class_of.get(graphs[i].answer.as_str()).copied();
+        let pick =
+            |ids: &[usize]| -> (Vec<Vec<f32>>, Vec<u32>) { ids.iter().filter_map(|&i| label(i).map(|y| (st[i].clone(), y))).unzip() };
+        let (trs, try_) = pick(&tr);
+        let (vas, vay) = pick(&va);
+        let eval_states: Vec<Vec<f32>> = eval.iter().map(|&i| st[i].clone()).collect();
+        for &seed in &cfg.seeds {
+            let tcfg = tgrag_models::minilm::tune::TuneConfig {
+                layers: cfg.text_layers,
+                epochs: cfg.text_epochs,
+                batch: cfg.text_batch,
+                lr: cfg.text_lr,
+                seed,
+            };
+            let (pred, curve, best) =
+                crate::graphqa::texthead::train_and_predict(bert, class_names.len(), (&trs, &try_), (&vas, &vay), &eval_states, &tcfg)?;
+            for c in &curve {
+                curves.push(
+                    "gretriever-minilm",
+                    task.as_str(),
+                    seed,
+                    c.epoch,
+                    c.epoch == best,
+                    &[("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metric", c.val_accuracy)],
+                );
+            }
+            for (&i, &p) in eval.iter().zip(&pred) {
+                let g = graphs[i];
+                let text = class_names.get(p as usize).cloned().unwrap_or_default();
+                predictions.push(Prediction {
+                    graph: i,
+                    method: "gretriever-minilm".into(),
+                    seed: Some(seed),
+                    loose: loose_hit(&text, &g.answer),
+                    correct: label(i) == Some(p),
+                    text,
+                });
+            }
+        }
+    }
     Ok(TaskResult { predictions, curves })
 }
 
@@ -395,8 +459,11 @@ impl StageSpec for GretrieverStage {
         {
             return Err("seeds must be non-empty; hidden, layers, heads, batch, epochs, head_hidden ≥ 1; hidden a multiple of heads".into());
         }
-        if !(c.lr > 0.0 && c.lr.is_finite()) {
-            return Err("lr must be > 0".into());
+        if !(c.lr > 0.0 && c.lr.is_finite() && c.text_lr > 0.0 && c.text_lr.is_finite()) {
+            return Err("lr and text_lr must be > 0".into());
+        }
+        if c.text_head && (c.text_layers == 0 || c.text_layers > 6 || c.text_epochs == 0 || c.text_batch == 0) {
+            return Err("with text_head: text_layers within 1..=6, text_epochs and text_batch ≥ 1".into());
         }
         Ok(())
     }
@@ -408,6 +475,19 @@ impl StageSpec for GretrieverStage {
             &ctx.input("subgraphs", "subgraph_summary")?,
         )?;
         let dataset = ctx.dataset.name.clone();
+        let needs_text = cfg.text_head && enc.graphs.iter().any(|g| g.task != Task::WebQsp);
+        let text_model = if needs_text {
+            Some(ctx.timed("load MiniLM", |_| {
+                crate::shared::encoders::load_minilm_burn(
+                    cfg.model_dir.as_deref(),
+                    crate::shared::encoders::DeviceChoice::Cpu,
+                    "--set gretriever.text_head=false",
+                )
+            })?)
+        } else {
+            None
+        };
+        let progress = ctx.progress;
         let mut by_task: BTreeMap<&str, Vec<&EncodedGraph>> = BTreeMap::new();
         for g in &enc.graphs {
             by_task.entry(g.task.as_str()).or_default().push(g);
@@ -417,7 +497,9 @@ impl StageSpec for GretrieverStage {
         let mut parts = Vec::new();
         for (task_name, graphs) in &by_task {
             let task = Task::parse(task_name).unwrap_or(Task::SceneGraphs);
-            let r = ctx.timed(&format!("train + answer {task_name}"), |_| run_task(&enc, graphs, &subs, task, &cfg))?;
+            let r = ctx.timed(&format!("train + answer {task_name}"), |_| {
+                run_task(&enc, graphs, &subs, task, &cfg, text_model.as_ref(), progress)
+            })?;
             let mut scores = Scores::new(&scored_dataset(&dataset, task), INFO.name);
             task_scores(&dataset, task, graphs, &r.predictions, &mut scores);
             parts.push(scores.batch()?);
@@ -516,13 +598,15 @@ mod tests {
             ..GretrieverConfig::default()
         };
         assert!(
-            run_task(&enc, &graphs, &HashMap::new(), Task::ExplaGraphs, &cfg).is_err(),
+            run_task(&enc, &graphs, &HashMap::new(), Task::ExplaGraphs, &cfg, None, crate::shared::context::Progress { quiet: true })
+                .is_err(),
             "a missing subgraph is an error, not an empty graph"
         );
         // ExplaGraphs' `pcst` subgraph is the whole graph.
         let subs: HashMap<(u32, String), Subgraph> =
             graphs.iter().map(|g| ((g.graph_id, "pcst".to_string()), Subgraph::whole(g.nodes.len(), g.edges.len()))).collect();
-        let r = run_task(&enc, &graphs, &subs, Task::ExplaGraphs, &cfg).expect("task");
+        let r =
+            run_task(&enc, &graphs, &subs, Task::ExplaGraphs, &cfg, None, crate::shared::context::Progress { quiet: true }).expect("task");
         let acc = |m: &str, split: &str| {
             let p: Vec<&Prediction> = r.predictions.iter().filter(|p| p.method == m && graphs[p.graph].split == split).collect();
             p.iter().filter(|p| p.correct).count() as f64 / p.len().max(1) as f64

@@ -3,7 +3,8 @@
 //!
 //! Library modules: [`data`] (the ingest tables as per-question graphs, tasks), [`encoded`] (the
 //! `textgraphs` tables read back), [`pcst`] (a port of pcst_fast), [`retrieval`] (G-Retriever's
-//! PCST retrieval and Efficient G-Retriever's attention retrieval).
+//! PCST retrieval and Efficient G-Retriever's attention retrieval), [`texthead`] (the MiniLM cross-encoder
+//! answer head).
 //!
 //! Stages: `textgraphs` (embeddings of every distinct text), `subgraphs` (retrieval per question),
 //! `gretriever` (GNN encoders + answer heads, baselines, seeds).
@@ -15,3 +16,4 @@ pub mod pcst;
 pub mod retrieval;
 pub mod subgraphs;
 pub mod textgraphs;
+pub mod texthead;

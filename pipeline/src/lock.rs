@@ -1,0 +1,160 @@
+//! One writer per folder: `tgrag run` holds `<outputs>/<dataset>/.tgrag.lock` for its whole life, the
+//! file tools hold the lock of the folder they write into. The lock is the operating system's
+//! advisory file lock (`flock`), so a process that dies, even by SIGKILL, releases it and the next
+//! run takes it over; the file's content names the holder (pid, host, start time, command) so that a
+//! refused run can say who holds it.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+/// The lock file's name inside the locked folder.
+pub const LOCK_FILE: &str = ".tgrag.lock";
+
+/// Exit code of a run refused because another process holds the lock.
+pub const EXIT_LOCKED: i32 = 3;
+
+/// A held lock; released when dropped (or when the process dies).
+#[derive(Debug)]
+pub struct FolderLock {
+    file: File,
+}
+
+/// Another process holds the lock.
+#[derive(Debug)]
+pub struct Locked {
+    pub folder: String,
+    pub holder: String,
+}
+
+impl std::fmt::Display for Locked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} is in use by another tgrag process ({}); wait for it to finish, or pass --wait", self.folder, self.holder)
+    }
+}
+
+impl std::error::Error for Locked {}
+
+fn holder_line() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "unknown host".into());
+    let start = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let command: Vec<String> = std::env::args().collect();
+    format!("pid {} on {host}, started {} (unix {start}), command `{}`", std::process::id(), utc(start), command.join(" "))
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` of a unix time (civil-from-days, no time-zone crate needed).
+pub fn utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+impl FolderLock {
+    /// Takes the lock of `folder` (created if missing). With `wait`, blocks until the holder is done
+    /// (printing once who it waits for); otherwise a held lock is a [`Locked`] error.
+    pub fn acquire(folder: &Path, wait: bool) -> Result<FolderLock> {
+        std::fs::create_dir_all(folder).with_context(|| format!("creating {}", folder.display()))?;
+        let path = folder.join(LOCK_FILE);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .with_context(|| format!("opening the lock file {}", path.display()))?;
+        let mut said = false;
+        let started = Instant::now();
+        loop {
+            match file.try_lock() {
+                Ok(()) => break,
+                Err(TryLockError::WouldBlock) => {
+                    let holder = read_holder(&mut file);
+                    if !wait {
+                        return Err(Locked { folder: folder.display().to_string(), holder }.into());
+                    }
+                    if !said {
+                        eprintln!("waiting for {} ({holder})", folder.display());
+                        said = true;
+                    }
+                    std::thread::sleep(Duration::from_millis(if started.elapsed() < Duration::from_secs(5) { 50 } else { 500 }));
+                }
+                Err(TryLockError::Error(e)) => return Err(e).with_context(|| format!("locking {}", path.display())),
+            }
+        }
+        // A holder line left behind names a process that died without releasing: say so.
+        let previous = read_holder(&mut file);
+        if !previous.is_empty() && previous != "holder unknown" {
+            eprintln!("note: took over the lock of {} left by a process that is gone ({previous})", folder.display());
+        }
+        file.set_len(0).and_then(|()| file.seek(SeekFrom::Start(0))).with_context(|| format!("writing {}", path.display()))?;
+        file.write_all(holder_line().as_bytes()).and_then(|()| file.flush()).with_context(|| format!("writing {}", path.display()))?;
+        Ok(FolderLock { file })
+    }
+}
+
+impl Drop for FolderLock {
+    fn drop(&mut self) {
+        // An empty file marks a clean release; the OS lock goes with the handle.
+        let _ = self.file.set_len(0);
+        let _ = self.file.unlock();
+    }
+}
+
+fn read_holder(file: &mut File) -> String {
+    let mut s = String::new();
+    if file.seek(SeekFrom::Start(0)).is_ok() && file.read_to_string(&mut s).is_ok() && !s.trim().is_empty() {
+        s.trim().to_string()
+    } else {
+        "holder unknown".into()
+    }
+}
+
+/// The folder a file tool writes `out` into (its parent; `.` for a bare file name).
+pub fn folder_of(out: &Path) -> PathBuf {
+    match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_matches_known_dates() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc(1_795_996_800 + 3_661), "2026-11-30T01:01:01Z");
+    }
+
+    #[test]
+    fn a_second_lock_is_refused_with_the_holder_then_taken_after_release() {
+        let d = tempfile::tempdir().expect("tmp");
+        let first = FolderLock::acquire(d.path(), false).expect("first");
+        let e = FolderLock::acquire(d.path(), false).expect_err("second must be refused");
+        let msg = e.to_string();
+        assert!(msg.contains(&format!("pid {}", std::process::id())) && msg.contains("--wait"), "{msg}");
+        drop(first);
+        let again = FolderLock::acquire(d.path(), false).expect("free after release");
+        let holder = std::fs::read_to_string(d.path().join(LOCK_FILE)).expect("lock file");
+        assert!(holder.starts_with(&format!("pid {}", std::process::id())), "{holder}");
+        drop(again);
+        assert_eq!(std::fs::read_to_string(d.path().join(LOCK_FILE)).expect("lock file"), "", "a clean release empties the file");
+    }
+}

@@ -1,0 +1,306 @@
+//! `report`: `report.md` rendered from the `scores` tables of every upstream stage that writes one
+//! (found through [`crate::StageInfo::collects`]) and from nothing else: STaRK's ranking metrics of
+//! the `metrics` stage as the familiar hit@1 / hit@5 / recall@20 / MRR tables, every other stage's
+//! scores as one table per (dataset, split, group key) with a row per method (and group value) and a
+//! column per metric, `mean ± std` where several seeds ran.
+
+use std::collections::BTreeMap;
+
+use arrow::array::{Array, RecordBatch};
+use serde::{Deserialize, Serialize};
+use tgrag_schemas::columns;
+
+use crate::shared::scores::{ALL, ALL_SPLITS};
+use crate::{Result, StageContext, StageInfo, StageSpec};
+
+/// Options of the `report` stage (none yet).
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ReportConfig {}
+
+/// The ranking metrics, in report column order.
+pub const RANKING: [&str; 4] = ["hit1", "hit5", "recall20", "mrr"];
+
+/// One `scores` row, borrowed.
+#[derive(Debug, Clone, Copy)]
+struct Row<'a> {
+    dataset: &'a str,
+    method: &'a str,
+    split: &'a str,
+    group: &'a str,
+    metric: &'a str,
+    value: f64,
+    n: u64,
+    seed: Option<u64>,
+}
+
+fn rows(scores: &RecordBatch) -> Result<Vec<Row<'_>>> {
+    let (d, m, sp, g, me) = (
+        columns::strs(scores, "dataset")?,
+        columns::strs(scores, "method")?,
+        columns::strs(scores, "split")?,
+        columns::strs(scores, "group")?,
+        columns::strs(scores, "metric")?,
+    );
+    let (v, n, seed) = (columns::f64s(scores, "value")?, columns::u64s(scores, "n")?, columns::u64s(scores, "seed")?);
+    Ok((0..scores.num_rows())
+        .map(|i| Row {
+            dataset: d.value(i),
+            method: m.value(i),
+            split: sp.value(i),
+            group: g.value(i),
+            metric: me.value(i),
+            value: v.value(i),
+            n: n.value(i),
+            seed: (!seed.is_null(i)).then(|| seed.value(i)),
+        })
+        .collect())
+}
+
+/// The ranking section: the `metrics` stage's rows (in aggregate order) as tables of all queries, by
+/// split, by hop count and by logical pattern. `evaluator` names the semantics (`STaRK`, `MoR`).
+pub fn ranking_section(scores: &RecordBatch, evaluator: &str) -> Result<String> {
+    let all = rows(scores)?;
+    // One report row per (method, split, group), its metrics in RANKING order.
+    let mut table: Vec<(Row<'_>, [f64; 4])> = Vec::new();
+    for r in &all {
+        let Some(k) = RANKING.iter().position(|x| *x == r.metric) else { continue };
+        match table.last_mut() {
+            Some((first, v)) if (first.method, first.split, first.group) == (r.method, r.split, r.group) => v[k] = r.value,
+            _ => {
+                let mut v = [0.0; 4];
+                v[k] = r.value;
+                table.push((*r, v));
+            }
+        }
+    }
+    // (report group, value) of a row.
+    let kind = |r: &Row<'_>| -> (String, String) {
+        match (r.split, r.group) {
+            (ALL_SPLITS, ALL) => ("all".into(), ALL.into()),
+            (s, ALL) => ("split".into(), s.into()),
+            (_, g) => g.split_once('=').map_or(("other".into(), g.into()), |(k, v)| (k.into(), v.into())),
+        }
+    };
+    let mut out = String::new();
+    for (g, title) in [("all", "all queries"), ("split", "by split"), ("hops", "by hop count"), ("pattern", "by logical pattern")] {
+        let these: Vec<&(Row<'_>, [f64; 4])> = table.iter().filter(|(r, _)| kind(r).0 == g).collect();
+        if these.is_empty() {
+            continue;
+        }
+        out.push_str(&format!("\n## Retrieval: {title}\n\n"));
+        if g == "all" {
+            out.push_str(&format!(
+                "Evaluator: {evaluator} semantics (candidates = all nodes unless the dataset lists candidate types; ties by node id).\n\n"
+            ));
+        }
+        out.push_str(&format!("| method | {g} | queries | hit@1 | hit@5 | recall@20 | MRR |\n|---|---|---:|---:|---:|---:|---:|\n"));
+        for (r, v) in these {
+            out.push_str(&format!("| {} | {} | {} | {:.4} | {:.4} | {:.4} | {:.4} |\n", r.method, kind(r).1, r.n, v[0], v[1], v[2], v[3]));
+        }
+    }
+    Ok(out)
+}
+
+/// A value cell: `v`, or `v ± sd` when the row has a standard deviation over seeds.
+fn cell(v: f64, sd: Option<f64>) -> String {
+    match sd {
+        Some(s) => format!("{v:.4} ± {s:.4}"),
+        None => format!("{v:.4}"),
+    }
+}
+
+/// The section of one stage's scores: a table per (dataset, split, group key), rows per method (and
+/// group value), columns per metric in first-seen order. Rows without a seed (results of untrained
+/// methods, or the mean over seeds) are shown; `<metric>_std` rows become `± sd`; per-seed rows show
+/// only where no mean exists (one seed: its value; several: their mean, with the seed count).
+pub fn stage_section(stage: &str, scores: &RecordBatch) -> Result<String> {
+    let all = rows(scores)?;
+    // (dataset, split, group key) in first-seen order → rows in first-seen order.
+    type Key<'a> = (&'a str, &'a str, &'a str);
+    let mut tables: Vec<(Key<'_>, Vec<Row<'_>>)> = Vec::new();
+    for r in &all {
+        let key = r.group.split_once('=').map_or(ALL, |(k, _)| k);
+        let t = (r.dataset, r.split, key);
+        match tables.iter_mut().find(|(k, _)| *k == t) {
+            Some((_, v)) => v.push(*r),
+            None => tables.push((t, vec![*r])),
+        }
+    }
+    let mut out = String::new();
+    for ((dataset, split, key), rs) in &tables {
+        let metrics: Vec<&str> = {
+            let mut m: Vec<&str> = Vec::new();
+            for r in rs {
+                if !r.metric.ends_with("_std") && !m.contains(&r.metric) {
+                    m.push(r.metric);
+                }
+            }
+            m
+        };
+        // (method, group value) in first-seen order → metric → (unseeded value, std, per-seed values, n).
+        type Cells<'a> = BTreeMap<&'a str, (Option<f64>, Option<f64>, Vec<f64>, u64)>;
+        let mut lines: Vec<((&str, &str), Cells<'_>)> = Vec::new();
+        for r in rs {
+            let gv = r.group.split_once('=').map_or("", |(_, v)| v);
+            let id = (r.method, gv);
+            let idx = match lines.iter().position(|(k, _)| *k == id) {
+                Some(i) => i,
+                None => {
+                    lines.push((id, BTreeMap::new()));
+                    lines.len() - 1
+                }
+            };
+            let cells = &mut lines[idx].1;
+            if let Some(base) = r.metric.strip_suffix("_std") {
+                cells.entry(base).or_insert((None, None, Vec::new(), r.n)).1 = Some(r.value);
+                continue;
+            }
+            let c = cells.entry(r.metric).or_insert((None, None, Vec::new(), r.n));
+            match r.seed {
+                None => {
+                    c.0 = Some(r.value);
+                    c.3 = r.n;
+                }
+                Some(_) => c.2.push(r.value),
+            }
+        }
+        let split_words = if *split == ALL_SPLITS { "all splits".to_string() } else { format!("split `{split}`") };
+        let by = if *key == ALL { String::new() } else { format!(", by {key}") };
+        out.push_str(&format!("\n## {stage}: {dataset}, {split_words}{by}\n\n| method |"));
+        if *key != ALL {
+            out.push_str(&format!(" {key} |"));
+        }
+        out.push_str(" n |");
+        for m in &metrics {
+            out.push_str(&format!(" {m} |"));
+        }
+        out.push_str("\n|---|");
+        if *key != ALL {
+            out.push_str("---|");
+        }
+        out.push_str("---:|");
+        out.push_str(&"---:|".repeat(metrics.len()));
+        out.push('\n');
+        for ((method, gv), cells) in &lines {
+            let n = metrics.iter().find_map(|m| cells.get(m).map(|c| c.3)).unwrap_or(0);
+            out.push_str(&format!("| {method} |"));
+            if *key != ALL {
+                out.push_str(&format!(" {gv} |"));
+            }
+            out.push_str(&format!(" {n} |"));
+            for m in &metrics {
+                let text = match cells.get(m) {
+                    Some((Some(v), sd, _, _)) => cell(*v, *sd),
+                    Some((None, _, seeds, _)) if seeds.len() == 1 => cell(seeds[0], None),
+                    Some((None, _, seeds, _)) if !seeds.is_empty() => {
+                        format!("{:.4} ({} seeds)", seeds.iter().sum::<f64>() / seeds.len() as f64, seeds.len())
+                    }
+                    _ => String::new(),
+                };
+                out.push_str(&format!(" {text} |"));
+            }
+            out.push('\n');
+        }
+    }
+    Ok(out)
+}
+
+pub struct ReportStage;
+
+static INFO: StageInfo = StageInfo {
+    name: "report",
+    module: module_path!(),
+    version: 1,
+    about: "report.md from the scores tables of every stage that writes one",
+    deps: &[],
+    needs: &[],
+    excludes: &[],
+    collects: &["scores"],
+    outputs: &[],
+    files: &["report.md"],
+};
+
+impl StageSpec for ReportStage {
+    type Config = ReportConfig;
+    const INFO: &'static StageInfo = &INFO;
+    fn execute(&self, ctx: &mut StageContext<'_>, _cfg: ReportConfig) -> Result<()> {
+        let mut text = format!("# Results: {}\n", ctx.dataset.name);
+        let mut sources = Vec::new();
+        let mut body = String::new();
+        // The ranking metrics first (the table `make run` prints), then every other stage in pipeline order.
+        let mut stages: Vec<&'static str> = ctx.deps().to_vec();
+        stages.sort_by_key(|s| *s != "metrics");
+        for stage in stages {
+            if !ctx.has_input(stage, "scores") {
+                continue;
+            }
+            let scores = ctx.input(stage, "scores")?;
+            sources.push(stage);
+            if stage == "metrics" {
+                // The evaluator's semantics are the `metrics` stage's `mode` option.
+                let config = ctx.input_path(stage, "scores").with_file_name("config.json");
+                let mode = std::fs::read(&config)
+                    .ok()
+                    .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                    .and_then(|v| v.get("mode").and_then(|m| m.as_str()).map(str::to_string))
+                    .unwrap_or_else(|| "stark".into());
+                body.push_str(&ranking_section(&scores, if mode == "mor" { "MoR" } else { "STaRK" })?);
+            } else {
+                body.push_str(&stage_section(stage, &scores)?);
+            }
+        }
+        if sources.is_empty() {
+            text.push_str("\nNo stage wrote scores for this dataset.\n");
+        } else {
+            text.push_str(&format!("\nFrom the `scores` tables of: {}.\n", sources.join(", ")));
+            text.push_str(&body);
+        }
+        ctx.write_text("report.md", &text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shared::scores::Scores;
+
+    #[test]
+    fn seeded_scores_render_as_mean_and_std_and_groups_get_their_own_column() {
+        let mut s = Scores::new("ds/task", "gretriever");
+        // Two seeds, then their mean and sample std, as the gretriever stage writes them.
+        s.push("gt", "test", ALL, "accuracy", 0.6, 10, Some(0));
+        s.push("gt", "test", ALL, "accuracy", 0.8, 10, Some(1));
+        s.push("gt", "test", ALL, "accuracy", 0.7, 10, None);
+        s.push("gt", "test", ALL, "accuracy_std", 0.141_421_356, 10, None);
+        s.push("majority", "test", ALL, "accuracy", 0.5, 10, None);
+        s.push("gcn", "val", "model=x", "hits", 0.25, 4, Some(0));
+        s.push("sage", "val", "model=x", "hits", 0.5, 4, Some(0));
+        s.push("sage", "val", "model=x", "hits", 0.75, 4, Some(1));
+        let text = stage_section("gretriever", &s.batch().expect("batch")).expect("render");
+        assert!(text.contains("## gretriever: ds/task, split `test`\n"), "{text}");
+        assert!(text.contains("| gt | 10 | 0.7000 ± 0.1414 |\n"), "{text}");
+        assert!(text.contains("| majority | 10 | 0.5000 |\n"), "{text}");
+        // Per-seed rows only: their mean, with the count.
+        assert!(text.contains("## gretriever: ds/task, split `val`, by model\n\n| method | model | n | hits |"), "{text}");
+        assert!(text.contains("| gcn | x | 4 | 0.2500 |\n| sage | x | 4 | 0.6250 (2 seeds) |\n"), "{text}");
+    }
+
+    #[test]
+    fn ranking_rows_render_in_aggregate_order_per_group_kind() {
+        let mut s = Scores::new("synthetic", "bm25");
+        for (split, group, base) in [(ALL_SPLITS, ALL, 0.1), ("test", ALL, 0.2), (ALL_SPLITS, "hops=2", 0.3)] {
+            for (k, m) in RANKING.iter().enumerate() {
+                s.push("bm25", split, group, m, base + k as f64 / 100.0, 5, None);
+            }
+        }
+        let text = ranking_section(&s.batch().expect("batch"), "STaRK").expect("render");
+        let all = text.find("## Retrieval: all queries").expect("all");
+        let split = text.find("## Retrieval: by split").expect("split");
+        let hops = text.find("## Retrieval: by hop count").expect("hops");
+        assert!(all < split && split < hops && !text.contains("by logical pattern"), "{text}");
+        assert!(text.contains("| bm25 | * | 5 | 0.1000 | 0.1100 | 0.1200 | 0.1300 |"), "{text}");
+        assert!(text.contains("| bm25 | test | 5 | 0.2000 | 0.2100 | 0.2200 | 0.2300 |"), "{text}");
+        assert!(text.contains("| bm25 | 2 | 5 | 0.3000 | 0.3100 | 0.3200 | 0.3300 |"), "{text}");
+    }
+}
