@@ -21,6 +21,9 @@ pub const EXIT_LOCKED: i32 = 3;
 #[derive(Debug)]
 pub struct FolderLock {
     file: File,
+    /// The folder, when this lock created it: released with nothing else in it (a command that
+    /// failed before writing), it is removed again, so that a refused command leaves no trace.
+    created: Option<PathBuf>,
 }
 
 /// Another process holds the lock.
@@ -68,6 +71,7 @@ impl FolderLock {
     /// Takes the lock of `folder` (created if missing). With `wait`, blocks until the holder is done
     /// (printing once who it waits for); otherwise a held lock is a [`Locked`] error.
     pub fn acquire(folder: &Path, wait: bool) -> Result<FolderLock> {
+        let created = (!folder.exists()).then(|| folder.to_path_buf());
         std::fs::create_dir_all(folder).with_context(|| format!("creating {}", folder.display()))?;
         let path = folder.join(LOCK_FILE);
         let mut file = OpenOptions::new()
@@ -103,7 +107,7 @@ impl FolderLock {
         }
         file.set_len(0).and_then(|()| file.seek(SeekFrom::Start(0))).with_context(|| format!("writing {}", path.display()))?;
         file.write_all(holder_line().as_bytes()).and_then(|()| file.flush()).with_context(|| format!("writing {}", path.display()))?;
-        Ok(FolderLock { file })
+        Ok(FolderLock { file, created })
     }
 }
 
@@ -111,6 +115,16 @@ impl Drop for FolderLock {
     fn drop(&mut self) {
         // An empty file marks a clean release; the OS lock goes with the handle.
         let _ = self.file.set_len(0);
+        if let Some(folder) = &self.created {
+            let only_lock = std::fs::read_dir(folder)
+                .map(|entries| entries.filter_map(|e| e.ok()).all(|e| e.file_name() == LOCK_FILE))
+                .unwrap_or(false);
+            if only_lock {
+                // Unlinked while still held, so no other process can take a lock on a file that vanishes.
+                let _ = std::fs::remove_file(folder.join(LOCK_FILE));
+                let _ = std::fs::remove_dir(folder);
+            }
+        }
         let _ = self.file.unlock();
     }
 }
@@ -156,5 +170,17 @@ mod tests {
         assert!(holder.starts_with(&format!("pid {}", std::process::id())), "{holder}");
         drop(again);
         assert_eq!(std::fs::read_to_string(d.path().join(LOCK_FILE)).expect("lock file"), "", "a clean release empties the file");
+    }
+
+    #[test]
+    fn a_folder_the_lock_created_goes_away_when_nothing_was_written_into_it() {
+        let d = tempfile::tempdir().expect("tmp");
+        let (empty, used) = (d.path().join("a/b"), d.path().join("c"));
+        drop(FolderLock::acquire(&empty, false).expect("lock"));
+        assert!(!empty.exists(), "a refused command must leave no folder behind");
+        let l = FolderLock::acquire(&used, false).expect("lock");
+        std::fs::write(used.join("out.parquet"), b"x").expect("write");
+        drop(l);
+        assert!(used.join("out.parquet").exists() && used.join(LOCK_FILE).exists(), "a folder with results stays");
     }
 }
