@@ -10,7 +10,7 @@ TGRAG := $(TARGET_DIR)/debug/tgrag
 # Quiet progress in CI; bars on a terminal otherwise.
 QUIET := $(if $(CI),--quiet,)
 
-.PHONY: all build run test check fmt clean help models bench venv planner planner-baseline planner-finetune-baseline graphqa
+.PHONY: all build run test check fmt clean help models bench venv planner planner-baseline planner-finetune-baseline graphqa nightly report-check system-packages
 
 all: run
 
@@ -23,6 +23,8 @@ help:
 	@echo "make planner           the README planner table: train-planner on MoR's plan files per KB (PLANS=dir, KBS='mag amazon prime')"
 	@echo "make planner-baseline  the logistic-regression reference point on the same files (scikit-learn)"
 	@echo "make planner-finetune-baseline  the fully fine-tuned MiniLM classifier reference point (torch)"
+	@echo "make nightly every available dataset x method, a dated folder in outputs/nightly (report, leaderboard, regressions; docs/nightly.md)"
+	@echo "make report-check       the nightly report opened in headless Chromium (installs Debian's chromium when missing)"
 	@echo "make check  rustfmt --check and clippy on every crate"
 	@echo "make fmt    format the tree (rustfmt.toml: the project's line width)"
 	@echo "make clean  remove build outputs and run outputs"
@@ -88,8 +90,29 @@ run: build models
 	$(TGRAG) --outputs $(OUTPUTS) $(QUIET) run --dataset $(DATASET) --size $(SIZE) --seed $(SEED)
 	@if [ -f $(OUTPUTS)/$(DATASET)/report/report.md ]; then sed -n '1,/^## Retrieval: by split/p' $(OUTPUTS)/$(DATASET)/report/report.md | sed '$$d'; fi
 
-test: models
+# The nightly job (docs/nightly.md): every dataset found, the comparison with the previous night;
+# exit 4 on a regression, 5 when a dataset failed. NIGHTLY_ARGS passes more options.
+NIGHTLY_ARGS ?=
+nightly: build models
+	$(TGRAG) --outputs $(OUTPUTS) $(QUIET) nightly $(NIGHTLY_ARGS)
+
+# System packages some tests need (Debian): Chromium for the nightly report's browser check (~1 min
+# to install). Where apt-get cannot run, the test that needs it says it skipped (and fails under CI=true).
+SYSTEM_PACKAGES := chromium
+system-packages:
+	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    echo "installing$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "not installed:$$missing (needs root and apt-get); the tests that need them skip"; fi; \
+	fi
+
+test: models system-packages
 	$(CARGO) test --workspace --locked
+
+# The nightly report opened in headless Chromium, and the rest of the nightly tests.
+report-check: models system-packages
+	$(CARGO) test --locked -p tgrag --test cli nightly::
 
 check:
 	$(CARGO) fmt --all --check

@@ -116,8 +116,8 @@ pub fn read_csv(path: &Path) -> Result<Vec<Email>> {
         .map(|(r, row)| {
             let (h, body) = split_message(&row[cm]);
             let from = h.get("from").map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
-            let from = from
-                .ok_or_else(|| DatasetError::malformed(path, format!("row {}, column message", r + 1), "the message has no From header"))?;
+            let from =
+                from.ok_or_else(|| DatasetError::malformed(path, format!("row {r}, column message"), "the message has no From header"))?;
             Ok(Email {
                 file: row[cf].clone(),
                 from,

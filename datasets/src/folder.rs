@@ -1,39 +1,51 @@
 //! A folder of canonical tables: `<table>.parquet`, `<table>.csv` or `<table>.tsv` for any of
-//! [`crate::INPUT_TABLES`]. CSV/TSV files are parsed by polars with every column read as text, then
+//! [`crate::INPUT_TABLES`]. CSV/TSV files are read by the same RFC 4180 reader as the raw loaders
+//! ([`crate::raw`]: strict UTF-8, `"` quoting, fields across lines) with every column as text, then
 //! converted to the canonical types by [`tgrag_schemas::validate::conform`], so that a bad value is
-//! reported with its file, data row (0-based, header excluded) and column.
+//! reported with its file, data row (0-based, header excluded) and column; bad bytes and an
+//! unclosed quote are reported with their line (1-based) and byte.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
-use polars::prelude::{CsvReadOptions, DataFrame, SerReader};
 use tgrag_schemas::{SchemaError, io, validate};
 
+use crate::raw::{parse_delimited, read_utf8};
 use crate::{DatasetError, DatasetTables, INPUT_TABLES, LoadedTable, Result};
 
 /// Reads a CSV (`sep = b','`) or TSV (`sep = b'\t'`) file with a header into an all-utf8 batch.
+/// Empty fields, and fields missing at the end of a short row, are nulls (a required column then
+/// says "missing value" at that row); a row with more fields than the header is an error.
 pub fn read_delimited(path: &Path, sep: u8) -> Result<RecordBatch> {
-    let format = if sep == b'\t' { "TSV" } else { "CSV" };
-    let parse = |e: polars::prelude::PolarsError| DatasetError::Parse { path: path.to_path_buf(), format, message: e.to_string() };
-    let df: DataFrame = CsvReadOptions::default()
-        .with_has_header(true)
-        .with_infer_schema_length(Some(0))
-        .map_parse_options(|o| o.with_separator(sep))
-        .try_into_reader_with_file_path(Some(path.to_path_buf()))
-        .map_err(parse)?
-        .finish()
-        .map_err(parse)?;
-    let mut fields = Vec::new();
-    let mut cols: Vec<ArrayRef> = Vec::new();
-    for name in df.get_column_names_owned() {
-        let col = df.column(name.as_str()).map_err(parse)?;
-        let text = col.str().map_err(parse)?;
-        cols.push(Arc::new(text.iter().collect::<StringArray>()));
-        fields.push(Field::new(name.as_str(), DataType::Utf8, true));
+    let text = read_utf8(path)?;
+    let mut records = parse_delimited(&text, path, char::from(sep))?;
+    if records.is_empty() {
+        return Err(DatasetError::malformed(path, "line 1", "empty file: expected a header line"));
     }
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).map_err(|e| SchemaError::arrow(path.display().to_string(), e).into())
+    let header = records.remove(0);
+    // A trailing blank line is no row.
+    while records.last().is_some_and(|r| r.len() == 1 && r[0].is_empty()) {
+        records.pop();
+    }
+    let mut cols: Vec<Vec<Option<String>>> = vec![Vec::with_capacity(records.len()); header.len()];
+    for (row, mut r) in records.into_iter().enumerate() {
+        if r.len() > header.len() {
+            return Err(DatasetError::malformed(
+                path,
+                format!("row {row}"),
+                format!("{} fields, the header has {}", r.len(), header.len()),
+            ));
+        }
+        r.resize(header.len(), String::new());
+        for (c, v) in r.into_iter().enumerate() {
+            cols[c].push(if v.is_empty() { None } else { Some(v) });
+        }
+    }
+    let fields: Vec<Field> = header.iter().map(|h| Field::new(h.trim(), DataType::Utf8, true)).collect();
+    let arrays: Vec<ArrayRef> = cols.into_iter().map(|c| Arc::new(StringArray::from(c)) as ArrayRef).collect();
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).map_err(|e| SchemaError::arrow(path.display().to_string(), e).into())
 }
 
 /// Loads every canonical table present in `dir` (not validated across tables: see
@@ -92,5 +104,24 @@ mod tests {
         let err = load(d.path()).expect_err("must fail").to_string();
         assert!(err.contains("nodes.csv") && err.contains("row 1") && err.contains("`node_id`"), "{err}");
         assert!(err.contains("seven"), "{err}");
+    }
+
+    #[test]
+    fn unclosed_quotes_bad_bytes_and_long_rows_are_located() {
+        let d = tempfile::tempdir().expect("tmp");
+        write(d.path(), "edges.csv", "src,dst,relation\n");
+        write(d.path(), "nodes.csv", "node_id,node_type,name,doc\n0,paper,A,x\n1,paper,B,\"never closed\n2,paper,C,z\n");
+        let err = load(d.path()).expect_err("quote").to_string();
+        assert!(err.contains("nodes.csv") && err.contains("line 3") && err.contains("never closed"), "{err}");
+        std::fs::write(d.path().join("nodes.csv"), b"node_id,node_type,name,doc\n0,paper,A,x\n1,paper,\xff\xfe,y\n").expect("write");
+        let err = load(d.path()).expect_err("utf8").to_string();
+        assert!(err.contains("nodes.csv") && err.contains("line 3") && err.contains("not valid UTF-8"), "{err}");
+        write(d.path(), "nodes.csv", "node_id,node_type,name,doc\n0,paper,A,x,extra\n");
+        let err = load(d.path()).expect_err("long row").to_string();
+        assert!(err.contains("row 0") && err.contains("5 fields, the header has 4"), "{err}");
+        // A short row: the missing field is a null, named by column.
+        write(d.path(), "nodes.csv", "node_id,node_type,name,doc\n0,paper,A,x\n1,paper\n");
+        let err = load(d.path()).and_then(|t| t.validate().map(|()| t)).expect_err("short row").to_string();
+        assert!(err.contains("row 1") && err.contains("`name`") && err.contains("missing value"), "{err}");
     }
 }

@@ -2,8 +2,8 @@
 //!
 //! * [`registry`] names every dataset the pipeline knows and how it is obtained.
 //! * [`synthetic`] is the built-in, seeded generator (`make run` needs no download).
-//! * [`folder`] reads a folder of canonical tables given as Parquet, CSV or TSV (raw-file wrangling
-//!   with polars stays inside this module; the result is arrow-rs).
+//! * [`folder`] reads a folder of canonical tables given as Parquet, CSV or TSV (CSV/TSV with the
+//!   raw loaders' RFC 4180 reader, errors located by line and byte; the result is arrow-rs).
 //! * [`rng`] is the seeded random generator shared by generators and stages.
 //!
 //! Every loader returns [`DatasetTables`]: canonical batches plus the file each came from, so that
@@ -71,6 +71,12 @@ impl DatasetTables {
     pub fn validate(&self) -> Result<()> {
         for t in &self.tables {
             validate::check_required(t.spec, &t.source, &t.batch)?;
+            validate::check_values(t.spec, &t.source, &t.batch)?;
+            // A graph without nodes, or questions without any: every stage would run on nothing
+            // and report nothing, so it is refused here, naming the file.
+            if matches!(t.spec.name, "nodes" | "graph_nodes" | "tag_nodes" | "qa") {
+                validate::check_not_empty(&t.source, t.spec.name, &t.batch)?;
+            }
         }
         let need = |have: &str, want: &str| -> Result<()> {
             match (self.get(have), self.get(want)) {

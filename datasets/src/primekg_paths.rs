@@ -56,7 +56,7 @@ impl Pathways {
             if node.node_type != row[ct] {
                 return Err(DatasetError::malformed(
                     &np,
-                    format!("row {}, column node_type", r + 1),
+                    format!("row {r}, column node_type"),
                     format!("node {idx} is `{}` here and `{}` before", row[ct], node.node_type),
                 ));
             }
@@ -81,7 +81,7 @@ impl Pathways {
                 if !nodes.contains_key(&v) {
                     return Err(DatasetError::malformed(
                         &ep,
-                        format!("row {}, column {c}", r + 1),
+                        format!("row {r}, column {c}"),
                         format!("node {v} is not in {}", np.display()),
                     ));
                 }

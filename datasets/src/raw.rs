@@ -91,7 +91,8 @@ pub fn parse_delimited(text: &str, path: &Path, sep: char) -> Result<Vec<Vec<Str
 }
 
 /// A CSV file with a header: the records and a column lookup that names the file when a column is
-/// missing. Rows are numbered from 1 after the header in error messages (`row N`).
+/// missing. Rows in error messages are data rows counted from 0, header excluded (`row N`), as
+/// everywhere in tgrag; `line N` is a physical line of the file, counted from 1.
 pub struct Csv {
     pub path: PathBuf,
     pub header: Vec<String>,
@@ -115,7 +116,7 @@ impl Csv {
             if r.len() != header.len() && !(r.len() == 1 && r[0].is_empty()) {
                 return Err(DatasetError::malformed(
                     path,
-                    format!("row {}", i + 1),
+                    format!("row {i}"),
                     format!("{} fields, the header has {}", r.len(), header.len()),
                 ));
             }
@@ -139,11 +140,7 @@ impl Csv {
     {
         let v = &self.rows[row][col];
         v.trim().parse::<T>().map_err(|e| {
-            DatasetError::malformed(
-                &self.path,
-                format!("row {}, column {}", row + 1, self.header[col]),
-                format!("`{v}` is not an integer: {e}"),
-            )
+            DatasetError::malformed(&self.path, format!("row {row}, column {}", self.header[col]), format!("`{v}` is not an integer: {e}"))
         })
     }
 }

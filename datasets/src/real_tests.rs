@@ -101,7 +101,7 @@ fn enron_headers_dates_and_malformed_rows() -> TestResult {
     let p =
         write(tmp.path(), "emails.csv", b"file,message\na/1.,\"From: a@x.com\nTo: b@x.com\n\nhi\"\na/2.,\"To: b@x.com\n\nno sender\"\n")?;
     let (path, at, _) = malformed_at(read_csv(&p).err().ok_or("accepted a message without From")?)?;
-    assert_eq!((path, at.as_str()), (p, "row 2, column message"));
+    assert_eq!((path, at.as_str()), (p, "row 1, column message"));
     let p = write(tmp.path(), "emails2.csv", b"file,message\na/1.,\"From: a@x.com\n\nhi")?;
     let (_, at, _) = malformed_at(read_csv(&p).err().ok_or("accepted an unclosed quote")?)?;
     assert!(at.starts_with("line "), "{at}");
@@ -147,7 +147,7 @@ fn primekg_paths_dangling_edge_is_located() -> TestResult {
     )?;
     write(tmp.path(), "benchmark_pathways_metadata.csv", b"pathway_id\np\n")?;
     let (path, at, _) = malformed_at(crate::primekg_paths::Pathways::load(tmp.path()).err().ok_or("accepted a dangling edge")?)?;
-    assert_eq!((path, at.as_str()), (e, "row 2, column target_index"));
+    assert_eq!((path, at.as_str()), (e, "row 1, column target_index"));
     Ok(())
 }
 

@@ -213,6 +213,32 @@ pub fn resolve(name: &str, data_dir: Option<PathBuf>, opts: DatasetOptions) -> R
 }
 
 impl DatasetSpec {
+    /// The canonical tables the dataset will provide, known before it is loaded (what decides which
+    /// stages apply, so that their needs are checked before any work); `None` when unknown.
+    pub fn provides(&self) -> Option<Vec<&'static str>> {
+        const KB: &[&str] = &["nodes", "edges", "queries", "answers", "candidate_types"];
+        const QA: &[&str] = &["graph_nodes", "graph_edges", "qa"];
+        const TAG: &[&str] = &["tag_nodes", "tag_edges"];
+        Some(match &self.source {
+            Source::Synthetic(_) => [KB, QA, TAG].concat(),
+            Source::Folder(dir) => crate::INPUT_TABLES
+                .iter()
+                .filter(|t| ["parquet", "csv", "tsv"].iter().any(|e| dir.join(format!("{}.{e}", t.name)).is_file()))
+                .map(|t| t.name)
+                .collect(),
+            Source::Stark { .. } => KB.to_vec(),
+            Source::Raw { kind, .. } => match kind {
+                RawKind::ExplaGraphs | RawKind::SceneGraphs | RawKind::WebQsp => QA.to_vec(),
+                RawKind::Enron => [TAG, &["emails"]].concat(),
+                RawKind::PrimekgPaths => vec!["nodes", "edges"],
+                RawKind::Tape | RawKind::Cora | RawKind::Pubmed | RawKind::OgbArxiv | RawKind::OgbProducts | RawKind::Reviews { .. } => {
+                    TAG.to_vec()
+                }
+            },
+            Source::NotYetAvailable { .. } => return None,
+        })
+    }
+
     /// Content key of the dataset's raw inputs (part of the `ingest` stage's cache key): the generator
     /// version and options for `synthetic`, the sha256 of every table file for a folder.
     pub fn content_key(&self) -> Result<String> {

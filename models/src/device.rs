@@ -3,10 +3,10 @@
 use burn::tensor::{Device, DeviceKind};
 use serde::{Deserialize, Serialize};
 
-/// `cpu`: burn's Flex backend (pure Rust, multi-threaded gemm). `gpu`: burn-wgpu on the default
-/// adapter (Vulkan, Metal or DX12). `auto`: `gpu` when the `TGRAG_GPU` environment variable is `1`,
-/// else `cpu` — probing for an adapter would initialise wgpu (seconds, and a panic inside wgpu on
-/// machines without one), which an offline batch tool should not do behind the user's back.
+/// `cpu`: burn's Flex backend (pure Rust, multi-threaded gemm). `gpu`: burn-wgpu on the hardware
+/// adapter wgpu finds (Vulkan, Metal or DX12), else on the default one (a software rasteriser such
+/// as Mesa's lavapipe where that is all there is). `auto`: `gpu` when wgpu lists a hardware adapter
+/// (see [`hardware_adapter`]), else `cpu`; `TGRAG_GPU=1` / `TGRAG_GPU=0` force either.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum DeviceChoice {
@@ -30,17 +30,35 @@ impl DeviceChoice {
     /// `cpu` or `gpu` after resolving `auto`.
     pub fn resolved(self) -> Self {
         match self {
-            Self::Auto if std::env::var("TGRAG_GPU").is_ok_and(|v| v == "1") => Self::Gpu,
-            Self::Auto => Self::Cpu,
+            Self::Auto => match std::env::var("TGRAG_GPU").ok().as_deref() {
+                Some("1") => Self::Gpu,
+                Some("0") => Self::Cpu,
+                _ if hardware_adapter().is_some() => Self::Gpu,
+                _ => Self::Cpu,
+            },
             other => other,
         }
     }
 
-    /// The burn device.
+    /// The burn device: the hardware adapter when there is one, else wgpu's default adapter.
     pub fn device(self) -> Device {
         match self.resolved() {
-            Self::Gpu => Device::wgpu(DeviceKind::DefaultDevice),
+            Self::Gpu => Device::wgpu(hardware_adapter().map_or(DeviceKind::DefaultDevice, |a| a.device_kind.clone())),
             _ => Device::flex(),
+        }
+    }
+
+    /// What the choice runs on, in words (`cpu (flex)`, `gpu: NVIDIA H100 (Vulkan, driver 550.54)`).
+    pub fn describe(self) -> String {
+        match self.resolved() {
+            Self::Gpu => match hardware_adapter() {
+                Some(a) => format!("gpu: {} ({}, {} driver {})", a.name, a.backend, a.kind, a.driver),
+                None => match software_adapter() {
+                    Some(a) => format!("gpu: {} ({}, a software rasteriser: slow)", a.name, a.backend),
+                    None => "gpu: wgpu's default adapter".to_string(),
+                },
+            },
+            _ => "cpu (burn flex)".to_string(),
         }
     }
 
@@ -50,5 +68,83 @@ impl DeviceChoice {
             Self::Gpu => "gpu",
             Self::Auto => "auto",
         }
+    }
+}
+
+/// A graphics adapter wgpu lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Adapter {
+    pub name: String,
+    /// Driver name and version, as the driver reports them.
+    pub driver: String,
+    /// `discrete`, `integrated`, `virtual`, `other` or `software`.
+    pub kind: &'static str,
+    /// `Vulkan`, `Metal`, `Dx12` or `Gl`.
+    pub backend: String,
+    /// How burn addresses it.
+    pub device_kind: DeviceKind,
+}
+
+/// Every adapter wgpu lists, in cubecl's API order (Vulkan, DX12, GL; Metal on macOS), listed once
+/// per process. Creating the instances prints nothing of its own; see `pipeline`'s `main` for the
+/// Wayland message some Vulkan layers print.
+fn adapters() -> &'static [Adapter] {
+    use burn::tensor::wgpu::wgpu;
+    static ALL: std::sync::OnceLock<Vec<Adapter>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        let apis: &[wgpu::Backend] = if cfg!(target_os = "macos") {
+            &[wgpu::Backend::Metal]
+        } else {
+            &[wgpu::Backend::Vulkan, wgpu::Backend::Dx12, wgpu::Backend::Gl]
+        };
+        let mut out = Vec::new();
+        for &api in apis {
+            let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+                backends: api.into(),
+                ..wgpu::InstanceDescriptor::new_without_display_handle()
+            });
+            let infos: Vec<wgpu::AdapterInfo> =
+                block_on(instance.enumerate_adapters(api.into())).iter().map(wgpu::Adapter::get_info).collect();
+            for (pos, i) in infos.iter().enumerate() {
+                let nth = infos[..pos].iter().filter(|j| j.device_type == i.device_type).count();
+                let (kind, device_kind) = match i.device_type {
+                    wgpu::DeviceType::DiscreteGpu => ("discrete", DeviceKind::DiscreteGpu(nth)),
+                    wgpu::DeviceType::IntegratedGpu => ("integrated", DeviceKind::IntegratedGpu(nth)),
+                    wgpu::DeviceType::VirtualGpu => ("virtual", DeviceKind::VirtualGpu(nth)),
+                    wgpu::DeviceType::Cpu => ("software", DeviceKind::Cpu),
+                    wgpu::DeviceType::Other => ("other", DeviceKind::DefaultDevice),
+                };
+                out.push(Adapter {
+                    name: i.name.clone(),
+                    driver: format!("{} {}", i.driver, i.driver_info).trim().to_string(),
+                    kind,
+                    backend: format!("{:?}", i.backend),
+                    device_kind,
+                });
+            }
+        }
+        out
+    })
+}
+
+/// The first hardware GPU wgpu lists (not a software rasteriser such as llvmpipe or lavapipe).
+pub fn hardware_adapter() -> Option<&'static Adapter> {
+    adapters().iter().find(|a| a.kind != "software")
+}
+
+/// The first software adapter wgpu lists (Mesa's lavapipe or llvmpipe), where there is one.
+pub fn software_adapter() -> Option<&'static Adapter> {
+    adapters().iter().find(|a| a.kind == "software")
+}
+
+/// Polls a future that native wgpu resolves at once (adapter enumeration).
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::yield_now();
     }
 }

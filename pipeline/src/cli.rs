@@ -61,13 +61,22 @@ pub enum Command {
     Plan(commands::plan::PlanArgs),
     /// Download with hf-hub: the sentence model (`minilm`) or a STaRK dataset.
     Fetch(commands::fetch::FetchArgs),
+    /// The nightly job: every available dataset through every applicable stage, a dated result
+    /// folder under `<outputs>/nightly/` (leaderboard, report, regressions, provenance) and the
+    /// comparison with the previous night (exit 4 on a regression, 5 when a dataset failed).
+    Nightly(commands::nightly::NightlyArgs),
+    /// Render a nightly folder's report again from its Parquet alone: `--from DIR`.
+    Report(commands::report::ReportArgs),
+    /// Compare two nightly folders: `tgrag compare A B` (exit 4 on a regression).
+    Compare(commands::compare::CompareArgs),
 }
 
 /// Runs one command. Commands that write hold the lock of the folder they write into
 /// ([`crate::lock`]): `run` its `<outputs>/<dataset>` folder, the file tools their `--out` folder.
 pub fn dispatch(args: Args) -> Result<ExitCode> {
     let (outputs, quiet, wait) = (args.outputs, args.quiet, args.wait);
-    let lock = |out: &Path| FolderLock::acquire(&folder_of(out), wait);
+    // A file tool writing under `<outputs>/<dataset>/` takes that dataset's lock, the one `run` holds.
+    let lock = |out: &Path| FolderLock::acquire(&crate::lock::owner_folder(&outputs, &folder_of(out)), wait);
     match args.command {
         Command::Run(a) => commands::run::run(&outputs, quiet, wait, a),
         Command::Stages(a) => commands::stages::run(&outputs, a),
@@ -78,10 +87,13 @@ pub fn dispatch(args: Args) -> Result<ExitCode> {
         Command::Diffusion(a) => lock(&a.out).and_then(|_l| commands::diffusion::run(a)),
         Command::Graphwave(a) => lock(&a.out).and_then(|_l| commands::graphwave::run(a)),
         Command::Evaluate(a) => lock(&a.out).and_then(|_l| commands::evaluate::run(a)),
-        Command::Pcst(a) => FolderLock::acquire(&a.out, wait).and_then(|_l| commands::pcst::run(a)),
+        Command::Pcst(a) => FolderLock::acquire(&crate::lock::owner_folder(&outputs, &a.out), wait).and_then(|_l| commands::pcst::run(a)),
         Command::TrainPlanner(a) => lock(&a.out).and_then(|_l| commands::train_planner::run(a, quiet)),
         Command::Plan(a) => lock(&a.out).and_then(|_l| commands::plan::run(a, quiet)),
         Command::Fetch(a) => commands::fetch::run(a),
+        Command::Nightly(a) => return commands::nightly::run(&outputs, quiet, wait, a),
+        Command::Report(a) => commands::report::run(a, wait),
+        Command::Compare(a) => return commands::compare::run(a),
     }
     .map(|()| ExitCode::SUCCESS)
 }

@@ -146,6 +146,33 @@ pub fn folder_of(out: &Path) -> PathBuf {
     }
 }
 
+/// The folder whose lock guards writes into `folder`: `<outputs>/<dataset>` when `folder` lies
+/// inside a dataset folder of `outputs` (where `tgrag run` holds the lock), else `folder` itself.
+pub fn owner_folder(outputs: &Path, folder: &Path) -> PathBuf {
+    let abs = |p: &Path| -> Option<PathBuf> {
+        let p = if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir().ok()?.join(p) };
+        // Canonicalise the longest existing ancestor (the folder itself may not exist yet).
+        let mut existing = p.as_path();
+        let mut rest = Vec::new();
+        while !existing.exists() {
+            rest.push(existing.file_name()?.to_os_string());
+            existing = existing.parent()?;
+        }
+        let mut c = existing.canonicalize().ok()?;
+        for r in rest.into_iter().rev() {
+            c.push(r);
+        }
+        Some(c)
+    };
+    match (abs(outputs), abs(folder)) {
+        (Some(o), Some(f)) => match f.strip_prefix(&o).ok().and_then(|r| r.components().next()) {
+            Some(std::path::Component::Normal(ds)) => o.join(ds),
+            _ => folder.to_path_buf(),
+        },
+        _ => folder.to_path_buf(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,6 +197,18 @@ mod tests {
         assert!(holder.starts_with(&format!("pid {}", std::process::id())), "{holder}");
         drop(again);
         assert_eq!(std::fs::read_to_string(d.path().join(LOCK_FILE)).expect("lock file"), "", "a clean release empties the file");
+    }
+
+    #[test]
+    fn a_tool_writing_into_a_dataset_folder_takes_the_dataset_lock() {
+        let d = tempfile::tempdir().expect("tmp");
+        let outputs = d.path().join("outputs");
+        std::fs::create_dir_all(outputs.join("synthetic/bm25")).expect("mkdir");
+        assert_eq!(owner_folder(&outputs, &outputs.join("synthetic/bm25")), outputs.canonicalize().expect("c").join("synthetic"));
+        assert_eq!(owner_folder(&outputs, &outputs.join("synthetic/new/deeper")), outputs.canonicalize().expect("c").join("synthetic"));
+        let elsewhere = d.path().join("elsewhere");
+        assert_eq!(owner_folder(&outputs, &elsewhere), elsewhere);
+        assert_eq!(owner_folder(&outputs, &outputs), outputs);
     }
 
     #[test]

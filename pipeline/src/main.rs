@@ -6,6 +6,7 @@ mod cli;
 mod code_digest;
 mod commands;
 mod lock;
+mod nightly;
 mod runner;
 
 use std::process::ExitCode;

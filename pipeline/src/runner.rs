@@ -239,6 +239,27 @@ pub fn applicability(root: &Path, stage: &dyn Stage) -> Option<String> {
         })
 }
 
+/// The stages of `stages` that will apply to a dataset providing `provides` (the ingest tables),
+/// predicted before anything runs: a stage applies when each table it needs is an ingest table
+/// the dataset provides or an output of an earlier stage that applies, and no table it excludes
+/// is provided. `None` (unknown tables) keeps every stage.
+pub fn predicted_applicable(stages: &[&'static dyn Stage], provides: Option<&[&str]>) -> Vec<&'static dyn Stage> {
+    let Some(provides) = provides else { return stages.to_vec() };
+    let mut applies: Vec<&'static dyn Stage> = Vec::new();
+    let available = |applies: &[&'static dyn Stage], s: &str, t: &str| {
+        if s == "ingest" { provides.contains(&t) } else { applies.iter().any(|a| a.info().name == s && a.info().outputs.contains(&t)) }
+    };
+    for &st in stages {
+        let info = st.info();
+        let needs_met = info.needs.iter().all(|(s, t)| available(&applies, s, t));
+        let excluded = info.excludes.iter().any(|(s, t)| available(&applies, s, t));
+        if needs_met && !excluded {
+            applies.push(st);
+        }
+    }
+    applies
+}
+
 /// Outcome of one stage in a run.
 #[derive(Debug)]
 pub struct StageOutcome {
@@ -291,6 +312,7 @@ pub fn run(opts: &RunOptions, all: &[&'static dyn Stage], mut report: impl FnMut
             for w in &written {
                 let _ = std::fs::remove_file(&w.tmp);
             }
+            let _ = clean_tmp(&dir);
             // Leave no empty folder behind for a stage that never succeeded.
             if previous.is_none() {
                 let _ = std::fs::remove_dir(&dir);
@@ -361,6 +383,24 @@ mod tests {
             finished_at_unix: 0,
         };
         std::fs::write(dir.join(MANIFEST), serde_json::to_string(&m).expect("json")).expect("manifest");
+    }
+
+    #[test]
+    fn applicability_is_predicted_from_the_tables_a_dataset_provides() {
+        let all = tgrag_stages::all();
+        let names = |p: Option<&[&str]>| -> Vec<&str> { predicted_applicable(&all, p).iter().map(|s| s.info().name).collect() };
+        let qa = names(Some(&["graph_nodes", "graph_edges", "qa"]));
+        for s in ["ingest", "textgraphs", "subgraphs", "gretriever", "report"] {
+            assert!(qa.contains(&s), "{s} applies to graph QA: {qa:?}");
+        }
+        for s in ["bm25", "dense", "mor", "toporag"] {
+            assert!(!qa.contains(&s), "{s} does not apply to graph QA: {qa:?}");
+        }
+        let kb = names(Some(&["nodes", "edges", "queries", "answers"]));
+        assert!(kb.contains(&"mor") && kb.contains(&"dense") && !kb.contains(&"textgraphs") && !kb.contains(&"toporag"), "{kb:?}");
+        let tag = names(Some(&["tag_nodes", "tag_edges"]));
+        assert!(tag.contains(&"toporag") && !tag.contains(&"bm25"), "{tag:?}");
+        assert_eq!(names(None).len(), all.len());
     }
 
     #[test]

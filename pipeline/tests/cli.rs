@@ -8,6 +8,11 @@ use std::time::{Duration, Instant};
 
 use arrow::array::{ArrayRef, Float64Array, RecordBatch, StringArray, UInt32Array};
 
+#[path = "cli/hostile.rs"]
+mod hostile;
+#[path = "cli/nightly.rs"]
+mod nightly;
+
 fn tgrag(outputs: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tgrag"))
         // The MiniLM model that `make models` (a prerequisite of `make test`) puts in weights/.
@@ -509,7 +514,22 @@ fn minilm_dense_stage_is_deterministic_and_needs_the_model() {
         .output()
         .expect("spawn");
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("no MiniLM model") && stderr(&out).contains("make models"), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("no MiniLM model") && err.contains("make models"), "{err}");
+    // Checked before any stage runs, naming every option that does without the model.
+    for o in ["--set dense.encoder=hash", "--set toporag.encoder=hash", "--set textgraphs.encoder=hash"] {
+        assert!(err.contains(o), "missing `{o}` in: {err}");
+    }
+    assert!(!c.path().join("synthetic/ingest").exists(), "no stage may run before the model check");
+    // With every such option set, the run needs no model.
+    let hashed = Command::new(env!("CARGO_BIN_EXE_tgrag"))
+        .env("TGRAG_MODELS", c.path())
+        .arg("--outputs")
+        .arg(c.path())
+        .args(["--quiet", "run", "--size", "tiny", "--stages", "dense", "--set", "dense.encoder=hash"])
+        .output()
+        .expect("spawn");
+    assert!(hashed.status.success(), "{}", stderr(&hashed));
 }
 
 // ---- STaRK and the file tools ---------------------------------------------------------------------
@@ -716,7 +736,7 @@ fn diffusion_and_graphwave_commands_reproduce_the_fixtures() {
     );
     assert!(!o.status.success());
     let msg = stderr(&o);
-    assert!(msg.contains("R.parquet") && msg.contains("row 2") && msg.contains("`node`"), "{msg}");
+    assert!(msg.contains("R.parquet") && msg.contains("row 1") && msg.contains("`node`"), "{msg}");
     assert!(!p2.exists());
 }
 
@@ -785,7 +805,7 @@ fn evaluate_reproduces_the_ranking_metrics_fixture_and_refuses_bad_rows() {
     let o = tgrag(&out, &["evaluate", "--run", &s(&run), "--answers", &s(&ans), "--num-candidates", "1000", "--out", &s(&m3)]);
     assert!(!o.status.success());
     let msg = stderr(&o);
-    assert!(msg.contains("R.parquet") && msg.contains("row 2") && msg.contains("`node_id`"), "{msg}");
+    assert!(msg.contains("R.parquet") && msg.contains("row 1") && msg.contains("`node_id`"), "{msg}");
     assert!(!m3.exists());
 }
 

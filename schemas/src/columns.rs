@@ -34,6 +34,12 @@ getter!(i64s, Int64Array, Int64Type, "i64");
 getter!(f32s, Float32Array, Float32Type, "f32");
 getter!(f64s, Float64Array, Float64Type, "f64");
 
+/// The column `name` as booleans.
+pub fn bools<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a arrow::array::BooleanArray> {
+    let c = column(batch, name)?;
+    c.as_boolean_opt().ok_or_else(|| wrong_type(name, "bool", c.data_type()))
+}
+
 /// The column `name` as utf8.
 pub fn strs<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {
     let c = column(batch, name)?;

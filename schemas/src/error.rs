@@ -45,6 +45,10 @@ pub enum SchemaError {
         #[source]
         source: std::io::Error,
     },
+    /// A file could not be written: the cause is named (no space left, permission denied, ...), and
+    /// the partly written file has been removed.
+    #[error("{path}: writing failed: {cause}")]
+    Write { path: PathBuf, cause: String },
     /// A Parquet file is truncated, corrupt or not Parquet at all.
     #[error("{path}: not a readable Parquet file (truncated or corrupt?): {source}")]
     Parquet {
@@ -84,6 +88,36 @@ impl SchemaError {
     /// Wraps an io error with the path involved.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         SchemaError::Io { path: path.into(), source }
+    }
+
+    /// A write that failed, with its cause in words.
+    pub fn write(path: impl Into<PathBuf>, cause: &std::io::Error) -> Self {
+        SchemaError::Write { path: path.into(), cause: io_cause(cause) }
+    }
+
+    /// A Parquet write that failed: the io cause when there is one (disk full, permission), else
+    /// the writer's own message.
+    pub fn parquet_write(path: impl Into<PathBuf>, e: &parquet::errors::ParquetError) -> Self {
+        let cause = match e {
+            parquet::errors::ParquetError::External(inner) => match inner.downcast_ref::<std::io::Error>() {
+                Some(io) => io_cause(io),
+                None => inner.to_string(),
+            },
+            other => other.to_string(),
+        };
+        SchemaError::Write { path: path.into(), cause }
+    }
+}
+
+/// An io error in words that say what to do about it.
+pub fn io_cause(e: &std::io::Error) -> String {
+    use std::io::ErrorKind::*;
+    match e.kind() {
+        StorageFull => "no space left on device (free some space and run again)".to_string(),
+        PermissionDenied => "permission denied".to_string(),
+        ReadOnlyFilesystem => "read-only file system".to_string(),
+        QuotaExceeded => "disk quota exceeded".to_string(),
+        _ => e.to_string(),
     }
 }
 

@@ -50,14 +50,23 @@ pub fn read_table(path: &Path, spec: &TableSpec) -> Result<RecordBatch> {
     validate::conform(spec, path, &raw)
 }
 
-/// Writes `batch` as Parquet at `path` (not atomic: callers write to a temporary name).
+/// Writes `batch` as Parquet at `path` (not atomic: callers write to a temporary name). On any
+/// failure the partly written file is removed and the error names the cause (no space left, ...).
 pub fn write_parquet_to(path: &Path, batch: &RecordBatch) -> Result<()> {
-    let file = File::create(path).map_err(|e| SchemaError::io(path, e))?;
-    let pq = |source| SchemaError::Parquet { path: path.to_path_buf(), source };
-    let mut w = ArrowWriter::try_new(file, batch.schema(), Some(writer_properties())).map_err(pq)?;
-    w.write(batch).map_err(pq)?;
-    let file = w.into_inner().map_err(pq)?;
-    file.sync_all().map_err(|e| SchemaError::io(path, e))
+    let res = (|| {
+        let file = File::create(path).map_err(|e| SchemaError::write(path, &e))?;
+        let pq = |e: parquet::errors::ParquetError| SchemaError::parquet_write(path, &e);
+        // The writer borrows the file, so that `close` flushes (an io error such as a full disk
+        // surfaces there as itself) and the file is still ours to sync.
+        let mut w = ArrowWriter::try_new(&file, batch.schema(), Some(writer_properties())).map_err(pq)?;
+        w.write(batch).map_err(pq)?;
+        w.close().map_err(pq)?;
+        file.sync_all().map_err(|e| SchemaError::write(path, &e))
+    })();
+    if res.is_err() {
+        let _ = std::fs::remove_file(path);
+    }
+    res
 }
 
 /// The temporary name used while `path` is being written: same folder, hidden, `.tmp` suffix.
@@ -68,7 +77,7 @@ pub fn tmp_path_for(path: &Path) -> PathBuf {
 
 /// Renames a finished temporary file into place (atomic within one folder).
 pub fn commit(tmp: &Path, path: &Path) -> Result<()> {
-    std::fs::rename(tmp, path).map_err(|e| SchemaError::io(path, e))
+    std::fs::rename(tmp, path).map_err(|e| SchemaError::write(path, &e))
 }
 
 /// Writes Parquet atomically: a reader sees either the old file or the whole new one.
@@ -85,9 +94,9 @@ pub fn write_parquet_atomic(path: &Path, batch: &RecordBatch) -> Result<()> {
 pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = tmp_path_for(path);
     let res = (|| {
-        let mut f = File::create(&tmp).map_err(|e| SchemaError::io(&tmp, e))?;
-        f.write_all(bytes).map_err(|e| SchemaError::io(&tmp, e))?;
-        f.sync_all().map_err(|e| SchemaError::io(&tmp, e))?;
+        let mut f = File::create(&tmp).map_err(|e| SchemaError::write(&tmp, &e))?;
+        f.write_all(bytes).map_err(|e| SchemaError::write(&tmp, &e))?;
+        f.sync_all().map_err(|e| SchemaError::write(&tmp, &e))?;
         commit(&tmp, path)
     })();
     if res.is_err() {
@@ -144,6 +153,25 @@ mod tests {
         let names: Vec<String> =
             std::fs::read_dir(d.path()).expect("dir").flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
         assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    #[test]
+    fn a_full_disk_is_named_as_such_and_leaves_no_file() {
+        // /dev/full answers every write with ENOSPC; a link to it stands for a full disk (removing
+        // the failed file removes the link, never the device).
+        if !Path::new("/dev/full").exists() {
+            eprintln!("skipped: no /dev/full on this system");
+            return;
+        }
+        let d = tempfile::tempdir().expect("tmp");
+        let p = d.path().join("run.parquet");
+        let tmp = tmp_path_for(&p);
+        std::os::unix::fs::symlink("/dev/full", &tmp).expect("link");
+        let err = write_parquet_to(&tmp, &sample()).expect_err("full").to_string();
+        assert!(err.contains("writing failed: no space left on device") && !err.contains("not a readable Parquet"), "{err}");
+        assert!(std::fs::symlink_metadata(&tmp).is_err(), "the failed temporary file is removed");
+        let e2 = write_bytes_atomic(&d.path().join("sub/missing/x.json"), b"{}").expect_err("no folder").to_string();
+        assert!(e2.contains("writing failed"), "{e2}");
     }
 
     #[test]

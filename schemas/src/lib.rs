@@ -13,6 +13,7 @@
 pub mod columns;
 pub mod error;
 pub mod io;
+pub mod limits;
 pub mod table;
 pub mod tables;
 pub mod validate;

@@ -89,16 +89,39 @@ pub struct ColumnSpec {
     pub ty: ColType,
     pub nullable: bool,
     pub doc: &'static str,
+    /// The only values a text column may hold (a split, a task), when the set is fixed: checked on
+    /// read and on write, so that `training` is refused rather than silently left out.
+    pub values: Option<&'static [&'static str]>,
 }
 
 /// Shorthand constructor for a required column.
 pub const fn req(name: &'static str, ty: ColType, doc: &'static str) -> ColumnSpec {
-    ColumnSpec { name, ty, nullable: false, doc }
+    ColumnSpec { name, ty, nullable: false, doc, values: None }
 }
 
 /// Shorthand constructor for a nullable column.
 pub const fn opt(name: &'static str, ty: ColType, doc: &'static str) -> ColumnSpec {
-    ColumnSpec { name, ty, nullable: true, doc }
+    ColumnSpec { name, ty, nullable: true, doc, values: None }
+}
+
+/// A required text column with a fixed set of values.
+pub const fn req_in(name: &'static str, values: &'static [&'static str], doc: &'static str) -> ColumnSpec {
+    ColumnSpec { name, ty: ColType::Utf8, nullable: false, doc, values: Some(values) }
+}
+
+/// A nullable text column with a fixed set of values.
+pub const fn opt_in(name: &'static str, values: &'static [&'static str], doc: &'static str) -> ColumnSpec {
+    ColumnSpec { name, ty: ColType::Utf8, nullable: true, doc, values: Some(values) }
+}
+
+impl ColumnSpec {
+    /// The first row whose value is outside the column's set, with that value.
+    pub fn first_outside(&self, col: &dyn arrow::array::Array) -> Option<(usize, String)> {
+        use arrow::array::{Array, AsArray};
+        let values = self.values?;
+        let s = col.as_string_opt::<i32>()?;
+        (0..s.len()).find(|&i| s.is_valid(i) && !values.contains(&s.value(i))).map(|i| (i, s.value(i).to_string()))
+    }
 }
 
 /// A canonical table: name, version, purpose and columns.
@@ -143,7 +166,11 @@ impl TableSpec {
         for c in self.columns {
             let ty = c.ty.describe();
             let null = if c.nullable { "nullable" } else { "required" };
-            s.push_str(&format!("  {:<w$}  {:<28} {:<8}  {}\n", c.name, ty, null, c.doc, w = w));
+            let doc = match c.values {
+                Some(v) if !c.doc.contains(v.join(" | ").as_str()) => format!("{} (one of: {})", c.doc, v.join(", ")),
+                _ => c.doc.to_string(),
+            };
+            s.push_str(&format!("  {:<w$}  {:<28} {:<8}  {}\n", c.name, ty, null, doc, w = w));
         }
         s
     }

@@ -5,7 +5,14 @@
 //! families (indexes, retrieval, knowledge-base methods, TopoRAG) and results (runs, scores, curves,
 //! metrics, timings). Tables marked `run_dependent` hold wall-clock figures.
 
-use crate::table::{ColType::*, TableSpec, opt, req};
+use crate::table::{ColType::*, TableSpec, opt, opt_in, req, req_in};
+
+/// The splits of queries and questions.
+pub const SPLITS: &[&str] = &["train", "val", "test"];
+/// The graph QA benchmarks (which decide the answer head).
+pub const TASKS: &[&str] = &["explagraphs", "scenegraphs", "webqsp"];
+/// TopoRAG's node split.
+pub const TAG_SPLITS: &[&str] = &["observed", "partial"];
 
 /// Knowledge-base nodes; `node_id` is dense (0..N) in every table tgrag writes.
 pub const NODES: TableSpec = TableSpec {
@@ -42,7 +49,7 @@ pub const QUERIES: TableSpec = TableSpec {
     columns: &[
         req("query_id", U32, "query id, unique"),
         req("text", Utf8, "the query"),
-        req("split", Utf8, "train | val | test"),
+        req_in("split", SPLITS, "train | val | test"),
         opt("pattern", Utf8, "logical pattern, e.g. `institution>author>paper+text`"),
         opt("hops", U8, "number of relation hops of the pattern"),
     ],
@@ -108,8 +115,8 @@ pub const QA: TableSpec = TableSpec {
         req("graph_id", U32, "graph id, unique"),
         req("question", Utf8, "the question"),
         req("answer", Utf8, "answer text or class label"),
-        req("split", Utf8, "train | val | test"),
-        opt("task", Utf8, "explagraphs | scenegraphs | webqsp: the benchmark, which decides the answer head"),
+        req_in("split", SPLITS, "train | val | test"),
+        opt_in("task", TASKS, "explagraphs | scenegraphs | webqsp: the benchmark, which decides the answer head"),
     ],
 };
 
@@ -126,7 +133,7 @@ pub const TAG_NODES: TableSpec = TableSpec {
         opt("key", Utf8, "the dataset's own node id (paper id, e-mail address)"),
         opt("label", Utf8, "class label"),
         opt("time", I64, "timestamp or year, when the dataset has one"),
-        opt("split", Utf8, "observed | partial (TopoRAG §6.1.1), when already split"),
+        opt_in("split", TAG_SPLITS, "observed | partial (TopoRAG §6.1.1), when already split"),
     ],
 };
 
@@ -746,6 +753,140 @@ pub const TIMINGS: TableSpec = TableSpec {
     ],
 };
 
+/// The nightly job's leaderboard: every `scores` row of every dataset of one night.
+pub const LEADERBOARD: TableSpec = TableSpec {
+    name: "leaderboard",
+    version: 1,
+    family: "nightly",
+    doc: "Every row of every dataset's `scores` tables of one nightly run, with the stage folder it came from.",
+    run_dependent: false,
+    columns: &[
+        req("source", Utf8, "the stage folder whose `scores` table holds the row (metrics, toporag, gretriever, …)"),
+        req("dataset", Utf8, "dataset name"),
+        req("stage", Utf8, "the stage whose results are scored"),
+        req("method", Utf8, "method"),
+        req("split", Utf8, "train | val | test | all"),
+        req("group", Utf8, "`*` or a breakdown `key=value`"),
+        req("metric", Utf8, "metric name"),
+        req("value", F64, "the value"),
+        req("n", U64, "items the value is computed over"),
+        opt("seed", U64, "training seed, where the method trains"),
+    ],
+};
+
+/// Per dataset of a nightly run: what happened to it.
+pub const NIGHTLY_DATASETS: TableSpec = TableSpec {
+    name: "nightly_datasets",
+    version: 1,
+    family: "nightly",
+    doc: "One row per dataset a nightly run considered: ran, failed (with the error) or unavailable (with the reason).",
+    run_dependent: true,
+    columns: &[
+        req("dataset", Utf8, "dataset name"),
+        req_in("status", &["ok", "failed", "unavailable"], "ok | failed | unavailable"),
+        req("detail", Utf8, "the error or the reason; empty when ok"),
+        req("stages_ran", U32, "stages that ran"),
+        req("stages_skipped", U32, "stages skipped as up to date"),
+        req("seconds", F64, "wall-clock seconds of the dataset"),
+    ],
+};
+
+/// Stage timings of a nightly run, apart from the results.
+pub const NIGHTLY_TIMINGS: TableSpec = TableSpec {
+    name: "nightly_timings",
+    version: 1,
+    family: "nightly",
+    doc: "Seconds per (dataset, stage, phase) of the stage runs behind a nightly run (their last run, cached or not).",
+    run_dependent: true,
+    columns: &[
+        req("dataset", Utf8, "dataset name"),
+        req("stage", Utf8, "stage"),
+        req("phase", Utf8, "phase within the stage; `total` for the whole stage"),
+        req("seconds", F64, "wall-clock seconds"),
+        req("ran", Bool, "the stage ran in this nightly (false: skipped as up to date, timing of its last run)"),
+    ],
+};
+
+/// Per-item latencies behind a nightly run's histograms.
+pub const NIGHTLY_LATENCY: TableSpec = TableSpec {
+    name: "nightly_latency",
+    version: 1,
+    family: "nightly",
+    doc: "Milliseconds per query or question of the methods that record them (MoR's phases, GraphQA retrieval).",
+    run_dependent: true,
+    columns: &[
+        req("dataset", Utf8, "dataset name"),
+        req("stage", Utf8, "stage"),
+        req("what", Utf8, "mor: plan | reason | organize; subgraphs: pcst | attention | whole"),
+        req("ms", F64, "milliseconds"),
+    ],
+};
+
+/// Training curves of every model of a nightly run.
+pub const NIGHTLY_CURVES: TableSpec = TableSpec {
+    name: "nightly_curves",
+    version: 1,
+    family: "nightly",
+    doc: "Every `curves` row of every dataset of one nightly run, with the stage folder it came from.",
+    run_dependent: false,
+    columns: &[
+        req("dataset", Utf8, "dataset name"),
+        req("source", Utf8, "the stage folder"),
+        req("model", Utf8, "model"),
+        req("variant", Utf8, "which training of the model"),
+        req("seed", U64, "training seed"),
+        req("epoch", U32, "1-based epoch"),
+        req("metric", Utf8, "train_loss | val_loss | val_<metric>"),
+        req("value", F64, "value"),
+        req("kept", Bool, "this epoch was kept"),
+    ],
+};
+
+/// TopoRAG's correlation analyses of a nightly run.
+pub const NIGHTLY_CORRELATION: TableSpec = TableSpec {
+    name: "nightly_correlation",
+    version: 1,
+    family: "nightly",
+    doc: "Every `correlation` row (TopoRAG) of every dataset of one nightly run.",
+    run_dependent: false,
+    columns: &[
+        req("dataset", Utf8, "dataset name"),
+        req("measure", Utf8, "proximity_cosine | role_l2_distance"),
+        req("k", U32, "hops of the diffusion (0 for role)"),
+        req("pearson", F64, "Pearson r"),
+        req("pairs", U64, "pairs of the analysis"),
+    ],
+};
+
+/// One night compared with the previous one.
+pub const REGRESSIONS: TableSpec = TableSpec {
+    name: "regressions",
+    version: 1,
+    family: "nightly",
+    doc: "Every leaderboard metric compared with the previous nightly run: regression, improvement, unchanged, changed (no better direction), new or vanished.",
+    run_dependent: false,
+    columns: &[
+        req("source", Utf8, "stage folder"),
+        req("dataset", Utf8, "dataset"),
+        req("stage", Utf8, "scored stage"),
+        req("method", Utf8, "method"),
+        req("split", Utf8, "split"),
+        req("group", Utf8, "group"),
+        req("metric", Utf8, "metric"),
+        opt("seed", U64, "seed of a per-seed row"),
+        opt("previous", F64, "value in the previous run (null: new)"),
+        opt("current", F64, "value in this run (null: vanished)"),
+        opt("delta", F64, "current − previous"),
+        req("tolerance", F64, "the noise band the change was judged against"),
+        req("tolerance_from", Utf8, "configured | seed spread | default"),
+        req_in(
+            "status",
+            &["regression", "improvement", "unchanged", "changed", "new", "vanished"],
+            "regression | improvement | unchanged | changed | new | vanished",
+        ),
+    ],
+};
+
 /// All canonical tables, in documentation order.
 pub const ALL: &[&TableSpec] = &[
     &NODES,
@@ -796,6 +937,13 @@ pub const ALL: &[&TableSpec] = &[
     &CURVES,
     &SCORES,
     &TIMINGS,
+    &LEADERBOARD,
+    &NIGHTLY_DATASETS,
+    &NIGHTLY_TIMINGS,
+    &NIGHTLY_LATENCY,
+    &NIGHTLY_CURVES,
+    &NIGHTLY_CORRELATION,
+    &REGRESSIONS,
 ];
 
 /// Looks a table up by name.

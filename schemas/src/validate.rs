@@ -7,6 +7,7 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array, new_null_array};
 use arrow::compute::{CastOptions, can_cast_types, cast_with_options};
 use arrow::datatypes::{DataType, Field, Schema};
+
 use arrow::util::display::array_value_to_string;
 
 use crate::columns::u32s;
@@ -100,6 +101,10 @@ pub fn conform(spec: &TableSpec, file: &Path, raw: &RecordBatch) -> Result<Recor
         {
             return Err(SchemaError::violation(file, spec.name, Some(row), Some(c.name), "missing value"));
         }
+        if let Some((row, v)) = c.first_outside(col.as_ref()) {
+            let allowed = c.values.unwrap_or_default().join(", ");
+            return Err(SchemaError::violation(file, spec.name, Some(row), Some(c.name), format!("`{v}` is not one of: {allowed}")));
+        }
         cols.push(col);
     }
     // The spec's names, nullability and metadata; the data's own type where it matched (list item
@@ -137,6 +142,10 @@ pub fn check_written(spec: &TableSpec, batch: &RecordBatch) -> Result<()> {
         {
             return Err(SchemaError::violation(here, spec.name, Some(row), Some(c.name), "missing value in a required column"));
         }
+        if let Some((row, v)) = c.first_outside(col.as_ref()) {
+            let allowed = c.values.unwrap_or_default().join(", ");
+            return Err(SchemaError::violation(here, spec.name, Some(row), Some(c.name), format!("`{v}` is not one of: {allowed}")));
+        }
     }
     Ok(())
 }
@@ -148,6 +157,19 @@ pub fn check_required(spec: &TableSpec, file: &Path, batch: &RecordBatch) -> Res
             && let Some(row) = (0..col.len()).find(|&i| col.is_null(i))
         {
             return Err(SchemaError::violation(file, spec.name, Some(row), Some(c.name), "missing value"));
+        }
+    }
+    Ok(())
+}
+
+/// Rejects a value outside its column's fixed set (a split, a task), naming the first such row.
+pub fn check_values(spec: &TableSpec, file: &Path, batch: &RecordBatch) -> Result<()> {
+    for c in spec.columns.iter().filter(|c| c.values.is_some()) {
+        if let Some(col) = batch.column_by_name(c.name)
+            && let Some((row, v)) = c.first_outside(col.as_ref())
+        {
+            let allowed = c.values.unwrap_or_default().join(", ");
+            return Err(SchemaError::violation(file, spec.name, Some(row), Some(c.name), format!("`{v}` is not one of: {allowed}")));
         }
     }
     Ok(())
@@ -201,6 +223,140 @@ pub fn check_unique(spec: &TableSpec, file: &Path, batch: &RecordBatch, column: 
                 format!("duplicate {column} {v} (first at row {first})"),
             ));
         }
+    }
+    Ok(())
+}
+
+/// Rejects the first repeated key of one or more columns of any type (ids given as integers or
+/// strings, composite keys), naming the repeated row, the first row and the value.
+pub fn check_unique_key(file: &Path, table: &str, batch: &RecordBatch, key: &[&str]) -> Result<()> {
+    use arrow::row::{RowConverter, SortField};
+    let cols: Vec<ArrayRef> = key
+        .iter()
+        .map(|c| batch.column_by_name(c).cloned().ok_or_else(|| SchemaError::violation(file, table, None, Some(c), "missing column")))
+        .collect::<Result<_>>()?;
+    let fields: Vec<SortField> = cols.iter().map(|c| SortField::new(c.data_type().clone())).collect();
+    let conv = RowConverter::new(fields).map_err(|e| SchemaError::arrow(format!("{}: keys of `{table}`", file.display()), e))?;
+    let rows = conv.convert_columns(&cols).map_err(|e| SchemaError::arrow(format!("{}: keys of `{table}`", file.display()), e))?;
+    let mut seen: std::collections::HashMap<arrow::row::Row<'_>, usize> = std::collections::HashMap::with_capacity(rows.num_rows());
+    for (i, r) in rows.iter().enumerate() {
+        if let Some(&first) = seen.get(&r) {
+            let shown: Vec<String> = cols.iter().map(|c| value_str(c.as_ref(), i)).collect();
+            let (col, what) = if key.len() == 1 {
+                (Some(key[0]), format!("duplicate {} {}", key[0], shown[0]))
+            } else {
+                (None, format!("duplicate ({}) = ({})", key.join(", "), shown.join(", ")))
+            };
+            return Err(SchemaError::violation(file, table, Some(i), col, format!("{what} (first at row {first})")));
+        }
+        seen.insert(r, i);
+    }
+    Ok(())
+}
+
+/// Rejects the first NaN or infinite value of a float column, or inside a list of floats
+/// (projections, embeddings).
+pub fn check_finite(file: &Path, table: &str, batch: &RecordBatch, column: &str) -> Result<()> {
+    let Some(col) = batch.column_by_name(column) else { return Ok(()) };
+    let as_f64 = |a: &dyn Array| -> Option<Vec<Option<f64>>> {
+        let c = arrow::compute::cast(&arrow::array::make_array(a.to_data()), &DataType::Float64).ok()?;
+        let c = c.as_primitive::<arrow::datatypes::Float64Type>();
+        Some((0..c.len()).map(|i| c.is_valid(i).then(|| c.value(i))).collect())
+    };
+    let bad = |v: f64| !v.is_finite();
+    match col.data_type() {
+        t if is_float(t) => {
+            if let Some(vals) = as_f64(col.as_ref())
+                && let Some(row) = vals.iter().position(|v| v.is_some_and(bad))
+            {
+                let v = vals[row].unwrap_or(f64::NAN);
+                return Err(SchemaError::violation(file, table, Some(row), Some(column), format!("{v} is not a finite number")));
+            }
+        }
+        DataType::FixedSizeList(_, w) => {
+            let l = col.as_fixed_size_list();
+            let w = (*w).max(1) as usize;
+            if let Some(vals) = as_f64(l.values().as_ref())
+                && let Some(k) = vals.iter().position(|v| v.is_some_and(bad))
+            {
+                return Err(SchemaError::violation(
+                    file,
+                    table,
+                    Some(k / w),
+                    Some(column),
+                    format!("element {} is {}, not a finite number", k % w, vals[k].unwrap_or(f64::NAN)),
+                ));
+            }
+        }
+        DataType::List(_) => {
+            let l = col.as_list::<i32>();
+            for row in 0..l.len() {
+                if l.is_valid(row)
+                    && let Some(vals) = as_f64(l.value(row).as_ref())
+                    && let Some(k) = vals.iter().position(|v| v.is_some_and(bad))
+                {
+                    return Err(SchemaError::violation(
+                        file,
+                        table,
+                        Some(row),
+                        Some(column),
+                        format!("element {k} is {}, not a finite number", vals[k].unwrap_or(f64::NAN)),
+                    ));
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Rejects a table without rows (where an empty input can only be a mistake).
+pub fn check_not_empty(file: &Path, table: &str, batch: &RecordBatch) -> Result<()> {
+    if batch.num_rows() == 0 {
+        return Err(SchemaError::violation(file, table, None, None, "the file has no rows"));
+    }
+    Ok(())
+}
+
+/// What a file tool asks of one input table, checked by [`check_input`] with the same code ingest
+/// uses: required columns without nulls, unique keys, finite numbers, and rows at all.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct InputRules<'a> {
+    /// Columns that must be present and hold no null.
+    pub required: &'a [&'a str],
+    /// Keys (one or more columns) that must be unique.
+    pub unique: &'a [&'a [&'a str]],
+    /// Float (or list-of-float) columns whose values must be finite.
+    pub finite: &'a [&'a str],
+    /// Whether a table without rows is an error.
+    pub non_empty: bool,
+}
+
+/// Checks a file tool's input table (`table` names it in messages: `bm25 corpus`, `pcst nodes`).
+pub fn check_input(file: &Path, table: &str, batch: &RecordBatch, rules: &InputRules<'_>) -> Result<()> {
+    if rules.non_empty {
+        check_not_empty(file, table, batch)?;
+    }
+    for &c in rules.required {
+        let Some(col) = batch.column_by_name(c) else {
+            let have: Vec<String> = batch.schema().fields().iter().map(|f| f.name().clone()).collect();
+            return Err(SchemaError::violation(
+                file,
+                table,
+                None,
+                Some(c),
+                format!("missing required column (the file has: {})", have.join(", ")),
+            ));
+        };
+        if let Some(row) = (0..col.len()).find(|&i| col.is_null(i)) {
+            return Err(SchemaError::violation(file, table, Some(row), Some(c), "missing value"));
+        }
+    }
+    for key in rules.unique {
+        check_unique_key(file, table, batch, key)?;
+    }
+    for &c in rules.finite {
+        check_finite(file, table, batch, c)?;
     }
     Ok(())
 }
@@ -394,6 +550,49 @@ mod tests {
         let v = violation(conform(&tables::NODES, &f, &bad).expect_err("negative id"));
         assert_eq!((v.row, v.column.as_deref()), (Some(1), Some("node_id")));
         assert!(v.to_string().starts_with("nodes.csv: table `nodes`, row 1, column `node_id`"), "{v}");
+    }
+
+    #[test]
+    fn input_rules_find_duplicates_of_any_type_non_finite_values_nulls_and_empty_tables() {
+        let f = PathBuf::from("corpus.parquet");
+        // String ids: the second "b" is a duplicate of row 1.
+        let b = batch(vec![("doc_id", s(&["a", "b", "c", "b"])), ("text", s(&["w", "x", "y", "z"]))]);
+        let v = violation(check_unique_key(&f, "bm25 corpus", &b, &["doc_id"]).expect_err("dup"));
+        assert_eq!((v.row, v.column.as_deref()), (Some(3), Some("doc_id")));
+        assert!(v.message.contains("duplicate doc_id b (first at row 1)"), "{}", v.message);
+        // A composite key: (0, 1) twice; (0, 2) is not a duplicate.
+        let k = batch(vec![("q", u(&[0, 0, 0])), ("n", u(&[1, 2, 1]))]);
+        assert_eq!(violation(check_unique_key(&f, "run", &k, &["q", "n"]).expect_err("dup pair")).row, Some(2));
+        assert!(check_unique_key(&f, "run", &k, &["q", "n"][..1]).is_err());
+        let distinct = batch(vec![("q", u(&[0, 1, 2]))]);
+        assert!(check_unique_key(&f, "run", &distinct, &["q"]).is_ok());
+        // NaN in a plain column and inf inside a fixed-size list.
+        let nan = batch(vec![("score", Arc::new(Float64Array::from(vec![1.0, f64::NAN])) as ArrayRef)]);
+        assert_eq!(violation(check_finite(&f, "run", &nan, "score").expect_err("nan")).row, Some(1));
+        let item = Arc::new(Field::new("item", DataType::Float32, true));
+        let vals = Arc::new(arrow::array::Float32Array::from(vec![0.0, 1.0, 2.0, f32::INFINITY]));
+        let fl: ArrayRef = Arc::new(arrow::array::FixedSizeListArray::try_new(item, 2, vals, None).expect("list"));
+        let v = violation(check_finite(&f, "projection", &batch(vec![("r", fl)]), "r").expect_err("inf"));
+        assert_eq!(v.row, Some(1));
+        assert!(v.message.contains("element 1 is inf"), "{}", v.message);
+        // Nulls in a required column, a missing column, an empty table.
+        let nulls = batch(vec![("method", Arc::new(StringArray::from(vec![Some("a"), None])) as ArrayRef)]);
+        let rules = InputRules { required: &["method"], non_empty: true, ..Default::default() };
+        assert_eq!(violation(check_input(&f, "run", &nulls, &rules).expect_err("null")).row, Some(1));
+        let none = batch(vec![("x", u(&[1]))]);
+        assert_eq!(violation(check_input(&f, "run", &none, &rules).expect_err("missing")).column.as_deref(), Some("method"));
+        let empty = batch(vec![("method", s(&[]))]);
+        assert!(violation(check_input(&f, "run", &empty, &rules).expect_err("empty")).message.contains("no rows"));
+    }
+
+    #[test]
+    fn a_value_outside_a_columns_set_is_located() {
+        let f = PathBuf::from("queries.csv");
+        let q = batch(vec![("query_id", u(&[0, 1])), ("text", s(&["a", "b"])), ("split", s(&["train", "training"]))]);
+        let v = violation(conform(&tables::QUERIES, &f, &q).expect_err("training"));
+        assert_eq!((v.row, v.column.as_deref()), (Some(1), Some("split")));
+        assert!(v.message.contains("`training` is not one of: train, val, test"), "{}", v.message);
+        assert!(tables::QUERIES.describe().contains("train | val | test"));
     }
 
     #[test]

@@ -79,6 +79,18 @@ pub trait Stage: Send + Sync {
     fn check_config(&self, config: &serde_json::Value) -> Result<()>;
     /// Runs the stage.
     fn run(&self, ctx: &mut StageContext<'_>) -> Result<()>;
+    /// The sentence model this configuration needs, if any (checked for every applicable stage
+    /// before the first stage runs).
+    fn model_need(&self, config: &serde_json::Value) -> Option<ModelNeed>;
+}
+
+/// A stage configuration that needs the MiniLM weights: where it looks for them, and the option
+/// that does without them (named together for every stage when the model is missing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelNeed {
+    pub model_dir: Option<String>,
+    /// `--set <stage>.<option>=<value>` that switches the model off.
+    pub instead: String,
 }
 
 /// Every stage, in a valid execution order.
@@ -137,10 +149,59 @@ pub trait StageSpec: Send + Sync {
     }
     /// Does the stage's work with its parsed config.
     fn execute(&self, ctx: &mut StageContext<'_>, config: Self::Config) -> Result<()>;
+    /// The sentence model `config` needs (default: none).
+    fn model(_config: &Self::Config) -> Option<ModelNeed> {
+        None
+    }
+}
+
+/// Option names that hold a width (embedding, hashing or hidden units): at most `MAX_DIM`.
+const WIDTH_OPTIONS: &[&str] = &["dim", "dims", "hash_dim", "hidden", "planner_hidden", "head_hidden", "text_hidden"];
+
+/// The net under every stage's own checks: no integer option (seeds excepted) above `MAX_TOP_K`,
+/// no width above `MAX_DIM`, so that a typo such as `--set bm25.top_k=1000000000000` is refused
+/// with the limit before any stage runs, never an allocation that aborts the process.
+pub fn check_sizes(v: &serde_json::Value, path: &str) -> std::result::Result<(), String> {
+    use tgrag_schemas::limits::{MAX_DIM, MAX_TOP_K};
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                if k == "seed" || k == "seeds" {
+                    continue;
+                }
+                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                if WIDTH_OPTIONS.contains(&k.as_str())
+                    && let Some(n) = x.as_u64()
+                    && n > MAX_DIM as u64
+                {
+                    return Err(format!("{p} must be at most {MAX_DIM}, got {n}"));
+                }
+                check_sizes(x, &p)?;
+            }
+        }
+        serde_json::Value::Array(a) => {
+            if a.len() > MAX_TOP_K {
+                return Err(format!("{path}: at most {MAX_TOP_K} values"));
+            }
+            for x in a {
+                check_sizes(x, path)?;
+            }
+        }
+        serde_json::Value::Number(n) => {
+            if let Some(u) = n.as_u64()
+                && u > MAX_TOP_K as u64
+            {
+                return Err(format!("{path} must be at most {MAX_TOP_K}, got {u}"));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 fn parse<T: StageSpec>(v: &serde_json::Value) -> Result<T::Config> {
     let config_error = |message: String| StageError::Config { stage: T::INFO.name.into(), message };
+    check_sizes(v, "").map_err(config_error)?;
     let c: T::Config = serde_json::from_value(v.clone()).map_err(|e| config_error(e.to_string()))?;
     T::validate(&c).map_err(config_error)?;
     Ok(c)
@@ -159,5 +220,72 @@ impl<T: StageSpec> Stage for T {
     fn run(&self, ctx: &mut StageContext<'_>) -> Result<()> {
         let config = parse::<T>(ctx.config)?;
         self.execute(ctx, config)
+    }
+    fn model_need(&self, config: &serde_json::Value) -> Option<ModelNeed> {
+        parse::<T>(config).ok().and_then(|c| T::model(&c))
+    }
+}
+
+/// Checks, before any stage runs, that the sentence model is there for every stage in `stages`
+/// whose configuration needs it; when it is not, one error names every option that does without.
+pub fn check_models(stages: &[(&dyn Stage, &serde_json::Value)]) -> Result<()> {
+    let mut missing: std::collections::BTreeMap<Option<String>, (StageError, Vec<String>)> = std::collections::BTreeMap::new();
+    for (s, cfg) in stages {
+        let Some(need) = s.model_need(cfg) else { continue };
+        if let Some(entry) = missing.get_mut(&need.model_dir) {
+            entry.1.push(need.instead);
+            continue;
+        }
+        if let Err(e) = shared::encoders::checked_minilm_dir(need.model_dir.as_deref(), "") {
+            missing.insert(need.model_dir.clone(), (e, vec![need.instead]));
+        }
+    }
+    match missing.into_iter().next() {
+        None => Ok(()),
+        Some((dir, (e, options))) => {
+            let sets: Vec<String> = options.iter().map(|o| format!("--set {o}")).collect();
+            let at = dir.map_or_else(|| tgrag_models::minilm::default_dir(std::path::Path::new(".")).display().to_string(), |d| d);
+            let why = match e {
+                StageError::ModelFile(m) if m.contains("sha256") => m,
+                _ => format!("no MiniLM model in {at}"),
+            };
+            Err(StageError::ModelFile(format!(
+                "{why}; needed by {} stage(s). Run `make models` or `tgrag fetch minilm`, or do without it: {}",
+                options.len(),
+                sets.join(" ")
+            )))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_beyond_the_limits_are_refused_before_a_stage_runs_and_defaults_pass() {
+        for s in all() {
+            assert!(s.check_config(&s.default_config()).is_ok(), "{}: default config", s.info().name);
+        }
+        let bm25 = all().into_iter().find(|s| s.info().name == "bm25").expect("bm25");
+        let mut c = bm25.default_config();
+        c["top_k"] = serde_json::json!(1_000_000_000_000u64);
+        let e = bm25.check_config(&c).expect_err("huge top_k").to_string();
+        assert!(e.contains("top_k must be at most 10000000, got 1000000000000"), "{e}");
+        let dense = all().into_iter().find(|s| s.info().name == "dense").expect("dense");
+        let mut c = dense.default_config();
+        c["dim"] = serde_json::json!(10_000_000);
+        assert!(dense.check_config(&c).expect_err("wide").to_string().contains("dim must be at most 65536"));
+        // Seeds may be any u64.
+        let mor = all().into_iter().find(|s| s.info().name == "mor").expect("mor");
+        let mut c = mor.default_config();
+        c["seed"] = serde_json::json!(u64::MAX);
+        assert!(mor.check_config(&c).is_ok());
+        // Nested options are checked too.
+        assert!(
+            check_sizes(&serde_json::json!({"traversal": {"candidates": 1u64 << 40}}), "")
+                .expect_err("nested")
+                .contains("traversal.candidates")
+        );
     }
 }

@@ -81,7 +81,7 @@ pub fn read_gretriever_tsv(path: &Path) -> Result<Vec<Row>> {
     let (a1, a2, l, g) = (csv.col("arg1")?, csv.col("arg2")?, csv.col("label")?, csv.col("graph")?);
     let mut rows = Vec::with_capacity(csv.rows.len());
     for (i, r) in csv.rows.iter().enumerate() {
-        check_label(&r[l], path, &format!("row {}", i + 1))?;
+        check_label(&r[l], path, &format!("row {i}"))?;
         rows.push(Row { belief: r[a1].clone(), argument: r[a2].clone(), label: Some(r[l].clone()), graph: Some(r[g].clone()) });
     }
     Ok(rows)
@@ -140,8 +140,7 @@ pub fn load(dir: &Path, seed: u64) -> Result<(Vec<GraphQaItem>, PathBuf)> {
             Some(s) => s,
             None => super::random_splits(rows.len(), seed),
         };
-        let items =
-            rows.iter().zip(splits).enumerate().map(|(i, (r, s))| item(r, s, &path, &format!("row {}", i + 1))).collect::<Result<_>>()?;
+        let items = rows.iter().zip(splits).enumerate().map(|(i, (r, s))| item(r, s, &path, &format!("row {i}"))).collect::<Result<_>>()?;
         return Ok((items, path));
     }
     let train = dir.join("train.tsv");

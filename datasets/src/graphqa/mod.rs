@@ -145,7 +145,7 @@ pub fn read_gretriever_graph(dir: &Path, i: usize) -> Result<TextGraph> {
         if id as usize != r {
             return Err(DatasetError::malformed(
                 &np,
-                format!("row {}, column node_id", r + 1),
+                format!("row {r}, column node_id"),
                 format!("node id {id} where {r} was expected (ids are 0..n in order)"),
             ));
         }
@@ -163,7 +163,7 @@ pub fn read_gretriever_graph(dir: &Path, i: usize) -> Result<TextGraph> {
             if v as usize >= g.nodes.len() {
                 return Err(DatasetError::malformed(
                     &ep,
-                    format!("row {}, column {c}", r + 1),
+                    format!("row {r}, column {c}"),
                     format!("node {v} is not in {} ({} nodes)", np.display(), g.nodes.len()),
                 ));
             }

@@ -128,11 +128,11 @@ fn gretriever_graph_files_round_trip_and_hand_written() -> TestResult {
     write(tmp.path(), "nodes/2.csv", b"node_id,node_attr\n0,cat\n1,dog\n")?;
     let e = write(tmp.path(), "edges/2.csv", b"src,edge_attr,dst\n0,chases,1\n1,sees,5\n")?;
     let (path, at, _) = malformed_at(read_gretriever_graph(tmp.path(), 2).err().ok_or("accepted a dangling edge")?)?;
-    assert_eq!((path, at.as_str()), (e, "row 2, column dst"));
+    assert_eq!((path, at.as_str()), (e, "row 1, column dst"));
     let n = write(tmp.path(), "nodes/3.csv", b"node_id,node_attr\n0,cat\nx,dog\n")?;
     write(tmp.path(), "edges/3.csv", b"\n")?;
     let (path, at, _) = malformed_at(read_gretriever_graph(tmp.path(), 3).err().ok_or("accepted a bad id")?)?;
-    assert_eq!((path, at.as_str()), (n, "row 2, column node_id"));
+    assert_eq!((path, at.as_str()), (n, "row 1, column node_id"));
     Ok(())
 }
 

@@ -51,7 +51,7 @@ impl Qa {
         let cs = if human { Some(col("answer_ids_source")?) } else { None };
         let mut rows = Vec::with_capacity(records.len() - 1);
         for (r, rec) in records.iter().enumerate().skip(1) {
-            let at = |c: &str| format!("row {r}, column {c}");
+            let at = |c: &str| format!("row {}, column {c}", r - 1);
             let field = |c: usize, name: &str| rec.get(c).ok_or_else(|| DatasetError::malformed(&path, at(name), "missing value"));
             let id = field(ci, "id")?
                 .trim()

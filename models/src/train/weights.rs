@@ -22,8 +22,13 @@ pub(crate) fn save_layers(path: &std::path::Path, layers: &[(&str, &Dense)]) -> 
         .map_err(|e| ModelError::Internal(format!("safetensors view: {e}")))?;
     let bytes = safetensors::tensor::serialize(views, None).map_err(|e| ModelError::Internal(format!("safetensors: {e}")))?;
     let tmp = path.with_extension("safetensors.tmp");
-    std::fs::write(&tmp, bytes).map_err(|source| ModelError::Io { path: tmp.clone(), source })?;
-    std::fs::rename(&tmp, path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })
+    let res = std::fs::write(&tmp, bytes)
+        .map_err(|source| ModelError::Io { path: tmp.clone(), source })
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source }));
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res
 }
 
 /// Reads layers written by [`save_layers`] strictly: every `(name, in, out)` with exact shapes, and

@@ -46,11 +46,11 @@ pub struct Bm25Args {
     #[arg(long)]
     pub queries: PathBuf,
     /// Results per query.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, allow_negative_numbers = true, value_parser = crate::commands::num::top_k)]
     pub k: usize,
-    #[arg(long, default_value_t = 1.5)]
+    #[arg(long, default_value_t = 1.5, allow_negative_numbers = true, value_parser = crate::commands::num::non_negative)]
     pub k1: f32,
-    #[arg(long, default_value_t = 0.75)]
+    #[arg(long, default_value_t = 0.75, allow_negative_numbers = true, value_parser = crate::commands::num::unit)]
     pub b: f32,
     /// Which idf and term weight.
     #[arg(long, value_enum, default_value_t = VariantArg::Lucene)]
@@ -115,10 +115,31 @@ pub fn run(a: Bm25Args, quiet: bool) -> Result<()> {
     }
     let corpus = tgrag_schemas::io::read_parquet(&a.corpus)?;
     let queries = tgrag_schemas::io::read_parquet(&a.queries)?;
+    // The checks ingest runs: ids present, unique and never null; a corpus with documents.
+    use tgrag_schemas::validate::{InputRules, check_input};
+    check_input(
+        &a.corpus,
+        "bm25 corpus",
+        &corpus,
+        &InputRules { required: &["doc_id"], unique: &[&["doc_id"]], non_empty: true, ..Default::default() },
+    )?;
+    check_input(
+        &a.queries,
+        "bm25 queries",
+        &queries,
+        &InputRules { required: &["query_id"], unique: &[&["query_id"]], ..Default::default() },
+    )?;
     let doc_ids = column(&corpus, &a.corpus, "doc_id")?.clone();
     let query_ids = column(&queries, &a.queries, "query_id")?.clone();
     check_ids(&doc_ids, &a.corpus, "doc_id")?;
     check_ids(&query_ids, &a.queries, "query_id")?;
+    if queries.num_rows() == 0 {
+        eprintln!("warning: {}: no queries; the output has no rows", a.queries.display());
+    }
+    let k = a.k.min(corpus.num_rows());
+    if k < a.k {
+        eprintln!("note: --k {} is more than the {} documents of {}: every document is ranked", a.k, k, a.corpus.display());
+    }
     // Reading the columns is I/O, not tokenisation: it stays outside the timings.
     let docs = lexical(&corpus, &a.corpus)?;
     let qs = lexical(&queries, &a.queries)?;
@@ -133,8 +154,8 @@ pub fn run(a: Bm25Args, quiet: bool) -> Result<()> {
     let bar = Progress { quiet }.bar(qs.len() as u64, "bm25 search");
     let search = |i: usize| {
         let h = match &qs {
-            Lexical::Tokens(t) => index.search(&t[i], a.k, None),
-            Lexical::Texts(t) => index.search_text(&t[i], kind, a.k, None),
+            Lexical::Tokens(t) => index.search(&t[i], k, None),
+            Lexical::Texts(t) => index.search_text(&t[i], kind, k, None),
         };
         bar.inc(1);
         h

@@ -22,7 +22,7 @@ pub struct DiffusionArgs {
     #[arg(long)]
     pub projection: PathBuf,
     /// α_1,…,α_K (K = number of diffusion steps).
-    #[arg(long, default_value = "1,1,1")]
+    #[arg(long, default_value = "1,1,1", allow_hyphen_values = true)]
     pub alpha: String,
     /// Treat edges as arcs src → dst (default: undirected).
     #[arg(long)]
@@ -49,7 +49,7 @@ pub(crate) fn u32_column(b: &RecordBatch, path: &Path, name: &str) -> Result<Vec
     if cast.null_count() > 0
         && let Some(row) = (0..cast.len()).find(|&i| cast.is_null(i))
     {
-        bail!("{}: row {}, column `{name}`: missing or not a non-negative 32-bit id", path.display(), row + 1);
+        bail!("{}: row {row}, column `{name}`: missing or not a non-negative 32-bit id", path.display());
     }
     Ok(cast.as_primitive::<UInt32Type>().values().to_vec())
 }
@@ -100,15 +100,16 @@ pub fn run(a: DiffusionArgs) -> Result<()> {
     }
     let t_read = Instant::now();
     let proj = tgrag_schemas::io::read_parquet(&a.projection)?;
+    tgrag_schemas::validate::check_not_empty(&a.projection, "diffusion projection", &proj)?;
     let nodes = u32_column(&proj, &a.projection, "node")?;
     let n = nodes.len();
     let mut slot = vec![usize::MAX; n];
     for (row, &node) in nodes.iter().enumerate() {
-        let s = slot.get_mut(node as usize).with_context(|| {
-            format!("{}: row {}, column `node`: {node} is not in 0..{n} (one row per node)", a.projection.display(), row + 1)
-        })?;
+        let s = slot
+            .get_mut(node as usize)
+            .with_context(|| format!("{}: row {row}, column `node`: {node} is not in 0..{n} (one row per node)", a.projection.display()))?;
         if *s != usize::MAX {
-            bail!("{}: row {}, column `node`: node {node} appears twice", a.projection.display(), row + 1);
+            bail!("{}: row {row}, column `node`: node {node} appears twice (first at row {})", a.projection.display(), *s);
         }
         *s = row;
     }
@@ -133,8 +134,14 @@ pub fn run(a: DiffusionArgs) -> Result<()> {
         if col.null_count() > 0
             && let Some(row) = (0..col.len()).find(|&i| col.is_null(i))
         {
-            bail!("{}: row {}, column `{name}`: missing value", a.projection.display(), row + 1);
+            bail!("{}: row {row}, column `{name}`: missing value", a.projection.display());
         }
+        tgrag_schemas::validate::check_finite(
+            &a.projection,
+            "diffusion projection",
+            &arrow::record_batch::RecordBatch::try_from_iter([(name.as_str(), col.clone())])?,
+            name,
+        )?;
         let v = col.as_primitive::<Float64Type>().values();
         for (node, &row) in slot.iter().enumerate() {
             r[node * d + c] = v[row];

@@ -12,7 +12,7 @@ use tgrag_models::DeviceChoice;
 use tgrag_models::minilm::{self, EncodeOptions, MiniLm};
 use tgrag_stages::Progress;
 
-use crate::commands::{DeviceArg, check_ids, column, texts};
+use crate::commands::{DeviceArg, ids_and_texts};
 
 /// `--engine`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -48,7 +48,7 @@ pub struct EmbedArgs {
     #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
     pub device: DeviceArg,
     /// Sentences per forward pass (after sorting by length).
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, allow_negative_numbers = true, value_parser = crate::commands::num::count)]
     pub batch_size: usize,
     /// `fused` (the CPU engine: packed sequences, fused passes, AVX-512 gemm; `--device cpu` only)
     /// or `burn` (the burn model on the chosen device). Default: fused on cpu, burn on gpu.
@@ -84,9 +84,7 @@ pub fn run(a: EmbedArgs, quiet: bool) -> Result<()> {
         bail!("{}: no model.safetensors (run `make models` or `tgrag fetch minilm`)", dir.display());
     }
     let input = tgrag_schemas::io::read_parquet(&a.input)?;
-    let ids = column(&input, &a.input, "id")?.clone();
-    check_ids(&ids, &a.input, "id")?;
-    let texts = texts(&input, &a.input, "text")?;
+    let (ids, texts) = ids_and_texts(&input, &a.input, "embed input", "id")?;
     let t0 = Instant::now();
     let model = if fused { MiniLm::load_fused(&dir, products)? } else { MiniLm::load(&dir, &device.device())? };
     let t_load = t0.elapsed().as_secs_f64();

@@ -30,7 +30,7 @@ pub struct EvaluateArgs {
     #[arg(long)]
     pub answers: PathBuf,
     /// Candidates are the ids 0..N−1; run rows outside them are ignored, as STaRK does.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = crate::commands::num::candidates)]
     pub num_candidates: u32,
     /// How unretrieved candidates score.
     #[arg(long, value_enum, default_value_t = ModeArg::Stark)]
@@ -50,7 +50,7 @@ fn column(b: &RecordBatch, path: &Path, name: &str, to: &DataType) -> Result<Arr
     if cast.null_count() > 0
         && let Some(row) = (0..cast.len()).find(|&i| cast.is_null(i))
     {
-        bail!("{}: row {}, column `{name}`: missing value, or not a {to} (negative or too large)", path.display(), row + 1);
+        bail!("{}: row {row}, column `{name}`: missing value, or not a {to} (negative or too large)", path.display());
     }
     Ok(cast)
 }
@@ -65,12 +65,25 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
     }
     let run = tgrag_schemas::io::read_parquet(&a.run)?;
     let answers = tgrag_schemas::io::read_parquet(&a.answers)?;
+    // Shared checks: answers must exist; a `method` column, when given, names every row's method.
+    use tgrag_schemas::validate::{InputRules, check_input};
+    check_input(
+        &a.answers,
+        "evaluate answers",
+        &answers,
+        &InputRules { required: &["query_id", "node_id"], non_empty: true, ..Default::default() },
+    )?;
+    let method_req: &[&str] = if run.column_by_name("method").is_some() { &["method"] } else { &[] };
+    check_input(&a.run, "evaluate run", &run, &InputRules { required: method_req, finite: &["score"], ..Default::default() })?;
+    if run.num_rows() == 0 {
+        eprintln!("warning: {}: the run has no rows; every query with answers scores 0", a.run.display());
+    }
     let rq = column(&run, &a.run, "query_id", &DataType::UInt32)?;
     let rn = column(&run, &a.run, "node_id", &DataType::UInt32)?;
     let rs = column(&run, &a.run, "score", &DataType::Float32)?;
     let (rq, rn, rs) = (rq.as_primitive::<UInt32Type>(), rn.as_primitive::<UInt32Type>(), rs.as_primitive::<Float32Type>());
     if let Some(row) = (0..rs.len()).find(|&i| !rs.value(i).is_finite()) {
-        bail!("{}: row {}, column `score`: {} is not a finite score", a.run.display(), row + 1, rs.value(row));
+        bail!("{}: row {row}, column `score`: {} is not a finite score", a.run.display(), rs.value(row));
     }
     let methods: Option<&StringArray> = match run.column_by_name("method") {
         Some(c) => Some(
@@ -90,7 +103,7 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
     #[allow(clippy::type_complexity)]
     let mut by_method: BTreeMap<Option<&str>, BTreeMap<u32, Vec<(u32, f32)>>> = BTreeMap::new();
     for i in 0..rq.len() {
-        let m = methods.map(|m| if m.is_null(i) { "" } else { m.value(i) });
+        let m = methods.map(|m| m.value(i));
         by_method.entry(m).or_default().entry(rq.value(i)).or_default().push((rn.value(i), rs.value(i)));
     }
     if by_method.is_empty() {

@@ -27,13 +27,13 @@ pub struct GraphwaveArgs {
     #[arg(long)]
     pub edges: PathBuf,
     /// Heat scales s.
-    #[arg(long, default_value = "0.5,1,3")]
+    #[arg(long, default_value = "0.5,1,3", allow_hyphen_values = true)]
     pub scales: String,
     /// Sample points T of t in [0, 100].
-    #[arg(long, default_value_t = 25)]
+    #[arg(long, default_value_t = 25, allow_negative_numbers = true, value_parser = crate::commands::num::points)]
     pub points: usize,
     /// Number of nodes (default: largest id in the edges + 1).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = crate::commands::num::nodes)]
     pub num_nodes: Option<usize>,
     /// How the heat kernel is computed.
     #[arg(long, value_enum, default_value_t = ModeArg::Auto)]
@@ -53,17 +53,34 @@ pub fn run(a: GraphwaveArgs) -> Result<()> {
         Some(n) => n,
         None => max_id,
     };
+    if n == 0 {
+        bail!("{}: no edges and no --num-nodes: there is no graph to embed", a.edges.display());
+    }
+    // Sizes are checked against the memory before anything is allocated: a node id of 2·10⁹ or
+    // --num-nodes 10⁹ is refused here with the bytes it would take.
+    let width = scales.len() * 2 * a.points;
+    let how =
+        if a.num_nodes.is_some() { format!("--num-nodes {n}") } else { format!("largest node id {} in {}", n - 1, a.edges.display()) };
+    tgrag_schemas::limits::check_alloc(&format!("graphwave output ({how} × {width} columns)"), n as u128 * width as u128, 8)
+        .map_err(anyhow::Error::msg)?;
     let mode = match a.mode {
         ModeArg::Exact => Mode::Exact,
         ModeArg::Chebyshev => graphwave::DEFAULT_CHEBYSHEV,
         ModeArg::Auto if n <= 2000 => Mode::Exact,
         ModeArg::Auto => graphwave::DEFAULT_CHEBYSHEV,
     };
+    if mode == Mode::Exact {
+        tgrag_schemas::limits::check_alloc(
+            &format!("--mode exact on {n} nodes (dense n × n eigendecomposition; use --mode chebyshev)"),
+            4 * (n as u128).pow(2),
+            8,
+        )
+        .map_err(anyhow::Error::msg)?;
+    }
     let adj = Adjacency::from_edges(n, &src, &dst, false).with_context(|| format!("{}", a.edges.display()))?;
     let ts = graphwave::sample_points(a.points, 100.0);
     let t0 = Instant::now();
     let emb = graphwave::embed(&adj, &scales, &ts, mode)?;
-    let width = scales.len() * 2 * a.points;
     write_matrix(&a.out, "node", "f", 3, n, width, ArrayValues::F64(&emb))?;
     eprintln!(
         "graphwave: N = {n}, {} scales × {} points ({:?}) in {:.3}s → {}",

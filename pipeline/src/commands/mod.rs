@@ -3,13 +3,16 @@
 //! the file tools' input columns.
 
 pub mod bm25;
+pub mod compare;
 pub mod diffusion;
 pub mod embed;
 pub mod evaluate;
 pub mod fetch;
 pub mod graphwave;
+pub mod nightly;
 pub mod pcst;
 pub mod plan;
+pub mod report;
 pub mod run;
 pub mod schema;
 pub mod sql;
@@ -86,7 +89,7 @@ pub struct DatasetArgs {
     #[arg(long, value_enum, default_value_t = SizeArg::Small)]
     pub size: SizeArg,
     /// Seed of the synthetic dataset.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = 42, allow_negative_numbers = true, value_parser = crate::commands::num::seed)]
     pub seed: u64,
     /// Override a stage option: `--set bm25.k1=1.2` (the value is JSON, or a plain string).
     #[arg(long = "set", value_name = "STAGE.KEY=VALUE")]
@@ -142,6 +145,20 @@ pub(crate) fn texts(b: &RecordBatch, path: &Path, name: &str) -> Result<Vec<Stri
         .collect()
 }
 
+/// The `id` and `text` columns of a file tool's input (`embed`, `plan`): the checks ingest runs
+/// (both present, no nulls, unique ids), and a warning, not an error, when there are no rows (an
+/// empty output is then the right answer).
+pub(crate) fn ids_and_texts(b: &RecordBatch, path: &Path, table: &str, id: &str) -> Result<(ArrayRef, Vec<String>)> {
+    use tgrag_schemas::validate::{InputRules, check_input};
+    check_input(path, table, b, &InputRules { required: &[id, "text"], unique: &[&[id]], ..Default::default() })?;
+    let ids = column(b, path, id)?.clone();
+    check_ids(&ids, path, id)?;
+    if b.num_rows() == 0 {
+        eprintln!("warning: {}: no rows; the output has no rows", path.display());
+    }
+    Ok((ids, texts(b, path, "text")?))
+}
+
 /// An id column: integers or strings, no nulls.
 pub(crate) fn check_ids(c: &ArrayRef, path: &Path, name: &str) -> Result<()> {
     if !(c.data_type().is_integer() || matches!(c.data_type(), DataType::Utf8 | DataType::LargeUtf8)) {
@@ -151,4 +168,89 @@ pub(crate) fn check_ids(c: &ArrayRef, path: &Path, name: &str) -> Result<()> {
         bail!("{}: row {i}, column {name}: null id", path.display());
     }
     Ok(())
+}
+
+/// Value parsers of numeric flags. Each flag takes negative numbers as values
+/// (`allow_negative_numbers`), so `--k -1` gets a range error rather than clap's "unexpected
+/// argument '-1'"; the ranges are those of `tgrag_schemas::limits`.
+pub(crate) mod num {
+    use tgrag_schemas::limits::{MAX_COUNT, MAX_DIM, MAX_NODES, MAX_POINTS, MAX_TOP_K};
+
+    fn int_in(s: &str, min: i128, max: i128) -> Result<i128, String> {
+        let v: i128 = s.trim().parse().map_err(|_| format!("`{s}` is not a whole number"))?;
+        if v < min || v > max {
+            return Err(format!("must be within [{min}, {max}], got {v}"));
+        }
+        Ok(v)
+    }
+
+    fn float_in(s: &str, min: f64, max: f64) -> Result<f64, String> {
+        let v: f64 = s.trim().parse().map_err(|_| format!("`{s}` is not a number"))?;
+        if !v.is_finite() || v < min || v > max {
+            return Err(format!("must be a finite number within [{min}, {max}], got {s}"));
+        }
+        Ok(v)
+    }
+
+    /// Results per query: 1 ..= `MAX_TOP_K`.
+    pub fn top_k(s: &str) -> Result<usize, String> {
+        int_in(s, 1, MAX_TOP_K as i128).map(|v| v as usize)
+    }
+    /// A count of at least 1 (epochs, batch size, clusters).
+    pub fn count(s: &str) -> Result<usize, String> {
+        int_in(s, 1, MAX_COUNT as i128).map(|v| v as usize)
+    }
+    /// A count that may be 0 (tuned layers, extra epochs).
+    pub fn count0(s: &str) -> Result<usize, String> {
+        int_in(s, 0, MAX_COUNT as i128).map(|v| v as usize)
+    }
+    /// A width (hashing features, hidden units): 1 ..= `MAX_DIM`.
+    pub fn dim(s: &str) -> Result<usize, String> {
+        int_in(s, 1, MAX_DIM as i128).map(|v| v as usize)
+    }
+    /// Sample points: 1 ..= `MAX_POINTS`.
+    pub fn points(s: &str) -> Result<usize, String> {
+        int_in(s, 1, MAX_POINTS as i128).map(|v| v as usize)
+    }
+    /// A node count: 1 ..= 2³² − 1.
+    pub fn nodes(s: &str) -> Result<usize, String> {
+        int_in(s, 1, MAX_NODES as i128).map(|v| v as usize)
+    }
+    /// A candidate count (ids are u32).
+    pub fn candidates(s: &str) -> Result<u32, String> {
+        int_in(s, 1, i128::from(u32::MAX)).map(|v| v as u32)
+    }
+    /// A seed: 0 ..= 2⁶⁴ − 1.
+    pub fn seed(s: &str) -> Result<u64, String> {
+        int_in(s, 0, i128::from(u64::MAX)).map(|v| v as u64)
+    }
+    /// A finite non-negative weight (BM25's k1, a loss weight).
+    pub fn non_negative(s: &str) -> Result<f32, String> {
+        float_in(s, 0.0, 1e6).map(|v| v as f32)
+    }
+    /// A finite number in [0, 1] (BM25's b).
+    pub fn unit(s: &str) -> Result<f32, String> {
+        float_in(s, 0.0, 1.0).map(|v| v as f32)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn negative_huge_and_garbage_values_get_range_errors() {
+            assert_eq!(top_k("20"), Ok(20));
+            assert_eq!(top_k("-1"), Err("must be within [1, 10000000], got -1".to_string()));
+            assert!(top_k("1000000000000000").expect_err("huge").contains("got 1000000000000000"));
+            assert!(top_k("x").expect_err("text").contains("not a whole number"));
+            assert_eq!(count0("0"), Ok(0));
+            assert!(count("0").is_err());
+            assert_eq!(seed("18446744073709551615"), Ok(u64::MAX));
+            assert!(seed("-3").is_err());
+            assert!(non_negative("inf").is_err() && non_negative("nan").is_err() && non_negative("-0.5").is_err());
+            assert_eq!(unit("0.75"), Ok(0.75));
+            assert!(unit("1.5").is_err());
+            assert!(points("1000000000").is_err());
+        }
+    }
 }

@@ -42,7 +42,7 @@ pub struct PcstArgs {
     #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
     pub root: i64,
     /// Trees in the forest (unrooted only; 1 with a root).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = crate::commands::num::count)]
     pub clusters: usize,
     #[arg(long, value_enum, default_value_t = PruningArg::Gw)]
     pub pruning: PruningArg,
@@ -107,6 +107,29 @@ pub fn run(a: PcstArgs) -> Result<()> {
     }
     let nb = tgrag_schemas::io::read_parquet(&a.nodes)?;
     let eb = tgrag_schemas::io::read_parquet(&a.edges)?;
+    use tgrag_schemas::validate::{InputRules, check_input};
+    check_input(
+        &a.nodes,
+        "pcst nodes",
+        &nb,
+        &InputRules {
+            required: &["instance_id", "node", "prize"],
+            unique: &[&["instance_id", "node"]],
+            finite: &["prize"],
+            non_empty: true,
+        },
+    )?;
+    check_input(
+        &a.edges,
+        "pcst edges",
+        &eb,
+        &InputRules {
+            required: &["instance_id", "edge_index", "src", "dst", "cost"],
+            unique: &[&["instance_id", "edge_index"]],
+            finite: &["cost"],
+            non_empty: false,
+        },
+    )?;
     let (ni, nn, np) = (ints(&nb, &a.nodes, "instance_id")?, ints(&nb, &a.nodes, "node")?, floats(&nb, &a.nodes, "prize")?);
     let (ei, ex, es, ed, ec) = (
         ints(&eb, &a.edges, "instance_id")?,
@@ -117,18 +140,20 @@ pub fn run(a: PcstArgs) -> Result<()> {
     );
     let mut inst: BTreeMap<i64, Instance> = BTreeMap::new();
     for r in 0..ni.len() {
+        // Nodes are 0..n−1 per instance, so no id reaches the file's row count: a larger one is a
+        // mistake, refused before any per-instance vector is sized by it.
         let v = usize::try_from(nn[r])
             .ok()
-            .filter(|&v| v < u32::MAX as usize)
-            .with_context(|| format!("{}: row {r}, column `node`: {} is not a node id", a.nodes.display(), nn[r]))?;
+            .filter(|&v| v < nn.len())
+            .with_context(|| format!("{}: row {r}, column `node`: {} is not a node id (0..n−1 per instance)", a.nodes.display(), nn[r]))?;
         if slot(&mut inst.entry(ni[r]).or_default().prizes, v).replace(np[r]).is_some() {
             bail!("{}: row {r}, column `node`: node {v} of instance {} appears twice", a.nodes.display(), ni[r]);
         }
     }
     for r in 0..ei.len() {
-        let e = usize::try_from(ex[r])
-            .ok()
-            .with_context(|| format!("{}: row {r}, column `edge_index`: {} is not an index", a.edges.display(), ex[r]))?;
+        let e = usize::try_from(ex[r]).ok().filter(|&e| e < ex.len()).with_context(|| {
+            format!("{}: row {r}, column `edge_index`: {} is not an edge index (0..m−1 per instance)", a.edges.display(), ex[r])
+        })?;
         let end = |x: i64, col: &str| {
             u32::try_from(x).with_context(|| format!("{}: row {r}, column `{col}`: {x} is not a node id", a.edges.display()))
         };

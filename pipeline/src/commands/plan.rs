@@ -10,7 +10,7 @@ use tgrag_models::DeviceChoice;
 use tgrag_stages::Progress;
 use tgrag_stages::kb::mor_planner::PlanModel;
 
-use crate::commands::{DeviceArg, check_ids, column, texts};
+use crate::commands::{DeviceArg, ids_and_texts};
 
 /// `tgrag plan` arguments.
 #[derive(Debug, clap::Args)]
@@ -35,9 +35,7 @@ pub fn run(a: PlanArgs, quiet: bool) -> Result<()> {
         bail!("{}: no model.json (train one with `tgrag train-planner`)", a.model.display());
     }
     let input = tgrag_schemas::io::read_parquet(&a.queries)?;
-    let ids = column(&input, &a.queries, "query_id")?.clone();
-    check_ids(&ids, &a.queries, "query_id")?;
-    let texts = texts(&input, &a.queries, "text")?;
+    let (ids, texts) = ids_and_texts(&input, &a.queries, "plan queries", "query_id")?;
     let model = PlanModel::load(&a.model, dev)?;
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let t0 = Instant::now();

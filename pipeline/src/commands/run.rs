@@ -35,7 +35,12 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: RunArgs) -> Result<()> {
     let all = tgrag_stages::all();
     let dataset = a.dataset.resolve()?;
     let configs = stage_configs(&all, &a.dataset.set)?;
-    runner::select(&all, a.stages.as_deref())?;
+    let selected = runner::select(&all, a.stages.as_deref())?;
+    // The sentence model, for every stage that will apply and needs it, before any work.
+    let applies = runner::predicted_applicable(&selected, dataset.provides().as_deref());
+    let with_cfg: Vec<(&dyn tgrag_stages::Stage, &serde_json::Value)> =
+        applies.iter().filter_map(|s| configs.get(s.info().name).map(|c| (*s, c))).collect();
+    tgrag_stages::check_models(&with_cfg)?;
     // One writer per dataset folder for the run's whole life.
     let _lock = crate::lock::FolderLock::acquire(&outputs.join(&dataset.name), wait)?;
     let opts =

@@ -49,18 +49,18 @@ pub struct TrainPlannerArgs {
     #[arg(long)]
     pub model_dir: Option<String>,
     /// Planner epochs.
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = 30, allow_negative_numbers = true, value_parser = crate::commands::num::count)]
     pub epochs: usize,
     /// Tagger epochs.
-    #[arg(long, default_value_t = 12)]
+    #[arg(long, default_value_t = 12, allow_negative_numbers = true, value_parser = crate::commands::num::count)]
     pub tagger_epochs: usize,
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = crate::commands::num::seed)]
     pub seed: u64,
     /// Weight of llama_ft.jsonl's plans in the planner loss (plans_train.jsonl weighs 1).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true, value_parser = crate::commands::num::non_negative)]
     pub finetune_weight: f32,
     /// Width of the hashed uni/bigram part of the query vector.
-    #[arg(long, default_value_t = TrainOptions::default().hash_dim)]
+    #[arg(long, default_value_t = TrainOptions::default().hash_dim, allow_negative_numbers = true, value_parser = crate::commands::num::dim)]
     pub hash_dim: usize,
     /// Metapath decoding stored with the model.
     #[arg(long, value_enum, default_value_t = DecodeArg::Candidates)]
@@ -68,10 +68,10 @@ pub struct TrainPlannerArgs {
     /// MiniLM top layers to fine-tune as a metapath classifier before the planner trains on the
     /// tuned sentence embedding (0: the frozen embedding; at most 6). Default: 2 with
     /// `--encoder minilm`, 0 with `hash` (which has no MiniLM to tune).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = crate::commands::num::count0)]
     pub tune_layers: Option<usize>,
     /// Epochs of that fine-tuning (the epoch with the best dev accuracy is kept).
-    #[arg(long, default_value_t = TrainOptions::default().tune.epochs)]
+    #[arg(long, default_value_t = TrainOptions::default().tune.epochs, allow_negative_numbers = true, value_parser = crate::commands::num::count0)]
     pub tune_epochs: usize,
     /// Where the models train.
     #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
@@ -129,81 +129,113 @@ pub fn run(a: TrainPlannerArgs, quiet: bool) -> Result<()> {
     let t0 = Instant::now();
     let t = train(&a.plans, &opts, progress)?;
     let t_train = t0.elapsed().as_secs_f64();
+    // Every plan left out is said, with its line and reason (all of them in dropped.parquet).
+    for d in t.dropped.iter().take(20) {
+        eprintln!("note: {}: line {}: plan left out of training: {}", a.plans.join(d.file).display(), d.line, d.reason);
+    }
+    if t.dropped.len() > 20 {
+        eprintln!("note: … and {} more plans left out (all listed in dropped.parquet)", t.dropped.len() - 20);
+    }
     // Everything goes to a sibling folder first, renamed over `--out` at the end: a failed or
     // killed run leaves no half-written model.
     let name = a.out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
     let final_out = a.out.clone();
     let a = TrainPlannerArgs { out: a.out.with_file_name(format!(".{name}.partial")), ..a };
-    if a.out.exists() {
-        std::fs::remove_dir_all(&a.out).with_context(|| format!("removing {}", a.out.display()))?;
-    }
-    t.model.save(&a.out)?;
-    // Curves in the shared shape (`val_loss` where a model has one; the encoder's metric is the
-    // metapath accuracy, the planner's exact match, the tagger's label F1).
-    let mut curves = Curves::default();
-    let seed = a.seed;
-    for c in &t.encoder_curve {
-        curves.push(
-            "encoder",
-            "",
-            seed,
-            c.epoch,
-            c.epoch == t.encoder_epoch,
-            &[("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metapath_accuracy", c.val_accuracy)],
-        );
-    }
-    for c in &t.planner_curve {
-        curves.push(
-            "planner",
-            "",
-            seed,
-            c.epoch,
-            c.epoch == t.planner_epoch,
-            &[("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metapath_exact", c.val_exact)],
-        );
-    }
-    for c in &t.tagger_curve {
-        curves.push("tagger", "", seed, c.epoch, c.epoch == t.tagger_epoch, &[("train_loss", c.train_loss), ("val_label_f1", c.val_f1)]);
-    }
-    let curves = curves.batch()?;
-    tgrag_schemas::io::write_parquet_atomic(&a.out.join("curves.parquet"), &curves)?;
-    let t1 = Instant::now();
-    let (fig, rows) = t.model.score_file(&a.plans.join("plans_val.jsonl"), progress)?;
-    let t_val = t1.elapsed().as_secs_f64();
-    let opt_s = |f: &dyn Fn(&tgrag_stages::kb::mor_planner::Produced) -> String| {
-        rows.iter().map(|r| r.gold.as_ref().map(f)).collect::<Vec<Option<String>>>()
+    // Any failure from here on removes the partial folder: nothing half-written is left.
+    let written = (|| {
+        if a.out.exists() {
+            std::fs::remove_dir_all(&a.out).with_context(|| format!("removing {}", a.out.display()))?;
+        }
+        t.model.save(&a.out)?;
+        // Curves in the shared shape (`val_loss` where a model has one; the encoder's metric is the
+        // metapath accuracy, the planner's exact match, the tagger's label F1).
+        let mut curves = Curves::default();
+        let seed = a.seed;
+        for c in &t.encoder_curve {
+            curves.push(
+                "encoder",
+                "",
+                seed,
+                c.epoch,
+                c.epoch == t.encoder_epoch,
+                &[("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metapath_accuracy", c.val_accuracy)],
+            );
+        }
+        for c in &t.planner_curve {
+            curves.push(
+                "planner",
+                "",
+                seed,
+                c.epoch,
+                c.epoch == t.planner_epoch,
+                &[("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metapath_exact", c.val_exact)],
+            );
+        }
+        for c in &t.tagger_curve {
+            curves.push(
+                "tagger",
+                "",
+                seed,
+                c.epoch,
+                c.epoch == t.tagger_epoch,
+                &[("train_loss", c.train_loss), ("val_label_f1", c.val_f1)],
+            );
+        }
+        let curves = curves.batch()?;
+        tgrag_schemas::io::write_parquet_atomic(&a.out.join("curves.parquet"), &curves)?;
+        let t1 = Instant::now();
+        let (fig, rows) = t.model.score_file(&a.plans.join("plans_val.jsonl"), progress)?;
+        let t_val = t1.elapsed().as_secs_f64();
+        let opt_s = |f: &dyn Fn(&tgrag_stages::kb::mor_planner::Produced) -> String| {
+            rows.iter().map(|r| r.gold.as_ref().map(f)).collect::<Vec<Option<String>>>()
+        };
+        let validation = RecordBatch::try_from_iter(vec![
+            ("line", Arc::new(UInt32Array::from(rows.iter().map(|r| r.line as u32).collect::<Vec<_>>())) as ArrayRef),
+            ("q_id", Arc::new(arrow::array::Int64Array::from(rows.iter().map(|r| r.q_id).collect::<Vec<_>>()))),
+            ("gold_metapath", Arc::new(StringArray::from(opt_s(&|p| p.metapath.clone())))),
+            ("metapath", Arc::new(StringArray::from(rows.iter().map(|r| r.pred.metapath.clone()).collect::<Vec<_>>()))),
+            ("exact", Arc::new(BooleanArray::from(rows.iter().map(|r| r.exact).collect::<Vec<_>>()))),
+            ("gold_restrictions", Arc::new(StringArray::from(opt_s(&|p| p.restrictions.clone())))),
+            ("restrictions", Arc::new(StringArray::from(rows.iter().map(|r| r.pred.restrictions.clone()).collect::<Vec<_>>()))),
+            ("token_f1", Arc::new(Float64Array::from(rows.iter().map(|r| r.token_f1).collect::<Vec<_>>()))),
+        ])?;
+        tgrag_schemas::io::write_parquet_atomic(&a.out.join("validation.parquet"), &validation)?;
+        let dropped = RecordBatch::try_from_iter(vec![
+            ("file", Arc::new(StringArray::from(t.dropped.iter().map(|d| d.file).collect::<Vec<_>>())) as ArrayRef),
+            ("line", Arc::new(UInt32Array::from(t.dropped.iter().map(|d| d.line as u32).collect::<Vec<_>>()))),
+            ("reason", Arc::new(StringArray::from(t.dropped.iter().map(|d| d.reason.as_str()).collect::<Vec<_>>()))),
+        ])?;
+        tgrag_schemas::io::write_parquet_atomic(&a.out.join("dropped.parquet"), &dropped)?;
+        let report = RecordBatch::try_from_iter(vec![
+            ("plans", Arc::new(StringArray::from(vec![a.plans.display().to_string()])) as ArrayRef),
+            ("train_plans", Arc::new(UInt32Array::from(vec![t.train_plans as u32]))),
+            ("dev_plans", Arc::new(UInt32Array::from(vec![t.dev_plans as u32]))),
+            ("train_dropped", Arc::new(UInt32Array::from(vec![t.dropped.len() as u32]))),
+            ("val_lines", Arc::new(UInt32Array::from(vec![fig.lines as u32]))),
+            ("val_rejected", Arc::new(UInt32Array::from(vec![fig.rejected as u32]))),
+            ("val_malformed", Arc::new(UInt32Array::from(vec![fig.malformed as u32]))),
+            ("metapath_exact", Arc::new(Float64Array::from(vec![fig.metapath_exact]))),
+            ("path_set_exact", Arc::new(Float64Array::from(vec![fig.path_set_exact]))),
+            ("restriction_token_f1", Arc::new(Float64Array::from(vec![fig.restriction_token_f1]))),
+            ("planner_epoch", Arc::new(UInt32Array::from(vec![t.planner_epoch]))),
+            ("tagger_epoch", Arc::new(UInt32Array::from(vec![t.tagger_epoch]))),
+            ("tune_layers", Arc::new(UInt32Array::from(vec![t.model.meta.tune_layers as u32]))),
+            ("encoder_epoch", Arc::new(UInt32Array::from(vec![t.encoder_epoch]))),
+        ])?;
+        tgrag_schemas::io::write_parquet_atomic(&a.out.join("report.parquet"), &report)?;
+        if final_out.exists() {
+            std::fs::remove_dir_all(&final_out).with_context(|| format!("replacing {}", final_out.display()))?;
+        }
+        std::fs::rename(&a.out, &final_out).with_context(|| format!("renaming {} to {}", a.out.display(), final_out.display()))?;
+        anyhow::Ok((fig, t_val))
+    })();
+    let (fig, t_val) = match written {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&a.out);
+            return Err(e);
+        }
     };
-    let validation = RecordBatch::try_from_iter(vec![
-        ("line", Arc::new(UInt32Array::from(rows.iter().map(|r| r.line as u32).collect::<Vec<_>>())) as ArrayRef),
-        ("q_id", Arc::new(arrow::array::Int64Array::from(rows.iter().map(|r| r.q_id).collect::<Vec<_>>()))),
-        ("gold_metapath", Arc::new(StringArray::from(opt_s(&|p| p.metapath.clone())))),
-        ("metapath", Arc::new(StringArray::from(rows.iter().map(|r| r.pred.metapath.clone()).collect::<Vec<_>>()))),
-        ("exact", Arc::new(BooleanArray::from(rows.iter().map(|r| r.exact).collect::<Vec<_>>()))),
-        ("gold_restrictions", Arc::new(StringArray::from(opt_s(&|p| p.restrictions.clone())))),
-        ("restrictions", Arc::new(StringArray::from(rows.iter().map(|r| r.pred.restrictions.clone()).collect::<Vec<_>>()))),
-        ("token_f1", Arc::new(Float64Array::from(rows.iter().map(|r| r.token_f1).collect::<Vec<_>>()))),
-    ])?;
-    tgrag_schemas::io::write_parquet_atomic(&a.out.join("validation.parquet"), &validation)?;
-    let report = RecordBatch::try_from_iter(vec![
-        ("plans", Arc::new(StringArray::from(vec![a.plans.display().to_string()])) as ArrayRef),
-        ("train_plans", Arc::new(UInt32Array::from(vec![t.train_plans as u32]))),
-        ("dev_plans", Arc::new(UInt32Array::from(vec![t.dev_plans as u32]))),
-        ("val_lines", Arc::new(UInt32Array::from(vec![fig.lines as u32]))),
-        ("val_rejected", Arc::new(UInt32Array::from(vec![fig.rejected as u32]))),
-        ("val_malformed", Arc::new(UInt32Array::from(vec![fig.malformed as u32]))),
-        ("metapath_exact", Arc::new(Float64Array::from(vec![fig.metapath_exact]))),
-        ("path_set_exact", Arc::new(Float64Array::from(vec![fig.path_set_exact]))),
-        ("restriction_token_f1", Arc::new(Float64Array::from(vec![fig.restriction_token_f1]))),
-        ("planner_epoch", Arc::new(UInt32Array::from(vec![t.planner_epoch]))),
-        ("tagger_epoch", Arc::new(UInt32Array::from(vec![t.tagger_epoch]))),
-        ("tune_layers", Arc::new(UInt32Array::from(vec![t.model.meta.tune_layers as u32]))),
-        ("encoder_epoch", Arc::new(UInt32Array::from(vec![t.encoder_epoch]))),
-    ])?;
-    tgrag_schemas::io::write_parquet_atomic(&a.out.join("report.parquet"), &report)?;
-    if final_out.exists() {
-        std::fs::remove_dir_all(&final_out).with_context(|| format!("replacing {}", final_out.display()))?;
-    }
-    std::fs::rename(&a.out, &final_out).with_context(|| format!("renaming {} to {}", a.out.display(), final_out.display()))?;
     let a = TrainPlannerArgs { out: final_out, ..a };
     println!(
         "train-planner {}: {} training plans ({} for checkpoints); plans_val.jsonl: {} lines ({} gold plans unparseable, {} predictions not a plan): metapath exact {:.4}, as path sets {:.4}, restriction token F1 {:.4}; planner epoch {}, tagger epoch {}; train {:.1}s, validate {:.1}s → {}",

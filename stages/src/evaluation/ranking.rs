@@ -24,10 +24,13 @@ pub struct QueryMetrics {
     pub mrr: f64,
 }
 
-/// The candidate set: sorted, distinct node ids.
+/// The candidate set: the ids `0..n`, or any sorted, distinct node ids.
 #[derive(Debug, Clone)]
-pub struct Candidates {
-    sorted: Vec<u32>,
+pub enum Candidates {
+    /// `0..n`, never materialised (n may be 2³² − 1).
+    Range(u32),
+    /// Sorted, distinct ids.
+    Sorted(Vec<u32>),
 }
 
 impl Candidates {
@@ -35,24 +38,33 @@ impl Candidates {
     pub fn new(mut ids: Vec<u32>) -> Self {
         ids.sort_unstable();
         ids.dedup();
-        Candidates { sorted: ids }
+        Candidates::Sorted(ids)
     }
     /// `0..n`.
     pub fn range(n: u32) -> Self {
-        Candidates { sorted: (0..n).collect() }
+        Candidates::Range(n)
     }
     pub fn contains(&self, id: u32) -> bool {
-        self.sorted.binary_search(&id).is_ok()
+        match self {
+            Candidates::Range(n) => id < *n,
+            Candidates::Sorted(s) => s.binary_search(&id).is_ok(),
+        }
     }
     /// Number of candidates with id < `id`.
     fn count_below(&self, id: u32) -> usize {
-        self.sorted.partition_point(|&x| x < id)
+        match self {
+            Candidates::Range(n) => id.min(*n) as usize,
+            Candidates::Sorted(s) => s.partition_point(|&x| x < id),
+        }
     }
     pub fn len(&self) -> usize {
-        self.sorted.len()
+        match self {
+            Candidates::Range(n) => *n as usize,
+            Candidates::Sorted(s) => s.len(),
+        }
     }
     pub fn is_empty(&self) -> bool {
-        self.sorted.is_empty()
+        self.len() == 0
     }
 }
 
@@ -169,6 +181,8 @@ mod tests {
                 let got = query_metrics(&retrieved, &answers, &Candidates::range(n), mode);
                 let want = brute(&retrieved, &answers, n, mode);
                 assert_eq!(got, want, "case {case} mode {mode:?} n {n} run {retrieved:?} answers {answers:?}");
+                // The unmaterialised range and the same ids as a list rank alike.
+                assert_eq!(query_metrics(&retrieved, &answers, &Candidates::new((0..n).collect()), mode), want);
             }
         }
     }

@@ -467,6 +467,9 @@ impl StageSpec for GretrieverStage {
         }
         Ok(())
     }
+    fn model(c: &GretrieverConfig) -> Option<crate::ModelNeed> {
+        c.text_head.then(|| crate::ModelNeed { model_dir: c.model_dir.clone(), instead: "gretriever.text_head=false".into() })
+    }
     fn execute(&self, ctx: &mut StageContext<'_>, cfg: GretrieverConfig) -> Result<()> {
         let enc = ctx.timed("load", |c| EncodedGraphs::load(c))?;
         let subs = read_subgraphs(

@@ -137,6 +137,10 @@ impl StageSpec for TextgraphsStage {
         }
         Ok(())
     }
+    fn model(c: &TextgraphsConfig) -> Option<crate::ModelNeed> {
+        (c.encoder == Encoder::Minilm)
+            .then(|| crate::ModelNeed { model_dir: c.model_dir.clone(), instead: "textgraphs.encoder=hash".into() })
+    }
     fn execute(&self, ctx: &mut StageContext<'_>, cfg: TextgraphsConfig) -> Result<()> {
         let graphs = read(
             &ctx.input("ingest", "graph_nodes")?,

@@ -34,6 +34,8 @@ use crate::{Progress, Result, StageError};
 
 /// The setting that trains without MiniLM (named when the model is missing).
 const HASH_OPTION: &str = "--encoder hash";
+/// The same hint for `tgrag plan`, which applies a trained model and has no `--encoder`.
+const PLAN_HINT: &str = "a model retrained with `tgrag train-planner --encoder hash`";
 
 /// Options of `train-planner`.
 #[derive(Debug, Clone)]
@@ -213,8 +215,36 @@ pub struct Trained {
     pub planner_epoch: u32,
     pub tagger_curve: Vec<TaggerEpoch>,
     pub tagger_epoch: u32,
+    /// Plans used: training lines (llama_ft.jsonl + 90 % of plans_train.jsonl) and checkpoint lines
+    /// whose gold plan parses.
     pub train_plans: usize,
     pub dev_plans: usize,
+    /// Every line left out because its gold plan does not parse, with the reason.
+    pub dropped: Vec<Dropped>,
+}
+
+/// A plan line left out of training.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dropped {
+    pub file: &'static str,
+    /// 1-based line of the file.
+    pub line: usize,
+    pub reason: String,
+}
+
+/// The lines among `lines` whose gold plan does not parse, by file and line.
+pub fn dropped_lines(lines: &[&PlanLine]) -> Vec<Dropped> {
+    let mut d: Vec<Dropped> = lines
+        .iter()
+        .filter(|l| gold_plan(l).is_none())
+        .map(|l| Dropped {
+            file: if l.q_id.is_none() { "llama_ft.jsonl" } else { "plans_train.jsonl" },
+            line: l.line,
+            reason: l.plan.as_ref().err().cloned().unwrap_or_default(),
+        })
+        .collect();
+    d.sort_by(|a, b| (a.file, a.line).cmp(&(b.file, b.line)));
+    d
 }
 
 fn hop_token(rel: &Option<String>, dir: Dir) -> String {
@@ -612,8 +642,9 @@ pub fn train(plans: &Path, opts: &TrainOptions, progress: Progress) -> Result<Tr
         planner_epoch,
         tagger_curve,
         tagger_epoch,
-        train_plans: train_lines.len(),
-        dev_plans: dev_lines.len(),
+        train_plans: gold_train.iter().flatten().count(),
+        dev_plans: dev_lines.iter().filter(|l| gold_plan(l).is_some()).count(),
+        dropped: dropped_lines(&train_lines.iter().chain(&dev_lines).copied().collect::<Vec<_>>()),
     })
 }
 
@@ -703,11 +734,11 @@ impl PlanModel {
         let tagger = Tagger::load(&dir.join("tagger.safetensors"), meta.tagger_shape(), &dev)?;
         let tuning = meta.encoder == Encoder::Minilm && meta.tune_layers > 0;
         let minilm = match meta.encoder {
-            Encoder::Minilm if !tuning => Some(load_minilm(meta.model_dir.as_deref(), device, HASH_OPTION)?),
+            Encoder::Minilm if !tuning => Some(load_minilm(meta.model_dir.as_deref(), device, PLAN_HINT)?),
             _ => None,
         };
         let tuned = if tuning {
-            let bert = load_minilm_burn(meta.model_dir.as_deref(), device, HASH_OPTION)?;
+            let bert = load_minilm_burn(meta.model_dir.as_deref(), device, PLAN_HINT)?;
             let Engine::Burn(b) = &bert.engine else {
                 return Err(StageError::Internal("the tuned encoder needs MiniLM's burn engine".into()));
             };

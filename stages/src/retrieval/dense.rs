@@ -92,6 +92,9 @@ impl StageSpec for DenseStage {
         }
         Ok(())
     }
+    fn model(c: &DenseConfig) -> Option<crate::ModelNeed> {
+        (c.encoder == Encoder::Minilm).then(|| crate::ModelNeed { model_dir: c.model_dir.clone(), instead: "dense.encoder=hash".into() })
+    }
     fn execute(&self, ctx: &mut StageContext<'_>, cfg: DenseConfig) -> Result<()> {
         let nodes = ctx.input("ingest", "nodes")?;
         let queries = ctx.input("ingest", "queries")?;

@@ -577,6 +577,8 @@ impl Index {
 
     fn search_terms(&self, terms: &[usize], k: usize, allowed: Option<&[bool]>) -> Vec<(u32, f32)> {
         let n = self.num_docs();
+        // No more hits than documents, whatever k a caller asks for (the heaps below are sized by k).
+        let k = k.min(n);
         let postings: u64 = terms.iter().map(|&t| self.offsets[t + 1] - self.offsets[t]).sum();
         SCRATCH.with(|cell| {
             let mut scratch = cell.borrow_mut();
@@ -712,6 +714,16 @@ mod tests {
                     .sum()
             })
             .collect()
+    }
+
+    #[test]
+    fn a_k_beyond_the_corpus_returns_every_match_without_allocating_k() {
+        let docs: Vec<Vec<String>> = ["red tent", "blue tent", "red shoe"].iter().map(|s| toks(s)).collect();
+        let idx = Index::build(&docs, Bm25Params::default());
+        // Dense and sparse paths: a common term (every doc) and a rare one; k = 10^15 would abort
+        // the process if a heap were sized by it.
+        assert_eq!(idx.search(&toks("tent red shoe blue"), 1_000_000_000_000_000, None).len(), 3);
+        assert_eq!(idx.search(&toks("shoe"), usize::MAX, None).len(), 1);
     }
 
     #[test]

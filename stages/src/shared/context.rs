@@ -156,7 +156,10 @@ impl<'a> StageContext<'a> {
         }
         self.ensure_dir()?;
         let tmp = io::tmp_path_for(&self.dir.join(file));
-        std::fs::write(&tmp, bytes).map_err(|source| StageError::Io { path: tmp.clone(), source })?;
+        if let Err(e) = std::fs::write(&tmp, bytes) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(tgrag_schemas::SchemaError::write(&tmp, &e).into());
+        }
         self.written.push(Written { file: file.to_string(), tmp, rows: None });
         Ok(())
     }

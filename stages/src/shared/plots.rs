@@ -114,6 +114,112 @@ pub fn chart(title: &str, x_desc: &str, y_desc: &str, series: &[Series<'_>], mar
     encode_png(&buf, w, h)
 }
 
+/// A grouped bar chart: one group per category along x, one bar per series in each group (a
+/// missing value draws no bar). Categories are labelled below their group.
+pub fn bars(title: &str, y_desc: &str, categories: &[String], series: &[(&str, Vec<Option<f64>>)], (w, h): (u32, u32)) -> Result<Vec<u8>> {
+    let text = font_available();
+    let mut buf = vec![0u8; w as usize * h as usize * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_err)?;
+        let vals = || series.iter().flat_map(|s| s.1.iter().flatten().copied()).filter(|v| v.is_finite());
+        let (lo, hi) = (vals().fold(0.0f64, f64::min), vals().fold(0.0f64, f64::max));
+        // Headroom above the tallest bar for the legend.
+        let (lo, hi) = if hi > lo { (lo, hi + (hi - lo) * 0.4) } else { (0.0, 1.0) };
+        let n = categories.len().max(1);
+        let mut builder = ChartBuilder::on(&root);
+        builder.margin(16);
+        if text {
+            builder.caption(title, ("sans-serif", 20)).x_label_area_size(60).y_label_area_size(64);
+        }
+        let mut chart = builder.build_cartesian_2d(0.0..n as f64, lo..hi).map_err(draw_err)?;
+        let cats: Vec<String> = categories
+            .iter()
+            .map(|c| if c.chars().count() > 18 { c.chars().take(17).collect::<String>() + "…" } else { c.clone() })
+            .collect();
+        // Labels every half unit: the category names sit at the group centres (i + 0.5).
+        let label = |x: &f64| {
+            let i = x.floor() as usize;
+            if (x - x.floor() - 0.5).abs() < 1e-6 && i < cats.len() { cats[i].clone() } else { String::new() }
+        };
+        let mut mesh = chart.configure_mesh();
+        mesh.disable_x_mesh();
+        if text {
+            mesh.y_desc(y_desc).x_labels(n * 2 + 1).x_label_formatter(&label);
+        } else {
+            mesh.x_labels(0).y_labels(0);
+        }
+        mesh.draw().map_err(draw_err)?;
+        let k = series.len().max(1) as f64;
+        let width = 0.8 / k;
+        for (j, (name, values)) in series.iter().enumerate() {
+            let color = Palette99::pick(j).to_rgba();
+            let rects = values.iter().enumerate().filter_map(|(i, v)| {
+                let v = (*v)?.clamp(lo, hi);
+                let x0 = i as f64 + 0.1 + j as f64 * width;
+                Some(Rectangle::new([(x0, 0.0f64.clamp(lo, hi)), (x0 + width * 0.92, v)], color.filled()))
+            });
+            let anno = chart.draw_series(rects).map_err(draw_err)?;
+            if text {
+                anno.label(*name).legend(move |(x, y)| Rectangle::new([(x, y - 4), (x + 14, y + 4)], color.filled()));
+            }
+        }
+        if text && series.len() > 1 {
+            chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw().map_err(draw_err)?;
+        }
+        root.present().map_err(draw_err)?;
+    }
+    encode_png(&buf, w, h)
+}
+
+/// A histogram of `values` in `bins` equal-width bins (non-finite values left out).
+pub fn histogram(title: &str, x_desc: &str, values: &[f64], bins: usize, (w, h): (u32, u32)) -> Result<Vec<u8>> {
+    let v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    let (lo, hi) = (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+    let bins = bins.max(1);
+    let (lo, hi) = if v.is_empty() {
+        (0.0, 1.0)
+    } else if hi > lo {
+        (lo, hi)
+    } else {
+        (lo - 0.5, lo + 0.5)
+    };
+    let step = (hi - lo) / bins as f64;
+    let mut count = vec![0.0f64; bins];
+    for x in &v {
+        count[(((x - lo) / step) as usize).min(bins - 1)] += 1.0;
+    }
+    let text = font_available();
+    let mut buf = vec![0u8; w as usize * h as usize * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_err)?;
+        let top = count.iter().copied().fold(1.0f64, f64::max) * 1.08;
+        let mut builder = ChartBuilder::on(&root);
+        builder.margin(16);
+        if text {
+            builder.caption(title, ("sans-serif", 20)).x_label_area_size(44).y_label_area_size(64);
+        }
+        let mut chart = builder.build_cartesian_2d(lo..hi, 0.0..top).map_err(draw_err)?;
+        let mut mesh = chart.configure_mesh();
+        if text {
+            mesh.x_desc(x_desc).y_desc("count");
+        } else {
+            mesh.x_labels(0).y_labels(0);
+        }
+        mesh.draw().map_err(draw_err)?;
+        let color = Palette99::pick(0).to_rgba();
+        chart
+            .draw_series(count.iter().enumerate().map(|(i, &c)| {
+                let x0 = lo + i as f64 * step;
+                Rectangle::new([(x0, 0.0), (x0 + step * 0.95, c)], color.filled())
+            }))
+            .map_err(draw_err)?;
+        root.present().map_err(draw_err)?;
+    }
+    encode_png(&buf, w, h)
+}
+
 /// RGB8 pixels → PNG bytes.
 pub fn encode_png(rgb: &[u8], w: u32, h: u32) -> Result<Vec<u8>> {
     let mut out = Vec::new();
@@ -140,6 +246,26 @@ mod tests {
         let info = reader.next_frame(&mut buf).unwrap();
         buf.truncate(info.buffer_size());
         (info.width, info.height, buf)
+    }
+
+    #[test]
+    fn bars_and_histograms_draw_their_values_deterministically() {
+        let cats = vec!["bm25".to_string(), "mor".to_string()];
+        let series = vec![("hit1", vec![Some(0.2), Some(0.8)]), ("mrr", vec![Some(0.3), None])];
+        let a = bars("synthetic", "value", &cats, &series, (400, 300)).unwrap();
+        assert_eq!(a, bars("synthetic", "value", &cats, &series, (400, 300)).unwrap());
+        let (w, h, px) = decode(&a);
+        assert_eq!((w, h), (400, 300));
+        let colour = |j: usize| {
+            let c = Palette99::pick(j).to_rgba();
+            px.chunks(3).filter(|p| *p == [c.0, c.1, c.2]).count()
+        };
+        // Both series are drawn, and the taller bars of the first cover more pixels.
+        assert!(colour(0) > colour(1) && colour(1) > 100, "{} {}", colour(0), colour(1));
+        let hist = histogram("latency", "ms", &[1.0, 1.5, 2.0, 9.0, f64::NAN], 4, (300, 200)).unwrap();
+        let (_, _, hp) = decode(&hist);
+        let c = Palette99::pick(0).to_rgba();
+        assert!(hp.chunks(3).filter(|p| *p == [c.0, c.1, c.2]).count() > 100);
     }
 
     #[test]

@@ -72,6 +72,8 @@ pub fn heap_top_k(row: &[f32], k: usize) -> Vec<(u32, f32)> {
             o.0.total_cmp(&self.0).then(self.1.cmp(&o.1))
         }
     }
+    // No more hits than items, whatever k a caller asks for (the heap is sized by k).
+    let k = k.min(row.len());
     if k == 0 {
         return Vec::new();
     }
@@ -94,6 +96,13 @@ pub fn heap_top_k(row: &[f32], k: usize) -> Vec<(u32, f32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_k_beyond_the_row_gives_the_whole_row_without_allocating_k() {
+        // usize::MAX would abort the process if the heap were sized by k.
+        assert_eq!(heap_top_k(&[1.0, 3.0, 2.0], usize::MAX), vec![(1, 3.0), (2, 2.0), (0, 1.0)]);
+        assert!(heap_top_k(&[], 5).is_empty());
+    }
 
     #[test]
     fn top_k_keeps_best_with_id_tiebreak() {

@@ -193,8 +193,9 @@ pub fn check(scales: &[f64], points: usize) -> Result<()> {
     if scales.is_empty() || scales.iter().any(|s| !s.is_finite() || *s <= 0.0) {
         return Err(StageError::Input(format!("scales must be positive numbers, got {scales:?}")));
     }
-    if points == 0 {
-        return Err(StageError::Input("points must be at least 1".into()));
+    tgrag_schemas::limits::at_most("points", points, tgrag_schemas::limits::MAX_POINTS).map_err(StageError::Input)?;
+    if scales.len() > tgrag_schemas::limits::MAX_COUNT {
+        return Err(StageError::Input(format!("at most {} scales, got {}", tgrag_schemas::limits::MAX_COUNT, scales.len())));
     }
     Ok(())
 }

@@ -294,6 +294,9 @@ impl StageSpec for ToporagStage {
         graphwave::check(&c.scales, c.points).map_err(|e| e.to_string())
     }
 
+    fn model(c: &ToporagConfig) -> Option<crate::ModelNeed> {
+        (c.encoder == Encoder::Minilm).then(|| crate::ModelNeed { model_dir: c.model_dir.clone(), instead: "toporag.encoder=hash".into() })
+    }
     fn execute(&self, ctx: &mut StageContext<'_>, cfg: ToporagConfig) -> Result<()> {
         if ctx.has_input("ingest", "emails") {
             return execute_emails(ctx, &cfg);

@@ -1,0 +1,330 @@
+//! `tgrag nightly`: every available dataset through every applicable stage (up-to-date stages
+//! skipped by the cache), one dated result folder that appears whole or not at all, and the
+//! comparison with the previous night. Exit codes: 0, 3 (another nightly holds the lock),
+//! 4 (a metric regressed), 5 (a dataset failed, nothing regressed).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use arrow::array::{ArrayRef, Float64Array, RecordBatch, StringArray, UInt32Array};
+use tgrag_schemas::{io, tables};
+use tgrag_stages::Progress;
+
+use crate::commands::{SizeArg, stage_configs};
+use crate::lock::{FolderLock, utc};
+use crate::nightly::{self, Discovery, collect::Collected, diff, plots, provenance, render};
+use crate::runner::{self, Decision, RunOptions};
+
+/// `tgrag nightly` arguments.
+#[derive(Debug, clap::Args)]
+pub struct NightlyArgs {
+    /// Folders holding real datasets in their own layouts (`explagraphs/`, `citeseer-text/`, …);
+    /// repeatable. Default: `$TGRAG_DATA_ROOT`, then `../shared/datasets`.
+    #[arg(long)]
+    pub data_root: Vec<PathBuf>,
+    /// Sizes of the synthetic dataset (`small` is `outputs/synthetic`, others `synthetic-<size>`).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "small")]
+    pub sizes: Vec<SizeArg>,
+    /// Seed of the synthetic dataset.
+    #[arg(long, default_value_t = 42, allow_negative_numbers = true, value_parser = crate::commands::num::seed)]
+    pub seed: u64,
+    /// Only these datasets (comma-separated names; default: every one found).
+    #[arg(long, value_delimiter = ',')]
+    pub datasets: Option<Vec<String>>,
+    /// Do not try the STaRK KBs on the Hugging Face hub (or HF_ENDPOINT's mirror).
+    #[arg(long)]
+    pub no_stark: bool,
+    /// Override a stage option for every dataset: `--set bm25.k1=1.2`.
+    #[arg(long = "set", value_name = "STAGE.KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Noise band of a metric: `--tolerance hit1=0.02` (repeatable).
+    #[arg(long = "tolerance", value_name = "METRIC=VALUE")]
+    pub tolerance: Vec<String>,
+    /// Noise band of metrics without a configured band or a seed spread.
+    #[arg(long, default_value_t = 0.01)]
+    pub default_tolerance: f64,
+    /// Nights to keep in `<outputs>/nightly` (0: keep all).
+    #[arg(long, default_value_t = 30, allow_negative_numbers = true, value_parser = crate::commands::num::count0)]
+    pub keep: usize,
+    /// Rerun every stage, even when up to date.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// The data roots: the given ones, else `$TGRAG_DATA_ROOT` and `../shared/datasets` (those that exist).
+fn roots(given: &[PathBuf]) -> Vec<PathBuf> {
+    if !given.is_empty() {
+        return given.to_vec();
+    }
+    std::env::var_os("TGRAG_DATA_ROOT")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([PathBuf::from("../shared/datasets")])
+        .filter(|p| p.is_dir())
+        .collect()
+}
+
+fn now_ms() -> u128 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0)
+}
+
+/// One dataset's row of `nightly_datasets`.
+struct Outcome {
+    dataset: String,
+    status: &'static str,
+    detail: String,
+    ran: u32,
+    skipped: u32,
+    seconds: f64,
+}
+
+fn datasets_batch(rows: &[Outcome]) -> Result<RecordBatch> {
+    let s = |f: &dyn Fn(&Outcome) -> String| -> ArrayRef { std::sync::Arc::new(StringArray::from_iter_values(rows.iter().map(f))) };
+    Ok(tables::NIGHTLY_DATASETS.batch(vec![
+        s(&|r| r.dataset.clone()),
+        s(&|r| r.status.to_string()),
+        s(&|r| r.detail.clone()),
+        std::sync::Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.ran))),
+        std::sync::Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.skipped))),
+        std::sync::Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.seconds))),
+    ])?)
+}
+
+/// Runs one dataset through the DAG; returns its outcome and the stages that ran.
+fn run_dataset(
+    outputs: &Path,
+    spec: tgrag_datasets::DatasetSpec,
+    configs: &BTreeMap<String, serde_json::Value>,
+    force: bool,
+    progress: Progress,
+) -> (Outcome, Vec<&'static str>) {
+    let all = tgrag_stages::all();
+    let t0 = Instant::now();
+    let name = spec.name.clone();
+    let res = (|| -> Result<Vec<runner::StageOutcome>> {
+        let applies = runner::predicted_applicable(&all, spec.provides().as_deref());
+        let with_cfg: Vec<(&dyn tgrag_stages::Stage, &serde_json::Value)> =
+            applies.iter().filter_map(|s| configs.get(s.info().name).map(|c| (*s, c))).collect();
+        tgrag_stages::check_models(&with_cfg)?;
+        // A `make run` into the same folder finishes first: the night waits for it.
+        let _lock = FolderLock::acquire(&outputs.join(&name), true)?;
+        let opts = RunOptions { outputs: outputs.to_path_buf(), dataset: spec, stages: None, force, progress, configs: configs.clone() };
+        runner::run(&opts, &all, |o| {
+            let (verb, why) = crate::commands::run::describe(&o.decision);
+            println!("    {:<10} {:<7} {:>8.2}s  ({why})", o.stage, verb, o.seconds);
+        })
+    })();
+    let seconds = t0.elapsed().as_secs_f64();
+    match res {
+        Ok(outcomes) => {
+            let ran: Vec<&'static str> = outcomes.iter().filter(|o| matches!(o.decision, Decision::Run(_))).map(|o| o.stage).collect();
+            let skipped = outcomes.iter().filter(|o| matches!(o.decision, Decision::Skip(_))).count() as u32;
+            (Outcome { dataset: name, status: "ok", detail: String::new(), ran: ran.len() as u32, skipped, seconds }, ran)
+        }
+        Err(e) => (Outcome { dataset: name, status: "failed", detail: format!("{e:#}"), ran: 0, skipped: 0, seconds }, Vec::new()),
+    }
+}
+
+/// What a finished night wrote, read back (for the comparison and `tgrag report --from`).
+pub struct Folder {
+    pub leaderboard: RecordBatch,
+    pub datasets: RecordBatch,
+    pub timings: RecordBatch,
+    pub latency: RecordBatch,
+    pub curves: RecordBatch,
+    pub correlation: RecordBatch,
+    pub regressions: RecordBatch,
+    pub provenance: serde_json::Value,
+}
+
+impl Folder {
+    pub fn read(dir: &Path) -> Result<Folder> {
+        let t = |f: &str, spec| {
+            io::read_table(&dir.join(f), spec).with_context(|| format!("{} is not a complete nightly folder", dir.display()))
+        };
+        Ok(Folder {
+            leaderboard: t("leaderboard.parquet", &tables::LEADERBOARD)?,
+            datasets: t("nightly_datasets.parquet", &tables::NIGHTLY_DATASETS)?,
+            timings: t("nightly_timings.parquet", &tables::NIGHTLY_TIMINGS)?,
+            latency: t("nightly_latency.parquet", &tables::NIGHTLY_LATENCY)?,
+            curves: t("nightly_curves.parquet", &tables::NIGHTLY_CURVES)?,
+            correlation: t("nightly_correlation.parquet", &tables::NIGHTLY_CORRELATION)?,
+            regressions: t("regressions.parquet", &tables::REGRESSIONS)?,
+            provenance: serde_json::from_slice(
+                &std::fs::read(dir.join("provenance.json")).with_context(|| format!("{}: provenance.json", dir.display()))?,
+            )
+            .with_context(|| format!("{}: provenance.json is not JSON", dir.display()))?,
+        })
+    }
+}
+
+/// Renders `report.md`, `report.html` and `plots/` of a night into `dir`, from its tables.
+pub fn render_into(
+    dir: &Path,
+    stamp: &str,
+    f: &Folder,
+    compared: &[diff::Compared],
+    previous: Option<(&str, Option<&RecordBatch>)>,
+) -> Result<()> {
+    let figures = plots::all(&f.leaderboard, &f.latency, &f.curves, &f.correlation)?;
+    let plots_dir = dir.join("plots");
+    std::fs::create_dir_all(&plots_dir).with_context(|| format!("creating {}", plots_dir.display()))?;
+    for fig in &figures {
+        io::write_bytes_atomic(&plots_dir.join(&fig.file), &fig.png)?;
+    }
+    let night = render::Night {
+        stamp,
+        leaderboard: &f.leaderboard,
+        datasets: &f.datasets,
+        timings: &f.timings,
+        compared,
+        previous: previous.map(|p| p.0),
+        previous_timings: previous.and_then(|p| p.1),
+        provenance: &f.provenance,
+        figures: &figures,
+    };
+    let md = render::markdown(&night)?;
+    io::write_bytes_atomic(&dir.join("report.md"), md.as_bytes())?;
+    io::write_bytes_atomic(&dir.join("report.html"), render::html(&md, &format!("tgrag nightly {stamp}"), &figures).as_bytes())?;
+    Ok(())
+}
+
+pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<ExitCode> {
+    // Everything a night needs is checked before it starts.
+    let all = tgrag_stages::all();
+    let configs = stage_configs(&all, &a.set)?;
+    let tol = diff::Tolerances::parse(&a.tolerance, a.default_tolerance)?;
+    let night_dir = outputs.join("nightly");
+    let _lock = FolderLock::acquire(&night_dir, wait)?;
+    nightly::clean_partials(&night_dir)?;
+    let started = now_ms();
+    let stamp = nightly::stamp(started);
+    let partial = night_dir.join(format!(".{stamp}.partial"));
+    std::fs::create_dir_all(&partial).with_context(|| format!("creating {}", partial.display()))?;
+    let disc = Discovery {
+        roots: roots(&a.data_root),
+        sizes: a.sizes.iter().map(|&s| s.into()).collect(),
+        seed: a.seed,
+        stark: !a.no_stark,
+        only: a.datasets.clone(),
+    };
+    let planned = nightly::discover(&disc);
+    if planned.is_empty() {
+        let _ = std::fs::remove_dir_all(&partial);
+        anyhow::bail!("no dataset to run (--datasets {:?} matched none)", a.datasets.unwrap_or_default());
+    }
+    println!("tgrag nightly {stamp}: {} dataset(s) → {}", planned.len(), night_dir.join(&stamp).display());
+    let progress = Progress { quiet };
+    let mut outcomes = Vec::new();
+    let mut collected = Collected::default();
+    let mut specs = serde_json::Map::new();
+    for p in planned {
+        match p.spec {
+            Err(reason) => {
+                println!("  {:<16} unavailable ({reason})", p.name);
+                outcomes.push(Outcome { dataset: p.name, status: "unavailable", detail: reason, ran: 0, skipped: 0, seconds: 0.0 });
+            }
+            Ok(spec) => {
+                println!("  {}", p.name);
+                specs.insert(p.name.clone(), provenance::dataset(&spec));
+                let (o, ran) = run_dataset(outputs, spec, &configs, a.force, progress);
+                println!(
+                    "  {:<16} {} in {:.1}s: {} stage(s) ran, {} skipped{}",
+                    o.dataset,
+                    o.status,
+                    o.seconds,
+                    o.ran,
+                    o.skipped,
+                    if o.detail.is_empty() { String::new() } else { format!(": {}", o.detail) }
+                );
+                if o.status == "ok" {
+                    collected.add_dataset(&o.dataset, &outputs.join(&o.dataset), &ran)?;
+                }
+                outcomes.push(o);
+            }
+        }
+    }
+    // The tables, then the comparison with the previous night, then the report.
+    let previous = nightly::nights(&night_dir).pop();
+    let prev_folder = match &previous {
+        Some(p) => Some(Folder::read(p)?),
+        None => None,
+    };
+    let leaderboard = collected.leaderboard()?;
+    let cur = diff::rows(&leaderboard)?;
+    let prev = prev_folder.as_ref().map(|f| diff::rows(&f.leaderboard)).transpose()?.unwrap_or_default();
+    let compared = diff::compare(&prev, &cur, &tol);
+    let prov = serde_json::json!({
+        "stamp": stamp,
+        "code": provenance::code(),
+        "configs": provenance::configs(&configs),
+        "datasets": specs,
+        "host": provenance::host(),
+        "started_at": utc((started / 1000) as u64),
+        "finished_at": utc((now_ms() / 1000) as u64),
+        "previous": previous.as_ref().and_then(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned()),
+        "arguments": std::env::args().collect::<Vec<_>>(),
+        "tolerances": { "per_metric": tol.per_metric, "default": tol.default },
+    });
+    let folder = Folder {
+        leaderboard,
+        datasets: datasets_batch(&outcomes)?,
+        timings: collected.timings()?,
+        latency: collected.latency()?,
+        curves: collected.curves()?,
+        correlation: collected.correlation()?,
+        regressions: diff::batch(&compared)?,
+        provenance: prov,
+    };
+    for (file, b) in [
+        ("leaderboard.parquet", &folder.leaderboard),
+        ("nightly_datasets.parquet", &folder.datasets),
+        ("nightly_timings.parquet", &folder.timings),
+        ("nightly_latency.parquet", &folder.latency),
+        ("nightly_curves.parquet", &folder.curves),
+        ("nightly_correlation.parquet", &folder.correlation),
+        ("regressions.parquet", &folder.regressions),
+    ] {
+        io::write_parquet_atomic(&partial.join(file), b)?;
+    }
+    let prov_text = serde_json::to_string_pretty(&folder.provenance).context("provenance as JSON")?;
+    io::write_bytes_atomic(&partial.join("provenance.json"), prov_text.as_bytes())?;
+    let prev_name = previous.as_ref().and_then(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned());
+    render_into(&partial, &stamp, &folder, &compared, prev_name.as_deref().map(|n| (n, prev_folder.as_ref().map(|f| &f.timings))))?;
+    let final_dir = night_dir.join(&stamp);
+    nightly::publish(&partial, &final_dir)?;
+    for gone in nightly::prune(&night_dir, a.keep)? {
+        println!("pruned {}", gone.display());
+    }
+    // What the night says, in a few lines.
+    let count = |s: &str| compared.iter().filter(|r| r.status == s).count();
+    let failed = outcomes.iter().filter(|o| o.status == "failed").count();
+    println!("report: {}", final_dir.join("report.html").display());
+    match &prev_name {
+        None => println!("first night in {}: nothing to compare", night_dir.display()),
+        Some(p) => println!(
+            "compared with {p}: {} regression(s), {} improvement(s), {} new, {} vanished",
+            count("regression"),
+            count("improvement"),
+            count("new"),
+            count("vanished")
+        ),
+    }
+    for r in compared.iter().filter(|r| r.status == "regression") {
+        println!("  REGRESSION {}", diff::line(r));
+    }
+    for r in compared.iter().filter(|r| r.status == "improvement") {
+        println!("  improvement {}", diff::line(r));
+    }
+    if count("regression") > 0 && prev_name.is_some() {
+        return Ok(ExitCode::from(nightly::EXIT_REGRESSION));
+    }
+    if failed > 0 {
+        println!("{failed} dataset(s) failed: see the report");
+        return Ok(ExitCode::from(nightly::EXIT_DATASET_FAILED));
+    }
+    Ok(ExitCode::SUCCESS)
+}
