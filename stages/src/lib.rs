@@ -244,7 +244,7 @@ pub fn check_models(stages: &[(&dyn Stage, &serde_json::Value)]) -> Result<()> {
         None => Ok(()),
         Some((dir, (e, options))) => {
             let sets: Vec<String> = options.iter().map(|o| format!("--set {o}")).collect();
-            let at = dir.map_or_else(|| tgrag_models::minilm::default_dir(std::path::Path::new(".")).display().to_string(), |d| d);
+            let at = dir.unwrap_or_else(|| tgrag_models::minilm::default_dir(std::path::Path::new(".")).display().to_string());
             let why = match e {
                 StageError::ModelFile(m) if m.contains("sha256") => m,
                 _ => format!("no MiniLM model in {at}"),

@@ -11,17 +11,22 @@ use tgrag_schemas::{columns, io, tables};
 
 use crate::runner::read_manifest;
 
+/// A leaderboard row: source, dataset, stage, method, split, group, metric, value, n, seed.
+type LbRow = (String, String, String, String, String, String, String, f64, u64, Option<u64>);
+/// A curve row: dataset, source, model, variant, seed, epoch, metric, value, kept.
+type CurveRow = (String, String, String, String, u64, u32, String, f64, bool);
+
 /// The nightly tables of one or more datasets, built up row by row.
 #[derive(Debug, Default)]
 pub struct Collected {
     // leaderboard
-    lb: Vec<(String, String, String, String, String, String, String, f64, u64, Option<u64>)>,
+    lb: Vec<LbRow>,
     // nightly_timings: dataset, stage, phase, seconds, ran
     timings: Vec<(String, String, String, f64, bool)>,
     // nightly_latency: dataset, stage, what, ms
     latency: Vec<(String, String, String, f64)>,
     // nightly_curves: dataset, source, model, variant, seed, epoch, metric, value, kept
-    curves: Vec<(String, String, String, String, u64, u32, String, f64, bool)>,
+    curves: Vec<CurveRow>,
     // nightly_correlation: dataset, measure, k, pearson, pairs
     correlation: Vec<(String, String, u32, f64, u64)>,
 }

@@ -189,12 +189,12 @@ pub fn compare(previous: &BTreeMap<Key, f64>, current: &BTreeMap<Key, f64>, tol:
     out
 }
 
-/// Methods (per dataset and source) present in only one of the two nights.
-pub fn method_changes(
-    previous: &BTreeMap<Key, f64>,
-    current: &BTreeMap<Key, f64>,
-) -> (Vec<(String, String, String)>, Vec<(String, String, String)>) {
-    let set = |m: &BTreeMap<Key, f64>| -> BTreeSet<(String, String, String)> {
+/// A method of a dataset's stage folder: (dataset, source, method).
+pub type MethodId = (String, String, String);
+
+/// Methods (per dataset and source) present in only one of the two nights: (new, vanished).
+pub fn method_changes(previous: &BTreeMap<Key, f64>, current: &BTreeMap<Key, f64>) -> (Vec<MethodId>, Vec<MethodId>) {
+    let set = |m: &BTreeMap<Key, f64>| -> BTreeSet<MethodId> {
         m.keys().map(|k| (k.dataset.clone(), k.source.clone(), k.method.clone())).collect()
     };
     let (p, c) = (set(previous), set(current));

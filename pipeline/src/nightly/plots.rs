@@ -158,7 +158,8 @@ pub fn curve_charts(c: &RecordBatch) -> Result<Vec<Figure>> {
         *s = (*s).min(seed.value(i));
     }
     // (dataset, source, model) → series name (in first-seen order) → points
-    let mut charts: BTreeMap<(String, String, String), Vec<(String, Vec<(f64, f64)>)>> = BTreeMap::new();
+    type Lines = Vec<(String, Vec<(f64, f64)>)>;
+    let mut charts: BTreeMap<(String, String, String), Lines> = BTreeMap::new();
     let mut val_metric: BTreeMap<(String, String, String), String> = BTreeMap::new();
     for i in 0..c.num_rows() {
         let k = (d.value(i).to_string(), so.value(i).to_string(), mo.value(i).to_string());

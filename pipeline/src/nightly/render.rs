@@ -378,9 +378,9 @@ pub fn html(md: &str, title: &str, figures: &[Figure]) -> String {
         {
             let file = path.trim_end_matches(')').trim_start_matches("plots/");
             if let Some(f) = by_file.get(file) {
-                write!(
+                writeln!(
                     body,
-                    "<figure><img alt=\"{}\" src=\"data:image/png;base64,{}\"><figcaption>{}</figcaption></figure>\n",
+                    "<figure><img alt=\"{}\" src=\"data:image/png;base64,{}\"><figcaption>{}</figcaption></figure>",
                     escape(caption),
                     base64(&f.png),
                     escape(caption)
@@ -388,15 +388,15 @@ pub fn html(md: &str, title: &str, figures: &[Figure]) -> String {
                 .ok();
             }
         } else if let Some(h) = l.strip_prefix("### ") {
-            write!(body, "<h3>{}</h3>\n", inline(h)).ok();
+            writeln!(body, "<h3>{}</h3>", inline(h)).ok();
         } else if let Some(h) = l.strip_prefix("## ") {
-            write!(body, "<h2>{}</h2>\n", inline(h)).ok();
+            writeln!(body, "<h2>{}</h2>", inline(h)).ok();
         } else if let Some(h) = l.strip_prefix("# ") {
             let id = format!("s{}", nav.len());
             nav.push((id.clone(), inline(h)));
-            write!(body, "<h1 id=\"{id}\">{}</h1>\n", inline(h)).ok();
+            writeln!(body, "<h1 id=\"{id}\">{}</h1>", inline(h)).ok();
         } else if !l.trim().is_empty() {
-            write!(body, "<p>{}</p>\n", inline(l)).ok();
+            writeln!(body, "<p>{}</p>", inline(l)).ok();
         }
         i += 1;
     }
