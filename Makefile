@@ -97,8 +97,9 @@ nightly: build models
 	$(TGRAG) --outputs $(OUTPUTS) $(QUIET) nightly $(NIGHTLY_ARGS)
 
 # System packages some tests need (Debian): Chromium for the nightly report's browser check (~1 min
-# to install). Where apt-get cannot run, the test that needs it says it skipped (and fails under CI=true).
-SYSTEM_PACKAGES := chromium
+# to install) and Mesa's software Vulkan for the GPU tests of every model (burn on wgpu, seconds).
+# Where apt-get cannot run, the tests that need them say they skipped (and fail under CI=true).
+SYSTEM_PACKAGES := chromium mesa-vulkan-drivers libvulkan1
 system-packages:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

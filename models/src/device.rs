@@ -148,3 +148,22 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
         std::thread::yield_now();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adapters_are_listed_and_a_software_rasteriser_is_never_taken_for_a_gpu() {
+        for a in adapters() {
+            eprintln!("adapter: {} ({}, {}, driver {})", a.name, a.backend, a.kind, a.driver);
+        }
+        assert!(hardware_adapter().is_none_or(|a| a.kind != "software"));
+        assert!(software_adapter().is_none_or(|a| a.kind == "software"));
+        // `auto` takes the GPU exactly when there is a hardware adapter (unless TGRAG_GPU forces it).
+        if std::env::var_os("TGRAG_GPU").is_none() {
+            assert_eq!(DeviceChoice::Auto.resolved() == DeviceChoice::Gpu, hardware_adapter().is_some());
+        }
+        assert_eq!(DeviceChoice::Cpu.describe(), "cpu (burn flex)");
+    }
+}

@@ -301,13 +301,13 @@ pub fn train(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::gnn::encoders::{EncoderKind, Pooling};
 
     /// Graphs whose class is told by one edge's feature (a "negation" relation) while the question
     /// embeddings are uninformative: only a model that reads edges can learn it.
-    fn planted(n: usize, seed: u64) -> Vec<QaExample> {
+    pub(crate) fn planted(n: usize, seed: u64) -> Vec<QaExample> {
         let mut rng = Stream(seed);
         (0..n)
             .map(|i| {

@@ -28,5 +28,8 @@ pub mod reranker;
 pub mod tagger;
 pub mod train;
 
+#[cfg(test)]
+mod gpu_tests;
+
 pub use device::DeviceChoice;
 pub use error::ModelError;

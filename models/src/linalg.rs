@@ -42,6 +42,82 @@ pub fn matmul_f64(m: usize, k: usize, n: usize, a: &[f64], b: &[f64]) -> Result<
     Ok(c)
 }
 
+/// A row-major matrix operand of [`gemm_f32`], possibly read transposed.
+#[derive(Debug, Clone, Copy)]
+pub struct Op<'a> {
+    pub data: &'a [f32],
+    /// Rows and columns of the stored (row-major) matrix.
+    pub rows: usize,
+    pub cols: usize,
+    /// Read as its transpose.
+    pub t: bool,
+}
+
+impl<'a> Op<'a> {
+    pub fn n(data: &'a [f32], rows: usize, cols: usize) -> Self {
+        Op { data, rows, cols, t: false }
+    }
+    pub fn t(data: &'a [f32], rows: usize, cols: usize) -> Self {
+        Op { data, rows, cols, t: true }
+    }
+    /// (rows, cols) as read, and (row stride, column stride) of the read matrix.
+    fn read(&self) -> ((usize, usize), (usize, usize)) {
+        if self.t { ((self.cols, self.rows), (1, self.cols)) } else { ((self.rows, self.cols), (self.cols, 1)) }
+    }
+}
+
+/// `dst (m×n, row-major) = a · b` (or `dst += a · b` with `accumulate`), single-threaded: the small
+/// trainings of [`crate::gnn::fast`] run several at once, one per core. Shapes are checked before the
+/// one audited `unsafe` call.
+#[allow(unsafe_code)]
+pub fn gemm_f32(dst: &mut [f32], a: Op<'_>, b: Op<'_>, accumulate: bool) -> Result<()> {
+    let ((m, k), (a_rs, a_cs)) = a.read();
+    let ((k2, n), (b_rs, b_cs)) = b.read();
+    if k != k2 || a.data.len() != a.rows * a.cols || b.data.len() != b.rows * b.cols || dst.len() != m * n {
+        return Err(ModelError::Internal(format!(
+            "gemm {m}×{k}·{k2}×{n}: operands hold {} and {} values, the result {}",
+            a.data.len(),
+            b.data.len(),
+            dst.len()
+        )));
+    }
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    if k == 0 {
+        if !accumulate {
+            dst.fill(0.0);
+        }
+        return Ok(());
+    }
+    // SAFETY: every operand holds exactly rows×cols values and is read with the row-major strides
+    // of its (possibly transposed) shape, checked above; `dst` is an exclusive m×n buffer.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            accumulate,
+            a.data.as_ptr(),
+            a_cs as isize,
+            a_rs as isize,
+            b.data.as_ptr(),
+            b_cs as isize,
+            b_rs as isize,
+            if accumulate { 1.0 } else { 0.0 },
+            1.0,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
+    }
+    Ok(())
+}
+
 /// Eigenvalues (ascending) and eigenvectors of a symmetric `n × n` row-major matrix. The vectors
 /// come back as rows: `vectors[j*n..(j+1)*n]` is the unit eigenvector of `values[j]`.
 pub fn sym_eigen(n: usize, a: &[f64]) -> Result<(Vec<f64>, Vec<f64>)> {

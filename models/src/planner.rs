@@ -414,7 +414,7 @@ pub fn train_planner(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     impl Planner {
@@ -465,7 +465,7 @@ mod tests {
     }
 
     /// Queries are one-hot-ish vectors; the plan to emit is a function of which block is hot.
-    fn planted(n: usize, seed: u64) -> SeqData {
+    pub(crate) fn planted(n: usize, seed: u64) -> SeqData {
         let plans: [&[u32]; 4] = [&[2, 5, 3], &[2, 6, 4, 5, 3], &[3], &[4, 6, 2]];
         let dim = 8;
         let mut rng = Stream(seed);

@@ -239,12 +239,12 @@ pub fn train_reranker(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// Answers are the candidates reached structurally through type 2; the text scores are noise.
     /// The reranker must learn the structure; without SF/TI it is no better than chance.
-    fn groups(n: usize, seed: u64) -> Vec<Group> {
+    pub(crate) fn groups(n: usize, seed: u64) -> Vec<Group> {
         let mut rng = Stream(seed);
         (0..n)
             .map(|_| {

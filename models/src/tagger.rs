@@ -350,13 +350,13 @@ pub fn train_tagger(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// Sentences of random filler words where a span starts after the trigger word 7 ("from") and
     /// runs over the capitalised words that follow; its type is type 1 when the plan holds type 1,
     /// else type 0.
-    fn planted(n: usize, seed: u64) -> TagData {
+    pub(crate) fn planted(n: usize, seed: u64) -> TagData {
         let mut rng = Stream(seed);
         let mut d = TagData { qdim: 2, ..Default::default() };
         for q in 0..n {

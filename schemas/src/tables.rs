@@ -537,7 +537,7 @@ pub const CORRELATION: TableSpec = TableSpec {
 /// TopoRAG's node classification (the `toporag` stage).
 pub const NODE_CLASSIFICATION: TableSpec = TableSpec {
     name: "node_classification",
-    version: 1,
+    version: 2,
     family: "toporag",
     doc: "Per model and retriever: test accuracy on the partial nodes at the epoch kept on validation (also in `scores`).",
     run_dependent: false,
@@ -550,13 +550,14 @@ pub const NODE_CLASSIFICATION: TableSpec = TableSpec {
         req("epochs", U32, "epochs run (early stopping)"),
         req("train_nodes", U32, "training nodes"),
         req("test_nodes", U32, "test nodes"),
+        req("seed", U64, "training seed (weights, dropout; the split is the stage's `seed`)"),
     ],
 };
 
 /// TopoRAG's link prediction (the `toporag` stage).
 pub const LINK_PREDICTION: TableSpec = TableSpec {
     name: "link_prediction",
-    version: 2,
+    version: 3,
     family: "toporag",
     doc: "Per retriever: Hits@K of the edges with a partial end at the epoch kept on validation (also in `scores`).",
     run_dependent: false,
@@ -569,6 +570,7 @@ pub const LINK_PREDICTION: TableSpec = TableSpec {
         req("epochs", U32, "epochs run (early stopping)"),
         req("test_edges", U32, "test positives"),
         req("test_negatives", U32, "test negatives"),
+        req("seed", U64, "training seed (weights, negatives; the split is the stage's `seed`)"),
     ],
 };
 

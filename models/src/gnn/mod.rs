@@ -4,6 +4,8 @@
 //! * [`graph`]: propagation over an edge list (GCN's normalised adjacency, SAGE's neighbour mean);
 //! * [`node`]: TopoRAG's node classifiers (paper §6.1.3, Table 3);
 //! * [`link`]: TopoRAG's link predictor;
+//! * [`fast`]: the node classifiers and the link predictor again on host buffers with a hand-written
+//!   backward pass (TopoRAG's many small CPU trainings; the burn trainers run them on a GPU);
 //! * [`batch`]: mini-batches of small graphs as one block-diagonal graph;
 //! * [`encoders`]: the graph encoders of G-Retriever (GCN, GAT, graph transformer) and Efficient
 //!   G-Retriever, with mean or attention pooling.
@@ -25,6 +27,7 @@
 
 pub mod batch;
 pub mod encoders;
+pub mod fast;
 pub mod graph;
 pub mod link;
 pub mod node;

@@ -85,7 +85,7 @@ pub struct NodeClassData<'a> {
 }
 
 /// Mean cross-entropy and accuracy of `logits` (row-major, `classes` wide) over `nodes`.
-fn loss_and_accuracy(logits: &[f32], classes: usize, labels: &[u32], nodes: &[u32]) -> (f64, f64) {
+pub(crate) fn loss_and_accuracy(logits: &[f32], classes: usize, labels: &[u32], nodes: &[u32]) -> (f64, f64) {
     if nodes.is_empty() {
         return (0.0, 0.0);
     }
@@ -103,7 +103,7 @@ fn loss_and_accuracy(logits: &[f32], classes: usize, labels: &[u32], nodes: &[u3
     (loss / nodes.len() as f64, correct as f64 / nodes.len() as f64)
 }
 
-fn check_nodes(n: usize, data: &NodeClassData<'_>) -> Result<()> {
+pub(crate) fn check_nodes(n: usize, data: &NodeClassData<'_>) -> Result<()> {
     for set in [data.train, data.val, data.test] {
         if let Some(&v) = set.iter().find(|&&v| v as usize >= n || data.labels[v as usize] as usize >= data.classes) {
             return Err(ModelError::Internal(format!("node {v} is out of range or has no label < {}", data.classes)));

@@ -468,4 +468,4 @@ pub fn default_dir(root: &Path) -> PathBuf {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -402,7 +402,7 @@ fn matches_sentence_transformers_fixture() {
 }
 
 /// The tiny config, its random checkpoint of `seed` and the burn encoder loaded from it.
-fn tiny_bert(seed: u64) -> (BertConfig, Checkpoint, Bert) {
+pub(crate) fn tiny_bert(seed: u64) -> (BertConfig, Checkpoint, Bert) {
     let cfg = tiny_cfg();
     let m = tiny(&cfg, seed);
     let bert = Bert::from_safetensors(

@@ -94,6 +94,11 @@ pub struct DatasetArgs {
     /// Override a stage option: `--set bm25.k1=1.2` (the value is JSON, or a plain string).
     #[arg(long = "set", value_name = "STAGE.KEY=VALUE")]
     pub set: Vec<String>,
+    /// Where every stage that trains or runs a model does so (its `device` option; a `--set
+    /// <stage>.device=…` still wins): `cpu`, `gpu` (burn on wgpu) or `auto` (a hardware GPU when
+    /// wgpu finds one).
+    #[arg(long, value_enum)]
+    pub device: Option<DeviceArg>,
 }
 
 impl DatasetArgs {
@@ -103,9 +108,21 @@ impl DatasetArgs {
     }
 }
 
-/// Every stage config: defaults, then `--set` overrides, each checked by its stage.
-pub fn stage_configs(all: &[&'static dyn Stage], sets: &[String]) -> Result<BTreeMap<String, serde_json::Value>> {
+/// Every stage config: defaults, then the run-level `device` for every stage that has the option,
+/// then `--set` overrides, each checked by its stage.
+pub fn stage_configs(
+    all: &[&'static dyn Stage],
+    sets: &[String],
+    device: Option<DeviceChoice>,
+) -> Result<BTreeMap<String, serde_json::Value>> {
     let mut configs: BTreeMap<String, serde_json::Value> = all.iter().map(|s| (s.info().name.to_string(), s.default_config())).collect();
+    if let Some(d) = device {
+        for cfg in configs.values_mut() {
+            if let Some(obj) = cfg.as_object_mut().filter(|o| o.contains_key("device")) {
+                obj.insert("device".into(), serde_json::Value::String(d.as_str().into()));
+            }
+        }
+    }
     for set in sets {
         let (lhs, value) = set.split_once('=').with_context(|| format!("--set {set}: expected STAGE.KEY=VALUE"))?;
         let (stage, key) = lhs.split_once('.').with_context(|| format!("--set {set}: expected STAGE.KEY=VALUE"))?;
@@ -168,6 +185,25 @@ pub(crate) fn check_ids(c: &ArrayRef, path: &Path, name: &str) -> Result<()> {
         bail!("{}: row {i}, column {name}: null id", path.display());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_run_level_device_reaches_every_model_stage_and_a_set_still_wins() {
+        let all = tgrag_stages::all();
+        let c = stage_configs(&all, &["mor.device=cpu".to_string()], Some(DeviceChoice::Gpu)).expect("configs");
+        let device = |s: &str| c[s].get("device").and_then(|d| d.as_str()).map(str::to_string);
+        for s in ["dense", "pasemiqa", "toporag", "textgraphs", "gretriever"] {
+            assert_eq!(device(s).as_deref(), Some("gpu"), "{s}");
+        }
+        assert_eq!(device("mor").as_deref(), Some("cpu"), "--set wins over --device");
+        assert_eq!(device("bm25"), None, "stages without a model have no device");
+        let plain = stage_configs(&all, &[], None).expect("configs");
+        assert_eq!(plain["toporag"]["device"], "cpu");
+    }
 }
 
 /// Value parsers of numeric flags. Each flag takes negative numbers as values

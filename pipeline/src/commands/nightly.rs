@@ -52,6 +52,12 @@ pub struct NightlyArgs {
     /// Rerun every stage, even when up to date.
     #[arg(long)]
     pub force: bool,
+    /// Where the model stages train and run (as `tgrag run --device`).
+    #[arg(long, value_enum)]
+    pub device: Option<crate::commands::DeviceArg>,
+    /// Training seeds of TopoRAG's GNNs (mean ± std over them, as the paper's Table 3).
+    #[arg(long, default_value_t = 5, allow_negative_numbers = true, value_parser = crate::commands::num::count)]
+    pub toporag_seeds: usize,
 }
 
 /// The data roots: the given ones, else `$TGRAG_DATA_ROOT` and `../shared/datasets` (those that exist).
@@ -195,7 +201,13 @@ pub fn render_into(
 pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<ExitCode> {
     // Everything a night needs is checked before it starts.
     let all = tgrag_stages::all();
-    let configs = stage_configs(&all, &a.set)?;
+    // TopoRAG's GNNs over several seeds, unless the user set them.
+    let mut sets = Vec::new();
+    if !a.set.iter().any(|s| s.starts_with("toporag.gnn_seeds=")) {
+        sets.push(format!("toporag.gnn_seeds={:?}", (0..a.toporag_seeds as u64).collect::<Vec<_>>()));
+    }
+    sets.extend(a.set.iter().cloned());
+    let configs = stage_configs(&all, &sets, a.device.map(Into::into))?;
     let tol = diff::Tolerances::parse(&a.tolerance, a.default_tolerance)?;
     let night_dir = outputs.join("nightly");
     let _lock = FolderLock::acquire(&night_dir, wait)?;

@@ -34,7 +34,7 @@ pub fn describe(d: &Decision) -> (&'static str, &str) {
 pub fn run(outputs: &Path, quiet: bool, wait: bool, a: RunArgs) -> Result<()> {
     let all = tgrag_stages::all();
     let dataset = a.dataset.resolve()?;
-    let configs = stage_configs(&all, &a.dataset.set)?;
+    let configs = stage_configs(&all, &a.dataset.set, a.dataset.device.map(Into::into))?;
     let selected = runner::select(&all, a.stages.as_deref())?;
     // The sentence model, for every stage that will apply and needs it, before any work.
     let applies = runner::predicted_applicable(&selected, dataset.provides().as_deref());
@@ -47,6 +47,17 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: RunArgs) -> Result<()> {
         RunOptions { outputs: outputs.to_path_buf(), dataset, stages: a.stages, force: a.force, progress: Progress { quiet }, configs };
     let t0 = Instant::now();
     println!("tgrag run: dataset `{}` → {}", opts.dataset.name, opts.outputs.join(&opts.dataset.name).display());
+    // Which device the model stages use, when one asks for a GPU (auto says what it found).
+    let devices: std::collections::BTreeSet<String> = opts
+        .configs
+        .values()
+        .filter_map(|c| c.get("device").and_then(|d| d.as_str()).and_then(tgrag_models::DeviceChoice::parse))
+        .filter(|d| *d != tgrag_models::DeviceChoice::Cpu)
+        .map(|d| format!("{} → {}", d.as_str(), d.describe()))
+        .collect();
+    for d in devices {
+        println!("  device {d}");
+    }
     let outcomes = runner::run(&opts, &all, |o| {
         let (verb, why) = describe(&o.decision);
         let rows: usize = o.outputs.values().filter_map(|x| x.rows).sum();

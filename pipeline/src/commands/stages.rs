@@ -11,7 +11,7 @@ use crate::runner::{self, Decision};
 pub fn run(outputs: &Path, a: DatasetArgs) -> Result<()> {
     let all = tgrag_stages::all();
     let dataset = a.resolve()?;
-    let configs = stage_configs(&all, &a.set)?;
+    let configs = stage_configs(&all, &a.set, a.device.map(Into::into))?;
     let root = outputs.join(&dataset.name);
     println!("stages for dataset `{}` ({}):", dataset.name, root.display());
     for s in &all {

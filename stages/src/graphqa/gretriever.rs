@@ -67,6 +67,9 @@ pub struct GretrieverConfig {
     pub text_batch: usize,
     #[serde(default)]
     pub model_dir: Option<String>,
+    /// Where the encoders, heads and the text head train: `cpu`, `gpu` (burn on wgpu) or `auto`.
+    #[serde(default)]
+    pub device: tgrag_models::DeviceChoice,
 }
 
 impl Default for GretrieverConfig {
@@ -92,6 +95,7 @@ impl Default for GretrieverConfig {
             text_lr: 1e-4,
             text_batch: 16,
             model_dir: None,
+            device: tgrag_models::DeviceChoice::Cpu,
         }
     }
 }
@@ -294,7 +298,7 @@ pub fn run_task(
     }
     // Trained methods, every (method, seed) a job.
     let jobs: Vec<(Method, u64)> = methods(task, cfg).into_iter().flat_map(|m| cfg.seeds.iter().map(move |&s| (m.clone(), s))).collect();
-    let dev = tgrag_models::DeviceChoice::Cpu.device();
+    let dev = cfg.device.device();
     let results = jobs
         .par_iter()
         .map(|(m, seed)| {
@@ -379,8 +383,15 @@ pub fn run_task(
                 lr: cfg.text_lr,
                 seed,
             };
-            let (pred, curve, best) =
-                crate::graphqa::texthead::train_and_predict(bert, class_names.len(), (&trs, &try_), (&vas, &vay), &eval_states, &tcfg)?;
+            let (pred, curve, best) = crate::graphqa::texthead::train_and_predict(
+                bert,
+                class_names.len(),
+                (&trs, &try_),
+                (&vas, &vay),
+                &eval_states,
+                &tcfg,
+                &dev,
+            )?;
             for c in &curve {
                 curves.push(
                     "gretriever-minilm",
@@ -481,11 +492,7 @@ impl StageSpec for GretrieverStage {
         let needs_text = cfg.text_head && enc.graphs.iter().any(|g| g.task != Task::WebQsp);
         let text_model = if needs_text {
             Some(ctx.timed("load MiniLM", |_| {
-                crate::shared::encoders::load_minilm_burn(
-                    cfg.model_dir.as_deref(),
-                    crate::shared::encoders::DeviceChoice::Cpu,
-                    "--set gretriever.text_head=false",
-                )
+                crate::shared::encoders::load_minilm_burn(cfg.model_dir.as_deref(), cfg.device, "--set gretriever.text_head=false")
             })?)
         } else {
             None

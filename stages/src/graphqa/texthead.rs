@@ -55,10 +55,10 @@ pub fn train_and_predict(
     val: (&[Vec<f32>], &[u32]),
     eval: &[Vec<f32>],
     cfg: &TuneConfig,
+    dev: &burn::tensor::Device,
 ) -> Result<(Vec<u32>, Vec<TuneEpoch>, u32)> {
     let Engine::Burn(b) = &bert.engine else { return Err(StageError::Internal("the text head needs MiniLM's burn engine".into())) };
-    let dev = burn::tensor::Device::flex();
-    let (model, shape, curve, best) = train_top(b, classes, train, val, cfg, &dev, &|_| {})?;
-    let pred = model.predict(&shape, eval, 64, &dev)?;
+    let (model, shape, curve, best) = train_top(b, classes, train, val, cfg, dev, &|_| {})?;
+    let pred = model.predict(&shape, eval, 64, dev)?;
     Ok((pred, curve, best))
 }

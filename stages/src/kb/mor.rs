@@ -53,6 +53,9 @@ pub struct MorConfig {
     #[serde(default)]
     pub reranker_head: Head,
     pub seed: u64,
+    /// Where the planner and the reranker train: `cpu`, `gpu` (burn on wgpu) or `auto`.
+    #[serde(default)]
+    pub device: tgrag_models::DeviceChoice,
 }
 
 impl Default for MorConfig {
@@ -65,6 +68,7 @@ impl Default for MorConfig {
             negatives: 15,
             reranker_head: Head::Paper,
             seed: 0,
+            device: tgrag_models::DeviceChoice::Cpu,
         }
     }
 }
@@ -364,7 +368,7 @@ impl StageSpec for MorStage {
         let mut order: Vec<(u32, String)> = (0..qids.len()).map(|i| (qids.value(i), split.value(i).to_string())).collect();
         order.sort_unstable();
         let ids: Vec<u32> = order.iter().map(|x| x.0).collect();
-        let dev = tgrag_models::DeviceChoice::Cpu.device();
+        let dev = cfg.device.device();
         let data = plan_data(&kb, &ctx.input("planning", "planning_graphs")?)?;
         let planned = ctx.timed("plan", |_| plan(&kb, &data, &ids, &cfg, &dev))?;
         ctx.set_items(order.len() as u64);

@@ -47,6 +47,9 @@ pub struct PasemiqaConfig {
     /// Nodes reached per hop are capped (hubs), keeping the lowest ids.
     pub max_frontier: usize,
     pub seed: u64,
+    /// Where the relation-path planner trains: `cpu`, `gpu` (burn on wgpu) or `auto`.
+    #[serde(default)]
+    pub device: tgrag_models::DeviceChoice,
 }
 
 impl Default for PasemiqaConfig {
@@ -59,6 +62,7 @@ impl Default for PasemiqaConfig {
             planner_hidden: 256,
             max_frontier: 20_000,
             seed: 0,
+            device: tgrag_models::DeviceChoice::Cpu,
         }
     }
 }
@@ -304,7 +308,7 @@ impl StageSpec for PasemiqaStage {
         let split_of: HashMap<u32, &str> = order.iter().copied().collect();
         let ids: Vec<u32> = order.iter().map(|x| x.0).collect();
         let data = path_data(&kb, &ctx.input("planning", "relation_paths")?, &split_of)?;
-        let dev = tgrag_models::DeviceChoice::Cpu.device();
+        let dev = cfg.device.device();
         let planned = ctx.timed("plan", |_| plan(&kb, &data, &ids, &cfg, &dev))?;
         ctx.set_items(order.len() as u64);
         let hop_of: Vec<Vec<(u16, bool)>> =

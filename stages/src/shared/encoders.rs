@@ -119,9 +119,14 @@ pub fn hash_embed_all(texts: &[&str], dim: usize) -> Result<Vec<f32>> {
     Ok(rows.concat())
 }
 
-/// A loaded text encoder: MiniLM (with a progress bar per call) or hashing.
+/// Embeddings a MiniLM encoder has computed, by text: a text a stage embeds again (the same
+/// context retrieved by two retrievers, a node text that is also a query) is embedded once.
+type Memo = std::sync::Mutex<std::collections::HashMap<String, Box<[f32]>>>;
+
+/// A loaded text encoder: MiniLM (with a progress bar per call and a memo of what it embedded) or
+/// hashing.
 pub enum TextEncoder {
-    Minilm { model: Box<tgrag_models::minilm::MiniLm>, progress: Progress },
+    Minilm { model: Box<tgrag_models::minilm::MiniLm>, progress: Progress, memo: Memo },
     Hash { dim: usize },
 }
 
@@ -138,7 +143,9 @@ impl TextEncoder {
     ) -> Result<TextEncoder> {
         Ok(match encoder {
             Encoder::Hash => TextEncoder::Hash { dim: hash_dim },
-            Encoder::Minilm => TextEncoder::Minilm { model: Box::new(load_minilm(model_dir, device, option)?), progress },
+            Encoder::Minilm => {
+                TextEncoder::Minilm { model: Box::new(load_minilm(model_dir, device, option)?), progress, memo: Memo::default() }
+            }
         })
     }
 
@@ -154,12 +161,25 @@ impl TextEncoder {
     pub fn encode(&self, texts: &[&str], what: &str) -> Result<Vec<f32>> {
         match self {
             TextEncoder::Hash { dim } => hash_embed_all(texts, *dim),
-            TextEncoder::Minilm { model, progress } => {
-                let pb = progress.bar(texts.len() as u64, what);
-                let out =
-                    model.encode(texts, tgrag_models::minilm::EncodeOptions::default(), &|n| pb.inc(n as u64)).map_err(StageError::from);
+            TextEncoder::Minilm { model, progress, memo } => {
+                let dim = model.dim();
+                let mut memo = memo.lock().map_err(|_| StageError::Internal("the embedding memo was poisoned".into()))?;
+                // Each distinct text not embedded before, once, in first-seen order.
+                let mut seen = std::collections::HashSet::new();
+                let fresh: Vec<&str> = texts.iter().copied().filter(|t| !memo.contains_key(*t) && seen.insert(*t)).collect();
+                let pb = progress.bar(fresh.len() as u64, what);
+                let emb = model.encode(&fresh, tgrag_models::minilm::EncodeOptions::default(), &|n| pb.inc(n as u64))?;
                 pb.finish_and_clear();
-                out
+                for (t, e) in fresh.iter().zip(emb.chunks(dim.max(1))) {
+                    memo.insert((*t).to_string(), e.into());
+                }
+                let mut out = Vec::with_capacity(texts.len() * dim);
+                for t in texts {
+                    out.extend_from_slice(
+                        memo.get(*t).ok_or_else(|| StageError::Internal("a text missing from the embedding memo".into()))?,
+                    );
+                }
+                Ok(out)
             }
         }
     }

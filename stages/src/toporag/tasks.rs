@@ -10,15 +10,19 @@
 //!   negatives pair a random partial node with a random node, validation negatives are random
 //!   pairs, none of them an edge; Hits@100 per retriever.
 //!
-//! Every run is seeded and full-batch, so the tables are byte-identical for the same inputs.
+//! Every run is seeded and full-batch, so the tables are byte-identical for the same inputs. Every
+//! (model, retriever) trains once per seed of `seeds` (the split stays that of `seed`); with several
+//! seeds `scores` also holds the mean and the sample standard deviation (`<metric>_std`), as the
+//! paper's Table 3 reports them. On the CPU the trainings run on [`tgrag_models::gnn::fast`] (host
+//! buffers, hand-written backward pass, one training per core); on a GPU on the burn trainers.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Float64Array, RecordBatch, StringArray, UInt32Array};
-use burn::tensor::Device;
 use rayon::prelude::*;
 use tgrag_datasets::rng::Rng;
+use tgrag_models::DeviceChoice;
 use tgrag_models::gnn::{self, GnnKind, LinkPredConfig, NodeClassConfig, Trained};
 
 use crate::shared::context::Progress;
@@ -34,7 +38,12 @@ pub struct TaskConfig {
     pub val_fraction: f64,
     pub lp_val_fraction: f64,
     pub lp_negatives: usize,
+    /// The split's seed.
     pub seed: u64,
+    /// Training seeds (weights, dropout, negatives).
+    pub seeds: Vec<u64>,
+    /// `cpu`: the host engine; `gpu`: burn on wgpu.
+    pub device: DeviceChoice,
 }
 
 /// The graph and features the tasks run on (graph indices `0..n`).
@@ -112,15 +121,16 @@ pub fn link_split(n: usize, edges: &[(u32, u32)], partial: &[bool], cfg: &TaskCo
 }
 
 enum Job<'a> {
-    Class(GnnKind, &'a str, &'a [f32]),
-    Link(&'a str, &'a [f32]),
+    Class(GnnKind, &'a str, &'a [f32], u64),
+    Link(&'a str, &'a [f32], u64),
 }
 
 /// Runs every training (in parallel, each deterministic), builds the tables and adds the results to
 /// `scores`: per retriever (the method) and model (`group` = `model=…`), test and validation
 /// accuracy (node classification) and Hits@K (link prediction).
 pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress, scores: &mut Scores) -> Result<TaskTables> {
-    let dev = Device::flex();
+    let on_gpu = cfg.device.resolved() == DeviceChoice::Gpu;
+    let dev = cfg.device.device();
     let class = inp.labels.map(|(labels, classes)| {
         let (train, val, test) = class_split(labels, inp.partial, cfg.val_fraction, cfg.seed);
         (labels, classes, train, val, test)
@@ -131,22 +141,34 @@ pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress, scor
     let mut jobs = Vec::new();
     if class.is_some() {
         for kind in GnnKind::ALL {
-            jobs.extend(inp.features.iter().map(|(name, f)| Job::Class(kind, name.as_str(), f.as_slice())));
+            for (name, f) in inp.features {
+                jobs.extend(cfg.seeds.iter().map(|&s| Job::Class(kind, name.as_str(), f.as_slice(), s)));
+            }
         }
     }
     if do_links {
-        jobs.extend(inp.features.iter().map(|(name, f)| Job::Link(name.as_str(), f.as_slice())));
+        for (name, f) in inp.features {
+            jobs.extend(cfg.seeds.iter().map(|&s| Job::Link(name.as_str(), f.as_slice(), s)));
+        }
     }
+    // The graphs of the host engine, built once and shared by every training.
+    let class_graph = gnn::fast::FastGraph::new(inp.n, inp.edges);
+    let link_graph = gnn::fast::FastGraph::new(inp.n, &links.message);
     let pb = progress.bar(jobs.len() as u64, "toporag: train GNNs");
     let results: Vec<Trained> = jobs
         .par_iter()
         .map(|job| {
             let out = match (job, &class) {
-                (Job::Class(kind, _, f), Some((labels, classes, train, val, test))) => {
+                (Job::Class(kind, _, f, seed), Some((labels, classes, train, val, test))) => {
                     let data = gnn::NodeClassData { features: f, dim: inp.dim, labels, classes: *classes, train, val, test };
-                    gnn::train_node_classifier(*kind, inp.n, inp.edges, &data, &cfg.nc, &dev)
+                    let nc = NodeClassConfig { seed: *seed, ..cfg.nc.clone() };
+                    if on_gpu {
+                        gnn::train_node_classifier(*kind, inp.n, inp.edges, &data, &nc, &dev)
+                    } else {
+                        gnn::fast::train_node_classifier(*kind, inp.n, &class_graph, &data, &nc)
+                    }
                 }
-                (Job::Link(_, f), _) => {
+                (Job::Link(_, f, seed), _) => {
                     let data = gnn::LinkPredData {
                         features: f,
                         dim: inp.dim,
@@ -156,7 +178,12 @@ pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress, scor
                         test_pos: &links.test_pos,
                         test_neg: &links.test_neg,
                     };
-                    gnn::train_link_predictor(inp.n, &data, &cfg.lp, &dev)
+                    let lp = LinkPredConfig { seed: *seed, ..cfg.lp.clone() };
+                    if on_gpu {
+                        gnn::train_link_predictor(inp.n, &data, &lp, &dev)
+                    } else {
+                        gnn::fast::train_link_predictor(inp.n, &link_graph, &data, &lp)
+                    }
                 }
                 (Job::Class(..), None) => Err(tgrag_models::ModelError::Internal("classification without labels".into())),
             };
@@ -166,28 +193,31 @@ pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress, scor
         .collect::<Result<_>>()?;
     pb.finish_and_clear();
 
-    let (mut nc_model, mut nc_ret, mut nc_acc, mut nc_val, mut nc_best, mut nc_epochs, mut nc_train, mut nc_test) =
+    let (mut nc_model, mut nc_ret, mut nc_acc, mut nc_val, mut nc_best, mut nc_epochs, mut nc_train, mut nc_test, mut nc_seed) =
+        (vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+    let (mut lp_ret, mut lp_hits, mut lp_val, mut lp_best, mut lp_epochs, mut lp_pos, mut lp_neg, mut lp_seed) =
         (vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
-    let (mut lp_ret, mut lp_hits, mut lp_val, mut lp_best, mut lp_epochs, mut lp_pos, mut lp_neg) =
-        (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
     let mut curves = Curves::default();
     let hits = format!("hits_at_{}", cfg.lp.hits_k);
+    // (retriever, split, group, metric) → (per-seed values, n), for the mean and std over seeds.
+    let mut by_seed: Vec<((&str, &str, String, &str), Vec<f64>, u64)> = Vec::new();
     for (job, t) in jobs.iter().zip(&results) {
-        let (task, model, ret) = match job {
-            Job::Class(kind, name, _) => {
+        let (task, model, ret, seed) = match job {
+            Job::Class(kind, name, _, seed) => {
                 nc_model.push(kind.as_str());
                 nc_ret.push(*name);
                 nc_acc.push(t.test_metric);
                 nc_val.push(t.val_metric);
                 nc_best.push(t.best_epoch);
                 nc_epochs.push(t.curve.len() as u32);
+                nc_seed.push(*seed);
                 if let Some((_, _, train, _, test)) = &class {
                     nc_train.push(train.len() as u32);
                     nc_test.push(test.len() as u32);
                 }
-                ("node_classification", kind.as_str(), *name)
+                ("node_classification", kind.as_str(), *name, *seed)
             }
-            Job::Link(name, _) => {
+            Job::Link(name, _, seed) => {
                 lp_ret.push(*name);
                 lp_hits.push(t.test_metric);
                 lp_val.push(t.val_metric);
@@ -195,7 +225,8 @@ pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress, scor
                 lp_epochs.push(t.curve.len() as u32);
                 lp_pos.push(links.test_pos.len() as u32);
                 lp_neg.push(links.test_neg.len() as u32);
-                ("link_prediction", "gcn-mlp", *name)
+                lp_seed.push(*seed);
+                ("link_prediction", "gcn-mlp", *name, *seed)
             }
         };
         let (metric, n_test, n_val) = match job {
@@ -203,14 +234,20 @@ pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress, scor
             Job::Link(..) => (hits.as_str(), links.test_pos.len(), links.val_pos.len()),
         };
         let group = format!("model={model}");
-        scores.push(ret, "test", &group, metric, t.test_metric, n_test as u64, Some(cfg.seed));
-        scores.push(ret, "val", &group, metric, t.val_metric, n_val as u64, Some(cfg.seed));
+        for (split, value, n) in [("test", t.test_metric, n_test), ("val", t.val_metric, n_val)] {
+            scores.push(ret, split, &group, metric, value, n as u64, Some(seed));
+            let key = (ret, split, group.clone(), metric);
+            match by_seed.iter_mut().find(|x| x.0 == key) {
+                Some(x) => x.1.push(value),
+                None => by_seed.push((key, vec![value], n as u64)),
+            }
+        }
         let (val_name, test_name) = (format!("val_{metric}"), format!("test_{metric}"));
         for row in &t.curve {
             curves.push(
                 model,
                 &format!("{task}/{ret}"),
-                cfg.seed,
+                seed,
                 row.epoch,
                 row.epoch == t.best_epoch,
                 &[
@@ -220,6 +257,14 @@ pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress, scor
                     (test_name.as_str(), row.test_metric),
                 ],
             );
+        }
+    }
+    // Several seeds: the mean and the sample standard deviation, as the paper's Table 3.
+    if cfg.seeds.len() > 1 {
+        for ((ret, split, group, metric), v, n) in &by_seed {
+            let (mean, sd) = mean_std(v);
+            scores.push(ret, split, group, metric, mean, *n, None);
+            scores.push(ret, split, group, &format!("{metric}_std"), sd, *n, None);
         }
     }
     let strs = |v: Vec<&str>| Arc::new(StringArray::from(v)) as ArrayRef;
@@ -235,6 +280,7 @@ pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress, scor
             ("epochs", u32a(nc_epochs)),
             ("train_nodes", u32a(nc_train)),
             ("test_nodes", u32a(nc_test)),
+            ("seed", Arc::new(arrow::array::UInt64Array::from(nc_seed)) as ArrayRef),
         ])?,
         link_prediction: RecordBatch::try_from_iter(vec![
             ("retriever", strs(lp_ret)),
@@ -245,14 +291,30 @@ pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress, scor
             ("epochs", u32a(lp_epochs)),
             ("test_edges", u32a(lp_pos)),
             ("test_negatives", u32a(lp_neg)),
+            ("seed", Arc::new(arrow::array::UInt64Array::from(lp_seed)) as ArrayRef),
         ])?,
         curves: curves.batch()?,
     })
 }
 
+/// Mean and sample standard deviation (0 for one value).
+pub fn mean_std(v: &[f64]) -> (f64, f64) {
+    let n = v.len().max(1) as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    let var = if v.len() > 1 { v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0) } else { 0.0 };
+    (mean, var.sqrt())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mean_and_sample_std_by_hand() {
+        assert_eq!(mean_std(&[0.5]), (0.5, 0.0));
+        let (m, s) = mean_std(&[1.0, 2.0, 3.0, 4.0]);
+        assert!((m - 2.5).abs() < 1e-12 && (s - (5.0f64 / 3.0).sqrt()).abs() < 1e-12);
+    }
 
     fn cfg() -> TaskConfig {
         TaskConfig {
@@ -262,6 +324,8 @@ mod tests {
             lp_val_fraction: 0.5,
             lp_negatives: 6,
             seed: 1,
+            seeds: vec![1],
+            device: DeviceChoice::Cpu,
         }
     }
 

@@ -89,6 +89,15 @@ pub struct ToporagConfig {
     pub lp_val_fraction: f64,
     pub lp_negatives: usize,
     pub lp_hits_k: usize,
+    /// Training seeds of the node classifiers and link predictors (weights, dropout, negatives):
+    /// empty means `seed` alone; several give the mean ± std of the paper's Table 3 (the nightly
+    /// job runs five).
+    #[serde(default)]
+    pub gnn_seeds: Vec<u64>,
+    /// Where the GNNs train and the texts are embedded: `cpu` (the host GNN engine, the fused MiniLM
+    /// engine), `gpu` (burn on wgpu) or `auto`.
+    #[serde(default)]
+    pub device: DeviceChoice,
 }
 
 impl Default for ToporagConfig {
@@ -117,6 +126,8 @@ impl Default for ToporagConfig {
             lp_val_fraction: 0.1,
             lp_negatives: 1000,
             lp_hits_k: 100,
+            gnn_seeds: Vec::new(),
+            device: DeviceChoice::Cpu,
         }
     }
 }
@@ -130,14 +141,7 @@ impl ToporagConfig {
     }
 
     fn encoder(&self, ctx: &StageContext<'_>) -> Result<TextEncoder> {
-        TextEncoder::load(
-            self.encoder,
-            self.model_dir.as_deref(),
-            self.hash_dim,
-            DeviceChoice::Cpu,
-            ctx.progress,
-            "--set toporag.encoder=hash",
-        )
+        TextEncoder::load(self.encoder, self.model_dir.as_deref(), self.hash_dim, self.device, ctx.progress, "--set toporag.encoder=hash")
     }
 }
 
@@ -146,7 +150,7 @@ pub struct ToporagStage;
 static INFO: StageInfo = StageInfo {
     name: "toporag",
     module: module_path!(),
-    version: 4,
+    version: 5,
     about: "TopoRAG: observed/partial split, proximity (diffusion) and role (GraphWave) retrieval vs text/random/none, context quality (BLEU-4, ROUGE-L, MiniLM cosine), correlation analysis",
     deps: &["ingest"],
     needs: &[("ingest", "tag_nodes"), ("ingest", "tag_edges")],
@@ -378,6 +382,8 @@ impl StageSpec for ToporagStage {
                 lp_val_fraction: cfg.lp_val_fraction,
                 lp_negatives: cfg.lp_negatives,
                 seed: cfg.seed,
+                seeds: if cfg.gnn_seeds.is_empty() { vec![cfg.seed] } else { cfg.gnn_seeds.clone() },
+                device: cfg.device,
             };
             let inputs = tasks::TaskInputs {
                 n,

@@ -1,0 +1,734 @@
+//! TopoRAG's small full-batch GNN trainings on the CPU without a tensor framework: the same models,
+//! initialisation, dropout masks, losses, Adam (burn's arithmetic, coupled L2 decay) and early
+//! stopping as [`crate::gnn::node`] and [`crate::gnn::link`], with a hand-written backward pass over
+//! host buffers, single-threaded `gemm` products and CSR propagation. Burn's autodiff graph, its
+//! per-op allocations and its host round-trips cost more than the arithmetic on graphs of a few
+//! thousand nodes; this engine keeps only the arithmetic, so that many trainings (retrievers ×
+//! models × seeds) run side by side, one per core. A seed gives the same curve as the burn
+//! trainers up to float summation order (tested), and the burn trainers stay for `--device gpu`.
+
+use crate::error::{ModelError, Result};
+use crate::gnn::graph::{Entries, normalised_entries};
+use crate::gnn::{GnnKind, LinkPredConfig, LinkPredData, NodeClassConfig, NodeClassData, hits_at_k};
+use crate::linalg::{Op, gemm_f32};
+use crate::train::{EarlyStopping, EpochRow, Stream, Trained, dropout_decisions};
+
+/// `out[dst] += w · x[src]` grouped by destination (the entry order of each destination kept, as
+/// the burn trainers' scatter-add applies them).
+#[derive(Debug, Clone)]
+pub struct Csr {
+    n: usize,
+    ptr: Vec<usize>,
+    src: Vec<u32>,
+    w: Vec<f32>,
+}
+
+impl Csr {
+    pub fn new(n: usize, entries: &Entries) -> Csr {
+        let mut ptr = vec![0usize; n + 1];
+        for &(_, d, _) in entries {
+            ptr[d as usize + 1] += 1;
+        }
+        for i in 0..n {
+            ptr[i + 1] += ptr[i];
+        }
+        let mut fill = ptr.clone();
+        let (mut src, mut w) = (vec![0u32; entries.len()], vec![0f32; entries.len()]);
+        for &(s, d, x) in entries {
+            let at = &mut fill[d as usize];
+            src[*at] = s;
+            w[*at] = x;
+            *at += 1;
+        }
+        Csr { n, ptr, src, w }
+    }
+
+    /// The transpose (`out[src] += w · x[dst]`).
+    pub fn transpose(&self) -> Csr {
+        let entries: Entries =
+            (0..self.n).flat_map(|d| (self.ptr[d]..self.ptr[d + 1]).map(move |e| (d as u32, self.src[e], self.w[e]))).collect();
+        Csr::new(self.n, &entries)
+    }
+
+    /// `out = A x` for row-major `x` of width `f`.
+    pub fn apply(&self, x: &[f32], f: usize, out: &mut [f32]) {
+        out.fill(0.0);
+        for d in 0..self.n {
+            let o = &mut out[d * f..(d + 1) * f];
+            for e in self.ptr[d]..self.ptr[d + 1] {
+                let (s, w) = (self.src[e] as usize, self.w[e]);
+                for (a, &b) in o.iter_mut().zip(&x[s * f..(s + 1) * f]) {
+                    *a += w * b;
+                }
+            }
+        }
+    }
+}
+
+/// A dense layer on the host with its Adam state.
+#[derive(Debug, Clone)]
+struct Layer {
+    d_in: usize,
+    d_out: usize,
+    w: Vec<f32>,
+    b: Vec<f32>,
+    gw: Vec<f32>,
+    gb: Vec<f32>,
+    mw: Vec<f32>,
+    vw: Vec<f32>,
+    mb: Vec<f32>,
+    vb: Vec<f32>,
+}
+
+impl Layer {
+    /// Glorot-uniform weights from `rng`, zero bias: the draws of [`crate::train::Dense::new`].
+    fn new(d_in: usize, d_out: usize, rng: &mut Stream) -> Layer {
+        let a = (6.0 / (d_in + d_out) as f64).sqrt();
+        let w: Vec<f32> = (0..d_in * d_out).map(|_| ((rng.unit() * 2.0 - 1.0) * a) as f32).collect();
+        let z = |k: usize| vec![0f32; k];
+        Layer { d_in, d_out, gw: z(w.len()), mw: z(w.len()), vw: z(w.len()), w, b: z(d_out), gb: z(d_out), mb: z(d_out), vb: z(d_out) }
+    }
+
+    /// `out = x W` (n rows).
+    fn linear(&self, x: &[f32], n: usize, out: &mut [f32]) -> Result<()> {
+        gemm_f32(out, Op::n(x, n, self.d_in), Op::n(&self.w, self.d_in, self.d_out), false)
+    }
+
+    fn add_bias(&self, out: &mut [f32]) {
+        for row in out.chunks_mut(self.d_out) {
+            for (a, &b) in row.iter_mut().zip(&self.b) {
+                *a += b;
+            }
+        }
+    }
+
+    /// `dW += xᵀ g` (n rows).
+    fn grad_w(&mut self, x: &[f32], g: &[f32], n: usize) -> Result<()> {
+        gemm_f32(&mut self.gw, Op::t(x, n, self.d_in), Op::n(g, n, self.d_out), true)
+    }
+
+    /// `db += colsum(dz)`.
+    fn grad_b(&mut self, dz: &[f32]) {
+        for row in dz.chunks(self.d_out) {
+            for (g, &d) in self.gb.iter_mut().zip(row) {
+                *g += d;
+            }
+        }
+    }
+
+    /// A dense layer `z = x W + b`: both gradients.
+    fn grad(&mut self, x: &[f32], dz: &[f32], n: usize) -> Result<()> {
+        self.grad_w(x, dz, n)?;
+        self.grad_b(dz);
+        Ok(())
+    }
+
+    /// `dx = dz Wᵀ` (or `dx += …`).
+    fn back(&self, dz: &[f32], n: usize, dx: &mut [f32], accumulate: bool) -> Result<()> {
+        gemm_f32(dx, Op::n(dz, n, self.d_out), Op::t(&self.w, self.d_in, self.d_out), accumulate)
+    }
+
+    fn zero_grad(&mut self) {
+        self.gw.fill(0.0);
+        self.gb.fill(0.0);
+    }
+}
+
+/// burn's Adam (β = 0.9, 0.999), L2 decay added to the gradient before the moments.
+struct Adam {
+    lr: f32,
+    eps: f32,
+    decay: f32,
+    t: i32,
+}
+
+impl Adam {
+    fn step(&mut self, layers: &mut [&mut Layer]) {
+        self.t += 1;
+        let (b1, b2) = (0.9f32, 0.999f32);
+        let bc2 = (1.0 - b2.powi(self.t)).sqrt();
+        let factor = bc2 / (1.0 - b1.powi(self.t));
+        let eps = self.eps * bc2;
+        let (lr, decay) = (self.lr, self.decay);
+        let first = self.t == 1;
+        let upd = |p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32]| {
+            for i in 0..p.len() {
+                let g = if decay != 0.0 { p[i] * decay + g[i] } else { g[i] };
+                if first {
+                    m[i] = g * (1.0 - b1);
+                    v[i] = g * g * (1.0 - b2);
+                } else {
+                    m[i] = m[i] * b1 + g * (1.0 - b1);
+                    v[i] = v[i] * b2 + g * g * (1.0 - b2);
+                }
+                p[i] -= (m[i] * factor / (v[i].sqrt() + eps)) * lr;
+            }
+        };
+        for l in layers.iter_mut() {
+            let Layer { w, b, gw, gb, mw, vw, mb, vb, .. } = &mut **l;
+            upd(w, gw, mw, vw);
+            upd(b, gb, mb, vb);
+        }
+    }
+}
+
+/// `x` with dropout applied in place (the decisions of [`crate::train::mask`], kept entries scaled
+/// by 1/(1 − p)).
+fn dropout(x: &mut [f32], p: f64, rng: &mut Stream) {
+    let scale = (1.0 / (1.0 - p)) as f32;
+    let threshold = ((1.0 - p) * 65536.0).round() as u64;
+    // Four entries per draw, as `dropout_decisions` takes them (same decisions, no closure).
+    let mut chunks = x.chunks_exact_mut(4);
+    for c in &mut chunks {
+        let r = rng.next();
+        for (j, v) in c.iter_mut().enumerate() {
+            *v *= if (r >> (16 * j)) & 0xffff < threshold { scale } else { 0.0 };
+        }
+    }
+    let rest = chunks.into_remainder();
+    if !rest.is_empty() {
+        let len = rest.len();
+        dropout_decisions(len, p, rng, |i, kept| rest[i] = if kept { rest[i] * scale } else { 0.0 });
+    }
+}
+
+fn relu_in_place(x: &mut [f32]) {
+    for v in x {
+        *v = v.max(0.0);
+    }
+}
+
+/// The graph operators of a training: GCN's Â (symmetric) and SAGE's mean with its transpose.
+pub struct FastGraph {
+    gcn: Csr,
+    mean: Csr,
+    mean_t: Csr,
+}
+
+impl FastGraph {
+    pub fn new(n: usize, edges: &[(u32, u32)]) -> FastGraph {
+        let (g, m) = normalised_entries(n, edges);
+        let mean = Csr::new(n, &m);
+        FastGraph { gcn: Csr::new(n, &g), mean_t: mean.transpose(), mean }
+    }
+}
+
+/// One layer's forward cache.
+struct Cache {
+    /// The layer's input (after dropout).
+    x: Vec<f32>,
+    /// SAGE: the neighbour mean of the input.
+    agg: Vec<f32>,
+}
+
+struct Classifier {
+    kind: GnnKind,
+    l1: Layer,
+    l2: Layer,
+    r1: Option<Layer>,
+    r2: Option<Layer>,
+}
+
+impl Classifier {
+    /// One layer: GCN `Â(xW) + b`, SAGE `mean(x)W + b + x R`, MLP `xW + b`; returns the output and
+    /// what the backward pass needs.
+    fn layer(kind: GnnKind, l: &Layer, r: Option<&Layer>, g: &FastGraph, x: Vec<f32>, n: usize) -> Result<(Vec<f32>, Cache)> {
+        let mut out = vec![0f32; n * l.d_out];
+        let mut agg = Vec::new();
+        match (kind, r) {
+            (GnnKind::Gcn, _) => {
+                let mut xw = vec![0f32; n * l.d_out];
+                l.linear(&x, n, &mut xw)?;
+                g.gcn.apply(&xw, l.d_out, &mut out);
+            }
+            (GnnKind::Sage, Some(r)) => {
+                agg = vec![0f32; n * l.d_in];
+                g.mean.apply(&x, l.d_in, &mut agg);
+                l.linear(&agg, n, &mut out)?;
+                gemm_f32(&mut out, Op::n(&x, n, r.d_in), Op::n(&r.w, r.d_in, r.d_out), true)?;
+            }
+            _ => l.linear(&x, n, &mut out)?,
+        }
+        l.add_bias(&mut out);
+        Ok((out, Cache { x, agg }))
+    }
+
+    /// Gradients of one layer from `dz`; returns `dx` when `want_dx`.
+    fn layer_back(
+        kind: GnnKind,
+        l: &mut Layer,
+        r: Option<&mut Layer>,
+        g: &FastGraph,
+        c: &Cache,
+        dz: &[f32],
+        n: usize,
+        want_dx: bool,
+    ) -> Result<Option<Vec<f32>>> {
+        match (kind, r) {
+            (GnnKind::Gcn, _) => {
+                // z = Â(xW) + b: d(xW) = Âᵀ dz = Â dz (Â symmetric).
+                let mut dxw = vec![0f32; n * l.d_out];
+                g.gcn.apply(dz, l.d_out, &mut dxw);
+                l.grad_w(&c.x, &dxw, n)?;
+                l.grad_b(dz);
+                if !want_dx {
+                    return Ok(None);
+                }
+                let mut dx = vec![0f32; n * l.d_in];
+                l.back(&dxw, n, &mut dx, false)?;
+                Ok(Some(dx))
+            }
+            (GnnKind::Sage, Some(r)) => {
+                l.grad(&c.agg, dz, n)?;
+                // The root weight has no bias in the model.
+                r.grad_w(&c.x, dz, n)?;
+                if !want_dx {
+                    return Ok(None);
+                }
+                let mut dagg = vec![0f32; n * l.d_in];
+                l.back(dz, n, &mut dagg, false)?;
+                let mut dx = vec![0f32; n * l.d_in];
+                g.mean_t.apply(&dagg, l.d_in, &mut dx);
+                r.back(dz, n, &mut dx, true)?;
+                Ok(Some(dx))
+            }
+            _ => {
+                l.grad(&c.x, dz, n)?;
+                if !want_dx {
+                    return Ok(None);
+                }
+                let mut dx = vec![0f32; n * l.d_in];
+                l.back(dz, n, &mut dx, false)?;
+                Ok(Some(dx))
+            }
+        }
+    }
+
+    /// Logits without dropout or caches (the evaluation of every epoch): no copy of the input;
+    /// `x_agg` is SAGE's neighbour mean of the input, the same every epoch.
+    fn eval(&self, g: &FastGraph, x: &[f32], x_agg: Option<&[f32]>, n: usize) -> Result<Vec<f32>> {
+        let one = |l: &Layer, r: Option<&Layer>, x: &[f32], pre: Option<&[f32]>| -> Result<Vec<f32>> {
+            let mut out = vec![0f32; n * l.d_out];
+            match (self.kind, r) {
+                (GnnKind::Gcn, _) => {
+                    let mut xw = vec![0f32; n * l.d_out];
+                    l.linear(x, n, &mut xw)?;
+                    g.gcn.apply(&xw, l.d_out, &mut out);
+                }
+                (GnnKind::Sage, Some(r)) => {
+                    match pre {
+                        Some(agg) => l.linear(agg, n, &mut out)?,
+                        None => {
+                            let mut agg = vec![0f32; n * l.d_in];
+                            g.mean.apply(x, l.d_in, &mut agg);
+                            l.linear(&agg, n, &mut out)?;
+                        }
+                    }
+                    gemm_f32(&mut out, Op::n(x, n, r.d_in), Op::n(&r.w, r.d_in, r.d_out), true)?;
+                }
+                _ => l.linear(x, n, &mut out)?,
+            }
+            l.add_bias(&mut out);
+            Ok(out)
+        };
+        let mut h = one(&self.l1, self.r1.as_ref(), x, x_agg)?;
+        relu_in_place(&mut h);
+        one(&self.l2, self.r2.as_ref(), &h, None)
+    }
+
+    /// Logits (n × classes) with the caches of both layers; with `dropout = (p, rng)`, dropout on
+    /// the input and on the hidden layer (input mask drawn first, as the burn trainer draws them).
+    fn forward(&self, g: &FastGraph, x: &[f32], n: usize, mut dropout: Option<(f64, &mut Stream)>) -> Result<(Vec<f32>, Cache, Cache)> {
+        let mut x0 = x.to_vec();
+        if let Some((p, rng)) = dropout.as_mut() {
+            self::dropout(&mut x0, *p, rng);
+        }
+        let (mut h, c1) = Self::layer(self.kind, &self.l1, self.r1.as_ref(), g, x0, n)?;
+        relu_in_place(&mut h);
+        if let Some((p, rng)) = dropout.as_mut() {
+            self::dropout(&mut h, *p, rng);
+        }
+        let (z, c2) = Self::layer(self.kind, &self.l2, self.r2.as_ref(), g, h, n)?;
+        Ok((z, c1, c2))
+    }
+}
+
+/// The same training as [`crate::gnn::train_node_classifier`], on host buffers.
+pub fn train_node_classifier(kind: GnnKind, n: usize, g: &FastGraph, data: &NodeClassData<'_>, cfg: &NodeClassConfig) -> Result<Trained> {
+    if data.features.len() != n * data.dim || data.labels.len() != n {
+        return Err(ModelError::Internal(format!(
+            "{} features / {} labels for {n} nodes of width {}",
+            data.features.len(),
+            data.labels.len(),
+            data.dim
+        )));
+    }
+    crate::gnn::node::check_nodes(n, data)?;
+    if g.gcn.n != n {
+        return Err(ModelError::Internal(format!("a graph of {} nodes for {n} nodes of features", g.gcn.n)));
+    }
+    let (d, h, c) = (data.dim, cfg.hidden, data.classes);
+    let mut rng = Stream(cfg.seed ^ 0x6e63);
+    let l1 = Layer::new(d, h, &mut rng);
+    let l2 = Layer::new(h, c, &mut rng);
+    let (r1, r2) = match kind {
+        GnnKind::Sage => (Some(Layer::new(d, h, &mut rng)), Some(Layer::new(h, c, &mut rng))),
+        _ => (None, None),
+    };
+    let mut m = Classifier { kind, l1, l2, r1, r2 };
+    let mut adam = Adam { lr: cfg.lr as f32, eps: 1e-8, decay: cfg.weight_decay, t: 0 };
+    let inv_train = 1.0 / data.train.len() as f32;
+    let x_agg = (kind == GnnKind::Sage).then(|| {
+        let mut a = vec![0f32; n * d];
+        g.mean.apply(data.features, d, &mut a);
+        a
+    });
+    let mut stopper = EarlyStopping::default();
+    for epoch in 1..=cfg.max_epochs {
+        let drop = cfg.dropout > 0.0;
+        let (z, c1, c2) = m.forward(g, data.features, n, drop.then_some((cfg.dropout, &mut rng)))?;
+        // Softmax cross-entropy over the training nodes.
+        let mut dz = vec![0f32; n * c];
+        let mut loss = 0f64;
+        for &v in data.train {
+            let row = &z[v as usize * c..(v as usize + 1) * c];
+            let mx = row.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+            let se: f32 = row.iter().map(|&x| (x - mx).exp()).sum();
+            let lse = mx + se.ln();
+            let y = data.labels[v as usize] as usize;
+            loss += f64::from(lse - row[y]);
+            let drow = &mut dz[v as usize * c..(v as usize + 1) * c];
+            for (k, dv) in drow.iter_mut().enumerate() {
+                *dv = ((row[k] - lse).exp() - if k == y { 1.0 } else { 0.0 }) * inv_train;
+            }
+        }
+        let train_loss = f64::from((loss * f64::from(inv_train)) as f32);
+        for l in [Some(&mut m.l1), Some(&mut m.l2), m.r1.as_mut(), m.r2.as_mut()].into_iter().flatten() {
+            l.zero_grad();
+        }
+        let mut dh = Classifier::layer_back(kind, &mut m.l2, m.r2.as_mut(), g, &c2, &dz, n, true)?.unwrap_or_default();
+        // Through the hidden dropout and the ReLU: the cached layer-2 input is the kept, scaled
+        // activation, positive exactly where both let the gradient through.
+        let scale = if drop { (1.0 / (1.0 - cfg.dropout)) as f32 } else { 1.0 };
+        for (v, &a) in dh.iter_mut().zip(&c2.x) {
+            *v = if a > 0.0 { *v * scale } else { 0.0 };
+        }
+        Classifier::layer_back(kind, &mut m.l1, m.r1.as_mut(), g, &c1, &dh, n, false)?;
+        {
+            let Classifier { l1, l2, r1, r2, .. } = &mut m;
+            let mut ls: Vec<&mut Layer> = vec![l1, l2];
+            ls.extend(r1.as_mut());
+            ls.extend(r2.as_mut());
+            adam.step(&mut ls);
+        }
+        let eval = m.eval(g, data.features, x_agg.as_deref(), n)?;
+        let (val_loss, val_acc) = crate::gnn::node::loss_and_accuracy(&eval, c, data.labels, data.val);
+        let (_, test_acc) = crate::gnn::node::loss_and_accuracy(&eval, c, data.labels, data.test);
+        if stopper
+            .stop_after(EpochRow { epoch: epoch as u32, train_loss, val_loss, val_metric: val_acc, test_metric: test_acc }, cfg.patience)
+        {
+            break;
+        }
+    }
+    stopper.finish()
+}
+
+/// GCN encoder + MLP predictor on host buffers ([`crate::gnn::link`]'s model).
+struct LinkNet {
+    e1: Layer,
+    e2: Layer,
+    p1: Layer,
+    p2: Layer,
+}
+
+/// The encoder's activations.
+struct Encoded {
+    x_h1: Vec<f32>,
+    h: Vec<f32>,
+}
+
+impl LinkNet {
+    fn encode(&self, g: &FastGraph, x: &[f32], n: usize) -> Result<Encoded> {
+        let (d, hd) = (self.e1.d_in, self.e1.d_out);
+        let mut xw = vec![0f32; n * hd];
+        gemm_f32(&mut xw, Op::n(x, n, d), Op::n(&self.e1.w, d, hd), false)?;
+        let mut h1 = vec![0f32; n * hd];
+        g.gcn.apply(&xw, hd, &mut h1);
+        self.e1.add_bias(&mut h1);
+        relu_in_place(&mut h1);
+        let mut hw = vec![0f32; n * hd];
+        self.e2.linear(&h1, n, &mut hw)?;
+        let mut h = vec![0f32; n * hd];
+        g.gcn.apply(&hw, hd, &mut h);
+        self.e2.add_bias(&mut h);
+        Ok(Encoded { x_h1: h1, h })
+    }
+
+    /// Scores of `pairs` with the activations the backward pass needs: (z, relu(p1 z), scores).
+    fn score(&self, h: &[f32], pairs: &[(u32, u32)]) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
+        let hd = self.p1.d_in;
+        let m = pairs.len();
+        let mut z = vec![0f32; m * hd];
+        for (i, &(a, b)) in pairs.iter().enumerate() {
+            let (ra, rb) = (&h[a as usize * hd..(a as usize + 1) * hd], &h[b as usize * hd..(b as usize + 1) * hd]);
+            for ((o, &x), &y) in z[i * hd..(i + 1) * hd].iter_mut().zip(ra).zip(rb) {
+                *o = x * y;
+            }
+        }
+        let mut q = vec![0f32; m * self.p1.d_out];
+        self.p1.linear(&z, m, &mut q)?;
+        self.p1.add_bias(&mut q);
+        relu_in_place(&mut q);
+        let mut s = vec![0f32; m];
+        self.p2.linear(&q, m, &mut s)?;
+        self.p2.add_bias(&mut s);
+        Ok((z, q, s))
+    }
+
+    /// Gradient of the scores `ds` back through the predictor into `dh`.
+    fn score_back(&mut self, h: &[f32], pairs: &[(u32, u32)], z: &[f32], q: &[f32], ds: &[f32], dh: &mut [f32]) -> Result<()> {
+        let (hd, m) = (self.p1.d_in, pairs.len());
+        self.p2.grad(q, ds, m)?;
+        let mut dq = vec![0f32; m * self.p1.d_out];
+        self.p2.back(ds, m, &mut dq, false)?;
+        for (g, &a) in dq.iter_mut().zip(q) {
+            if a <= 0.0 {
+                *g = 0.0;
+            }
+        }
+        self.p1.grad(z, &dq, m)?;
+        let mut dz = vec![0f32; m * hd];
+        self.p1.back(&dq, m, &mut dz, false)?;
+        for (i, &(a, b)) in pairs.iter().enumerate() {
+            let (a, b) = (a as usize, b as usize);
+            for k in 0..hd {
+                let g = dz[i * hd + k];
+                let (ha, hb) = (h[a * hd + k], h[b * hd + k]);
+                dh[a * hd + k] += g * hb;
+                dh[b * hd + k] += g * ha;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `−log σ(z)` (stable), as the burn trainer's validation loss computes it.
+fn softplus_neg(z: f64) -> f64 {
+    if z > 0.0 { (-z).exp().ln_1p() } else { -z + z.exp().ln_1p() }
+}
+
+fn sigmoid(z: f32) -> f32 {
+    1.0 / (1.0 + (-z).exp())
+}
+
+/// The same training as [`crate::gnn::train_link_predictor`], on host buffers.
+/// `g` is the graph of the message edges (`FastGraph::new(n, data.message)`), built once for every
+/// training on the same split.
+pub fn train_link_predictor(n: usize, g: &FastGraph, data: &LinkPredData<'_>, cfg: &LinkPredConfig) -> Result<Trained> {
+    if data.features.len() != n * data.dim {
+        return Err(ModelError::Internal(format!("{} features for {n} nodes of width {}", data.features.len(), data.dim)));
+    }
+    let all = [data.message, data.val_pos, data.val_neg, data.test_pos, data.test_neg];
+    if let Some(&(a, b)) = all.iter().flat_map(|s| s.iter()).find(|&&(a, b)| a as usize >= n || b as usize >= n) {
+        return Err(ModelError::Internal(format!("pair ({a}, {b}) is out of range for {n} nodes")));
+    }
+    if data.message.is_empty() || n < 2 {
+        return Err(ModelError::Internal("no training edges".into()));
+    }
+    if g.gcn.n != n {
+        return Err(ModelError::Internal(format!("a graph of {} nodes for {n} nodes of features", g.gcn.n)));
+    }
+    let mut rng = Stream(cfg.seed ^ 0x6c70);
+    let hd = cfg.hidden;
+    let mut net = LinkNet {
+        e1: Layer::new(data.dim, hd, &mut rng),
+        e2: Layer::new(hd, hd, &mut rng),
+        p1: Layer::new(hd, hd, &mut rng),
+        p2: Layer::new(hd, 1, &mut rng),
+    };
+    let mut adam = Adam { lr: cfg.lr as f32, eps: 1e-8, decay: 0.0, t: 0 };
+    let m = data.message.len();
+    let mut stopper = EarlyStopping::default();
+    for epoch in 1..=cfg.max_epochs {
+        let neg: Vec<(u32, u32)> = (0..m).map(|_| (rng.below(n) as u32, rng.below(n) as u32)).collect();
+        let enc = net.encode(g, data.features, n)?;
+        let (zp, qp, sp) = net.score(&enc.h, data.message)?;
+        let (zn, qn, sn) = net.score(&enc.h, &neg)?;
+        // loss = −mean log σ(pos) − mean log σ(−neg)
+        let lp: f32 = sp.iter().map(|&s| sigmoid(s).ln()).sum::<f32>() / m as f32;
+        let ln: f32 = sn.iter().map(|&s| sigmoid(-s).ln()).sum::<f32>() / m as f32;
+        let train_loss = f64::from(-(lp + ln));
+        for l in [&mut net.e1, &mut net.e2, &mut net.p1, &mut net.p2] {
+            l.zero_grad();
+        }
+        let dsp: Vec<f32> = sp.iter().map(|&s| (sigmoid(s) - 1.0) / m as f32).collect();
+        let dsn: Vec<f32> = sn.iter().map(|&s| sigmoid(s) / m as f32).collect();
+        let mut dh = vec![0f32; n * hd];
+        net.score_back(&enc.h, data.message, &zp, &qp, &dsp, &mut dh)?;
+        net.score_back(&enc.h, &neg, &zn, &qn, &dsn, &mut dh)?;
+        // Encoder: h = Â(h1 W2) + b2, h1 = relu(Â(x W1) + b1).
+        let mut dhw = vec![0f32; n * hd];
+        g.gcn.apply(&dh, hd, &mut dhw);
+        net.e2.grad_w(&enc.x_h1, &dhw, n)?;
+        net.e2.grad_b(&dh);
+        let mut dh1 = vec![0f32; n * hd];
+        net.e2.back(&dhw, n, &mut dh1, false)?;
+        for (g1, &a) in dh1.iter_mut().zip(&enc.x_h1) {
+            if a <= 0.0 {
+                *g1 = 0.0;
+            }
+        }
+        let mut dxw = vec![0f32; n * hd];
+        g.gcn.apply(&dh1, hd, &mut dxw);
+        net.e1.grad_w(data.features, &dxw, n)?;
+        net.e1.grad_b(&dh1);
+        {
+            let LinkNet { e1, e2, p1, p2 } = &mut net;
+            adam.step(&mut [e1, e2, p1, p2]);
+        }
+        let ev = net.encode(g, data.features, n)?;
+        let mut scores = Vec::with_capacity(4);
+        for set in [data.val_pos, data.val_neg, data.test_pos, data.test_neg] {
+            scores.push(if set.is_empty() { Vec::new() } else { net.score(&ev.h, set)?.2 });
+        }
+        let bce = |s: &[f32], positive: bool| {
+            s.iter().map(|&z| softplus_neg(f64::from(if positive { z } else { -z }))).sum::<f64>() / s.len().max(1) as f64
+        };
+        let val_loss = bce(&scores[0], true) + bce(&scores[1], false);
+        let row = EpochRow {
+            epoch: epoch as u32,
+            train_loss,
+            val_loss,
+            val_metric: hits_at_k(&scores[0], &scores[1], cfg.hits_k),
+            test_metric: hits_at_k(&scores[2], &scores[3], cfg.hits_k),
+        };
+        if stopper.stop_after(row, cfg.patience) {
+            break;
+        }
+    }
+    stopper.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gnn::node::tests::planted;
+    use burn::tensor::Device;
+
+    /// The host engine follows the burn trainer step for step: the same curve up to float
+    /// summation order (the first epochs agree to 1e-4; the kept epoch's metrics are equal or
+    /// within one node on these sizes).
+    #[test]
+    fn the_host_engine_trains_as_the_burn_trainer_does() {
+        let n = 120;
+        let (x, labels, edges) = planted(n, 0.6);
+        let idx: Vec<u32> = (0..n as u32).collect();
+        let data =
+            NodeClassData { features: &x, dim: 4, labels: &labels, classes: 2, train: &idx[..60], val: &idx[60..90], test: &idx[90..] };
+        let cfg = NodeClassConfig { max_epochs: 40, patience: 40, ..NodeClassConfig::default() };
+        let g = FastGraph::new(n, &edges);
+        for kind in GnnKind::ALL {
+            let fast = train_node_classifier(kind, n, &g, &data, &cfg).unwrap();
+            let slow = crate::gnn::train_node_classifier(kind, n, &edges, &data, &cfg, &Device::flex()).unwrap();
+            assert_eq!(fast.curve.len(), slow.curve.len(), "{kind:?}");
+            for (a, b) in fast.curve.iter().zip(&slow.curve).take(10) {
+                assert!((a.train_loss - b.train_loss).abs() < 1e-4, "{kind:?} epoch {}: {} vs {}", a.epoch, a.train_loss, b.train_loss);
+                assert!((a.val_loss - b.val_loss).abs() < 1e-4, "{kind:?} epoch {}: {} vs {}", a.epoch, a.val_loss, b.val_loss);
+            }
+            assert!(
+                (fast.test_metric - slow.test_metric).abs() <= 1.0 / 30.0 + 1e-9,
+                "{kind:?}: {} vs {}",
+                fast.test_metric,
+                slow.test_metric
+            );
+            // Deterministic.
+            assert_eq!(fast.curve, train_node_classifier(kind, n, &g, &data, &cfg).unwrap().curve);
+        }
+        let (train, test) = edges.split_at(edges.len() * 4 / 5);
+        let mut rng = Stream(3);
+        let neg: Vec<(u32, u32)> = (0..200).map(|_| (2 * rng.below(n / 2) as u32, 2 * rng.below(n / 2) as u32 + 1)).collect();
+        let ld = LinkPredData {
+            features: &x,
+            dim: 4,
+            message: train,
+            val_pos: &test[..test.len() / 2],
+            val_neg: &neg[..100],
+            test_pos: &test[test.len() / 2..],
+            test_neg: &neg[100..],
+        };
+        let lcfg = LinkPredConfig { max_epochs: 30, patience: 30, hits_k: 10, hidden: 32, ..LinkPredConfig::default() };
+        let fast = train_link_predictor(n, &FastGraph::new(n, train), &ld, &lcfg).unwrap();
+        let slow = crate::gnn::train_link_predictor(n, &ld, &lcfg, &Device::flex()).unwrap();
+        for (a, b) in fast.curve.iter().zip(&slow.curve).take(10) {
+            assert!((a.train_loss - b.train_loss).abs() < 1e-4, "link epoch {}: {} vs {}", a.epoch, a.train_loss, b.train_loss);
+        }
+        assert!(fast.test_metric > 0.8, "hits@10 {}", fast.test_metric);
+    }
+
+    #[test]
+    fn csr_propagation_and_its_transpose_match_the_entries() {
+        let entries: Entries = vec![(0, 1, 0.5), (2, 1, 2.0), (1, 0, 1.0), (1, 2, -1.0)];
+        let a = Csr::new(3, &entries);
+        let x = [1.0f32, 10.0, 100.0];
+        let mut out = [0f32; 3];
+        a.apply(&x, 1, &mut out);
+        assert_eq!(out, [10.0, 0.5 + 200.0, -10.0]);
+        a.transpose().apply(&x, 1, &mut out);
+        // out[src] += w · x[dst]
+        assert_eq!(out, [5.0, 1.0 - 100.0, 20.0]);
+    }
+}
+
+#[cfg(test)]
+mod bench {
+    use super::*;
+
+    /// Per-epoch time of the host engine at TopoRAG's `make run` size (3,000 nodes, 384 features,
+    /// 8,928 edges): `cargo test -p tgrag-models --lib fast::bench -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn epoch_time_at_make_run_size() {
+        let (n, d, classes) = (3000usize, 384usize, 5usize);
+        let mut rng = Stream(1);
+        let x: Vec<f32> = (0..n * d).map(|_| rng.unit() as f32).collect();
+        let labels: Vec<u32> = (0..n).map(|i| (i % classes) as u32).collect();
+        let edges: Vec<(u32, u32)> = (0..8928).map(|_| (rng.below(n) as u32, rng.below(n) as u32)).collect();
+        let idx: Vec<u32> = (0..n as u32).collect();
+        let data = NodeClassData {
+            features: &x,
+            dim: d,
+            labels: &labels,
+            classes,
+            train: &idx[..2000],
+            val: &idx[2000..2500],
+            test: &idx[2500..],
+        };
+        let g = FastGraph::new(n, &edges);
+        for kind in GnnKind::ALL {
+            let cfg = NodeClassConfig { max_epochs: 30, patience: 1000, ..NodeClassConfig::default() };
+            let t = std::time::Instant::now();
+            train_node_classifier(kind, n, &g, &data, &cfg).unwrap();
+            eprintln!("{kind:?}: {:.2} ms/epoch", t.elapsed().as_secs_f64() * 1e3 / 30.0);
+        }
+        let t = std::time::Instant::now();
+        let mut r2 = Stream(2);
+        let mut buf = x.clone();
+        for _ in 0..30 {
+            dropout(&mut buf, 0.5, &mut r2);
+        }
+        eprintln!("input dropout: {:.2} ms", t.elapsed().as_secs_f64() * 1e3 / 30.0);
+        let w = vec![0.5f32; d * 64];
+        let mut out = vec![0f32; n * 64];
+        let t = std::time::Instant::now();
+        for _ in 0..30 {
+            gemm_f32(&mut out, Op::n(&x, n, d), Op::n(&w, d, 64), false).unwrap();
+        }
+        eprintln!("x·W (3000×384·384×64): {:.2} ms", t.elapsed().as_secs_f64() * 1e3 / 30.0);
+        let t = std::time::Instant::now();
+        let mut gw = vec![0f32; d * 64];
+        for _ in 0..30 {
+            gemm_f32(&mut gw, Op::t(&x, n, d), Op::n(&out, n, 64), true).unwrap();
+        }
+        eprintln!("xᵀ·G: {:.2} ms", t.elapsed().as_secs_f64() * 1e3 / 30.0);
+    }
+}
