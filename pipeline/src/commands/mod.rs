@@ -2,6 +2,7 @@
 //! dataset arguments of `run` and `stages`, typed values of fixed-choice options, and the checks of
 //! the file tools' input columns.
 
+pub mod bench_gnn;
 pub mod bm25;
 pub mod compare;
 pub mod diffusion;

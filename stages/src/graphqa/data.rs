@@ -18,6 +18,8 @@ pub struct QaGraph {
     pub split: String,
     /// The benchmark the question belongs to (`explagraphs`, `scenegraphs`, `webqsp`).
     pub task: String,
+    /// Relation hops to the answers, where the dataset knows them.
+    pub hops: Option<u8>,
     pub nodes: Vec<String>,
     pub edges: Vec<(u32, u32, String)>,
 }
@@ -84,6 +86,10 @@ pub fn read(nodes: &RecordBatch, edges: &RecordBatch, qa: &RecordBatch, dataset:
         Some(_) => Some(columns::strs(qa, "task")?),
         None => None,
     };
+    let hops_col = match qa.column_by_name("hops") {
+        Some(_) => Some(columns::u8s(qa, "hops")?),
+        None => None,
+    };
     let mut graphs: BTreeMap<u32, QaGraph> = BTreeMap::new();
     for i in 0..qa.num_rows() {
         let task = task_of(task_col.filter(|c| c.is_valid(i)).map(|c| c.value(i)), dataset)?;
@@ -95,6 +101,7 @@ pub fn read(nodes: &RecordBatch, edges: &RecordBatch, qa: &RecordBatch, dataset:
                 answer: qa_.value(i).to_string(),
                 split: qs.value(i).to_string(),
                 task: task.as_str().to_string(),
+                hops: hops_col.filter(|c| c.is_valid(i)).map(|c| c.value(i)),
                 nodes: Vec::new(),
                 edges: Vec::new(),
             },

@@ -17,6 +17,8 @@ pub struct EncodedGraph {
     pub task: Task,
     pub split: String,
     pub answer: String,
+    /// Relation hops of the question, where the dataset knows them (question type).
+    pub hops: Option<u8>,
     pub question: u32,
     pub nodes: Vec<u32>,
     pub edges: Vec<(u32, u32)>,
@@ -73,6 +75,9 @@ impl EncodedGraphs {
             columns::strs(questions, "split")?,
             columns::strs(questions, "answer")?,
         );
+        let hops = questions
+            .column_by_name("hops")
+            .and_then(|c| arrow::array::AsArray::as_primitive_opt::<arrow::datatypes::UInt8Type>(c).cloned());
         let mut graphs: BTreeMap<u32, EncodedGraph> = BTreeMap::new();
         for i in 0..questions.num_rows() {
             let task = Task::parse(qk.value(i))
@@ -84,6 +89,7 @@ impl EncodedGraphs {
                     task,
                     split: qs.value(i).to_string(),
                     answer: qa.value(i).to_string(),
+                    hops: hops.as_ref().filter(|c| c.is_valid(i)).map(|c| c.value(i)),
                     question: qt.value(i),
                     nodes: Vec::new(),
                     edges: Vec::new(),

@@ -22,20 +22,18 @@
 //! rows are reported, never used.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 
-use arrow::array::{ArrayRef, BooleanArray, RecordBatch, StringArray, UInt32Array, UInt64Array};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use tgrag_models::gnn::encoders::{EncoderKind, EncoderShape, Pooling};
-use tgrag_models::graphqa::{HeadKind, QaConfig, QaExample, QaShape, Target, correct, predict, train};
-use tgrag_schemas::columns;
+use tgrag_models::graphqa::{HeadKind, QaConfig, QaExample, QaShape, correct, predict, train};
 
-use crate::graphqa::data::{Task, answers, scored_dataset};
+pub use crate::graphqa::answer::{Prediction, classes, example, loose_hit, normalise, predictions_batch, read_subgraphs, task_scores};
+use crate::graphqa::data::{Task, scored_dataset};
 use crate::graphqa::encoded::{EncodedGraph, EncodedGraphs};
 use crate::graphqa::retrieval::{Subgraph, cosines};
 use crate::shared::curves::Curves;
-use crate::shared::scores::{ALL, Scores};
+use crate::shared::scores::Scores;
 use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
 
 /// Options of the `gretriever` stage.
@@ -145,82 +143,6 @@ pub fn methods(task: Task, cfg: &GretrieverConfig) -> Vec<Method> {
         m.push(Method { name: "no-graph".into(), subgraph: "whole", encoder: None });
     }
     m
-}
-
-/// The classes of a classification task: the distinct training answers (sorted).
-pub fn classes(graphs: &[&EncodedGraph]) -> Vec<String> {
-    let mut c: Vec<String> = graphs.iter().filter(|g| g.split == "train").map(|g| g.answer.clone()).collect();
-    c.sort();
-    c.dedup();
-    c
-}
-
-/// One question as a training example over `sub` (an empty subgraph becomes one zero node).
-pub fn example(enc: &EncodedGraphs, g: &EncodedGraph, sub: &Subgraph, class_of: &HashMap<&str, u32>) -> QaExample {
-    let dim = enc.dim;
-    let local: HashMap<u32, u32> = sub.nodes.iter().enumerate().map(|(i, &v)| (v, i as u32)).collect();
-    let (x, n) = if sub.nodes.is_empty() {
-        (vec![0.0; dim], 1)
-    } else {
-        (enc.rows(sub.nodes.iter().map(|&v| g.nodes[v as usize])), sub.nodes.len())
-    };
-    let mut edges = Vec::with_capacity(sub.edges.len());
-    let mut etext = Vec::with_capacity(sub.edges.len());
-    for &e in &sub.edges {
-        let (s, d) = g.edges[e as usize];
-        if let (Some(&a), Some(&b)) = (local.get(&s), local.get(&d)) {
-            edges.push((a, b));
-            etext.push(g.edge_text[e as usize]);
-        }
-    }
-    let target = match g.task {
-        Task::WebQsp => Target::Nodes(enc.answer_nodes(g).iter().filter_map(|v| local.get(v).copied()).collect()),
-        _ => Target::Class(class_of.get(g.answer.as_str()).copied().unwrap_or(u32::MAX)),
-    };
-    QaExample { x, n, edges, edge_x: enc.rows(etext), question: enc.vec(g.question).to_vec(), target }
-}
-
-/// G-Retriever's normalisation for the loose hit: lower-cased, punctuation and articles removed.
-pub fn normalise(s: &str) -> String {
-    let lower: String = s.to_lowercase().chars().map(|c| if c.is_alphanumeric() || c.is_whitespace() { c } else { ' ' }).collect();
-    lower.split_whitespace().filter(|w| !matches!(*w, "a" | "an" | "the")).collect::<Vec<_>>().join(" ")
-}
-
-/// Whether any answer (normalised) is a substring of the prediction (normalised).
-pub fn loose_hit(prediction: &str, answer: &str) -> bool {
-    let p = normalise(prediction);
-    answers(answer).iter().map(|a| normalise(a)).any(|a| !a.is_empty() && p.contains(&a))
-}
-
-/// One prediction: the question, the method, the seed (none for untrained rules), what was
-/// predicted and whether it was right (and loosely right).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Prediction {
-    pub graph: usize,
-    pub method: String,
-    pub seed: Option<u64>,
-    pub text: String,
-    pub correct: bool,
-    pub loose: bool,
-}
-
-/// The subgraph of each question for a method, from the `subgraphs` stage's tables (the summary
-/// lists every (question, method), empty subgraphs included).
-pub fn read_subgraphs(nodes: &RecordBatch, edges: &RecordBatch, summary: &RecordBatch) -> Result<HashMap<(u32, String), Subgraph>> {
-    let mut out: HashMap<(u32, String), Subgraph> = HashMap::new();
-    let (sg, sm) = (columns::u32s(summary, "graph_id")?, columns::strs(summary, "method")?);
-    for r in 0..summary.num_rows() {
-        out.entry((sg.value(r), sm.value(r).to_string())).or_default();
-    }
-    let (ng, nm, nn) = (columns::u32s(nodes, "graph_id")?, columns::strs(nodes, "method")?, columns::u32s(nodes, "node_id")?);
-    for r in 0..nodes.num_rows() {
-        out.entry((ng.value(r), nm.value(r).to_string())).or_default().nodes.push(nn.value(r));
-    }
-    let (eg, em, ee) = (columns::u32s(edges, "graph_id")?, columns::strs(edges, "method")?, columns::u32s(edges, "edge_index")?);
-    for r in 0..edges.num_rows() {
-        out.entry((eg.value(r), em.value(r).to_string())).or_default().edges.push(ee.value(r));
-    }
-    Ok(out)
 }
 
 /// Everything one task's evaluation produced.
@@ -419,42 +341,6 @@ pub fn run_task(
     Ok(TaskResult { predictions, curves })
 }
 
-/// Step: the `scores` rows of a task's predictions: per method, split and seed, then the mean and
-/// standard deviation over seeds.
-pub fn task_scores(dataset: &str, task: Task, graphs: &[&EncodedGraph], preds: &[Prediction], scores: &mut Scores) {
-    let metrics: &[&str] = if task == Task::WebQsp { &["hit1", "loose_hit"] } else { &["accuracy"] };
-    // (method, split) → seed → (hits per metric, n)
-    type BySeed = BTreeMap<Option<u64>, ([u64; 2], u64)>;
-    let mut acc: BTreeMap<(&str, &str), BySeed> = BTreeMap::new();
-    for p in preds {
-        let split = graphs[p.graph].split.as_str();
-        let e = acc.entry((p.method.as_str(), split)).or_default().entry(p.seed).or_default();
-        e.0[0] += u64::from(p.correct);
-        e.0[1] += u64::from(p.loose);
-        e.1 += 1;
-    }
-    let _ = dataset;
-    for ((method, split), by_seed) in &acc {
-        for (k, metric) in metrics.iter().enumerate() {
-            let vals: Vec<f64> = by_seed.values().map(|(h, n)| h[k] as f64 / (*n).max(1) as f64).collect();
-            for (seed, (h, n)) in by_seed {
-                scores.push(method, split, ALL, metric, h[k] as f64 / (*n).max(1) as f64, *n, *seed);
-            }
-            if by_seed.keys().any(Option::is_some) {
-                let n = by_seed.values().next().map_or(0, |x| x.1);
-                let mean = vals.iter().sum::<f64>() / vals.len() as f64;
-                let sd = if vals.len() > 1 {
-                    (vals.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (vals.len() - 1) as f64).sqrt()
-                } else {
-                    0.0
-                };
-                scores.push(method, split, ALL, metric, mean, n, None);
-                scores.push(method, split, ALL, &format!("{metric}_std"), sd, n, None);
-            }
-        }
-    }
-}
-
 impl StageSpec for GretrieverStage {
     type Config = GretrieverConfig;
     const INFO: &'static StageInfo = &INFO;
@@ -502,9 +388,9 @@ impl StageSpec for GretrieverStage {
         for g in &enc.graphs {
             by_task.entry(g.task.as_str()).or_default().push(g);
         }
-        let (mut pg, mut pm, mut ps, mut pt, mut pc, mut pl) = (vec![], vec![], vec![], vec![], vec![], vec![]);
         let mut curves = Curves::default();
         let mut parts = Vec::new();
+        let mut pred_parts = Vec::new();
         for (task_name, graphs) in &by_task {
             let task = Task::parse(task_name).unwrap_or(Task::SceneGraphs);
             let r = ctx.timed(&format!("train + answer {task_name}"), |_| {
@@ -513,24 +399,13 @@ impl StageSpec for GretrieverStage {
             let mut scores = Scores::new(&scored_dataset(&dataset, task), INFO.name);
             task_scores(&dataset, task, graphs, &r.predictions, &mut scores);
             parts.push(scores.batch()?);
-            for p in &r.predictions {
-                pg.push(graphs[p.graph].graph_id);
-                pm.push(p.method.clone());
-                ps.push(p.seed);
-                pt.push(p.text.clone());
-                pc.push(p.correct);
-                pl.push(p.loose);
-            }
+            pred_parts.push(predictions_batch(graphs, &r.predictions)?);
             curves.extend(r.curves);
         }
-        let predictions = RecordBatch::try_from_iter(vec![
-            ("graph_id", Arc::new(UInt32Array::from(pg)) as ArrayRef),
-            ("method", Arc::new(StringArray::from(pm)) as ArrayRef),
-            ("seed", Arc::new(UInt64Array::from(ps)) as ArrayRef),
-            ("prediction", Arc::new(StringArray::from(pt)) as ArrayRef),
-            ("correct", Arc::new(BooleanArray::from(pc)) as ArrayRef),
-            ("loose_hit", Arc::new(BooleanArray::from(pl)) as ArrayRef),
-        ])?;
+        let predictions = match pred_parts.first() {
+            Some(first) => arrow::compute::concat_batches(&first.schema(), &pred_parts)?,
+            None => predictions_batch(&[], &[])?,
+        };
         let scores = arrow::compute::concat_batches(&tgrag_schemas::tables::SCORES.schema(), &parts)?;
         ctx.write("predictions", &predictions)?;
         ctx.write("curves", &curves.batch()?)?;
@@ -541,6 +416,7 @@ impl StageSpec for GretrieverStage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tgrag_schemas::columns;
 
     #[test]
     fn loose_hits_normalise_as_g_retriever_does() {
@@ -549,46 +425,7 @@ mod tests {
         assert_eq!(normalise("An Apple, the pie"), "apple pie");
     }
 
-    /// An ExplaGraphs-like task whose label is carried by one relation of the graph ("antonym of"
-    /// → counter, "synonym of" → support), with uninformative questions: the graph encoder must
-    /// learn it, the question-only baseline and the majority class cannot.
-    fn planted() -> EncodedGraphs {
-        let mut rng = tgrag_datasets::rng::Rng::new(4);
-        // Texts: 0 question, 1 "synonym of", 2 "antonym of", 3..13 concepts (random 4-d vectors).
-        let mut texts = vec!["do they agree?".to_string(), "synonym of".into(), "antonym of".into()];
-        texts.extend((0..10).map(|i| format!("concept {i}")));
-        let dim = 4;
-        let mut emb = vec![0.5, 0.5, 0.5, 0.5, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0];
-        emb.extend((0..10 * dim).map(|_| rng.normal() as f32));
-        let graphs = (0..300)
-            .map(|i| {
-                let counter = i % 3 == 0;
-                let n = 3 + rng.below(3);
-                let nodes: Vec<u32> = (0..n).map(|_| 3 + rng.below(10) as u32).collect();
-                let edges: Vec<(u32, u32)> = (1..n as u32).map(|v| (v - 1, v)).collect();
-                let mut edge_text = vec![1u32; edges.len()];
-                if counter {
-                    edge_text[rng.below(edges.len())] = 2;
-                }
-                let split = match i % 10 {
-                    0..=5 => "train",
-                    6 | 7 => "val",
-                    _ => "test",
-                };
-                EncodedGraph {
-                    graph_id: i as u32,
-                    task: Task::ExplaGraphs,
-                    split: split.into(),
-                    answer: (if counter { "counter" } else { "support" }).into(),
-                    question: 0,
-                    nodes,
-                    edges,
-                    edge_text,
-                }
-            })
-            .collect();
-        EncodedGraphs { texts, emb, dim, graphs }
-    }
+    use crate::graphqa::answer::tests::planted;
 
     #[test]
     fn a_graph_encoder_learns_what_the_graph_says_and_scores_have_seed_statistics() {

@@ -124,6 +124,7 @@ pub fn tables(graphs: &[QaGraph], ids: &TextIds, embeddings: Vec<f32>, dim: usiz
         ("split", strs(graphs.iter().map(|g| g.split.as_str()).collect())),
         ("answer", strs(graphs.iter().map(|g| g.answer.as_str()).collect())),
         ("desc", strs(descs.iter().map(String::as_str).collect())),
+        ("hops", Arc::new(arrow::array::UInt8Array::from(graphs.iter().map(|g| g.hops).collect::<Vec<_>>())) as ArrayRef),
     ])?;
     Ok([texts, nodes, edges, questions])
 }

@@ -1,0 +1,583 @@
+//! MixRAG (paper §3): entity, relation and subgraph experts over a question's retrieved subgraph, a
+//! query-aware GNN, and a node-wise mixture-of-experts gate whose pooled output (the paper's soft
+//! prompt) feeds a trained answer head instead of the LLM. No code of MixRAG is published; every
+//! choice the paper leaves open is written down here (and in the README):
+//!
+//! * **Inputs.** Node, relation and question texts as sentence embeddings (MiniLM here, Sentence-BERT
+//!   in the paper), each projected to the model width `d` (`h_i`, `h_r`, `h_q`); the three experts
+//!   work on the same node set, the subgraph retrieved for the question (§3.2: "the initial subgraph
+//!   retrieved by subgraph retriever"); edges are used in both directions for message passing.
+//! * **Scoring** `f` (entity and relation experts): `Linear(2d → d) → ReLU → Linear(d → 1)` on
+//!   `[h ‖ h_q]`.
+//! * **Gumbel-softmax** `p = softmax((φ + g)/τ)` with `g ~ Gumbel(0, 1)` drawn from the seeded
+//!   stream while training (none at evaluation), `τ` annealed per epoch from `tau_start` to
+//!   `tau_end` geometrically.
+//! * **Differentiable top-k**: k rounds of successive softmax (round j: `a_j = softmax(l_j)` within
+//!   the graph, `l_{j+1} = l_j + log(1 − a_j)`), the mask `m = min(1, Σ_j a_j)`; a graph with at most
+//!   k elements keeps them all (the paper's k = 20 keeps every node of an ExplaGraphs graph).
+//! * **Entity expert**: the node features times their mask, through a 2-layer GCN (symmetric
+//!   normalisation with self-loops) over the subgraph; the node outputs `o_v^(e)` are the GCN's output
+//!   times the mask.
+//! * **Relation expert**: each triple `z_t = W_t [h_h; h_r; h_t]` (`W_t ∈ R^{d×3d}`), scored and
+//!   masked the same way; the node outputs `o_v^(r)` are the mask-weighted mean of the triples the
+//!   node is the head or tail of, through `Linear(d → d)` and ReLU (the paper does not say how
+//!   triples become per-node outputs).
+//! * **Subgraph expert**: the query-aware GNN of eqs. 2–7, `L` layers: per layer
+//!   `α = Linear([z_i ‖ q])`, `β = Linear([z_j ‖ q])`, `γ = Linear([z_e ‖ q])` (scalars),
+//!   `ζ = tanh(α + γ − β)`, `msg = Linear([z_i ‖ z_j ‖ z_e ‖ q])`, `z_j' = (1/d_j) Σ_i ζ·msg`
+//!   (in-degree `d_j`), ReLU between layers (the paper shows none; without it stacked layers stay
+//!   nearly linear); `q = h_q`, `z_e = h_r` at every layer.
+//! * **Gate**: `φ_v = MLP(h_v + c_v)` with `c_v` a one-layer GCN context of the node features,
+//!   `MLP = Linear(d → d) → ReLU → Linear(d → 3)`, softmax over the experts in use; the fused
+//!   `h̃_v = Σ_i α_{v,i} o_v^(i)`, mean-pooled over the subgraph's nodes into the soft prompt.
+//! * **Answer head** (no LLM): classification from `[soft prompt ‖ h_q]`, or node scores from
+//!   `[h̃_v ‖ h_q]` (WebQSP), as [`crate::graphqa`].
+
+use burn::module::Module;
+use burn::tensor::activation::{relu, softmax, tanh};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+
+use crate::error::{ModelError, Result};
+use crate::gnn::batch::GraphBatch;
+use crate::gnn::encoders::{scatter_sum, segment_softmax};
+use crate::graphqa::HeadKind;
+use crate::train::{Dense, Stream, ints};
+
+/// The three experts, in gate order.
+pub const EXPERTS: [&str; 3] = ["entity", "relation", "subgraph"];
+
+/// Sizes and switches of a MixRAG model.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MixShape {
+    pub dim: usize,
+    pub edge_dim: usize,
+    pub question_dim: usize,
+    /// Model width `d`.
+    pub hidden: usize,
+    /// Layers of the query-aware GNN (the paper's best: 3).
+    pub layers: usize,
+    /// Elements the differentiable top-k keeps per graph (the paper: 20).
+    pub top_k: usize,
+    /// Which experts take part (entity, relation, subgraph).
+    pub experts: [bool; 3],
+    pub head: HeadKind,
+    pub head_hidden: usize,
+}
+
+impl MixShape {
+    /// `mixrag` for all three experts, else `mixrag-<expert>+<expert>`.
+    pub fn experts_name(experts: [bool; 3]) -> String {
+        if experts == [true; 3] {
+            return "mixrag".into();
+        }
+        let on: Vec<&str> = EXPERTS.iter().zip(experts).filter(|x| x.1).map(|x| *x.0).collect();
+        format!("mixrag-{}", on.join("+"))
+    }
+}
+
+/// Two-layer scoring MLP `f([h ‖ q])`.
+#[derive(Module, Debug)]
+struct Scorer {
+    a: Dense,
+    b: Dense,
+}
+
+impl Scorer {
+    fn new(d: usize, rng: &mut Stream, dev: &Device) -> Self {
+        Scorer { a: Dense::new(2 * d, d, rng, dev), b: Dense::new(d, 1, rng, dev) }
+    }
+    fn forward(&self, h: Tensor<2>, q: Tensor<2>) -> Tensor<2> {
+        self.b.forward(relu(self.a.forward(Tensor::cat(vec![h, q], 1))))
+    }
+}
+
+/// One layer of the query-aware GNN (eqs. 2–7).
+#[derive(Module, Debug)]
+struct QaLayer {
+    alpha: Dense,
+    beta: Dense,
+    gamma: Dense,
+    msg: Dense,
+}
+
+impl QaLayer {
+    fn new(d: usize, rng: &mut Stream, dev: &Device) -> Self {
+        QaLayer {
+            alpha: Dense::new(2 * d, 1, rng, dev),
+            beta: Dense::new(2 * d, 1, rng, dev),
+            gamma: Dense::new(2 * d, 1, rng, dev),
+            msg: Dense::new(4 * d, d, rng, dev),
+        }
+    }
+}
+
+/// The model.
+#[derive(Module, Debug)]
+pub struct MixRag {
+    px: Dense,
+    pe: Dense,
+    pq: Dense,
+    ent_score: Scorer,
+    ent_gcn1: Dense,
+    ent_gcn2: Dense,
+    rel_t: Dense,
+    rel_score: Scorer,
+    rel_out: Dense,
+    qgnn: Vec<QaLayer>,
+    gate_ctx: Dense,
+    gate1: Dense,
+    gate2: Dense,
+    h1: Dense,
+    h2: Dense,
+    experts_mask: [usize; 3],
+    top_k: usize,
+    nodes_head: usize,
+}
+
+/// What a forward pass gives besides the logits: the gate weights `[N, 3]`.
+pub struct Forward {
+    pub logits: Tensor<2>,
+    pub gates: Tensor<2>,
+}
+
+/// The graph-side inputs of a batch in both directions, with the GCN weights of the subgraph.
+struct Both {
+    src: Tensor<1, Int>,
+    dst: Tensor<1, Int>,
+    /// Edge of each directed message (edges listed twice).
+    edge: Tensor<1, Int>,
+    /// 1 / in-degree of each message's destination.
+    inv_deg: Tensor<2>,
+    /// GCN (with self-loops): source, destination, weight.
+    gsrc: Tensor<1, Int>,
+    gdst: Tensor<1, Int>,
+    gw: Tensor<2>,
+    /// Graph of every edge.
+    edge_graph: Tensor<1, Int>,
+    edge_graph_h: Vec<u32>,
+}
+
+impl Both {
+    fn new(g: &GraphBatch, dev: &Device) -> Both {
+        let (n, m) = (g.n_nodes, g.n_edges);
+        let mut s: Vec<u32> = g.src_h.clone();
+        s.extend(&g.dst_h);
+        let mut d: Vec<u32> = g.dst_h.clone();
+        d.extend(&g.src_h);
+        let edge: Vec<u32> = (0..m as u32).chain(0..m as u32).collect();
+        let mut deg = vec![0f32; n];
+        for &t in &d {
+            deg[t as usize] += 1.0;
+        }
+        let inv: Vec<f32> = d.iter().map(|&t| 1.0 / deg[t as usize].max(1.0)).collect();
+        // GCN over the symmetric edges plus self-loops.
+        let (mut gs, mut gd) = (s.clone(), d.clone());
+        gs.extend(0..n as u32);
+        gd.extend(0..n as u32);
+        let mut gdeg = vec![0f32; n];
+        for &t in &gd {
+            gdeg[t as usize] += 1.0;
+        }
+        let gw: Vec<f32> = gs.iter().zip(&gd).map(|(&a, &b)| 1.0 / (gdeg[a as usize] * gdeg[b as usize]).sqrt()).collect();
+        let edge_graph: Vec<u32> = g.src_h.iter().map(|&v| g.node_graph_h[v as usize]).collect();
+        Both {
+            src: ints(&s, dev),
+            dst: ints(&d, dev),
+            edge: ints(&edge, dev),
+            inv_deg: Tensor::from_data(TensorData::new(inv, [2 * m, 1]), dev),
+            gsrc: ints(&gs, dev),
+            gdst: ints(&gd, dev),
+            gw: Tensor::from_data(TensorData::new(gw.clone(), [gw.len(), 1]), dev),
+            edge_graph: ints(&edge_graph, dev),
+            edge_graph_h: edge_graph,
+        }
+    }
+
+    /// `Â x` over the subgraph (symmetric normalisation, self-loops).
+    fn gcn(&self, x: Tensor<2>, n: usize) -> Tensor<2> {
+        scatter_sum(x.select(0, self.gsrc.clone()) * self.gw.clone(), self.gdst.clone(), n)
+    }
+}
+
+/// Gumbel noise (`−log(−log u)`) from the seeded stream.
+pub(crate) fn gumbel(rows: usize, rng: &mut Stream, dev: &Device) -> Tensor<2> {
+    let v: Vec<f32> = (0..rows).map(|_| -(-(rng.unit().max(1e-12)).ln()).max(1e-12).ln() as f32).collect();
+    Tensor::from_data(TensorData::new(v, [rows, 1]), dev)
+}
+
+/// The differentiable top-k of the module docs (Xie & Ermon's successive softmax): the soft mask
+/// `[R, 1]` of `logits` `[R, 1]` within each group; `group_h` is each row's group on the host. The
+/// rows of a group of at most `k` rows are all kept (mask 1).
+pub fn soft_top_k(logits: Tensor<2>, group_h: &[u32], groups: usize, k: usize) -> Tensor<2> {
+    let dev = logits.device();
+    let group = ints(group_h, &dev);
+    let mut size = vec![0usize; groups];
+    for &g in group_h {
+        size[g as usize] += 1;
+    }
+    let small: Vec<f32> = group_h.iter().map(|&g| if size[g as usize] <= k { 1.0 } else { 0.0 }).collect();
+    let small = Tensor::<2>::from_data(TensorData::new(small, [group_h.len(), 1]), &dev);
+    let mut l = logits;
+    let mut mask = l.zeros_like();
+    for _ in 0..k.max(1) {
+        let a = segment_softmax(l.clone(), group.clone(), groups);
+        mask = mask + a.clone();
+        l = l + (a.neg().add_scalar(1.0)).clamp_min(1e-6).log();
+    }
+    // Groups of k rows or fewer: every row kept.
+    mask.clamp_max(1.0) * small.clone().neg().add_scalar(1.0) + small
+}
+
+impl MixRag {
+    pub fn new(shape: MixShape, seed: u64, dev: &Device) -> Result<Self> {
+        let MixShape { dim, edge_dim, question_dim, hidden: d, layers, top_k, experts, head, head_hidden } = shape;
+        if layers == 0 || !experts.iter().any(|&e| e) {
+            return Err(ModelError::Internal("mixrag: at least one query-aware GNN layer and one expert".into()));
+        }
+        let mut rng = Stream(seed ^ 0x6d69_7872);
+        let out = match head {
+            HeadKind::Classify { classes } => classes.max(1),
+            HeadKind::Nodes => 1,
+        };
+        let head_in = if head == HeadKind::Nodes { d + d } else { d + d };
+        Ok(MixRag {
+            px: Dense::new(dim, d, &mut rng, dev),
+            pe: Dense::new(edge_dim, d, &mut rng, dev),
+            pq: Dense::new(question_dim, d, &mut rng, dev),
+            ent_score: Scorer::new(d, &mut rng, dev),
+            ent_gcn1: Dense::new(d, d, &mut rng, dev),
+            ent_gcn2: Dense::new(d, d, &mut rng, dev),
+            rel_t: Dense::new(3 * d, d, &mut rng, dev),
+            rel_score: Scorer::new(d, &mut rng, dev),
+            rel_out: Dense::new(d, d, &mut rng, dev),
+            qgnn: (0..layers).map(|_| QaLayer::new(d, &mut rng, dev)).collect(),
+            gate_ctx: Dense::new(d, d, &mut rng, dev),
+            gate1: Dense::new(d, d, &mut rng, dev),
+            gate2: Dense::new(d, 3, &mut rng, dev),
+            h1: Dense::new(head_in, head_hidden, &mut rng, dev),
+            h2: Dense::new(head_hidden, out, &mut rng, dev),
+            experts_mask: experts.map(usize::from),
+            top_k,
+            nodes_head: usize::from(head == HeadKind::Nodes),
+        })
+    }
+
+    /// Logits and gate weights of a batch; `noise`: Gumbel noise for the node and triple scores
+    /// (training), `tau` the temperature.
+    pub fn forward(&self, g: &GraphBatch, q: Tensor<2>, tau: f64, noise: Option<(Tensor<2>, Tensor<2>)>) -> Forward {
+        let dev = q.device();
+        let n = g.n_nodes;
+        let both = Both::new(g, &dev);
+        let h = self.px.forward(g.x.clone());
+        let hq = self.pq.forward(q);
+        let hqn = hq.clone().select(0, g.node_graph.clone());
+        let d = self.px.d_out();
+        let mut outs: Vec<Tensor<2>> = Vec::with_capacity(3);
+        // Entity expert.
+        {
+            let phi = self.ent_score.forward(h.clone(), hqn.clone());
+            let phi = match &noise {
+                Some((nn, _)) => phi + nn.clone(),
+                None => phi,
+            };
+            let m = soft_top_k(phi.div_scalar(tau), &g.node_graph_h, g.n_graphs, self.top_k);
+            let x = h.clone() * m.clone();
+            let x = relu(self.ent_gcn1.bias(both.gcn(self.ent_gcn1.linear(x), n)));
+            let x = self.ent_gcn2.bias(both.gcn(self.ent_gcn2.linear(x), n));
+            outs.push(x * m);
+        }
+        // Relation expert.
+        {
+            let he = if g.n_edges > 0 { self.pe.forward(g.edge_x.clone()) } else { Tensor::zeros([0, d], &dev) };
+            let out = if g.n_edges == 0 {
+                Tensor::zeros([n, d], &dev)
+            } else {
+                let z =
+                    self.rel_t.forward(Tensor::cat(vec![h.clone().select(0, g.src.clone()), he, h.clone().select(0, g.dst.clone())], 1));
+                let hqe = hq.clone().select(0, both.edge_graph.clone());
+                let phi = self.rel_score.forward(z.clone(), hqe);
+                let phi = match &noise {
+                    Some((_, ne)) => phi + ne.clone(),
+                    None => phi,
+                };
+                let w = soft_top_k(phi.div_scalar(tau), &both.edge_graph_h, g.n_graphs, self.top_k);
+                // Mask-weighted mean of the incident triples (head and tail).
+                let wz = z * w.clone();
+                let ends = Tensor::cat(vec![g.src.clone(), g.dst.clone()], 0);
+                let num = scatter_sum(Tensor::cat(vec![wz.clone(), wz], 0), ends.clone(), n);
+                let den = scatter_sum(Tensor::cat(vec![w.clone(), w], 0), ends, n).clamp_min(1e-6);
+                relu(self.rel_out.forward(num / den))
+            };
+            outs.push(out);
+        }
+        // Subgraph expert: the query-aware GNN.
+        {
+            let he = if g.n_edges > 0 { self.pe.forward(g.edge_x.clone()) } else { Tensor::zeros([0, d], &dev) };
+            let mut z = h.clone();
+            if g.n_edges > 0 {
+                let ze = he.select(0, both.edge.clone());
+                let qe = hq.clone().select(0, g.node_graph.clone()).select(0, both.dst.clone());
+                let layers = self.qgnn.len();
+                for (li, l) in self.qgnn.iter().enumerate() {
+                    let zi = z.clone().select(0, both.src.clone());
+                    let zj = z.clone().select(0, both.dst.clone());
+                    let a = l.alpha.forward(Tensor::cat(vec![zi.clone(), qe.clone()], 1));
+                    let b = l.beta.forward(Tensor::cat(vec![zj.clone(), qe.clone()], 1));
+                    let c = l.gamma.forward(Tensor::cat(vec![ze.clone(), qe.clone()], 1));
+                    let zeta = tanh(a + c - b);
+                    let msg = l.msg.forward(Tensor::cat(vec![zi, zj, ze.clone(), qe.clone()], 1));
+                    let upd = scatter_sum(msg * zeta * both.inv_deg.clone(), both.dst.clone(), n);
+                    z = if li + 1 < layers { relu(upd) } else { upd };
+                }
+            }
+            outs.push(z);
+        }
+        // The node-wise gate over the experts in use.
+        let ctx = relu(self.gate_ctx.bias(both.gcn(self.gate_ctx.linear(h.clone()), n)));
+        let logits = self.gate2.forward(relu(self.gate1.forward(h + ctx)));
+        let off: Vec<f32> = self.experts_mask.iter().map(|&on| if on == 1 { 0.0 } else { -1e4 }).collect();
+        let off = Tensor::<2>::from_data(TensorData::new(off, [1, 3]), &dev);
+        let gates = softmax(logits + off, 1);
+        let fused = (0..3).fold(Tensor::<2>::zeros([n, d], &dev), |acc, i| acc + outs[i].clone() * gates.clone().slice([0..n, i..i + 1]));
+        let logits = if self.nodes_head == 1 {
+            self.h2.forward(relu(self.h1.forward(Tensor::cat(vec![fused, hqn], 1))))
+        } else {
+            let inv: Vec<f32> = g.counts.iter().map(|&c| 1.0 / c as f32).collect();
+            let inv = Tensor::<2>::from_data(TensorData::new(inv, [g.n_graphs, 1]), &dev);
+            let prompt = scatter_sum(fused, g.node_graph.clone(), g.n_graphs) * inv;
+            self.h2.forward(relu(self.h1.forward(Tensor::cat(vec![prompt, hq], 1))))
+        };
+        Forward { logits, gates }
+    }
+
+    pub fn nodes_head(&self) -> bool {
+        self.nodes_head == 1
+    }
+}
+
+/// Hyper-parameters: G-Retriever's training (AdamW, decay, clipping, batches, early stopping) and
+/// the Gumbel temperature schedule.
+#[derive(Debug, Clone)]
+pub struct MixConfig {
+    pub qa: crate::graphqa::QaConfig,
+    pub tau_start: f64,
+    pub tau_end: f64,
+}
+
+impl Default for MixConfig {
+    fn default() -> Self {
+        MixConfig { qa: crate::graphqa::QaConfig::default(), tau_start: 1.0, tau_end: 0.1 }
+    }
+}
+
+impl MixConfig {
+    /// The temperature of a 1-based epoch: geometric from `tau_start` (epoch 1) to `tau_end` (last).
+    pub fn tau(&self, epoch: usize) -> f64 {
+        let e = self.qa.epochs.max(2) as f64;
+        let t = (epoch.max(1) - 1) as f64 / (e - 1.0);
+        self.tau_start * (self.tau_end / self.tau_start).powf(t.min(1.0))
+    }
+}
+
+use crate::graphqa::{QaEpoch, QaExample, argmax, batch_of, correct, loss_from};
+
+/// Predictions (class index or top node per question) and each question's mean gate weights
+/// (entity, relation, subgraph), with every node's gate weights (`[N, 3]` row-major, per question in
+/// order).
+pub struct MixPredictions {
+    pub pred: Vec<u32>,
+    pub question_gates: Vec<[f32; 3]>,
+    pub node_gates: Vec<Vec<[f32; 3]>>,
+}
+
+/// Predictions of `model` (inner device) at the end temperature, without noise.
+pub fn predict(
+    model: &MixRag,
+    examples: &[QaExample],
+    dim: usize,
+    edge_dim: usize,
+    tau: f64,
+    batch: usize,
+    dev: &Device,
+) -> Result<MixPredictions> {
+    let mut out = MixPredictions { pred: Vec::new(), question_gates: Vec::new(), node_gates: Vec::new() };
+    for chunk in examples.chunks(batch.max(1)) {
+        let refs: Vec<&QaExample> = chunk.iter().collect();
+        let (g, q) = batch_of(&refs, dim, edge_dim, dev)?;
+        let f = model.forward(&g, q, tau, None);
+        let logits = crate::train::floats(f.logits)?;
+        let gates = crate::train::floats(f.gates)?;
+        for gi in 0..chunk.len() {
+            let (o, c) = (g.offsets[gi], g.counts[gi]);
+            out.pred.push(if model.nodes_head() {
+                argmax(&logits[o..o + c])
+            } else {
+                let classes = logits.len() / chunk.len().max(1);
+                argmax(&logits[gi * classes..(gi + 1) * classes])
+            });
+            let rows: Vec<[f32; 3]> = (o..o + c).map(|v| [gates[v * 3], gates[v * 3 + 1], gates[v * 3 + 2]]).collect();
+            let mut mean = [0f32; 3];
+            for r in &rows {
+                for k in 0..3 {
+                    mean[k] += r[k] / c as f32;
+                }
+            }
+            out.question_gates.push(mean);
+            out.node_gates.push(rows);
+        }
+    }
+    Ok(out)
+}
+
+fn evaluate(model: &MixRag, examples: &[QaExample], dim: usize, edge_dim: usize, tau: f64, dev: &Device) -> Result<(f64, f64)> {
+    if examples.is_empty() {
+        return Ok((0.0, 0.0));
+    }
+    let mut loss = (0.0, 0usize);
+    for chunk in examples.chunks(64) {
+        let refs: Vec<&QaExample> = chunk.iter().collect();
+        let (g, q) = batch_of(&refs, dim, edge_dim, dev)?;
+        let f = model.forward(&g, q, tau, None);
+        if let Some(l) = loss_from(f.logits, model.nodes_head(), &refs, &g) {
+            loss.0 += f64::from(l.into_scalar::<f32>()) * chunk.len() as f64;
+            loss.1 += chunk.len();
+        }
+    }
+    let p = predict(model, examples, dim, edge_dim, tau, 64, dev)?;
+    let hits = examples.iter().zip(&p.pred).filter(|(e, p)| correct(e, **p)).count();
+    Ok((loss.0 / loss.1.max(1) as f64, hits as f64 / examples.len() as f64))
+}
+
+/// Trains MixRAG on `train`, keeping the epoch with the best metric on `val` (as
+/// [`crate::graphqa::train`]); returns it on the inner device, its curve and the kept epoch.
+pub fn train(
+    shape: MixShape,
+    train: &[QaExample],
+    val: &[QaExample],
+    cfg: &MixConfig,
+    dev: &Device,
+) -> Result<(MixRag, Vec<QaEpoch>, u32)> {
+    use burn::grad_clipping::GradientClippingConfig;
+    use burn::optim::{AdamWConfig, GradientsParams};
+    if train.is_empty() {
+        return Err(ModelError::Internal("no training question".into()));
+    }
+    let (dim, edge_dim) = (shape.dim, shape.edge_dim);
+    let ad = dev.clone().autodiff();
+    let inner = ad.clone().inner();
+    let q = &cfg.qa;
+    let mut model = MixRag::new(shape, q.seed, &ad)?;
+    let mut optim = AdamWConfig::new()
+        .with_weight_decay(q.weight_decay)
+        .with_epsilon(1e-8)
+        .with_grad_clipping(Some(GradientClippingConfig::Norm(q.clip)))
+        .init();
+    let mut rng = Stream(q.seed ^ 0x6d69_7874);
+    let mut best = crate::train::Checkpoint::new();
+    let (mut curve, mut since_best, mut best_metric) = (Vec::new(), 0usize, f64::NEG_INFINITY);
+    for epoch in 1..=q.epochs {
+        let tau = cfg.tau(epoch);
+        let order = rng.shuffled(train.len());
+        let (mut total, mut counted) = (0.0, 0usize);
+        for chunk in order.chunks(q.batch.max(1)) {
+            let refs: Vec<&QaExample> = chunk.iter().map(|&i| &train[i]).collect();
+            let (g, qt) = batch_of(&refs, dim, edge_dim, &ad)?;
+            let noise = (gumbel(g.n_nodes, &mut rng, &ad), gumbel(g.n_edges, &mut rng, &ad));
+            let f = model.forward(&g, qt, tau, Some(noise));
+            let Some(loss) = loss_from(f.logits, model.nodes_head(), &refs, &g) else { continue };
+            total += f64::from(loss.clone().into_scalar::<f32>()) * refs.len() as f64;
+            counted += refs.len();
+            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            model = optim.step(q.lr, model, grads);
+        }
+        let valid = model.valid();
+        let (val_loss, val_metric) = evaluate(&valid, val, dim, edge_dim, tau, &inner)?;
+        curve.push(QaEpoch { epoch: epoch as u32, train_loss: total / counted.max(1) as f64, val_loss, val_metric });
+        best.offer(val_metric, val_loss, epoch as u32, valid);
+        if val_metric > best_metric {
+            best_metric = val_metric;
+            since_best = 0;
+        } else {
+            since_best += 1;
+            if since_best >= q.patience {
+                break;
+            }
+        }
+    }
+    let (m, e) = best.take()?;
+    Ok((m, curve, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::floats;
+
+    #[test]
+    fn soft_top_k_keeps_about_k_per_group_and_everything_in_small_groups() {
+        let dev = Device::flex();
+        // Group 0: six scores with two clear winners; group 1: two scores.
+        let logits = Tensor::<2>::from_data(TensorData::new(vec![5.0f32, 4.5, -3.0, -3.0, -4.0, -5.0, 0.3, -0.2], [8, 1]), &dev);
+        let groups = [0, 0, 0, 0, 0, 0, 1, 1];
+        let m = floats(soft_top_k(logits.clone(), &groups, 2, 2)).unwrap();
+        assert!(m[0] > 0.85 && m[1] > 0.85, "the two winners are kept: {m:?}");
+        assert!(m[2..6].iter().all(|&x| x < 0.01), "the rest is not: {m:?}");
+        let total: f32 = m[0..6].iter().sum();
+        assert!((1.8..=2.0 + 1e-4).contains(&total), "about k in all: {m:?}");
+        assert!(m[6] == 1.0 && m[7] == 1.0, "a group of k or fewer keeps all: {m:?}");
+        // A lower temperature (scores × 10) makes the selection hard.
+        let sharp = floats(soft_top_k(logits.mul_scalar(10.0), &groups, 2, 2)).unwrap();
+        assert!(sharp[0] > 0.999 && sharp[1] > 0.99 && sharp[2..6].iter().all(|&x| x < 1e-6), "{sharp:?}");
+    }
+
+    /// The planted rule of the G-Retriever tests (the class is carried by one edge's features):
+    /// MixRAG learns it with all experts, the subgraph expert alone learns it (the query-aware GNN
+    /// reads edge features), training is deterministic, and gate weights are distributions.
+    #[test]
+    fn mixrag_learns_an_edge_carried_rule_deterministically() {
+        let dev = Device::flex();
+        let (tr, va) = (crate::graphqa::tests::planted(160, 1), crate::graphqa::tests::planted(60, 2));
+        let shape = MixShape {
+            dim: 4,
+            edge_dim: 2,
+            question_dim: 2,
+            hidden: 16,
+            layers: 2,
+            top_k: 20,
+            experts: [true; 3],
+            head: HeadKind::Classify { classes: 2 },
+            head_hidden: 16,
+        };
+        let mut cfg = MixConfig::default();
+        cfg.qa = crate::graphqa::QaConfig { lr: 5e-3, epochs: 25, patience: 25, batch: 16, head_hidden: 16, ..cfg.qa };
+        let (m, curve, best) = train(shape, &tr, &va, &cfg, &dev).expect("train");
+        let kept = curve.iter().find(|c| c.epoch == best).expect("kept").val_metric;
+        assert!(kept >= 0.9, "validation accuracy {kept}: {curve:?}");
+        let p = predict(&m, &va, 4, 2, cfg.tau(25), 7, &dev.clone().autodiff().inner()).expect("predict");
+        let acc = va.iter().zip(&p.pred).filter(|(e, x)| correct(e, **x)).count() as f64 / va.len() as f64;
+        assert!((acc - kept).abs() < 1e-9, "{acc} vs {kept}");
+        for g in &p.question_gates {
+            assert!((g.iter().sum::<f32>() - 1.0).abs() < 1e-4 && g.iter().all(|&x| x >= 0.0), "{g:?}");
+        }
+        let (_, again, _) = train(shape, &tr, &va, &cfg, &dev).expect("train");
+        assert_eq!(curve, again);
+        // A single expert: its gate weight is 1 everywhere.
+        let only = MixShape { experts: [false, false, true], ..shape };
+        let (m1, c1, b1) = train(only, &tr, &va, &cfg, &dev).expect("train");
+        assert!(c1.iter().find(|c| c.epoch == b1).expect("kept").val_metric >= 0.85, "{c1:?}");
+        let p1 = predict(&m1, &va, 4, 2, 0.1, 64, &dev.clone().autodiff().inner()).expect("predict");
+        assert!(p1.question_gates.iter().all(|g| g[2] > 0.999), "{:?}", &p1.question_gates[..2]);
+        assert_eq!(MixShape::experts_name([true, false, true]), "mixrag-entity+subgraph");
+        assert_eq!(MixShape::experts_name([true; 3]), "mixrag");
+        assert!((cfg.tau(1) - 1.0).abs() < 1e-12 && (cfg.tau(25) - 0.1).abs() < 1e-9);
+    }
+
+    #[test]
+    fn gumbel_noise_has_the_gumbel_mean() {
+        let mut rng = Stream(1);
+        let g = floats(gumbel(20_000, &mut rng, &Device::flex())).unwrap();
+        let mean = g.iter().map(|&x| f64::from(x)).sum::<f64>() / g.len() as f64;
+        // E[Gumbel(0, 1)] = Euler–Mascheroni γ ≈ 0.5772.
+        assert!((mean - 0.5772).abs() < 0.03, "{mean}");
+    }
+}

@@ -1,0 +1,158 @@
+//! `tgrag bench-gnn` (hidden; `make bench` calls it next to PyG): epoch times of the GNN trainings.
+//!
+//! * `node`: a full-batch node classifier (GCN, GraphSAGE or MLP; hidden 64, 2 layers, dropout 0.5,
+//!   Adam 0.01) on a graph from Parquet (`--edges`: `src`, `dst`; `--features`: `node`, `f000`…;
+//!   `--labels`: `node`, `label`, `split` train|val|test), for `--epochs` epochs without early
+//!   stopping: the host engine on `--device cpu`, burn on `--device gpu`.
+//! * `batch`: mini-batches of `--graphs` small random graphs (`--nodes` nodes each, a path plus
+//!   chords, 384-wide node and edge features) through G-Retriever's `--encoder` (4 layers, hidden
+//!   256) and the classification head, `--steps` optimiser steps.
+//!
+//! Prints one JSON line: `{"ms_per_epoch": …, "epochs": …, "accuracy": …}`.
+
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use arrow::array::AsArray;
+use arrow::datatypes::{DataType, Float32Type, UInt32Type};
+use tgrag_models::DeviceChoice;
+use tgrag_models::gnn::{self, GnnKind, NodeClassConfig, NodeClassData};
+
+use crate::commands::DeviceArg;
+
+/// `--model`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModelArg {
+    Gcn,
+    Sage,
+    Mlp,
+}
+
+/// What to time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WhatArg {
+    Node,
+    Batch,
+}
+
+/// `tgrag bench-gnn` arguments.
+#[derive(Debug, clap::Args)]
+pub struct BenchGnnArgs {
+    #[arg(value_enum)]
+    pub what: WhatArg,
+    #[arg(long)]
+    pub edges: Option<std::path::PathBuf>,
+    #[arg(long)]
+    pub features: Option<std::path::PathBuf>,
+    #[arg(long)]
+    pub labels: Option<std::path::PathBuf>,
+    #[arg(long, value_enum, default_value_t = ModelArg::Gcn)]
+    pub model: ModelArg,
+    #[arg(long, default_value_t = 100, value_parser = crate::commands::num::count)]
+    pub epochs: usize,
+    #[arg(long, default_value_t = 32, value_parser = crate::commands::num::count)]
+    pub graphs: usize,
+    #[arg(long, default_value_t = 5, value_parser = crate::commands::num::count)]
+    pub nodes: usize,
+    #[arg(long, default_value = "gt")]
+    pub encoder: String,
+    #[arg(long, default_value_t = 50, value_parser = crate::commands::num::count)]
+    pub steps: usize,
+    #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
+    pub device: DeviceArg,
+}
+
+fn u32s(b: &arrow::array::RecordBatch, path: &std::path::Path, c: &str) -> Result<Vec<u32>> {
+    let col = b.column_by_name(c).with_context(|| format!("{}: no column `{c}`", path.display()))?;
+    let col = arrow::compute::cast(col, &DataType::UInt32)?;
+    Ok(col.as_primitive::<UInt32Type>().values().to_vec())
+}
+
+pub fn run(a: BenchGnnArgs) -> Result<()> {
+    let device: DeviceChoice = a.device.into();
+    match a.what {
+        WhatArg::Node => {
+            let (Some(ep), Some(fp), Some(lp)) = (&a.edges, &a.features, &a.labels) else {
+                bail!("bench-gnn node needs --edges, --features and --labels");
+            };
+            let (eb, fb, lb) =
+                (tgrag_schemas::io::read_parquet(ep)?, tgrag_schemas::io::read_parquet(fp)?, tgrag_schemas::io::read_parquet(lp)?);
+            let edges: Vec<(u32, u32)> = u32s(&eb, ep, "src")?.into_iter().zip(u32s(&eb, ep, "dst")?).collect();
+            let n = fb.num_rows();
+            let fcols: Vec<String> = fb.schema().fields().iter().map(|f| f.name().clone()).filter(|c| c.starts_with('f')).collect();
+            let dim = fcols.len();
+            let mut x = vec![0f32; n * dim];
+            for (j, c) in fcols.iter().enumerate() {
+                let col = arrow::compute::cast(fb.column_by_name(c).context("feature column")?, &DataType::Float32)?;
+                for (i, v) in col.as_primitive::<Float32Type>().values().iter().enumerate() {
+                    x[i * dim + j] = *v;
+                }
+            }
+            let (nodes, labels_in) = (u32s(&lb, lp, "node")?, u32s(&lb, lp, "label")?);
+            let split = lb.column_by_name("split").context("labels: no `split`")?.as_string::<i32>().clone();
+            let mut labels = vec![u32::MAX; n];
+            let (mut tr, mut va, mut te) = (Vec::new(), Vec::new(), Vec::new());
+            for i in 0..lb.num_rows() {
+                labels[nodes[i] as usize] = labels_in[i];
+                match split.value(i) {
+                    "train" => tr.push(nodes[i]),
+                    "val" => va.push(nodes[i]),
+                    _ => te.push(nodes[i]),
+                }
+            }
+            let classes = labels_in.iter().max().map_or(1, |m| *m as usize + 1);
+            let data = NodeClassData { features: &x, dim, labels: &labels, classes, train: &tr, val: &va, test: &te };
+            let cfg = NodeClassConfig { max_epochs: a.epochs, patience: a.epochs + 1, ..NodeClassConfig::default() };
+            let kind = match a.model {
+                ModelArg::Gcn => GnnKind::Gcn,
+                ModelArg::Sage => GnnKind::Sage,
+                ModelArg::Mlp => GnnKind::Mlp,
+            };
+            let t0 = Instant::now();
+            let t = if device.resolved() == DeviceChoice::Gpu {
+                gnn::train_node_classifier(kind, n, &edges, &data, &cfg, &device.device())?
+            } else {
+                let g = gnn::fast::FastGraph::new(n, &edges);
+                gnn::fast::train_node_classifier(kind, n, &g, &data, &cfg)?
+            };
+            let ms = t0.elapsed().as_secs_f64() * 1e3 / t.curve.len().max(1) as f64;
+            println!("{{\"ms_per_epoch\": {ms:.4}, \"epochs\": {}, \"accuracy\": {:.4}}}", t.curve.len(), t.test_metric);
+        }
+        WhatArg::Batch => {
+            use tgrag_models::gnn::encoders::{EncoderKind, EncoderShape, Pooling};
+            use tgrag_models::graphqa::{HeadKind, QaConfig, QaExample, QaShape, Target, train};
+            let kind = match a.encoder.as_str() {
+                "gt" => EncoderKind::Gt,
+                "gat" => EncoderKind::Gat,
+                "gcn" => EncoderKind::Gcn,
+                "gt2" => EncoderKind::Gt2,
+                other => bail!("--encoder {other}: gt, gat, gcn or gt2"),
+            };
+            let (dim, k) = (384usize, a.nodes);
+            let mut state = 7u64;
+            let mut rnd = || {
+                state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                ((state >> 11) as f64 / (1u64 << 53) as f64) as f32
+            };
+            let examples: Vec<QaExample> = (0..a.graphs * a.steps)
+                .map(|i| {
+                    let mut edges: Vec<(u32, u32)> = (1..k as u32).map(|v| (v - 1, v)).collect();
+                    edges.push((0, (k - 1) as u32));
+                    let x = (0..k * dim).map(|_| rnd()).collect();
+                    let edge_x = (0..edges.len() * dim).map(|_| rnd()).collect();
+                    QaExample { x, n: k, edges, edge_x, question: (0..dim).map(|_| rnd()).collect(), target: Target::Class((i % 2) as u32) }
+                })
+                .collect();
+            let enc = EncoderShape { kind, in_dim: dim, edge_dim: dim, hidden: 256, layers: 4, heads: 4, pooling: Pooling::Mean };
+            let shape = QaShape { encoder: Some(enc), question_dim: dim, head: HeadKind::Classify { classes: 2 }, head_hidden: 256 };
+            let cfg = QaConfig { epochs: 1, patience: 2, batch: a.graphs, head_hidden: 256, ..QaConfig::default() };
+            let val = &examples[..a.graphs];
+            let t0 = Instant::now();
+            train(shape, &examples, val, dim, dim, &cfg, &device.device())?;
+            // One epoch = `steps` optimiser steps plus one validation batch.
+            let ms = t0.elapsed().as_secs_f64() * 1e3 / a.steps as f64;
+            println!("{{\"ms_per_step\": {ms:.4}, \"steps\": {}, \"graphs\": {}}}", a.steps, a.graphs);
+        }
+    }
+    Ok(())
+}
