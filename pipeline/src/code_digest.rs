@@ -344,7 +344,7 @@ mod tests {
         // Not code: a test in the planner, its doc comments, a test-only file, the README, bench
         // scripts, the binary's own sources.
         edit(root, "models/src/planner.rs", |t| {
-            t.replacen("#[cfg(test)]\nmod tests {", "#[cfg(test)]\nmod tests {\n    #[test]\n    fn extra() { assert_eq!(1 + 1, 2); }", 1)
+            t.replacen("mod tests {\n", "mod tests {\n    #[test]\n    fn extra() { assert_eq!(1 + 1, 2); }\n", 1)
         });
         edit(root, "models/src/planner.rs", |t| t.replacen("//!", "//! An edited doc line.\n//!", 1));
         edit(root, "datasets/src/real_tests.rs", |t| format!("{t}\n// edited\n"));

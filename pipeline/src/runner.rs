@@ -441,6 +441,6 @@ mod tests {
         assert_eq!(sel, vec!["ingest", "bm25", "dense", "planning", "mor", "pasemiqa", "metrics"]);
         // The report reads every `scores` table, whoever writes it.
         let report = all.iter().find(|s| s.info().name == "report").expect("report");
-        assert_eq!(tgrag_stages::deps_of(*report, &all), vec!["toporag", "subgraphs", "gretriever", "metrics"]);
+        assert_eq!(tgrag_stages::deps_of(*report, &all), vec!["toporag", "subgraphs", "gretriever", "mixrag", "metrics"]);
     }
 }
