@@ -114,6 +114,7 @@ fn second_run_skips_everything_force_reruns_and_config_change_reruns_downstream(
             "textgraphs",
             "subgraphs",
             "gretriever",
+            "mixrag",
             "metrics",
             "report"
         ],
@@ -323,7 +324,7 @@ fn a_valid_folder_dataset_runs_end_to_end() {
     let out = ok(tgrag(d.path(), &["run", "--dataset", "mine", "--data-dir", data.path().to_str().expect("utf8")]));
     // Every stage runs except those of the other families: `toporag` needs a text-attributed
     // graph, the GraphQA stages per-question graphs.
-    let other_family = ["toporag", "textgraphs", "subgraphs", "gretriever"];
+    let other_family = ["toporag", "textgraphs", "subgraphs", "gretriever", "mixrag"];
     let v = verbs(&out);
     assert!(v.iter().all(|x| x.1 == "ran" || (other_family.contains(&x.0.as_str()) && x.1 == "n/a")), "{out}");
     assert!(v.iter().filter(|x| x.1 == "ran").count() >= 9, "{out}");
@@ -394,7 +395,7 @@ fn sigkill_at_any_stage_then_rerun_gives_the_bytes_of_a_clean_run() {
     // MiniLM's determinism is checked on `tiny` below.
     // A small GraphWave (one scale, two points), few correlation pairs and short GNN trainings keep
     // `toporag` quick too.
-    const RUN: [&str; 29] = [
+    const RUN: [&str; 37] = [
         "run",
         "--size",
         "medium",
@@ -424,6 +425,14 @@ fn sigkill_at_any_stage_then_rerun_gives_the_bytes_of_a_clean_run() {
         "gretriever.text_head=false",
         "--set",
         "gretriever.whole_graph=false",
+        "--set",
+        "mixrag.seeds=[0]",
+        "--set",
+        "mixrag.epochs=1",
+        "--set",
+        "mixrag.ablation_experts=false",
+        "--set",
+        "mixrag.ablation_depths=[]",
     ];
     let clean = tempfile::tempdir().expect("tmp");
     ok(tgrag(clean.path(), &RUN));
@@ -571,6 +580,8 @@ fn real_raw_datasets_run_from_their_own_files() {
         // small configuration of the `gretriever` stage; the README has the full one).
         args.extend(["--set", "gretriever.seeds=[0]", "--set", "gretriever.encoders=[\"gt\"]", "--set", "gretriever.efficient=false"]);
         args.extend(["--set", "gretriever.text_head=false"]);
+        // MixRAG: the full model, one seed, no ablations.
+        args.extend(["--set", "mixrag.seeds=[0]", "--set", "mixrag.ablation_experts=false", "--set", "mixrag.ablation_depths=[]"]);
         ok(tgrag(o, &args));
         let out = ok(tgrag(o, &["sql", query]));
         assert!(out.contains(want), "{name}: {out}");
@@ -588,6 +599,21 @@ fn real_raw_datasets_run_from_their_own_files() {
     let (gt, majority) = (acc("gretriever-gt"), acc("majority"));
     assert!((majority - 0.5884).abs() < 5e-4, "majority {majority}");
     assert!(gt > majority + 0.03, "gretriever-gt {gt} vs majority {majority}");
+    // MixRAG answered all 554 test questions, and its gate weights are distributions over the
+    // three experts for every node it saw.
+    let out = ok(tgrag(
+        o,
+        &[
+            "sql",
+            "SELECT n FROM explagraphs_mixrag_scores WHERE method = 'mixrag' AND split = 'test' AND metric = 'accuracy' AND seed IS NULL",
+        ],
+    ));
+    assert!(out.contains("| 554 "), "{out}");
+    let out = ok(tgrag(
+        o,
+        &["sql", "SELECT count(*) AS bad FROM explagraphs_mixrag_gate_weights WHERE abs(entity + relation + subgraph - 1.0) > 1e-4"],
+    ));
+    assert!(out.contains("| 0 "), "{out}");
     // CiteSeer: 3,186 papers, 2,823 with ≥ 100 words; 10% of them (283) partially observed, each with
     // top-3 texts from the four retrievers that retrieve, and the GNNs trained on 6 feature sets
     // (5 retrievers + oracle): 3 models for node classification, one link predictor.

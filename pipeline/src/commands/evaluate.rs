@@ -76,7 +76,11 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
     let method_req: &[&str] = if run.column_by_name("method").is_some() { &["method"] } else { &[] };
     check_input(&a.run, "evaluate run", &run, &InputRules { required: method_req, finite: &["score"], ..Default::default() })?;
     if run.num_rows() == 0 {
-        eprintln!("warning: {}: the run has no rows; every query with answers scores 0", a.run.display());
+        let what = match mode {
+            EvalMode::Stark => "every candidate ties at score 0 and ties keep node-id order, as in STaRK's evaluator",
+            EvalMode::Mor => "every query scores 0",
+        };
+        eprintln!("warning: {}: the run has no rows; {what}", a.run.display());
     }
     let rq = column(&run, &a.run, "query_id", &DataType::UInt32)?;
     let rn = column(&run, &a.run, "node_id", &DataType::UInt32)?;

@@ -104,7 +104,11 @@ pub fn run(outputs: &Path, a: SqlArgs) -> Result<()> {
     let tables = artifacts(outputs)?;
     if list {
         for (name, path) in &tables {
-            println!("{name:<40} {}", path.display());
+            if is_parquet(path) {
+                println!("{name:<40} {}", path.display());
+            } else {
+                eprintln!("warning: skipping {} (not a Parquet file)", path.display());
+            }
         }
         return Ok(());
     }
