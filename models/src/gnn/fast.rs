@@ -254,6 +254,9 @@ impl Classifier {
     }
 
     /// Gradients of one layer from `dz`; returns `dx` when `want_dx`.
+    // The layer, its optional SAGE root part, its cache and the graph are separate borrows of the
+    // trainer's state; a struct would only rename them.
+    #[allow(clippy::too_many_arguments)]
     fn layer_back(
         kind: GnnKind,
         l: &mut Layer,

@@ -239,7 +239,8 @@ impl MixRag {
             HeadKind::Classify { classes } => classes.max(1),
             HeadKind::Nodes => 1,
         };
-        let head_in = if head == HeadKind::Nodes { d + d } else { d + d };
+        // Both heads read a d-wide vector next to h_q: the soft prompt, or a node's fused output.
+        let head_in = d + d;
         Ok(MixRag {
             px: Dense::new(dim, d, &mut rng, dev),
             pe: Dense::new(edge_dim, d, &mut rng, dev),

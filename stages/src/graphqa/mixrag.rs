@@ -290,7 +290,8 @@ pub fn ablations(
 ) -> Vec<AblationRow> {
     let metric = if task == Task::WebQsp { "hit1" } else { "accuracy" };
     // (method, split) → seed → (right, n)
-    let mut acc: BTreeMap<(&str, &str), BTreeMap<u64, (u64, u64)>> = BTreeMap::new();
+    type PerSeed = BTreeMap<u64, (u64, u64)>;
+    let mut acc: BTreeMap<(&str, &str), PerSeed> = BTreeMap::new();
     for p in &out.predictions {
         let e = acc.entry((p.method.as_str(), graphs[p.graph].split.as_str())).or_default().entry(p.seed.unwrap_or(0)).or_default();
         e.0 += u64::from(p.correct);

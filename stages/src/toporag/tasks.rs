@@ -200,7 +200,8 @@ pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress, scor
     let mut curves = Curves::default();
     let hits = format!("hits_at_{}", cfg.lp.hits_k);
     // (retriever, split, group, metric) → (per-seed values, n), for the mean and std over seeds.
-    let mut by_seed: Vec<((&str, &str, String, &str), Vec<f64>, u64)> = Vec::new();
+    type Key<'a> = (&'a str, &'a str, String, &'a str);
+    let mut by_seed: Vec<(Key, Vec<f64>, u64)> = Vec::new();
     for (job, t) in jobs.iter().zip(&results) {
         let (task, model, ret, seed) = match job {
             Job::Class(kind, name, _, seed) => {
