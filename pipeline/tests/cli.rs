@@ -1360,7 +1360,14 @@ fn sql_is_read_only_and_sees_only_real_parquet_files_under_outputs() {
     std::fs::write(o.join("ds").join("stage").join("junk.parquet"), b"not parquet at all").expect("write");
 
     let list = ok(tgrag(&o, &["sql", "--list", ""]));
-    assert!(list.contains("ds_stage_t") && !list.contains("linked") && !list.contains("linkdir") && !list.contains("secret"), "{list}");
+    assert!(
+        list.contains("ds_stage_t")
+            && !list.contains("linked")
+            && !list.contains("linkdir")
+            && !list.contains("secret")
+            && !list.contains("junk"),
+        "{list}"
+    );
     let r = tgrag(&o, &["sql", "SELECT x FROM ds_stage_t"]);
     assert!(stdout(&r).contains("| 7 |") && stderr(&r).contains("junk.parquet (not a Parquet file)"), "{}{}", stdout(&r), stderr(&r));
     ok(tgrag(&o, &["sql", "SELECT 1"]));
