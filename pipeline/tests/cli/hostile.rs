@@ -39,6 +39,8 @@ fn refused(o: &Output, must: &[&str], out: Option<&Path>) {
     for m in must {
         assert!(err.contains(m), "missing `{m}` in: {err}");
     }
+    // Shown with --nocapture: the closing notes of the hardening work list these messages.
+    eprintln!("refused as expected (exit {:?}): {}", o.status.code(), err.trim());
     if let Some(out) = out {
         assert!(!out.exists(), "{} written by a refused command", out.display());
         if let Some(dir) = out.parent() {
