@@ -6,6 +6,7 @@
 use std::sync::OnceLock;
 
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::{FontStyle, register_font};
 
 use crate::{Result, StageError};
@@ -127,16 +128,20 @@ pub fn bars(title: &str, y_desc: &str, categories: &[String], series: &[(&str, V
         // Headroom above the tallest bar for the legend.
         let (lo, hi) = if hi > lo { (lo, hi + (hi - lo) * 0.4) } else { (0.0, 1.0) };
         let n = categories.len().max(1);
-        let mut builder = ChartBuilder::on(&root);
-        builder.margin(16);
-        if text {
-            builder.caption(title, ("sans-serif", 20)).x_label_area_size(60).y_label_area_size(64);
-        }
-        let mut chart = builder.build_cartesian_2d(0.0..n as f64, lo..hi).map_err(draw_err)?;
         let cats: Vec<String> = categories
             .iter()
             .map(|c| if c.chars().count() > 18 { c.chars().take(17).collect::<String>() + "…" } else { c.clone() })
             .collect();
+        // Names wider than their group (about 7 px a character) are written downwards instead.
+        let longest = cats.iter().map(|c| c.chars().count()).max().unwrap_or(0) as u32;
+        let rotate = longest * 7 > (w.saturating_sub(112)) / n as u32;
+        let mut builder = ChartBuilder::on(&root);
+        builder.margin(16);
+        if text {
+            let area = if rotate { (longest * 7 + 16).min(h / 3) } else { 60 };
+            builder.caption(title, ("sans-serif", 20)).x_label_area_size(area).y_label_area_size(64);
+        }
+        let mut chart = builder.build_cartesian_2d(0.0..n as f64, lo..hi).map_err(draw_err)?;
         // Labels every half unit: the category names sit at the group centres (i + 0.5).
         let label = |x: &f64| {
             let i = x.floor() as usize;
@@ -145,7 +150,8 @@ pub fn bars(title: &str, y_desc: &str, categories: &[String], series: &[(&str, V
         let mut mesh = chart.configure_mesh();
         mesh.disable_x_mesh();
         if text {
-            mesh.y_desc(y_desc).x_labels(n * 2 + 1).x_label_formatter(&label);
+            // Rotated names are drawn below (plotters centres its labels on the tick).
+            mesh.y_desc(y_desc).x_labels(if rotate { 0 } else { n * 2 + 1 }).x_label_formatter(&label);
         } else {
             mesh.x_labels(0).y_labels(0);
         }
@@ -164,8 +170,24 @@ pub fn bars(title: &str, y_desc: &str, categories: &[String], series: &[(&str, V
                 anno.label(*name).legend(move |(x, y)| Rectangle::new([(x, y - 4), (x + 14, y + 4)], color.filled()));
             }
         }
+        if text && rotate {
+            // Written downwards from just below the axis, first letter at the group's centre.
+            let font = ("sans-serif", 12).into_font().transform(FontTransform::Rotate90);
+            let style = TextStyle::from(font).pos(Pos::new(HPos::Left, VPos::Top));
+            for (i, c) in cats.iter().enumerate() {
+                let (x, y) = chart.backend_coord(&(i as f64 + 0.5, lo));
+                root.draw(&Text::new(c.clone(), (x + 6, y + 8), style.clone())).map_err(draw_err)?;
+            }
+        }
         if text && series.len() > 1 {
-            chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw().map_err(draw_err)?;
+            // In the headroom above the bars (plotters' default, middle right, covers the last group).
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperRight)
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .draw()
+                .map_err(draw_err)?;
         }
         root.present().map_err(draw_err)?;
     }
