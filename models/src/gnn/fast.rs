@@ -11,7 +11,7 @@ use crate::error::{ModelError, Result};
 use crate::gnn::graph::{Entries, normalised_entries};
 use crate::gnn::{GnnKind, LinkPredConfig, LinkPredData, NodeClassConfig, NodeClassData, hits_at_k};
 use crate::linalg::{Op, gemm_f32};
-use crate::train::{EarlyStopping, EpochRow, Stream, Trained, dropout_decisions};
+use crate::train::{EarlyStopping, EpochRow, Stream, Trained};
 
 /// `out[dst] += w · x[src]` grouped by destination (the entry order of each destination kept, as
 /// the burn trainers' scatter-add applies them).
@@ -50,16 +50,27 @@ impl Csr {
         Csr::new(self.n, &entries)
     }
 
-    /// `out = A x` for row-major `x` of width `f`.
+    /// `out = A x` for row-major `x` of width `f`. Each row is written whole (`out` needs no
+    /// clearing), 64 columns at a time held in registers over the row's entries: per element the
+    /// additions `0 + w₁x₁ + w₂x₂ + …` in entry order, as a zeroed row summed entry by entry.
     pub fn apply(&self, x: &[f32], f: usize, out: &mut [f32]) {
-        out.fill(0.0);
+        const W: usize = 64;
         for d in 0..self.n {
             let o = &mut out[d * f..(d + 1) * f];
-            for e in self.ptr[d]..self.ptr[d + 1] {
-                let (s, w) = (self.src[e] as usize, self.w[e]);
-                for (a, &b) in o.iter_mut().zip(&x[s * f..(s + 1) * f]) {
-                    *a += w * b;
+            let entries = self.ptr[d]..self.ptr[d + 1];
+            let mut c0 = 0;
+            while c0 < f {
+                let c1 = (c0 + W).min(f);
+                let mut acc = [0f32; W];
+                let acc = &mut acc[..c1 - c0];
+                for e in entries.clone() {
+                    let (s, w) = (self.src[e] as usize * f, self.w[e]);
+                    for (a, &b) in acc.iter_mut().zip(&x[s + c0..s + c1]) {
+                        *a += w * b;
+                    }
                 }
+                o[c0..c1].copy_from_slice(acc);
+                c0 = c1;
             }
         }
     }
@@ -173,22 +184,19 @@ impl Adam {
 }
 
 /// `x` with dropout applied in place (the decisions of [`crate::train::mask`], kept entries scaled
-/// by 1/(1 − p)).
+/// by 1/(1 − p)): the stream's 16-bit uniforms a block at a time, then one branch-free pass.
 fn dropout(x: &mut [f32], p: f64, rng: &mut Stream) {
     let scale = (1.0 / (1.0 - p)) as f32;
-    let threshold = ((1.0 - p) * 65536.0).round() as u64;
-    // Four entries per draw, as `dropout_decisions` takes them (same decisions, no closure).
-    let mut chunks = x.chunks_exact_mut(4);
-    for c in &mut chunks {
-        let r = rng.next();
-        for (j, v) in c.iter_mut().enumerate() {
-            *v *= if (r >> (16 * j)) & 0xffff < threshold { scale } else { 0.0 };
+    let threshold = ((1.0 - p) * 65536.0).round() as u32;
+    // A multiple of 4, so that every block but the last uses whole draws, as one pass would.
+    const BLOCK: usize = 4096;
+    let mut u = [0u16; BLOCK];
+    for block in x.chunks_mut(BLOCK) {
+        let u = &mut u[..block.len().div_ceil(4) * 4];
+        rng.fill_u16(u);
+        for (v, &k) in block.iter_mut().zip(u.iter()) {
+            *v *= if u32::from(k) < threshold { scale } else { 0.0 };
         }
-    }
-    let rest = chunks.into_remainder();
-    if !rest.is_empty() {
-        let len = rest.len();
-        dropout_decisions(len, p, rng, |i, kept| rest[i] = if kept { rest[i] * scale } else { 0.0 });
     }
 }
 
@@ -214,6 +222,7 @@ impl FastGraph {
 }
 
 /// One layer's forward cache.
+#[derive(Default)]
 struct Cache {
     /// The layer's input (after dropout).
     x: Vec<f32>,
@@ -232,9 +241,20 @@ struct Classifier {
 impl Classifier {
     /// One layer: GCN `Â(xW) + b`, SAGE `mean(x)W + b + x R`, MLP `xW + b`; returns the output and
     /// what the backward pass needs.
-    fn layer(kind: GnnKind, l: &Layer, r: Option<&Layer>, g: &FastGraph, x: Vec<f32>, n: usize) -> Result<(Vec<f32>, Cache)> {
-        let mut out = vec![0f32; n * l.d_out];
-        let mut agg = Vec::new();
+    /// `agg` and `out` are buffers to write into (an earlier epoch's, or empty): both are
+    /// overwritten whole.
+    #[allow(clippy::too_many_arguments)]
+    fn layer(
+        kind: GnnKind,
+        l: &Layer,
+        r: Option<&Layer>,
+        g: &FastGraph,
+        x: Vec<f32>,
+        n: usize,
+        mut agg: Vec<f32>,
+        mut out: Vec<f32>,
+    ) -> Result<(Vec<f32>, Cache)> {
+        out.resize(n * l.d_out, 0.0);
         match (kind, r) {
             (GnnKind::Gcn, _) => {
                 let mut xw = vec![0f32; n * l.d_out];
@@ -242,7 +262,7 @@ impl Classifier {
                 g.gcn.apply(&xw, l.d_out, &mut out);
             }
             (GnnKind::Sage, Some(r)) => {
-                agg = vec![0f32; n * l.d_in];
+                agg.resize(n * l.d_in, 0.0);
                 g.mean.apply(&x, l.d_in, &mut agg);
                 l.linear(&agg, n, &mut out)?;
                 gemm_f32(&mut out, Op::n(&x, n, r.d_in), Op::n(&r.w, r.d_in, r.d_out), true)?;
@@ -341,17 +361,29 @@ impl Classifier {
 
     /// Logits (n × classes) with the caches of both layers; with `dropout = (p, rng)`, dropout on
     /// the input and on the hidden layer (input mask drawn first, as the burn trainer draws them).
-    fn forward(&self, g: &FastGraph, x: &[f32], n: usize, mut dropout: Option<(f64, &mut Stream)>) -> Result<(Vec<f32>, Cache, Cache)> {
-        let mut x0 = x.to_vec();
+    /// `spare`: the caches of the epoch before, whose buffers this pass overwrites.
+    fn forward(
+        &self,
+        g: &FastGraph,
+        x: &[f32],
+        n: usize,
+        mut dropout: Option<(f64, &mut Stream)>,
+        spare: (Cache, Cache),
+    ) -> Result<(Vec<f32>, Cache, Cache)> {
+        let (s1, s2) = spare;
+        let mut x0 = s1.x;
+        x0.clear();
+        x0.extend_from_slice(x);
         if let Some((p, rng)) = dropout.as_mut() {
             self::dropout(&mut x0, *p, rng);
         }
-        let (mut h, c1) = Self::layer(self.kind, &self.l1, self.r1.as_ref(), g, x0, n)?;
+        // Layer 1's output is layer 2's cached input: the buffer of that input before.
+        let (mut h, c1) = Self::layer(self.kind, &self.l1, self.r1.as_ref(), g, x0, n, s1.agg, s2.x)?;
         relu_in_place(&mut h);
         if let Some((p, rng)) = dropout.as_mut() {
             self::dropout(&mut h, *p, rng);
         }
-        let (z, c2) = Self::layer(self.kind, &self.l2, self.r2.as_ref(), g, h, n)?;
+        let (z, c2) = Self::layer(self.kind, &self.l2, self.r2.as_ref(), g, h, n, s2.agg, Vec::new())?;
         Ok((z, c1, c2))
     }
 }
@@ -387,9 +419,10 @@ pub fn train_node_classifier(kind: GnnKind, n: usize, g: &FastGraph, data: &Node
         a
     });
     let mut stopper = EarlyStopping::default();
+    let mut spare: Option<(Cache, Cache)> = None;
     for epoch in 1..=cfg.max_epochs {
         let drop = cfg.dropout > 0.0;
-        let (z, c1, c2) = m.forward(g, data.features, n, drop.then_some((cfg.dropout, &mut rng)))?;
+        let (z, c1, c2) = m.forward(g, data.features, n, drop.then_some((cfg.dropout, &mut rng)), spare.take().unwrap_or_default())?;
         // Softmax cross-entropy over the training nodes.
         let mut dz = vec![0f32; n * c];
         let mut loss = 0f64;
@@ -417,6 +450,7 @@ pub fn train_node_classifier(kind: GnnKind, n: usize, g: &FastGraph, data: &Node
             *v = if a > 0.0 { *v * scale } else { 0.0 };
         }
         Classifier::layer_back(kind, &mut m.l1, m.r1.as_mut(), g, &c1, &dh, n, false)?;
+        spare = Some((c1, c2));
         {
             let Classifier { l1, l2, r1, r2, .. } = &mut m;
             let mut ls: Vec<&mut Layer> = vec![l1, l2];
@@ -445,74 +479,96 @@ struct LinkNet {
 }
 
 /// The encoder's activations.
+#[derive(Default)]
 struct Encoded {
     x_h1: Vec<f32>,
     h: Vec<f32>,
 }
 
 impl LinkNet {
-    fn encode(&self, g: &FastGraph, x: &[f32], n: usize) -> Result<Encoded> {
+    /// The encoding, into the buffers of `e` (an earlier encoding, or empty) and `tmp`: every one is
+    /// overwritten whole, so they are reused from epoch to epoch without clearing.
+    fn encode(&self, g: &FastGraph, x: &[f32], n: usize, e: Encoded, tmp: &mut Vec<f32>) -> Result<Encoded> {
         let (d, hd) = (self.e1.d_in, self.e1.d_out);
-        let mut xw = vec![0f32; n * hd];
-        gemm_f32(&mut xw, Op::n(x, n, d), Op::n(&self.e1.w, d, hd), false)?;
-        let mut h1 = vec![0f32; n * hd];
-        g.gcn.apply(&xw, hd, &mut h1);
+        let Encoded { x_h1: mut h1, mut h } = e;
+        tmp.resize(n * hd, 0.0);
+        gemm_f32(tmp, Op::n(x, n, d), Op::n(&self.e1.w, d, hd), false)?;
+        h1.resize(n * hd, 0.0);
+        g.gcn.apply(tmp, hd, &mut h1);
         self.e1.add_bias(&mut h1);
         relu_in_place(&mut h1);
-        let mut hw = vec![0f32; n * hd];
-        self.e2.linear(&h1, n, &mut hw)?;
-        let mut h = vec![0f32; n * hd];
-        g.gcn.apply(&hw, hd, &mut h);
+        self.e2.linear(&h1, n, tmp)?;
+        h.resize(n * hd, 0.0);
+        g.gcn.apply(tmp, hd, &mut h);
         self.e2.add_bias(&mut h);
         Ok(Encoded { x_h1: h1, h })
     }
 
-    /// Scores of `pairs` with the activations the backward pass needs: (z, relu(p1 z), scores).
-    fn score(&self, h: &[f32], pairs: &[(u32, u32)]) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
+    /// Scores of `pairs` into `sc`, with the activations the backward pass needs (z, relu(p1 z)).
+    /// Every buffer of `sc` is overwritten whole, so one set serves every epoch without clearing.
+    fn score(&self, h: &[f32], pairs: &[(u32, u32)], sc: &mut Scored) -> Result<()> {
         let hd = self.p1.d_in;
         let m = pairs.len();
-        let mut z = vec![0f32; m * hd];
+        let Scored { z, q, s, .. } = sc;
+        z.resize(m * hd, 0.0);
         for (i, &(a, b)) in pairs.iter().enumerate() {
             let (ra, rb) = (&h[a as usize * hd..(a as usize + 1) * hd], &h[b as usize * hd..(b as usize + 1) * hd]);
             for ((o, &x), &y) in z[i * hd..(i + 1) * hd].iter_mut().zip(ra).zip(rb) {
                 *o = x * y;
             }
         }
-        let mut q = vec![0f32; m * self.p1.d_out];
-        self.p1.linear(&z, m, &mut q)?;
-        self.p1.add_bias(&mut q);
-        relu_in_place(&mut q);
-        let mut s = vec![0f32; m];
-        self.p2.linear(&q, m, &mut s)?;
-        self.p2.add_bias(&mut s);
-        Ok((z, q, s))
+        q.resize(m * self.p1.d_out, 0.0);
+        self.p1.linear(z, m, q)?;
+        self.p1.add_bias(q);
+        relu_in_place(q);
+        s.resize(m, 0.0);
+        self.p2.linear(q, m, s)?;
+        self.p2.add_bias(s);
+        Ok(())
     }
 
-    /// Gradient of the scores `ds` back through the predictor into `dh`.
-    fn score_back(&mut self, h: &[f32], pairs: &[(u32, u32)], z: &[f32], q: &[f32], ds: &[f32], dh: &mut [f32]) -> Result<()> {
+    /// Gradient of the scores `ds` back through the predictor into `dh` (`sc` from [`Self::score`]
+    /// of the same pairs; its two gradient buffers are overwritten).
+    fn score_back(&mut self, h: &[f32], pairs: &[(u32, u32)], sc: &mut Scored, ds: &[f32], dh: &mut [f32]) -> Result<()> {
         let (hd, m) = (self.p1.d_in, pairs.len());
+        let Scored { z, q, dq, dz, .. } = sc;
+        let (z, q) = (&z[..], &q[..]);
         self.p2.grad(q, ds, m)?;
-        let mut dq = vec![0f32; m * self.p1.d_out];
-        self.p2.back(ds, m, &mut dq, false)?;
+        dq.resize(m * self.p1.d_out, 0.0);
+        self.p2.back(ds, m, dq, false)?;
         for (g, &a) in dq.iter_mut().zip(q) {
             if a <= 0.0 {
                 *g = 0.0;
             }
         }
-        self.p1.grad(z, &dq, m)?;
-        let mut dz = vec![0f32; m * hd];
-        self.p1.back(&dq, m, &mut dz, false)?;
+        self.p1.grad(z, dq, m)?;
+        dz.resize(m * hd, 0.0);
+        self.p1.back(dq, m, dz, false)?;
+        // dh[a] += dz ⊙ h[b], then dh[b] += dz ⊙ h[a]: per element the same additions in the same
+        // order as one pass over k (a pair may join a node to itself), in vectorisable row loops.
         for (i, &(a, b)) in pairs.iter().enumerate() {
             let (a, b) = (a as usize, b as usize);
-            for k in 0..hd {
-                let g = dz[i * hd + k];
-                let (ha, hb) = (h[a * hd + k], h[b * hd + k]);
-                dh[a * hd + k] += g * hb;
-                dh[b * hd + k] += g * ha;
+            let gz = &dz[i * hd..(i + 1) * hd];
+            for (o, (&g, &y)) in dh[a * hd..(a + 1) * hd].iter_mut().zip(gz.iter().zip(&h[b * hd..(b + 1) * hd])) {
+                *o += g * y;
+            }
+            for (o, (&g, &y)) in dh[b * hd..(b + 1) * hd].iter_mut().zip(gz.iter().zip(&h[a * hd..(a + 1) * hd])) {
+                *o += g * y;
             }
         }
         Ok(())
     }
+}
+
+/// The predictor's buffers for one set of pairs: input z = h_a ⊙ h_b, hidden q, scores s, and the
+/// gradients of q and z.
+#[derive(Default)]
+struct Scored {
+    z: Vec<f32>,
+    q: Vec<f32>,
+    s: Vec<f32>,
+    dq: Vec<f32>,
+    dz: Vec<f32>,
 }
 
 /// `−log σ(z)` (stable), as the burn trainer's validation loss computes it.
@@ -552,11 +608,24 @@ pub fn train_link_predictor(n: usize, g: &FastGraph, data: &LinkPredData<'_>, cf
     let mut adam = Adam { lr: cfg.lr as f32, eps: 1e-8, decay: 0.0, t: 0 };
     let m = data.message.len();
     let mut stopper = EarlyStopping::default();
+    // The encoder has no dropout: the evaluation's encoding after a step is the next epoch's
+    // training encoding (same weights, same input), so each epoch encodes once.
+    let mut next: Option<Encoded> = None;
+    let (mut pos, mut negs, mut held) = (Scored::default(), Scored::default(), Scored::default());
+    // Buffers every epoch overwrites whole (`dh` is cleared: the predictor adds into it), and the
+    // encoding of the epoch before, whose buffers the evaluation's encoding takes over.
+    let mut tmp = Vec::new();
+    let (mut dh, mut dhw, mut dh1, mut dxw) = (vec![0f32; n * hd], vec![0f32; n * hd], vec![0f32; n * hd], vec![0f32; n * hd]);
+    let mut spare: Option<Encoded> = None;
     for epoch in 1..=cfg.max_epochs {
         let neg: Vec<(u32, u32)> = (0..m).map(|_| (rng.below(n) as u32, rng.below(n) as u32)).collect();
-        let enc = net.encode(g, data.features, n)?;
-        let (zp, qp, sp) = net.score(&enc.h, data.message)?;
-        let (zn, qn, sn) = net.score(&enc.h, &neg)?;
+        let enc = match next.take() {
+            Some(e) => e,
+            None => net.encode(g, data.features, n, Encoded::default(), &mut tmp)?,
+        };
+        net.score(&enc.h, data.message, &mut pos)?;
+        net.score(&enc.h, &neg, &mut negs)?;
+        let (sp, sn) = (&pos.s, &negs.s);
         // loss = −mean log σ(pos) − mean log σ(−neg)
         let lp: f32 = sp.iter().map(|&s| sigmoid(s).ln()).sum::<f32>() / m as f32;
         let ln: f32 = sn.iter().map(|&s| sigmoid(-s).ln()).sum::<f32>() / m as f32;
@@ -566,22 +635,19 @@ pub fn train_link_predictor(n: usize, g: &FastGraph, data: &LinkPredData<'_>, cf
         }
         let dsp: Vec<f32> = sp.iter().map(|&s| (sigmoid(s) - 1.0) / m as f32).collect();
         let dsn: Vec<f32> = sn.iter().map(|&s| sigmoid(s) / m as f32).collect();
-        let mut dh = vec![0f32; n * hd];
-        net.score_back(&enc.h, data.message, &zp, &qp, &dsp, &mut dh)?;
-        net.score_back(&enc.h, &neg, &zn, &qn, &dsn, &mut dh)?;
+        dh.fill(0.0);
+        net.score_back(&enc.h, data.message, &mut pos, &dsp, &mut dh)?;
+        net.score_back(&enc.h, &neg, &mut negs, &dsn, &mut dh)?;
         // Encoder: h = Â(h1 W2) + b2, h1 = relu(Â(x W1) + b1).
-        let mut dhw = vec![0f32; n * hd];
         g.gcn.apply(&dh, hd, &mut dhw);
         net.e2.grad_w(&enc.x_h1, &dhw, n)?;
         net.e2.grad_b(&dh);
-        let mut dh1 = vec![0f32; n * hd];
         net.e2.back(&dhw, n, &mut dh1, false)?;
         for (g1, &a) in dh1.iter_mut().zip(&enc.x_h1) {
             if a <= 0.0 {
                 *g1 = 0.0;
             }
         }
-        let mut dxw = vec![0f32; n * hd];
         g.gcn.apply(&dh1, hd, &mut dxw);
         net.e1.grad_w(data.features, &dxw, n)?;
         net.e1.grad_b(&dh1);
@@ -589,10 +655,15 @@ pub fn train_link_predictor(n: usize, g: &FastGraph, data: &LinkPredData<'_>, cf
             let LinkNet { e1, e2, p1, p2 } = &mut net;
             adam.step(&mut [e1, e2, p1, p2]);
         }
-        let ev = net.encode(g, data.features, n)?;
+        let ev = net.encode(g, data.features, n, spare.take().unwrap_or_default(), &mut tmp)?;
         let mut scores = Vec::with_capacity(4);
         for set in [data.val_pos, data.val_neg, data.test_pos, data.test_neg] {
-            scores.push(if set.is_empty() { Vec::new() } else { net.score(&ev.h, set)?.2 });
+            scores.push(if set.is_empty() {
+                Vec::new()
+            } else {
+                net.score(&ev.h, set, &mut held)?;
+                held.s.clone()
+            });
         }
         let bce = |s: &[f32], positive: bool| {
             s.iter().map(|&z| softplus_neg(f64::from(if positive { z } else { -z }))).sum::<f64>() / s.len().max(1) as f64
@@ -608,6 +679,8 @@ pub fn train_link_predictor(n: usize, g: &FastGraph, data: &LinkPredData<'_>, cf
         if stopper.stop_after(row, cfg.patience) {
             break;
         }
+        spare = Some(enc);
+        next = Some(ev);
     }
     stopper.finish()
 }
@@ -679,6 +752,35 @@ mod tests {
         a.transpose().apply(&x, 1, &mut out);
         // out[src] += w · x[dst]
         assert_eq!(out, [5.0, 1.0 - 100.0, 20.0]);
+    }
+
+    /// Wide rows go 64 columns at a time (a last partial block at 130 columns): the result is the
+    /// entry-by-entry sum into a zeroed row, bit for bit, over a stale output buffer, and a node
+    /// without entries gets a zero row.
+    #[test]
+    fn csr_propagation_of_wide_rows_is_the_plain_sum_bit_for_bit() {
+        let (n, f) = (5usize, 130usize);
+        let mut rng = Stream(11);
+        let mut entries: Entries = Vec::new();
+        for _ in 0..12 {
+            let (s, d) = (rng.below(n) as u32, rng.below(4) as u32);
+            entries.push((s, d, (rng.unit() * 2.0 - 1.0) as f32));
+        }
+        let x: Vec<f32> = (0..n * f).map(|_| (rng.unit() * 2.0 - 1.0) as f32).collect();
+        let mut want = vec![0f32; n * f];
+        let a = Csr::new(n, &entries);
+        for d in 0..n {
+            for e in a.ptr[d]..a.ptr[d + 1] {
+                let (s, w) = (a.src[e] as usize, a.w[e]);
+                for k in 0..f {
+                    want[d * f + k] += w * x[s * f + k];
+                }
+            }
+        }
+        let mut out = vec![f32::NAN; n * f];
+        a.apply(&x, f, &mut out);
+        assert_eq!(out.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+        assert!(out[4 * f..].iter().all(|&v| v == 0.0), "node 4 has no entries");
     }
 }
 

@@ -12,5 +12,5 @@ pub(crate) use checkpoint::{Checkpoint, EarlyStopping};
 pub use checkpoint::{EpochRow, Trained};
 pub use dense::Dense;
 pub(crate) use stream::Stream;
-pub(crate) use tensors::{dropout_decisions, floats, ints, mask};
+pub(crate) use tensors::{floats, ints, mask};
 pub(crate) use weights::{load_layers, save_layers};
