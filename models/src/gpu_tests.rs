@@ -116,6 +116,29 @@ fn every_model_family_trains_on_the_gpu_as_on_the_cpu() {
             same_start(&format!("graphqa {}", kind.as_str()), &loss(&cpu), &loss(&gpu));
         }
     }
+    // MixRAG: the three experts, the query-aware GNN and the node-wise gate (one batch per epoch,
+    // so the first epoch's loss is that of the initial weights; the Gumbel noise is drawn on the host).
+    {
+        use crate::gnn::mixrag::{MixConfig, MixShape, train};
+        use crate::graphqa::{HeadKind, QaConfig};
+        let (tr, va) = (crate::graphqa::tests::planted(24, 1), crate::graphqa::tests::planted(12, 2));
+        let shape = MixShape {
+            dim: 4,
+            edge_dim: 2,
+            question_dim: 2,
+            hidden: 8,
+            layers: 2,
+            top_k: 5,
+            experts: [true; 3],
+            head: HeadKind::Classify { classes: 2 },
+            head_hidden: 8,
+        };
+        let mut cfg = MixConfig::default();
+        cfg.qa = QaConfig { lr: 5e-3, epochs: 2, patience: 5, batch: tr.len(), head_hidden: 8, ..cfg.qa };
+        let loss =
+            |dev: &Device| -> Vec<f64> { train(shape, &tr, &va, &cfg, dev).expect("train").1.iter().map(|c| c.train_loss).collect() };
+        same_start("mixrag", &loss(&cpu), &loss(&gpu));
+    }
     // MiniLM's tuned top layers (the text head and train-planner --tune-layers), on a tiny BERT.
     {
         let (_, _, bert) = crate::minilm::tests::tiny_bert(3);
