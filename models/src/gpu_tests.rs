@@ -119,20 +119,10 @@ fn every_model_family_trains_on_the_gpu_as_on_the_cpu() {
     // MixRAG: the three experts, the query-aware GNN and the node-wise gate (one batch per epoch,
     // so the first epoch's loss is that of the initial weights; the Gumbel noise is drawn on the host).
     {
-        use crate::gnn::mixrag::{MixConfig, MixShape, train};
-        use crate::graphqa::{HeadKind, QaConfig};
+        use crate::gnn::mixrag::{MixConfig, train};
+        use crate::graphqa::QaConfig;
         let (tr, va) = (crate::graphqa::tests::planted(24, 1), crate::graphqa::tests::planted(12, 2));
-        let shape = MixShape {
-            dim: 4,
-            edge_dim: 2,
-            question_dim: 2,
-            hidden: 8,
-            layers: 2,
-            top_k: 5,
-            experts: [true; 3],
-            head: HeadKind::Classify { classes: 2 },
-            head_hidden: 8,
-        };
+        let shape = crate::gnn::mixrag::tests::planted_shape(8, 5);
         let mut cfg = MixConfig::default();
         cfg.qa = QaConfig { lr: 5e-3, epochs: 2, patience: 5, batch: tr.len(), head_hidden: 8, ..cfg.qa };
         let loss =

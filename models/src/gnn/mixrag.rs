@@ -510,9 +510,25 @@ pub fn train(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::train::floats;
+
+    /// All three experts over the planted questions of [`crate::graphqa::tests::planted`] (4-wide
+    /// node features, 2-wide edge features and questions, two classes).
+    pub(crate) fn planted_shape(hidden: usize, top_k: usize) -> MixShape {
+        MixShape {
+            dim: 4,
+            edge_dim: 2,
+            question_dim: 2,
+            hidden,
+            layers: 2,
+            top_k,
+            experts: [true; 3],
+            head: HeadKind::Classify { classes: 2 },
+            head_hidden: hidden,
+        }
+    }
 
     #[test]
     fn soft_top_k_keeps_about_k_per_group_and_everything_in_small_groups() {
@@ -538,17 +554,7 @@ mod tests {
     fn mixrag_learns_an_edge_carried_rule_deterministically() {
         let dev = Device::flex();
         let (tr, va) = (crate::graphqa::tests::planted(160, 1), crate::graphqa::tests::planted(60, 2));
-        let shape = MixShape {
-            dim: 4,
-            edge_dim: 2,
-            question_dim: 2,
-            hidden: 16,
-            layers: 2,
-            top_k: 20,
-            experts: [true; 3],
-            head: HeadKind::Classify { classes: 2 },
-            head_hidden: 16,
-        };
+        let shape = planted_shape(16, 20);
         let mut cfg = MixConfig::default();
         cfg.qa = crate::graphqa::QaConfig { lr: 5e-3, epochs: 25, patience: 25, batch: 16, head_hidden: 16, ..cfg.qa };
         let (m, curve, best) = train(shape, &tr, &va, &cfg, &dev).expect("train");
