@@ -12,6 +12,16 @@ use arrow::array::{ArrayRef, Float64Array, RecordBatch, StringArray, UInt32Array
 mod hostile;
 #[path = "cli/nightly.rs"]
 mod nightly;
+#[path = "cli/hostile_hub.rs"]
+mod hostile_hub;
+#[path = "cli/hostile_sql.rs"]
+mod hostile_sql;
+#[path = "cli/hostile_nightly.rs"]
+mod hostile_nightly;
+#[path = "cli/hostile_data.rs"]
+mod hostile_data;
+#[path = "cli/hostile_train.rs"]
+mod hostile_train;
 
 fn tgrag(outputs: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tgrag"))
