@@ -190,7 +190,8 @@ fn stark_loader_reproduces_expected_for_all_kbs() -> TestResult {
 }
 
 /// A minimal Hugging Face mirror: `HEAD`/`GET /datasets/<repo>/resolve/<rev>/<file>` from `dir`,
-/// with the headers hf-hub needs (ETag, X-Repo-Commit, Content-Length).
+/// with the headers hf-hub needs (ETag, X-Repo-Commit, Content-Length), and the repository API's
+/// `GET /api/datasets/<repo>/revision/<rev>` (the commit).
 fn serve(dir: PathBuf) -> TestResult<(String, std::sync::Arc<std::sync::atomic::AtomicUsize>)> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let addr = format!("http://{}", listener.local_addr()?);
@@ -228,7 +229,15 @@ fn serve(dir: PathBuf) -> TestResult<(String, std::sync::Arc<std::sync::atomic::
                         .map(|(_, f)| f.split('?').next().unwrap_or(f).to_string());
                     let body = file.as_ref().and_then(|f| std::fs::read(dir.join(f)).ok());
                     let commit = "0123456789abcdef0123456789abcdef01234567";
+                    // The repository API: the commit a revision resolves to.
+                    let info = format!("{{\"id\":\"snap-stanford/stark\",\"sha\":\"{commit}\"}}");
                     let resp = match body {
+                        _ if path.starts_with("/api/datasets/snap-stanford/stark/revision/") => format!(
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: application/json\r\n\r\n{}",
+                            info.len(),
+                            if method == "GET" { info.as_str() } else { "" }
+                        )
+                        .into_bytes(),
                         Some(b) => {
                             let etag =
                                 format!("\"{}\"", crate::hub::sha256_file(&dir.join(file.as_deref().unwrap_or(""))).unwrap_or_default());
