@@ -43,8 +43,8 @@ pub struct NightlyArgs {
     /// Noise band of a metric: `--tolerance hit1=0.02` (repeatable).
     #[arg(long = "tolerance", value_name = "METRIC=VALUE")]
     pub tolerance: Vec<String>,
-    /// Noise band of metrics without a configured band or a seed spread.
-    #[arg(long, default_value_t = 0.01)]
+    /// Noise band of metrics without a configured band or a seed spread (≥ 0).
+    #[arg(long, default_value_t = 0.01, allow_negative_numbers = true, value_parser = diff::tolerance_value)]
     pub default_tolerance: f64,
     /// Nights to keep in `<outputs>/nightly` (0: keep all).
     #[arg(long, default_value_t = 30, allow_negative_numbers = true, value_parser = crate::commands::num::count0)]
@@ -60,17 +60,21 @@ pub struct NightlyArgs {
     pub toporag_seeds: usize,
 }
 
-/// The data roots: the given ones, else `$TGRAG_DATA_ROOT` and `../shared/datasets` (those that exist).
-fn roots(given: &[PathBuf]) -> Vec<PathBuf> {
+/// The data roots: the given ones, else `$TGRAG_DATA_ROOT`, else `../shared/datasets` when it
+/// exists. A root the user named (by flag or variable) that is not a folder is an error: a night
+/// without its data must not pass for one.
+fn roots(given: &[PathBuf]) -> Result<Vec<PathBuf>> {
     if !given.is_empty() {
-        return given.to_vec();
+        for r in given {
+            anyhow::ensure!(r.is_dir(), "--data-root {}: not a folder (a missing mount or a typo?)", r.display());
+        }
+        return Ok(given.to_vec());
     }
-    std::env::var_os("TGRAG_DATA_ROOT")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain([PathBuf::from("../shared/datasets")])
-        .filter(|p| p.is_dir())
-        .collect()
+    if let Some(r) = std::env::var_os("TGRAG_DATA_ROOT").map(PathBuf::from) {
+        anyhow::ensure!(r.is_dir(), "TGRAG_DATA_ROOT={}: not a folder (a missing mount or a typo?)", r.display());
+        return Ok(vec![r]);
+    }
+    Ok([PathBuf::from("../shared/datasets")].into_iter().filter(|p| p.is_dir()).collect())
 }
 
 fn now_ms() -> u128 {
@@ -147,24 +151,47 @@ pub struct Folder {
 }
 
 impl Folder {
+    /// Reads a night's folder: every table (the leaderboard checked: unique keys, finite values)
+    /// and its provenance (checked: stamp, times, code digest, previous night).
     pub fn read(dir: &Path) -> Result<Folder> {
         let t = |f: &str, spec| {
             io::read_table(&dir.join(f), spec).with_context(|| format!("{} is not a complete nightly folder", dir.display()))
         };
+        let leaderboard = t("leaderboard.parquet", &tables::LEADERBOARD)?;
+        diff::check(&leaderboard, &dir.join("leaderboard.parquet"))?;
+        let (provenance, _) = provenance::read(dir)?;
         Ok(Folder {
-            leaderboard: t("leaderboard.parquet", &tables::LEADERBOARD)?,
+            leaderboard,
             datasets: t("nightly_datasets.parquet", &tables::NIGHTLY_DATASETS)?,
             timings: t("nightly_timings.parquet", &tables::NIGHTLY_TIMINGS)?,
             latency: t("nightly_latency.parquet", &tables::NIGHTLY_LATENCY)?,
             curves: t("nightly_curves.parquet", &tables::NIGHTLY_CURVES)?,
             correlation: t("nightly_correlation.parquet", &tables::NIGHTLY_CORRELATION)?,
             regressions: t("regressions.parquet", &tables::REGRESSIONS)?,
-            provenance: serde_json::from_slice(
-                &std::fs::read(dir.join("provenance.json")).with_context(|| format!("{}: provenance.json", dir.display()))?,
-            )
-            .with_context(|| format!("{}: provenance.json is not JSON", dir.display()))?,
+            provenance,
         })
     }
+
+    /// Whether a later night may compare with this one: at least one dataset ran (a night whose
+    /// every dataset was unavailable or failed has no results to compare with).
+    pub fn is_baseline(&self) -> Result<bool> {
+        let st = tgrag_schemas::columns::strs(&self.datasets, "status")?;
+        Ok((0..self.datasets.num_rows()).any(|i| st.value(i) == "ok"))
+    }
+}
+
+/// The night a new one compares with: the newest of those that ran up to `at` which reads back
+/// whole and ran a dataset. The others are skipped with a warning (they do not block the nights
+/// after them).
+fn baseline(s: &nightly::Survey, at: (&str, &str)) -> Option<(String, Folder)> {
+    for n in s.up_to(at).into_iter().rev() {
+        match Folder::read(&n.dir).and_then(|f| Ok((f.is_baseline()?, f))) {
+            Ok((true, f)) => return Some((n.name.clone(), f)),
+            Ok((false, _)) => eprintln!("warning: {}: no dataset ran that night; not a baseline, an earlier night is", n.dir.display()),
+            Err(e) => eprintln!("warning: {}: skipped as the baseline, an earlier night is: {e:#}", n.dir.display()),
+        }
+    }
+    None
 }
 
 /// Renders `report.md`, `report.html` and `plots/` of a night into `dir`, from its tables.
@@ -209,15 +236,28 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<Ex
     sets.extend(a.set.iter().cloned());
     let configs = stage_configs(&all, &sets, a.device.map(Into::into))?;
     let tol = diff::Tolerances::parse(&a.tolerance, a.default_tolerance)?;
+    let data_roots = roots(&a.data_root)?;
     let night_dir = outputs.join("nightly");
     let _lock = FolderLock::acquire(&night_dir, wait)?;
     nightly::clean_partials(&night_dir)?;
     let started = now_ms();
     let stamp = nightly::stamp(started);
+    let started_at = utc((started / 1000) as u64);
+    // The previous night, chosen before anything runs (the folder does not change under the lock).
+    let survey = nightly::survey(&night_dir);
+    survey.warn();
+    for n in survey.after((&started_at, &stamp)) {
+        eprintln!("warning: {}: claims to have run after this night (at {}); neither a baseline nor pruned", n.dir.display(), n.started_at);
+    }
+    let (previous, prev_folder) = baseline(&survey, (&started_at, &stamp)).unzip();
+    if let Some(f) = &prev_folder {
+        // A band for a metric the previous night does not have could never apply: a typo.
+        tol.check_known(&diff::metrics(&f.leaderboard)?, "the previous night's leaderboard")?;
+    }
     let partial = night_dir.join(format!(".{stamp}.partial"));
     std::fs::create_dir_all(&partial).with_context(|| format!("creating {}", partial.display()))?;
     let disc = Discovery {
-        roots: roots(&a.data_root),
+        roots: data_roots,
         sizes: a.sizes.iter().map(|&s| s.into()).collect(),
         seed: a.seed,
         stark: !a.no_stark,
@@ -252,19 +292,18 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<Ex
                     o.skipped,
                     if o.detail.is_empty() { String::new() } else { format!(": {}", o.detail) }
                 );
-                if o.status == "ok" {
-                    collected.add_dataset(&o.dataset, &outputs.join(&o.dataset), &ran)?;
+                let mut o = o;
+                if o.status == "ok"
+                    && let Err(e) = collected.add_dataset(&o.dataset, &outputs.join(&o.dataset), &ran)
+                {
+                    println!("  {:<16} failed: collecting its results: {e:#}", o.dataset);
+                    (o.status, o.detail) = ("failed", format!("collecting its results: {e:#}"));
                 }
                 outcomes.push(o);
             }
         }
     }
     // The tables, then the comparison with the previous night, then the report.
-    let previous = nightly::nights(&night_dir).pop();
-    let prev_folder = match &previous {
-        Some(p) => Some(Folder::read(p)?),
-        None => None,
-    };
     let leaderboard = collected.leaderboard()?;
     let cur = diff::rows(&leaderboard)?;
     let prev = prev_folder.as_ref().map(|f| diff::rows(&f.leaderboard)).transpose()?.unwrap_or_default();
@@ -275,9 +314,9 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<Ex
         "configs": provenance::configs(&configs),
         "datasets": specs,
         "host": provenance::host(),
-        "started_at": utc((started / 1000) as u64),
+        "started_at": started_at,
         "finished_at": utc((now_ms() / 1000) as u64),
-        "previous": previous.as_ref().and_then(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned()),
+        "previous": previous,
         "arguments": std::env::args().collect::<Vec<_>>(),
         "tolerances": { "per_metric": tol.per_metric, "default": tol.default },
     });
@@ -304,12 +343,18 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<Ex
     }
     let prov_text = serde_json::to_string_pretty(&folder.provenance).context("provenance as JSON")?;
     io::write_bytes_atomic(&partial.join("provenance.json"), prov_text.as_bytes())?;
-    let prev_name = previous.as_ref().and_then(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned());
+    let prev_name = previous;
     render_into(&partial, &stamp, &folder, &compared, prev_name.as_deref().map(|n| (n, prev_folder.as_ref().map(|f| &f.timings))))?;
     let final_dir = night_dir.join(&stamp);
     nightly::publish(&partial, &final_dir)?;
-    for gone in nightly::prune(&night_dir, a.keep)? {
-        println!("pruned {}", gone.display());
+    let ran = outcomes.iter().filter(|o| o.status == "ok").count();
+    if ran == 0 {
+        // Nothing to compare with later: it prunes nothing, and the next night skips it as a baseline.
+        println!("not pruned: no dataset ran, so this night is no baseline");
+    } else {
+        for gone in nightly::prune(&night_dir, a.keep, &final_dir)?.removed {
+            println!("pruned {}", gone.display());
+        }
     }
     // What the night says, in a few lines.
     let count = |s: &str| compared.iter().filter(|r| r.status == s).count();
@@ -333,6 +378,14 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<Ex
     }
     if count("regression") > 0 && prev_name.is_some() {
         return Ok(ExitCode::from(nightly::EXIT_REGRESSION));
+    }
+    if ran == 0 {
+        eprintln!(
+            "error: no dataset ran: every one of the {} dataset(s) of this night was unavailable or failed (see the report); \
+             it is not a baseline for the next night",
+            outcomes.len()
+        );
+        return Ok(ExitCode::from(nightly::EXIT_DATASET_FAILED));
     }
     if failed > 0 {
         println!("{failed} dataset(s) failed: see the report");

@@ -37,8 +37,26 @@ fn strs(v: impl IntoIterator<Item = String>) -> ArrayRef {
 
 impl Collected {
     /// Reads every stage folder of `root` (`<outputs>/<dataset>`) that has a manifest, in
-    /// pipeline order; `ran` names the stages this night ran (the others were up to date).
+    /// pipeline order; `ran` names the stages this night ran (the others were up to date). Every
+    /// `scores` table is checked as a leaderboard is (unique keys, finite values). On an error
+    /// nothing of the dataset is added.
     pub fn add_dataset(&mut self, dataset: &str, root: &Path, ran: &[&str]) -> Result<()> {
+        let mut one = Collected::default();
+        one.read_dataset(dataset, root, ran)?;
+        self.lb.append(&mut one.lb);
+        self.timings.append(&mut one.timings);
+        self.latency.append(&mut one.latency);
+        self.curves.append(&mut one.curves);
+        self.correlation.append(&mut one.correlation);
+        Ok(())
+    }
+
+    /// Whether `root` has a stage folder with a manifest (a dataset's outputs folder).
+    pub fn has_stages(root: &Path) -> bool {
+        tgrag_stages::all().iter().any(|s| read_manifest(&root.join(s.info().name)).is_some())
+    }
+
+    fn read_dataset(&mut self, dataset: &str, root: &Path, ran: &[&str]) -> Result<()> {
         for stage in tgrag_stages::all() {
             let name = stage.info().name;
             let dir = root.join(name);
@@ -50,7 +68,18 @@ impl Collected {
                 self.timings.push((dataset.into(), name.into(), t.phase.clone(), t.seconds, did_run));
             }
             if has("scores.parquet") {
-                let b = io::read_table(&dir.join("scores.parquet"), &tables::SCORES)?;
+                let file = dir.join("scores.parquet");
+                let b = io::read_table(&file, &tables::SCORES)?;
+                {
+                    use tgrag_schemas::validate::{InputRules, check_input};
+                    let key = &crate::nightly::diff::KEY[1..];
+                    check_input(
+                        &file,
+                        "scores",
+                        &b,
+                        &InputRules { required: &key[..6], unique: &[key], finite: &["value"], non_empty: false },
+                    )?;
+                }
                 let (d, st, me, sp, g, mt) = (
                     columns::strs(&b, "dataset")?,
                     columns::strs(&b, "stage")?,

@@ -10,6 +10,7 @@
 //! * Per-seed rows are compared only where no mean over seeds (a row without seed) exists.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Result;
@@ -33,6 +34,32 @@ impl Key {
     fn with_metric(&self, metric: &str, seed: Option<u64>) -> Key {
         Key { metric: metric.to_string(), seed, ..self.clone() }
     }
+}
+
+/// The columns that identify a leaderboard row.
+pub const KEY: [&str; 8] = ["source", "dataset", "stage", "method", "split", "group", "metric", "seed"];
+
+/// Checks a leaderboard read from `file`: every key once, every value a finite number (a NaN has no
+/// direction, and a second row of a key would silently replace the first).
+pub fn check(lb: &RecordBatch, file: &Path) -> Result<()> {
+    use tgrag_schemas::validate::{InputRules, check_input};
+    check_input(file, "leaderboard", lb, &InputRules { required: &KEY[..7], unique: &[&KEY], finite: &["value"], non_empty: false })?;
+    Ok(())
+}
+
+/// The metric names of a leaderboard that a band can apply to (not the `_std` rows).
+pub fn metrics(lb: &RecordBatch) -> Result<BTreeSet<String>> {
+    let m = columns::strs(lb, "metric")?;
+    Ok((0..lb.num_rows()).map(|i| m.value(i)).filter(|m| !m.ends_with("_std")).map(str::to_string).collect())
+}
+
+/// Parses `--default-tolerance`: a finite number ≥ 0.
+pub fn tolerance_value(s: &str) -> std::result::Result<f64, String> {
+    let v: f64 = s.trim().parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(format!("must be a finite number ≥ 0, got {s}"));
+    }
+    Ok(v)
 }
 
 /// The leaderboard as a map.
@@ -124,6 +151,18 @@ impl Tolerances {
             anyhow::bail!("--default-tolerance {default}: must be a finite number ≥ 0");
         }
         Ok(Tolerances { per_metric, default })
+    }
+
+    /// Refuses a band for a metric not in `known` (the metrics of `what`): it could never apply.
+    pub fn check_known(&self, known: &BTreeSet<String>, what: &str) -> Result<()> {
+        if let Some(m) = self.per_metric.keys().find(|m| !known.contains(*m)) {
+            let list: Vec<&str> = known.iter().map(String::as_str).collect();
+            anyhow::bail!(
+                "--tolerance {m}=…: no metric `{m}` in {what}; known metrics: {}",
+                if list.is_empty() { "none".to_string() } else { list.join(", ") }
+            );
+        }
+        Ok(())
     }
 }
 

@@ -60,15 +60,10 @@ pub fn size_word(s: Size) -> &'static str {
 }
 
 /// Whether the hub (or the mirror named by `HF_ENDPOINT`) answers a TCP connection within 3 s.
+/// The whole probe is bounded: the name lookup runs inside the 3 s too (`hub::reachable`), and it
+/// sends no request (the downloads themselves are bounded by `TGRAG_HUB_*` timeouts).
 pub fn hub_reachable() -> bool {
-    use std::net::ToSocketAddrs;
-    let endpoint = std::env::var("HF_ENDPOINT").unwrap_or_else(|_| "https://huggingface.co".into());
-    let (scheme, rest) = endpoint.split_once("://").unwrap_or(("https", endpoint.as_str()));
-    let hostport = rest.split('/').next().unwrap_or(rest);
-    let with_port =
-        if hostport.contains(':') { hostport.to_string() } else { format!("{hostport}:{}", if scheme == "http" { 80 } else { 443 }) };
-    let Ok(addrs) = with_port.to_socket_addrs() else { return false };
-    addrs.into_iter().any(|a| std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_secs(3)).is_ok())
+    tgrag_datasets::hub::reachable(&tgrag_datasets::hub::endpoint(), std::time::Duration::from_secs(3)).is_ok()
 }
 
 /// Every dataset of a night, in a fixed order: the synthetic sizes, the real datasets found under
@@ -142,37 +137,136 @@ pub fn is_stamp(name: &str) -> bool {
         && name.chars().enumerate().all(|(i, c)| matches!(i, 4 | 7 | 10 | 17 | 21) || c.is_ascii_digit())
 }
 
-/// The finished nights under `dir`, oldest first.
-pub fn nights(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|r| r.flatten().filter(|e| e.file_name().to_str().is_some_and(is_stamp) && e.path().is_dir()).map(|e| e.path()).collect())
-        .unwrap_or_default();
-    v.sort();
-    v
+/// A finished night under the nightly folder: its folder, name and when it ran (from its
+/// `provenance.json`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Night {
+    pub dir: PathBuf,
+    pub name: String,
+    /// `YYYY-MM-DDTHH:MM:SSZ`, from the provenance.
+    pub started_at: String,
 }
 
-/// Removes what killed nights left behind (`.<stamp>.partial/` folders).
+/// What [`survey`] found in a nightly folder.
+#[derive(Debug, Default)]
+pub struct Survey {
+    /// The nights, in the order they ran (by the start time of their provenance, then name).
+    pub nights: Vec<Night>,
+    /// Entries that are not nights, with the reason: never read as a night, never deleted.
+    pub skipped: Vec<(PathBuf, String)>,
+}
+
+impl Night {
+    /// When it ran, as an order: start time, then name.
+    pub fn order(&self) -> (&str, &str) {
+        (&self.started_at, &self.name)
+    }
+}
+
+impl Survey {
+    /// The nights that ran up to `at` (a start time and a name, as [`Night::order`]), oldest first.
+    pub fn up_to(&self, at: (&str, &str)) -> Vec<&Night> {
+        self.nights.iter().filter(|n| n.order() <= at).collect()
+    }
+
+    /// The nights that claim to have run after `at` (a clock set back, a planted folder).
+    pub fn after(&self, at: (&str, &str)) -> Vec<&Night> {
+        self.nights.iter().filter(|n| n.order() > at).collect()
+    }
+
+    /// Prints a warning for every skipped entry.
+    pub fn warn(&self) {
+        for (p, why) in &self.skipped {
+            eprintln!("warning: {}: {why}; left alone", p.display());
+        }
+    }
+}
+
+/// The entries of `dir`: finished nights (a real folder named by a stamp whose `provenance.json`
+/// checks and names the same stamp) and the rest, skipped with a reason. Hidden entries (the lock,
+/// partial nights) are neither.
+pub fn survey(dir: &Path) -> Survey {
+    let mut out = Survey::default();
+    let Ok(entries) = std::fs::read_dir(dir) else { return out };
+    let mut entries: Vec<std::fs::DirEntry> = entries.flatten().collect();
+    entries.sort_by_key(std::fs::DirEntry::file_name);
+    for e in entries {
+        let path = e.path();
+        let Some(name) = e.file_name().to_str().map(str::to_string) else {
+            out.skipped.push((path, "not a night's folder (its name is not UTF-8)".into()));
+            continue;
+        };
+        if name.starts_with('.') {
+            continue;
+        }
+        let kind = match std::fs::symlink_metadata(&path) {
+            Ok(m) => m.file_type(),
+            Err(e) => {
+                out.skipped.push((path, format!("unreadable ({e})")));
+                continue;
+            }
+        };
+        if !is_stamp(&name) {
+            out.skipped.push((path, "not a night's folder (a night is named YYYY-MM-DDTHHMMSS.mmmZ)".into()));
+            continue;
+        }
+        if kind.is_symlink() || !kind.is_dir() {
+            out.skipped.push((path, "named like a night but not a folder (a link or a file)".into()));
+            continue;
+        }
+        match provenance::read(&path) {
+            Ok((_, c)) if c.stamp == name => out.nights.push(Night { dir: path, name, started_at: c.started_at }),
+            Ok((_, c)) => out.skipped.push((path, format!("not a night of this folder: its provenance.json is night {}", c.stamp))),
+            Err(e) => out.skipped.push((path, format!("an incomplete night ({e:#})"))),
+        }
+    }
+    out.nights.sort_by(|a, b| a.order().cmp(&b.order()));
+    out
+}
+
+/// Removes what killed nights left behind (`.<stamp>.partial/` folders; nothing else, and never
+/// through a link).
 pub fn clean_partials(dir: &Path) -> Result<()> {
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let n = e.file_name().to_string_lossy().into_owned();
-        if n.starts_with('.') && n.ends_with(".partial") {
+        let is_partial = n.strip_prefix('.').and_then(|r| r.strip_suffix(".partial")).is_some_and(is_stamp);
+        if is_partial && std::fs::symlink_metadata(e.path()).is_ok_and(|m| m.file_type().is_dir()) {
             std::fs::remove_dir_all(e.path()).with_context(|| format!("removing {}", e.path().display()))?;
         }
     }
     Ok(())
 }
 
-/// Keeps the newest `keep` nights (0: keep all); returns the folders removed.
-pub fn prune(dir: &Path, keep: usize) -> Result<Vec<PathBuf>> {
-    let all = nights(dir);
-    if keep == 0 || all.len() <= keep {
-        return Ok(Vec::new());
+/// What [`prune`] did.
+#[derive(Debug, Default)]
+pub struct Pruned {
+    /// The nights removed.
+    pub removed: Vec<PathBuf>,
+    /// Nights left alone because they claim to have run after the current one.
+    pub future: Vec<PathBuf>,
+}
+
+/// Keeps the newest `keep` nights (0: keep all) of those that ran up to `current` (the night just
+/// written, always kept), ordered by when they ran; removes the older ones. Entries that are not
+/// nights and nights that claim a later start are never removed.
+pub fn prune(dir: &Path, keep: usize, current: &Path) -> Result<Pruned> {
+    let s = survey(dir);
+    let mut out = Pruned::default();
+    let Some(cur) = s.nights.iter().find(|n| n.dir == current) else {
+        anyhow::bail!("{} is not a finished night of {}: nothing pruned", current.display(), dir.display());
+    };
+    out.future = s.after(cur.order()).into_iter().map(|n| n.dir.clone()).collect();
+    if keep == 0 {
+        return Ok(out);
     }
-    let old = all[..all.len() - keep].to_vec();
-    for p in &old {
-        std::fs::remove_dir_all(p).with_context(|| format!("removing {}", p.display()))?;
+    let past: Vec<&Night> = s.up_to(cur.order()).into_iter().filter(|n| n.dir != current).collect();
+    // `keep - 1` of the earlier nights stay beside the current one.
+    let old = past.len().saturating_sub(keep - 1);
+    for n in past.into_iter().take(old) {
+        std::fs::remove_dir_all(&n.dir).with_context(|| format!("removing {}", n.dir.display()))?;
+        out.removed.push(n.dir.clone());
     }
-    Ok(old)
+    Ok(out)
 }
 
 /// Makes a finished partial folder visible under its final name in one rename, after syncing its
@@ -213,23 +307,60 @@ mod tests {
         }
     }
 
+    /// A folder with a minimal valid provenance: night `name`, started at `started_at`.
+    fn night(dir: &Path, name: &str, started_at: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::create_dir_all(&p).expect("mkdir");
+        let prov = serde_json::json!({
+            "stamp": name, "started_at": started_at, "finished_at": started_at,
+            "code": { "code_digest": "ab12", "git_commit": null }, "previous": null,
+        });
+        std::fs::write(p.join("provenance.json"), prov.to_string()).expect("write");
+        p
+    }
+
+    fn names(v: &[PathBuf]) -> Vec<String> {
+        v.iter().map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()).collect()
+    }
+
     #[test]
-    fn nights_are_listed_oldest_first_partials_cleaned_and_old_ones_pruned() {
+    fn nights_are_ordered_by_when_they_ran_partials_cleaned_and_old_ones_pruned_but_nothing_else() {
         let d = tempfile::tempdir().expect("tmp");
-        let names = ["2026-11-01T000000.000Z", "2026-11-03T000000.000Z", "2026-11-02T000000.000Z"];
-        for n in names {
-            std::fs::create_dir_all(d.path().join(n)).expect("mkdir");
-        }
+        let a = night(d.path(), "2026-11-01T000000.000Z", "2026-11-01T00:00:00Z");
+        // Named later than it ran: the provenance decides the order.
+        let b = night(d.path(), "2026-11-03T000000.000Z", "2026-11-02T00:00:00Z");
+        let c = night(d.path(), "2026-11-02T000000.000Z", "2026-11-03T00:00:00Z");
+        // Not nights: a folder with another name, a stamp folder without provenance, a copy of a
+        // night under another stamp, a stamp-named file, and a partial night.
+        std::fs::create_dir_all(d.path().join("notes")).expect("mkdir");
+        std::fs::create_dir_all(d.path().join("2026-10-01T000000.000Z")).expect("mkdir");
+        let copy = night(d.path(), "2026-09-01T000000.000Z", "2026-09-01T00:00:00Z");
+        std::fs::rename(&copy, d.path().join("2026-09-02T000000.000Z")).expect("rename");
+        std::fs::write(d.path().join("2026-09-03T000000.000Z"), "x").expect("file");
         std::fs::create_dir_all(d.path().join(".2026-11-04T000000.000Z.partial")).expect("mkdir");
+        std::fs::create_dir_all(d.path().join(".keep.partial")).expect("mkdir");
         std::fs::write(d.path().join(".tgrag.lock"), "").expect("lock");
-        let listed: Vec<String> = nights(d.path()).iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
-        assert_eq!(listed, ["2026-11-01T000000.000Z", "2026-11-02T000000.000Z", "2026-11-03T000000.000Z"]);
+        let s = survey(d.path());
+        let listed: Vec<&str> = s.nights.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(listed, ["2026-11-01T000000.000Z", "2026-11-03T000000.000Z", "2026-11-02T000000.000Z"]);
+        let skipped: Vec<String> = names(&s.skipped.iter().map(|x| x.0.clone()).collect::<Vec<_>>());
+        assert_eq!(skipped, ["2026-09-02T000000.000Z", "2026-09-03T000000.000Z", "2026-10-01T000000.000Z", "notes"]);
+        assert!(s.skipped[0].1.contains("provenance.json is night 2026-09-01T000000.000Z"), "{:?}", s.skipped);
+        assert!(s.skipped[2].1.contains("incomplete"), "{:?}", s.skipped);
         clean_partials(d.path()).expect("clean");
-        assert!(!d.path().join(".2026-11-04T000000.000Z.partial").exists() && d.path().join(".tgrag.lock").exists());
-        let gone = prune(d.path(), 2).expect("prune");
-        assert_eq!(gone, vec![d.path().join("2026-11-01T000000.000Z")]);
-        assert_eq!(nights(d.path()).len(), 2);
-        assert!(prune(d.path(), 0).expect("keep all").is_empty());
+        assert!(!d.path().join(".2026-11-04T000000.000Z.partial").exists());
+        assert!(d.path().join(".keep.partial").exists() && d.path().join(".tgrag.lock").exists());
+        // A night that claims a later start than the current one is neither pruned nor counted.
+        let future = night(d.path(), "2099-01-01T000000.000Z", "2099-01-01T00:00:00Z");
+        let p = prune(d.path(), 2, &b).expect("prune");
+        assert_eq!((p.removed, p.future), (vec![], vec![c.clone(), future.clone()]));
+        let p = prune(d.path(), 1, &b).expect("prune");
+        assert_eq!((p.removed, p.future), (vec![a.clone()], vec![c.clone(), future.clone()]));
+        let p = prune(d.path(), 1, &c).expect("prune");
+        assert_eq!((p.removed, p.future), (vec![b.clone()], vec![future.clone()]));
+        assert!(c.is_dir() && future.is_dir() && d.path().join("notes").is_dir() && d.path().join("2026-10-01T000000.000Z").is_dir());
+        assert!(prune(d.path(), 0, &c).expect("keep all").removed.is_empty());
+        assert!(prune(d.path(), 1, &d.path().join("notes")).is_err(), "pruning around a folder that is not a night");
     }
 
     #[test]

@@ -75,7 +75,7 @@ pub fn markdown(n: &Night<'_>) -> Result<String> {
         code["git_commit"].as_str().unwrap_or("unknown"),
         if code["git_dirty"].as_bool() == Some(true) { " (with uncommitted changes)" } else { "" },
         code["tgrag_version"].as_str().unwrap_or("?"),
-        code["code_digest"].as_str().map_or("?", |d| &d[..d.len().min(12)]),
+        code["code_digest"].as_str().map_or_else(|| "?".to_string(), |d| d.chars().take(12).collect()),
         host["cpu"].as_str().unwrap_or("unknown CPU"),
         host["cores"].as_u64().unwrap_or(0),
         host["gpu"].as_str().map(|g| format!(", GPU {g}")).unwrap_or_default(),
