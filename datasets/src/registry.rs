@@ -223,7 +223,10 @@ impl DatasetSpec {
             Source::Synthetic(_) => [KB, QA, TAG].concat(),
             Source::Folder(dir) => crate::INPUT_TABLES
                 .iter()
-                .filter(|t| ["parquet", "csv", "tsv"].iter().any(|e| dir.join(format!("{}.{e}", t.name)).is_file()))
+                // Anything by the name (a FIFO, a folder, a dangling link too): loading names what it is.
+                .filter(|t| {
+                    ["parquet", "csv", "tsv"].iter().any(|e| std::fs::symlink_metadata(dir.join(format!("{}.{e}", t.name))).is_ok())
+                })
                 .map(|t| t.name)
                 .collect(),
             Source::Stark { .. } => KB.to_vec(),
@@ -242,6 +245,14 @@ impl DatasetSpec {
     /// Content key of the dataset's raw inputs (part of the `ingest` stage's cache key): the generator
     /// version and options for `synthetic`, the sha256 of every table file for a folder.
     pub fn content_key(&self) -> Result<String> {
+        self.content_key_excluding(None)
+    }
+
+    /// [`Self::content_key`], leaving out `exclude` (the outputs folder, when a user puts it inside
+    /// the raw data folder: its files change with every run and are not the dataset's). Only regular
+    /// files inside the data folder are hashed; a symbolic link that leads out of it is refused with
+    /// its path (never followed: `ln -s / data/root` must not walk `/`).
+    pub fn content_key_excluding(&self, exclude: Option<&Path>) -> Result<String> {
         match &self.source {
             Source::Synthetic(cfg) => {
                 Ok(format!("synthetic generator v{} size={} seed={}", crate::synthetic::GENERATOR_VERSION, cfg.size, cfg.seed))
@@ -251,7 +262,7 @@ impl DatasetSpec {
                 for spec in crate::INPUT_TABLES {
                     for ext in ["parquet", "csv", "tsv"] {
                         let p = dir.join(format!("{}.{ext}", spec.name));
-                        if p.is_file() {
+                        if inside_file(dir, &p)? {
                             parts.push(format!("{}.{ext}:{}", spec.name, tgrag_schemas::io::sha256_file(&p)?));
                         }
                     }
@@ -274,7 +285,9 @@ impl DatasetSpec {
             }
             Source::Raw { kind, dir } => {
                 let mut files = Vec::new();
-                collect_files(dir, &mut files)?;
+                let base = dir.canonicalize().map_err(|e| DatasetError::io(dir, e))?;
+                let exclude = exclude.and_then(|e| e.canonicalize().ok());
+                collect_files(dir, &base, exclude.as_deref(), &mut files)?;
                 files.sort();
                 let mut parts = vec![format!("raw {kind:?}")];
                 for f in files {
@@ -302,17 +315,89 @@ impl DatasetSpec {
     }
 }
 
-/// Every regular file under `dir`, recursively (the content key of a raw dataset).
-fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+/// Every regular file under `dir`, recursively (the content key of a raw dataset), `exclude` and
+/// hidden entries (`.git`, editors' files) left out. Folders are entered only as themselves, never
+/// through a link; a link to a file inside `base` (the canonical data folder) counts as that file, a
+/// link leading out of it is refused.
+fn collect_files(dir: &Path, base: &Path, exclude: Option<&Path>, out: &mut Vec<PathBuf>) -> Result<()> {
+    if exclude.is_some_and(|x| dir.canonicalize().is_ok_and(|c| c == x)) {
+        return Ok(());
+    }
     let rd = std::fs::read_dir(dir).map_err(|e| DatasetError::io(dir, e))?;
     for e in rd {
         let e = e.map_err(|e| DatasetError::io(dir, e))?;
         let p = e.path();
-        if p.is_dir() {
-            collect_files(&p, out)?;
-        } else if p.is_file() {
+        let t = e.file_type().map_err(|err| DatasetError::io(&p, err))?;
+        if e.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        if t.is_dir() {
+            collect_files(&p, base, exclude, out)?;
+        } else if t.is_file() || (t.is_symlink() && inside_file(base, &p)?) {
             out.push(p);
         }
     }
     Ok(())
+}
+
+/// Whether `p` is a file tgrag may read as part of the data folder `base`: a regular file, or a
+/// symbolic link to a regular file inside `base`. A link out of `base` is an error naming it (the
+/// user's data folder must not make tgrag read elsewhere); a missing path or a link to a folder is
+/// not a file.
+fn inside_file(base: &Path, p: &Path) -> Result<bool> {
+    let Ok(meta) = std::fs::symlink_metadata(p) else { return Ok(false) };
+    if !meta.file_type().is_symlink() {
+        return Ok(meta.is_file());
+    }
+    let base = base.canonicalize().map_err(|e| DatasetError::io(base, e))?;
+    match p.canonicalize() {
+        Ok(target) if target.starts_with(&base) => Ok(target.is_file()),
+        Ok(target) => Err(DatasetError::Malformed {
+            path: p.to_path_buf(),
+            at: "symbolic link".into(),
+            reason: format!("leads out of the data folder (to {}); tgrag reads only files inside {}", target.display(), base.display()),
+        }),
+        // A dangling link: not a file (the loader names it when it needs it).
+        Err(_) => Ok(false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_content_key_hashes_only_files_inside_the_data_folder_and_leaves_outputs_out() {
+        let d = tempfile::tempdir().expect("tmp");
+        let data = d.path().join("data");
+        std::fs::create_dir_all(data.join("sub")).expect("dir");
+        std::fs::write(data.join("a.json"), b"[1]").expect("a");
+        std::fs::write(data.join("sub/b.csv"), b"x\n").expect("b");
+        let raw = DatasetSpec { name: "x".into(), source: Source::Raw { kind: RawKind::ExplaGraphs, dir: data.clone() } };
+        let key = raw.content_key().expect("key");
+        assert!(key.contains("a.json:") && key.contains("sub/b.csv:"), "{key}");
+        // An outputs folder inside the data folder changes with every run: it is left out.
+        let outputs = data.join("outputs");
+        std::fs::create_dir_all(outputs.join("x/ingest")).expect("outputs");
+        std::fs::write(outputs.join("x/ingest/nodes.parquet"), b"new every run").expect("out");
+        assert_eq!(raw.content_key_excluding(Some(&outputs)).expect("key"), key);
+        std::fs::remove_dir_all(&outputs).expect("rm");
+        // A link to a file inside counts as that file; a link to a folder is not walked twice.
+        std::os::unix::fs::symlink(data.join("a.json"), data.join("alias.json")).expect("link");
+        std::os::unix::fs::symlink(data.join("sub"), data.join("sub2")).expect("link");
+        let with_alias = raw.content_key().expect("key");
+        assert!(with_alias.contains("alias.json:") && !with_alias.contains("sub2/"), "{with_alias}");
+        // A link out of the folder (here to `/`) is refused with its path, never walked.
+        std::os::unix::fs::symlink("/", data.join("root")).expect("link");
+        let e = raw.content_key().expect_err("link out").to_string();
+        assert!(e.contains("data/root") && e.contains("leads out of the data folder"), "{e}");
+        std::fs::remove_file(data.join("root")).expect("rm");
+        let outside = d.path().join("secret.csv");
+        std::fs::write(&outside, b"x").expect("outside");
+        std::fs::create_dir_all(d.path().join("folder")).expect("folder");
+        std::os::unix::fs::symlink(&outside, d.path().join("folder/nodes.csv")).expect("link");
+        let folder = DatasetSpec { name: "f".into(), source: Source::Folder(d.path().join("folder")) };
+        let e = folder.content_key().expect_err("link out").to_string();
+        assert!(e.contains("folder/nodes.csv") && e.contains("leads out of the data folder"), "{e}");
+    }
 }

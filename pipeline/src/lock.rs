@@ -74,13 +74,7 @@ impl FolderLock {
         let created = (!folder.exists()).then(|| folder.to_path_buf());
         std::fs::create_dir_all(folder).with_context(|| format!("creating {}", folder.display()))?;
         let path = folder.join(LOCK_FILE);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .with_context(|| format!("opening the lock file {}", path.display()))?;
+        let mut file = open_lock_file(&path)?;
         let mut said = false;
         let started = Instant::now();
         loop {
@@ -129,13 +123,48 @@ impl Drop for FolderLock {
     }
 }
 
-fn read_holder(file: &mut File) -> String {
-    let mut s = String::new();
-    if file.seek(SeekFrom::Start(0)).is_ok() && file.read_to_string(&mut s).is_ok() && !s.trim().is_empty() {
-        s.trim().to_string()
-    } else {
-        "holder unknown".into()
+/// Opens (or creates) the lock file without following a symbolic link (`O_NOFOLLOW`: a link planted
+/// as the lock file would otherwise be truncated through, and one to `/dev/zero` read forever) and
+/// without blocking on a FIFO; anything but a regular file is refused with its path.
+fn open_lock_file(path: &Path) -> Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file =
+        OpenOptions::new().read(true).write(true).create(true).truncate(false).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path);
+    let file = match file {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(tgrag_schemas::SchemaError::NotOwned {
+                path: path.to_path_buf(),
+                reason: "the lock file is a symbolic link".into(),
+            }
+            .into());
+        }
+        Err(e) => return Err(e).with_context(|| format!("opening the lock file {}", path.display())),
+    };
+    let meta = file.metadata().with_context(|| format!("reading {}", path.display()))?;
+    if !meta.is_file() {
+        return Err(tgrag_schemas::SchemaError::NotOwned {
+            path: path.to_path_buf(),
+            reason: "the lock file is not a regular file".into(),
+        }
+        .into());
     }
+    Ok(file)
+}
+
+/// The most bytes of a lock file read for its holder line (a real one is under 1 KB).
+const HOLDER_MAX_BYTES: u64 = 4096;
+
+fn read_holder(file: &mut File) -> String {
+    let mut bytes = Vec::new();
+    if file.seek(SeekFrom::Start(0)).is_ok() && Read::by_ref(file).take(HOLDER_MAX_BYTES).read_to_end(&mut bytes).is_ok() {
+        let s = String::from_utf8_lossy(&bytes);
+        let s: String = s.trim().chars().filter(|c| !c.is_control()).take(400).collect();
+        if !s.is_empty() {
+            return s;
+        }
+    }
+    "holder unknown".into()
 }
 
 /// The folder a file tool writes `out` into (its parent; `.` for a bare file name).
@@ -197,6 +226,34 @@ mod tests {
         assert!(holder.starts_with(&format!("pid {}", std::process::id())), "{holder}");
         drop(again);
         assert_eq!(std::fs::read_to_string(d.path().join(LOCK_FILE)).expect("lock file"), "", "a clean release empties the file");
+    }
+
+    #[test]
+    fn a_planted_lock_file_is_never_followed_truncated_or_read_unbounded() {
+        let d = tempfile::tempdir().expect("tmp");
+        let canary = d.path().join("canary");
+        std::fs::write(&canary, b"keep me").expect("canary");
+        let (a, b, c) = (d.path().join("a"), d.path().join("b"), d.path().join("c"));
+        for f in [&a, &b, &c] {
+            std::fs::create_dir_all(f).expect("dir");
+        }
+        std::os::unix::fs::symlink(&canary, a.join(LOCK_FILE)).expect("link");
+        let e = FolderLock::acquire(&a, false).expect_err("linked lock").to_string();
+        assert!(e.contains("the lock file is a symbolic link") && e.contains(LOCK_FILE), "{e}");
+        assert_eq!(std::fs::read(&canary).expect("canary"), b"keep me");
+        std::os::unix::fs::symlink("/dev/zero", b.join(LOCK_FILE)).expect("link");
+        assert!(FolderLock::acquire(&b, false).expect_err("linked lock").to_string().contains("symbolic link"));
+        std::fs::create_dir(c.join(LOCK_FILE)).expect("a folder as lock");
+        assert!(FolderLock::acquire(&c, false).is_err());
+        // A huge holder line is read up to a bound, without control characters.
+        let big = d.path().join("big");
+        std::fs::create_dir_all(&big).expect("dir");
+        let first = FolderLock::acquire(&big, false).expect("lock");
+        let mut f = OpenOptions::new().write(true).open(big.join(LOCK_FILE)).expect("open");
+        f.write_all(&vec![b'x'; 10 << 20]).expect("fill");
+        let msg = FolderLock::acquire(&big, false).expect_err("held").to_string();
+        assert!(msg.len() < 2000, "{} bytes", msg.len());
+        drop(first);
     }
 
     #[test]

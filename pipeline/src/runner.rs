@@ -92,10 +92,37 @@ pub fn fingerprint(stage: &str, code: &str, config: &serde_json::Value, inputs: 
     io::hex(&Sha256::digest(canonical.to_string().as_bytes()))
 }
 
-/// Reads a stage's manifest, if there is a readable one.
+/// The most bytes a manifest may have (a real one is a few KB): a larger file is not read.
+const MANIFEST_MAX_BYTES: u64 = 16 << 20;
+
+/// Reads a stage's manifest, if there is a valid one. A manifest is data the runner acts on (it
+/// hashes the outputs it lists and deletes the ones a new run no longer writes), so it is valid only
+/// when every output it lists is a plain file name inside the stage folder ([`output_name_ok`]) and
+/// each listed file present there is a regular file, not a symbolic link. Anything else makes the
+/// manifest invalid: the stage reruns, and no name in it is ever acted on.
 pub fn read_manifest(dir: &Path) -> Option<Manifest> {
-    let text = std::fs::read_to_string(dir.join(MANIFEST)).ok()?;
-    serde_json::from_str(&text).ok()
+    let path = dir.join(MANIFEST);
+    let meta = std::fs::symlink_metadata(&path).ok()?;
+    if !meta.is_file() || meta.len() > MANIFEST_MAX_BYTES {
+        return None;
+    }
+    let text = std::fs::read_to_string(&path).ok()?;
+    let m: Manifest = serde_json::from_str(&text).ok()?;
+    let listed_ok =
+        m.outputs.keys().all(|f| output_name_ok(f) && std::fs::symlink_metadata(dir.join(f)).map_or(true, |md| md.file_type().is_file()));
+    listed_ok.then_some(m)
+}
+
+/// Whether `name` may name an output inside a stage folder: one plain, visible path component (no
+/// separator, no `..`, not absolute, no NUL or control character, not the manifest itself).
+pub fn output_name_ok(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 255
+        && !name.starts_with('.')
+        && name != MANIFEST
+        && !name.chars().any(|c| c == '/' || c == '\\' || c.is_control())
+        && Path::new(name).components().count() == 1
+        && matches!(Path::new(name).components().next(), Some(std::path::Component::Normal(_)))
 }
 
 /// Options of one `tgrag run`.
@@ -159,12 +186,14 @@ pub fn decide(dir: &Path, fp: &str, code: &str, config: &serde_json::Value, inpu
     Decision::Skip(format!("up to date ({})", &fp[..12]))
 }
 
-/// Removes leftover temporary files of an interrupted run.
+/// Removes leftover temporary files of an interrupted run (files and links only: removing a link
+/// removes the link, never what it points to; a folder with such a name is left alone).
 fn clean_tmp(dir: &Path) -> Result<()> {
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') && name.ends_with(".tmp") {
+            let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(true);
+            if io::is_tmp_name(&name) && !is_dir {
                 std::fs::remove_file(e.path()).with_context(|| format!("removing {}", e.path().display()))?;
             }
         }
@@ -208,11 +237,18 @@ pub fn select(all: &[&'static dyn Stage], wanted: Option<&[String]>) -> Result<V
 }
 
 /// Inputs (content digests) of a stage given the current state of the outputs folder.
-pub fn stage_inputs(root: &Path, stage: &dyn Stage, all: &[&'static dyn Stage], dataset: &DatasetSpec) -> Result<BTreeMap<String, String>> {
+/// `outputs` is left out of the dataset's content key when it lies inside the raw data folder.
+pub fn stage_inputs(
+    root: &Path,
+    stage: &dyn Stage,
+    all: &[&'static dyn Stage],
+    dataset: &DatasetSpec,
+    outputs: &Path,
+) -> Result<BTreeMap<String, String>> {
     let mut inputs = BTreeMap::new();
     let deps = tgrag_stages::deps_of(stage, all);
     if deps.is_empty() {
-        inputs.insert("dataset".to_string(), dataset.content_key()?);
+        inputs.insert("dataset".to_string(), dataset.content_key_excluding(Some(outputs))?);
     }
     for dep in deps {
         let d = read_manifest(&root.join(dep)).map_or_else(|| "missing".to_string(), |m| m.outputs_digest());
@@ -272,6 +308,9 @@ pub struct StageOutcome {
 /// Runs the selected stages in order, printing one line per stage.
 pub fn run(opts: &RunOptions, all: &[&'static dyn Stage], mut report: impl FnMut(&StageOutcome)) -> Result<Vec<StageOutcome>> {
     let root = opts.outputs.join(&opts.dataset.name);
+    // The dataset folder and every stage folder must be real folders: a link planted in the outputs
+    // folder would send writes (and the removal of stale outputs) elsewhere.
+    io::ensure_owned_dir(&root)?;
     let stages = select(all, opts.stages.as_deref())?;
     let explicitly: Option<Vec<&str>> = opts.stages.as_ref().map(|v| v.iter().map(String::as_str).collect());
     let mut outcomes = Vec::new();
@@ -286,7 +325,7 @@ pub fn run(opts: &RunOptions, all: &[&'static dyn Stage], mut report: impl FnMut
             outcomes.push(o);
             continue;
         }
-        let inputs = stage_inputs(&root, stage, all, &opts.dataset)?;
+        let inputs = stage_inputs(&root, stage, all, &opts.dataset, &opts.outputs)?;
         let fp = fingerprint(info.name, &code, &config, &inputs);
         let force = opts.force && explicitly.as_ref().is_none_or(|e| e.contains(&info.name));
         let decision = decide(&dir, &fp, &code, &config, &inputs, force);
@@ -298,7 +337,7 @@ pub fn run(opts: &RunOptions, all: &[&'static dyn Stage], mut report: impl FnMut
             continue;
         }
         let previous = read_manifest(&dir);
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        io::ensure_owned_dir(&dir)?;
         let manifest_path = dir.join(MANIFEST);
         if manifest_path.exists() {
             std::fs::remove_file(&manifest_path).with_context(|| format!("removing {}", manifest_path.display()))?;

@@ -66,6 +66,10 @@ pub enum SchemaError {
     /// No canonical table has this name.
     #[error("unknown table `{0}`; `tgrag schema` lists the tables")]
     UnknownTable(String),
+    /// A path tgrag writes into is not what it owns (a symbolic link, a device, ...): someone else's
+    /// file or folder stands where an output belongs. Nothing was written through it.
+    #[error("{path}: {reason}; tgrag does not write through it (remove it, or choose another outputs folder)")]
+    NotOwned { path: PathBuf, reason: String },
 }
 
 impl SchemaError {

@@ -54,11 +54,24 @@ fn ints(b: &RecordBatch, path: &Path, name: &str) -> Result<Vec<i64>> {
     if !c.data_type().is_integer() {
         bail!("{}: column `{name}` is {}, expected integers", path.display(), c.data_type());
     }
-    let c = arrow::compute::cast(c, &DataType::Int64)?;
     if let Some(row) = (0..c.len()).find(|&i| c.is_null(i)) {
         bail!("{}: row {row}, column `{name}`: missing value", path.display());
     }
-    Ok(c.as_primitive::<Int64Type>().values().to_vec())
+    // A value the cast turns into a null did not fit (a uint64 above 2⁶³ − 1): named as such.
+    let cast = arrow::compute::cast(c, &DataType::Int64)?;
+    if let Some(row) = (0..cast.len()).find(|&i| cast.is_null(i)) {
+        let v = arrow::util::display::array_value_to_string(c, row).unwrap_or_default();
+        bail!("{}: row {row}, column `{name}`: {v} is out of range (at most 2^63 - 1)", path.display());
+    }
+    Ok(cast.as_primitive::<Int64Type>().values().to_vec())
+}
+
+/// The first negative value of a column that must be ≥ 0, as an error naming file, row and column.
+fn non_negative(v: &[f64], path: &Path, name: &str) -> Result<()> {
+    match v.iter().position(|&x| x < 0.0) {
+        Some(row) => bail!("{}: row {row}, column `{name}`: {} is negative ({name}s are ≥ 0)", path.display(), v[row]),
+        None => Ok(()),
+    }
 }
 
 fn floats(b: &RecordBatch, path: &Path, name: &str) -> Result<Vec<f64>> {
@@ -77,7 +90,8 @@ fn floats(b: &RecordBatch, path: &Path, name: &str) -> Result<Vec<f64>> {
 #[derive(Default)]
 struct Instance {
     prizes: Vec<Option<f64>>,
-    edges: Vec<Option<(u32, u32, f64)>>,
+    /// (src, dst, cost, row of the edges file).
+    edges: Vec<Option<(u32, u32, f64, usize)>>,
 }
 
 fn slot<T: Clone>(v: &mut Vec<Option<T>>, i: usize) -> &mut Option<T> {
@@ -138,6 +152,8 @@ pub fn run(a: PcstArgs) -> Result<()> {
         ints(&eb, &a.edges, "dst")?,
         floats(&eb, &a.edges, "cost")?,
     );
+    non_negative(&np, &a.nodes, "prize")?;
+    non_negative(&ec, &a.edges, "cost")?;
     let mut inst: BTreeMap<i64, Instance> = BTreeMap::new();
     for r in 0..ni.len() {
         // Nodes are 0..n−1 per instance, so no id reaches the file's row count: a larger one is a
@@ -158,7 +174,7 @@ pub fn run(a: PcstArgs) -> Result<()> {
             u32::try_from(x).with_context(|| format!("{}: row {r}, column `{col}`: {x} is not a node id", a.edges.display()))
         };
         let (s, d) = (end(es[r], "src")?, end(ed[r], "dst")?);
-        if slot(&mut inst.entry(ei[r]).or_default().edges, e).replace((s, d, ec[r])).is_some() {
+        if slot(&mut inst.entry(ei[r]).or_default().edges, e).replace((s, d, ec[r], r)).is_some() {
             bail!("{}: row {r}, column `edge_index`: edge {e} of instance {} appears twice", a.edges.display(), ei[r]);
         }
     }
@@ -175,8 +191,18 @@ pub fn run(a: PcstArgs) -> Result<()> {
             let mut edges = Vec::with_capacity(x.edges.len());
             let mut costs = Vec::with_capacity(x.edges.len());
             for (j, e) in x.edges.iter().enumerate() {
-                let (s, d, c) =
+                let (s, d, c, row) =
                     e.with_context(|| format!("{}: instance {id} has no row for edge {j} (edge indices are 0..m−1)", a.edges.display()))?;
+                for (col, v) in [("src", s), ("dst", d)] {
+                    if v as usize >= prizes.len() {
+                        bail!(
+                            "{}: row {row}, column `{col}`: node {v} is not a node of instance {id} (it has {} nodes: 0..{})",
+                            a.edges.display(),
+                            prizes.len(),
+                            prizes.len().saturating_sub(1)
+                        );
+                    }
+                }
                 edges.push((s, d));
                 costs.push(c);
             }
@@ -203,8 +229,12 @@ pub fn run(a: PcstArgs) -> Result<()> {
     let vertices = RecordBatch::try_from_iter(vec![("instance_id", i64a(vi)), ("pos", u32a(vp)), ("node", i64a(vn))])?;
     let edges = RecordBatch::try_from_iter(vec![("instance_id", i64a(xi)), ("pos", u32a(xp)), ("edge_index", i64a(xe))])?;
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
-    tgrag_schemas::io::write_parquet_atomic(&a.out.join("vertices.parquet"), &vertices)?;
-    tgrag_schemas::io::write_parquet_atomic(&a.out.join("edges.parquet"), &edges)?;
+    // Both files are written before either replaces an old one: a failure leaves the old pair.
+    use tgrag_schemas::io;
+    let (vp, ep) = (a.out.join("vertices.parquet"), a.out.join("edges.parquet"));
+    let vt = io::write_parquet_tmp(&vp, &vertices)?;
+    let et = io::write_parquet_tmp(&ep, &edges).inspect_err(|_| io::discard(std::slice::from_ref(&vt)))?;
+    io::commit_all(&[(vt, vp), (et, ep)])?;
     eprintln!("pcst: {} instances solved in {secs:.4}s ({:?} pruning) → {}", solved.len(), a.pruning, a.out.display());
     Ok(())
 }

@@ -22,7 +22,7 @@ pub fn run(outputs: &Path, a: DatasetArgs) -> Result<()> {
         } else if let Some(why) = runner::applicability(&root, *s) {
             why
         } else {
-            let inputs = runner::stage_inputs(&root, *s, &all, &dataset)?;
+            let inputs = runner::stage_inputs(&root, *s, &all, &dataset, outputs)?;
             let cfg = configs.get(info.name).cloned().unwrap_or_else(|| s.default_config());
             let code = runner::code_version(*s);
             let fp = runner::fingerprint(info.name, &code, &cfg, &inputs);

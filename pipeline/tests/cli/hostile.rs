@@ -197,19 +197,34 @@ fn file_tools_refuse_what_ingest_refuses() {
 
 #[test]
 fn a_full_disk_is_named_and_leaves_no_temporary_file() {
-    if !Path::new("/dev/full").exists() {
-        eprintln!("skipped: no /dev/full here");
+    // A real full disk: a 64 KiB tmpfs with one 4 KiB page left (for the lock file), in a mount
+    // namespace of the command's own
+    // (`unshare -rm`: no privileges needed, nothing mounted outside it).
+    let probe = std::process::Command::new("unshare").args(["-rm", "true"]).output();
+    if !probe.is_ok_and(|p| p.status.success()) {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true: `unshare -rm` (util-linux) is needed for the full-disk test");
+        eprintln!("skipped: `unshare -rm` is not available here");
         return;
     }
     let d = tempfile::tempdir().expect("tmp");
     let o = d.path();
     let (c, q) = corpus(o);
-    // The tool's temporary file is a link to /dev/full, which answers every write with ENOSPC.
-    let out = o.join("r.parquet");
-    std::os::unix::fs::symlink("/dev/full", o.join(".r.parquet.tmp")).expect("link");
-    let r = tgrag(o, &["bm25", "--corpus", s(&c), "--queries", s(&q), "--out", s(&out)]);
+    let disk = o.join("disk");
+    std::fs::create_dir_all(&disk).expect("mount point");
+    let script = r#"mount -t tmpfs -o size=64k tmpfs "$1" && head -c 61440 /dev/zero > "$1/fill" && shift &&
+        "$@"; rc=$?; echo "left: $(ls -A "$DISK" | tr '\n' ' ')" >&2; exit $rc"#;
+    let out = disk.join("r.parquet");
+    let r = std::process::Command::new("unshare")
+        .args(["-rm", "sh", "-c", script, "sh", s(&disk), env!("CARGO_BIN_EXE_tgrag"), "--outputs", s(o), "--quiet", "bm25"])
+        .args(["--corpus", s(&c), "--queries", s(&q), "--out", s(&out)])
+        .env("DISK", &disk)
+        .output()
+        .expect("unshare");
     refused(&r, &["writing failed: no space left on device"], Some(&out));
-    assert!(!stderr(&r).contains("not a readable Parquet"), "{}", stderr(&r));
+    let err = stderr(&r);
+    assert!(!err.contains("not a readable Parquet"), "{err}");
+    let left = err.lines().find_map(|l| l.strip_prefix("left: ")).unwrap_or_else(|| panic!("no listing: {err}"));
+    assert!(left.split_whitespace().all(|f| f == "fill" || f == ".tgrag.lock"), "only the filler and the lock are left: {left}");
 }
 
 #[test]
@@ -402,4 +417,107 @@ fn random_corruptions_of_valid_inputs_give_a_clear_error_or_a_valid_output_never
     }
     eprintln!("corruptions: {failed} refused, {passed} gave a valid output");
     assert!(failed > 0, "some corruptions must be refused ({passed} passed)");
+}
+
+/// Files outside the outputs folder that no run may touch: (path, bytes).
+fn canaries(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    std::fs::create_dir_all(dir).expect("canary dir");
+    (0..3)
+        .map(|i| {
+            let p = dir.join(format!("canary{i}"));
+            let bytes = format!("canary {i} must survive").into_bytes();
+            std::fs::write(&p, &bytes).expect("canary");
+            (p, bytes)
+        })
+        .collect()
+}
+
+fn canaries_intact(c: &[(PathBuf, Vec<u8>)], after: &str) {
+    for (p, bytes) in c {
+        let now = std::fs::read(p).unwrap_or_else(|e| panic!("{after}: canary {} is gone: {e}", p.display()));
+        assert_eq!(&now, bytes, "{after}: canary {} was written through", p.display());
+    }
+}
+
+#[test]
+fn tampered_manifests_and_planted_links_never_reach_outside_the_outputs_folder() {
+    use std::os::unix::fs::symlink;
+    let d = tempfile::tempdir().expect("tmp");
+    let (o, outside) = (d.path().join("outputs"), d.path().join("outside"));
+    let c = canaries(&outside);
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "--size", "tiny", "--stages", "ingest"];
+        args.extend_from_slice(extra);
+        tgrag(&o, &args)
+    };
+    ok(run(&[]));
+    let ingest = o.join("synthetic/ingest");
+    let clean = std::fs::read(ingest.join("nodes.parquet")).expect("nodes");
+    // 1. A manifest naming files outside its folder (absolute, `..`, a separator) is invalid: the
+    //    stage reruns and no name in it is acted on (the old runner deleted them as stale outputs).
+    let manifest = ingest.join("manifest.json");
+    let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest).expect("manifest")).expect("json");
+    let listed = m["outputs"]["nodes.parquet"].clone();
+    for name in [c[0].0.display().to_string(), "../../../outside/canary1".into(), "sub/../../canary2".into()] {
+        m["outputs"][name] = listed.clone();
+    }
+    std::fs::write(&manifest, serde_json::to_vec(&m).expect("json")).expect("tamper");
+    let out = ok(run(&[]));
+    assert!(out.contains("ingest") && !out.contains("up to date"), "an invalid manifest reruns the stage: {out}");
+    canaries_intact(&c, "tampered manifest");
+    // A listed output replaced by a link is not hashed through either: the stage reruns.
+    std::fs::remove_file(ingest.join("edges.parquet")).expect("rm");
+    symlink(&c[1].0, ingest.join("edges.parquet")).expect("link");
+    ok(run(&[]));
+    assert!(std::fs::symlink_metadata(ingest.join("edges.parquet")).expect("edges").is_file(), "the link was replaced by the output");
+    canaries_intact(&c, "linked output");
+    // 2. Temporary names planted as links (the old fixed name) are never written through, and the
+    //    outputs are real files with the clean bytes.
+    for t in ["nodes", "edges", "queries"] {
+        symlink(&c[2].0, ingest.join(format!(".{t}.parquet.tmp"))).expect("link");
+    }
+    ok(run(&["--force"]));
+    canaries_intact(&c, "planted temporaries");
+    assert_eq!(std::fs::read(ingest.join("nodes.parquet")).expect("nodes"), clean);
+    // 3. A lock file that is a link (to a canary, to /dev/zero) is refused, never truncated or read.
+    let lock = o.join("synthetic/.tgrag.lock");
+    for target in [c[0].0.as_path(), Path::new("/dev/zero")] {
+        let _ = std::fs::remove_file(&lock);
+        symlink(target, &lock).expect("link");
+        refused(&run(&["--force"]), &[".tgrag.lock", "the lock file is a symbolic link"], None);
+        canaries_intact(&c, "linked lock");
+    }
+    std::fs::remove_file(&lock).expect("rm");
+    // 4. A stage folder that is a link out of the outputs folder is refused; nothing lands there.
+    std::fs::remove_dir_all(&ingest).expect("rm");
+    symlink(&outside, &ingest).expect("link");
+    refused(&run(&[]), &["ingest", "is a symbolic link", "does not write through it"], None);
+    let there: Vec<_> = std::fs::read_dir(&outside).expect("outside").flatten().map(|e| e.file_name()).collect();
+    assert_eq!(there.len(), c.len(), "files written outside: {there:?}");
+    canaries_intact(&c, "linked stage folder");
+}
+
+#[test]
+fn a_data_folder_never_leads_the_run_outside_it() {
+    use std::os::unix::fs::symlink;
+    let d = tempfile::tempdir().expect("tmp");
+    let o = d.path().join("outputs");
+    let c = canaries(&d.path().join("outside"));
+    let nodes = "node_id,node_type,name,doc\n0,product,Tent,A tent\n1,brand,Zentra,A brand\n";
+    let data = folder(&[("nodes.csv", nodes)]);
+    // A table that is a link out of the folder is refused with its path, before anything runs.
+    std::fs::write(d.path().join("outside/edges.csv"), "src,dst,relation\n0,1,has_brand\n").expect("edges");
+    symlink(d.path().join("outside/edges.csv"), data.path().join("edges.csv")).expect("link");
+    let r = tgrag(&o, &["run", "--dataset", "mine", "--data-dir", s(data.path()), "--stages", "ingest"]);
+    refused(&r, &["edges.csv", "leads out of the data folder"], None);
+    assert!(!o.join("mine/ingest").exists());
+    canaries_intact(&c, "linked table");
+    // With the table inside, an outputs folder placed inside the data folder does not make ingest
+    // rerun on the next run (its files are not the dataset's).
+    std::fs::remove_file(data.path().join("edges.csv")).expect("rm");
+    std::fs::write(data.path().join("edges.csv"), "src,dst,relation\n0,1,has_brand\n").expect("edges");
+    let inner = data.path().join("outputs");
+    ok(tgrag(&inner, &["run", "--dataset", "mine", "--data-dir", s(data.path()), "--stages", "ingest"]));
+    let again = ok(tgrag(&inner, &["run", "--dataset", "mine", "--data-dir", s(data.path()), "--stages", "ingest"]));
+    assert!(again.contains("up to date"), "{again}");
 }

@@ -121,7 +121,8 @@ impl<'a> StageContext<'a> {
     }
 
     fn ensure_dir(&self) -> Result<()> {
-        std::fs::create_dir_all(&self.dir).map_err(|source| StageError::Io { path: self.dir.clone(), source })
+        // A stage folder replaced by a symbolic link is refused, never written through.
+        Ok(io::ensure_owned_dir(&self.dir)?)
     }
 
     /// Writes `table` (a temporary file until the runner commits the stage). The table must be one
@@ -138,8 +139,7 @@ impl<'a> StageContext<'a> {
             .map_err(|e| StageError::Internal(format!("stage `{}` wrote `{table}` against its schema: {e}", self.stage)))?;
         self.ensure_dir()?;
         let file = format!("{table}.parquet");
-        let tmp = io::tmp_path_for(&self.dir.join(&file));
-        io::write_parquet_to(&tmp, batch)?;
+        let tmp = io::write_parquet_tmp(&self.dir.join(&file), batch)?;
         self.written.push(Written { file, tmp, rows: Some(batch.num_rows()) });
         Ok(())
     }
@@ -155,11 +155,7 @@ impl<'a> StageContext<'a> {
             return Err(StageError::Internal(format!("stage `{}` writes `{file}`, which is not among its declared files", self.stage)));
         }
         self.ensure_dir()?;
-        let tmp = io::tmp_path_for(&self.dir.join(file));
-        if let Err(e) = std::fs::write(&tmp, bytes) {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(tgrag_schemas::SchemaError::write(&tmp, &e).into());
-        }
+        let tmp = io::write_bytes_tmp(&self.dir.join(file), bytes)?;
         self.written.push(Written { file: file.to_string(), tmp, rows: None });
         Ok(())
     }
