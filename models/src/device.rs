@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 /// `cpu`: burn's Flex backend (pure Rust, multi-threaded gemm). `gpu`: burn-wgpu on the hardware
 /// adapter wgpu finds (Vulkan, Metal or DX12), else on the default one (a software rasteriser such
 /// as Mesa's lavapipe where that is all there is). `auto`: `gpu` when wgpu lists a hardware adapter
-/// (see [`hardware_adapter`]), else `cpu`; `TGRAG_GPU=1` / `TGRAG_GPU=0` force either.
+/// (see [`hardware_adapter`]), else `cpu`, never a software rasteriser; `TGRAG_GPU=0` forces `cpu`,
+/// and `TGRAG_GPU=1` cannot make `auto` take a software rasteriser either (see [`auto_choice`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum DeviceChoice {
@@ -30,12 +31,7 @@ impl DeviceChoice {
     /// `cpu` or `gpu` after resolving `auto`.
     pub fn resolved(self) -> Self {
         match self {
-            Self::Auto => match std::env::var("TGRAG_GPU").ok().as_deref() {
-                Some("1") => Self::Gpu,
-                Some("0") => Self::Cpu,
-                _ if hardware_adapter().is_some() => Self::Gpu,
-                _ => Self::Cpu,
-            },
+            Self::Auto => auto_choice(std::env::var("TGRAG_GPU").ok().as_deref(), hardware_adapter().is_some()),
             other => other,
         }
     }
@@ -69,6 +65,34 @@ impl DeviceChoice {
             Self::Auto => "auto",
         }
     }
+}
+
+/// What `auto` resolves to, given `TGRAG_GPU` and whether wgpu lists a hardware adapter: `cpu` when
+/// `TGRAG_GPU=0`; otherwise `gpu` exactly when there is a hardware adapter. `TGRAG_GPU=1` does not
+/// override that: a software rasteriser (llvmpipe, lavapipe) is slower than the CPU backend, so
+/// `auto` never takes one (`--device gpu` still does, on request).
+pub fn auto_choice(tgrag_gpu: Option<&str>, hardware: bool) -> DeviceChoice {
+    match tgrag_gpu {
+        Some("0") => DeviceChoice::Cpu,
+        _ if hardware => DeviceChoice::Gpu,
+        _ => DeviceChoice::Cpu,
+    }
+}
+
+/// Adapter names of software rasterisers, lower case: Mesa's llvmpipe, lavapipe and softpipe,
+/// Google's SwiftShader, Microsoft's WARP. Some drivers (OpenGL through Mesa, WARP) report these as
+/// "other" rather than as a CPU device, so the name decides too.
+const SOFTWARE_NAMES: &[&str] = &["llvmpipe", "lavapipe", "softpipe", "swiftshader", "microsoft basic render"];
+
+/// Whether an adapter is a software rasteriser: wgpu reports a CPU device, or its name is one.
+fn is_software(cpu_device: bool, name: &str) -> bool {
+    let name = name.to_lowercase();
+    cpu_device || SOFTWARE_NAMES.iter().any(|s| name.contains(s))
+}
+
+/// The first hardware adapter of `list` (never one of [`is_software`]'s).
+fn first_hardware(list: &[Adapter]) -> Option<&Adapter> {
+    list.iter().find(|a| a.kind != "software")
 }
 
 /// A graphics adapter wgpu lists.
@@ -114,6 +138,7 @@ fn adapters() -> &'static [Adapter] {
                     wgpu::DeviceType::Cpu => ("software", DeviceKind::Cpu),
                     wgpu::DeviceType::Other => ("other", DeviceKind::DefaultDevice),
                 };
+                let kind = if is_software(i.device_type == wgpu::DeviceType::Cpu, &i.name) { "software" } else { kind };
                 out.push(Adapter {
                     name: i.name.clone(),
                     driver: format!("{} {}", i.driver, i.driver_info).trim().to_string(),
@@ -129,7 +154,7 @@ fn adapters() -> &'static [Adapter] {
 
 /// The first hardware GPU wgpu lists (not a software rasteriser such as llvmpipe or lavapipe).
 pub fn hardware_adapter() -> Option<&'static Adapter> {
-    adapters().iter().find(|a| a.kind != "software")
+    first_hardware(adapters())
 }
 
 /// The first software adapter wgpu lists (Mesa's lavapipe or llvmpipe), where there is one.
@@ -165,5 +190,33 @@ mod tests {
             assert_eq!(DeviceChoice::Auto.resolved() == DeviceChoice::Gpu, hardware_adapter().is_some());
         }
         assert_eq!(DeviceChoice::Cpu.describe(), "cpu (burn flex)");
+    }
+
+    fn adapter(name: &str, kind: &'static str, device_kind: DeviceKind) -> Adapter {
+        Adapter { name: name.into(), driver: "Mesa 24.0".into(), kind, backend: "Vulkan".into(), device_kind }
+    }
+
+    #[test]
+    fn auto_never_chooses_a_software_rasteriser_even_with_tgrag_gpu_1() {
+        // Only a software rasteriser: `auto` stays on the CPU whatever TGRAG_GPU says.
+        for env in [None, Some("1"), Some("0"), Some("yes")] {
+            assert_eq!(auto_choice(env, false), DeviceChoice::Cpu, "TGRAG_GPU={env:?}, no hardware adapter");
+        }
+        // A hardware adapter: the GPU, unless TGRAG_GPU=0.
+        assert_eq!(auto_choice(None, true), DeviceChoice::Gpu);
+        assert_eq!(auto_choice(Some("1"), true), DeviceChoice::Gpu);
+        assert_eq!(auto_choice(Some("0"), true), DeviceChoice::Cpu);
+        // Software rasterisers are told by device type or by name (GL's llvmpipe may report "other").
+        assert!(is_software(true, "whatever"));
+        for name in ["llvmpipe (LLVM 17.0.6, 256 bits)", "lavapipe", "SwiftShader Device (Subzero)", "Microsoft Basic Render Driver"] {
+            assert!(is_software(false, name), "{name}");
+        }
+        assert!(!is_software(false, "NVIDIA H100 80GB HBM3"));
+        // The hardware adapter is the first that is not software, wherever it is listed.
+        let soft = adapter("llvmpipe (LLVM 17.0.6, 256 bits)", "software", DeviceKind::Cpu);
+        let gpu = adapter("NVIDIA H100", "discrete", DeviceKind::DiscreteGpu(0));
+        assert_eq!(first_hardware(&[soft.clone(), gpu.clone()]), Some(&gpu));
+        assert_eq!(first_hardware(std::slice::from_ref(&soft)), None);
+        assert_eq!(first_hardware(&[]), None);
     }
 }

@@ -259,6 +259,8 @@ pub fn train(
     cfg: &QaConfig,
     dev: &Device,
 ) -> Result<(GraphQa, Vec<QaEpoch>, u32)> {
+    const MODEL: &str = "graph QA model";
+    crate::train::check_lr(MODEL, cfg.lr)?;
     if train.is_empty() {
         return Err(ModelError::Internal("no training question".into()));
     }
@@ -289,7 +291,9 @@ pub fn train(
         }
         let valid = model.valid();
         let (val_loss, val_metric) = evaluate(&valid, val, dim, edge_dim, 64, &inner)?;
-        curve.push(QaEpoch { epoch: epoch as u32, train_loss: total / counted.max(1) as f64, val_loss, val_metric });
+        let train_loss = total / counted.max(1) as f64;
+        crate::train::check_losses(MODEL, cfg.seed, epoch, &[("training", train_loss), ("validation", val_loss)])?;
+        curve.push(QaEpoch { epoch: epoch as u32, train_loss, val_loss, val_metric });
         best.offer(val_metric, val_loss, epoch as u32, valid);
         if val_metric > best_metric {
             best_metric = val_metric;

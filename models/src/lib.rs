@@ -29,6 +29,8 @@ pub mod tagger;
 pub mod train;
 
 #[cfg(test)]
+mod divergence_tests;
+#[cfg(test)]
 mod gpu_tests;
 
 pub use device::DeviceChoice;

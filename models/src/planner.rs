@@ -356,6 +356,7 @@ pub fn train_planner(
     cfg: &PlannerConfig,
     dev: &Device,
 ) -> Result<(Planner, Vec<PlannerEpoch>, u32)> {
+    crate::train::check_lr("planner", cfg.lr)?;
     if train.targets.is_empty() {
         return Err(ModelError::Internal("no training sequences for the planner".into()));
     }
@@ -405,6 +406,7 @@ pub fn train_planner(
         // Mean weighted NLL per token of the epoch's mini-batches (as trained, before the step).
         let train_loss = loss_sum / w_sum.max(f64::MIN_POSITIVE);
         let val_loss = eval_loss(&valid, val, dev)?;
+        crate::train::check_losses("planner", cfg.seed, epoch, &[("training", train_loss), ("validation", val_loss)])?;
         let val_exact = exact_match(&valid, val, cfg.max_len, dev)?;
         curve.push(PlannerEpoch { epoch: epoch as u32, train_loss, val_loss, val_exact });
         best.offer(val_exact, val_loss, epoch as u32, valid);

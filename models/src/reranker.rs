@@ -193,6 +193,7 @@ pub fn train_reranker(
     cfg: &RerankerConfig,
     dev: &Device,
 ) -> Result<(Reranker, Vec<RerankerEpoch>, u32)> {
+    crate::train::check_lr("reranker", cfg.lr)?;
     let usable: Vec<&Group> =
         train.iter().filter(|g| g.positive.iter().any(|&p| p) && g.positive.iter().filter(|&&p| !p).count() >= cfg.negatives).collect();
     if usable.is_empty() {
@@ -229,9 +230,11 @@ pub fn train_reranker(
             let grads = GradientsParams::from_grads(loss.backward(), &model);
             model = optim.step(cfg.lr, model, grads);
         }
+        let train_loss = loss_sum / n_groups.max(1) as f64;
+        crate::train::check_losses("reranker", cfg.seed, epoch, &[("training", train_loss)])?;
         let valid = model.valid();
         let val_hit1 = hit1(&valid, val, feats, dev)?;
-        curve.push(RerankerEpoch { epoch: epoch as u32, train_loss: loss_sum / n_groups.max(1) as f64, val_hit1 });
+        curve.push(RerankerEpoch { epoch: epoch as u32, train_loss, val_hit1 });
         best.offer(val_hit1, 0.0, epoch as u32, valid);
     }
     let (model, epoch) = best.take()?;

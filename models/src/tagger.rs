@@ -295,6 +295,7 @@ pub fn train_tagger(
     cfg: &TaggerConfig,
     dev: &Device,
 ) -> Result<(Tagger, Vec<TaggerEpoch>, u32)> {
+    crate::train::check_lr("tagger", cfg.lr)?;
     if let Some(s) =
         train.sentences.iter().chain(&val.sentences).find(|s| s.words.len() != s.shapes.len() || s.labels.len() != s.words.len())
     {
@@ -340,9 +341,11 @@ pub fn train_tagger(
             let grads = GradientsParams::from_grads(loss.backward(), &model);
             model = optim.step(cfg.lr, model, grads);
         }
+        let train_loss = loss_sum / n.max(1) as f64;
+        crate::train::check_losses("tagger", cfg.seed, epoch, &[("training", train_loss)])?;
         let valid = model.valid();
         let val_f1 = label_f1(&valid.predict(&shape, val, dev)?, &gold);
-        curve.push(TaggerEpoch { epoch: epoch as u32, train_loss: loss_sum / n.max(1) as f64, val_f1 });
+        curve.push(TaggerEpoch { epoch: epoch as u32, train_loss, val_f1 });
         best.offer(val_f1, 0.0, epoch as u32, valid);
     }
     let (model, epoch) = best.take()?;

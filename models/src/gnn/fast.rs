@@ -402,6 +402,8 @@ pub fn train_node_classifier(kind: GnnKind, n: usize, g: &FastGraph, data: &Node
     if g.gcn.n != n {
         return Err(ModelError::Internal(format!("a graph of {} nodes for {n} nodes of features", g.gcn.n)));
     }
+    let model_name = format!("{} node classifier", kind.as_str());
+    crate::train::check_lr(&model_name, cfg.lr)?;
     let (d, h, c) = (data.dim, cfg.hidden, data.classes);
     let mut rng = Stream(cfg.seed ^ 0x6e63);
     let l1 = Layer::new(d, h, &mut rng);
@@ -461,6 +463,7 @@ pub fn train_node_classifier(kind: GnnKind, n: usize, g: &FastGraph, data: &Node
         let eval = m.eval(g, data.features, x_agg.as_deref(), n)?;
         let (val_loss, val_acc) = crate::gnn::node::loss_and_accuracy(&eval, c, data.labels, data.val);
         let (_, test_acc) = crate::gnn::node::loss_and_accuracy(&eval, c, data.labels, data.test);
+        crate::train::check_losses(&model_name, cfg.seed, epoch, &[("training", train_loss), ("validation", val_loss)])?;
         if stopper
             .stop_after(EpochRow { epoch: epoch as u32, train_loss, val_loss, val_metric: val_acc, test_metric: test_acc }, cfg.patience)
         {
@@ -580,6 +583,12 @@ fn sigmoid(z: f32) -> f32 {
     1.0 / (1.0 + (-z).exp())
 }
 
+/// log σ(z), stable: finite for every finite `z` (`sigmoid(z).ln()` is −inf below z ≈ −88, which
+/// would read as a diverged training).
+fn log_sigmoid(z: f32) -> f32 {
+    -((-z).max(0.0) + (-z.abs()).exp().ln_1p())
+}
+
 /// The same training as [`crate::gnn::train_link_predictor`], on host buffers.
 /// `g` is the graph of the message edges (`FastGraph::new(n, data.message)`), built once for every
 /// training on the same split.
@@ -597,6 +606,7 @@ pub fn train_link_predictor(n: usize, g: &FastGraph, data: &LinkPredData<'_>, cf
     if g.gcn.n != n {
         return Err(ModelError::Internal(format!("a graph of {} nodes for {n} nodes of features", g.gcn.n)));
     }
+    crate::train::check_lr("link predictor", cfg.lr)?;
     let mut rng = Stream(cfg.seed ^ 0x6c70);
     let hd = cfg.hidden;
     let mut net = LinkNet {
@@ -627,8 +637,8 @@ pub fn train_link_predictor(n: usize, g: &FastGraph, data: &LinkPredData<'_>, cf
         net.score(&enc.h, &neg, &mut negs)?;
         let (sp, sn) = (&pos.s, &negs.s);
         // loss = −mean log σ(pos) − mean log σ(−neg)
-        let lp: f32 = sp.iter().map(|&s| sigmoid(s).ln()).sum::<f32>() / m as f32;
-        let ln: f32 = sn.iter().map(|&s| sigmoid(-s).ln()).sum::<f32>() / m as f32;
+        let lp: f32 = sp.iter().map(|&s| log_sigmoid(s)).sum::<f32>() / m as f32;
+        let ln: f32 = sn.iter().map(|&s| log_sigmoid(-s)).sum::<f32>() / m as f32;
         let train_loss = f64::from(-(lp + ln));
         for l in [&mut net.e1, &mut net.e2, &mut net.p1, &mut net.p2] {
             l.zero_grad();
@@ -669,6 +679,7 @@ pub fn train_link_predictor(n: usize, g: &FastGraph, data: &LinkPredData<'_>, cf
             s.iter().map(|&z| softplus_neg(f64::from(if positive { z } else { -z }))).sum::<f64>() / s.len().max(1) as f64
         };
         let val_loss = bce(&scores[0], true) + bce(&scores[1], false);
+        crate::train::check_losses("link predictor", cfg.seed, epoch, &[("training", train_loss), ("validation", val_loss)])?;
         let row = EpochRow {
             epoch: epoch as u32,
             train_loss,

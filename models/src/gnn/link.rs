@@ -92,6 +92,7 @@ pub fn train_link_predictor(n: usize, data: &LinkPredData<'_>, cfg: &LinkPredCon
     if data.message.is_empty() || n < 2 {
         return Err(ModelError::Internal("no training edges".into()));
     }
+    crate::train::check_lr("link predictor", cfg.lr)?;
     let dev = dev.clone().autodiff();
     let mut rng = Stream(cfg.seed ^ 0x6c70);
     let g = GraphOps::new(n, data.message, &dev);
@@ -142,6 +143,7 @@ pub fn train_link_predictor(n: usize, data: &LinkPredData<'_>, cfg: &LinkPredCon
         let val_loss = bce(&scores[0], true) + bce(&scores[1], false);
         let val_hits = hits_at_k(&scores[0], &scores[1], cfg.hits_k);
         let test_hits = hits_at_k(&scores[2], &scores[3], cfg.hits_k);
+        crate::train::check_losses("link predictor", cfg.seed, epoch, &[("training", train_loss), ("validation", val_loss)])?;
         let row = EpochRow { epoch: epoch as u32, train_loss, val_loss, val_metric: val_hits, test_metric: test_hits };
         if stopper.stop_after(row, cfg.patience) {
             break;

@@ -133,6 +133,8 @@ pub fn train_node_classifier(
         )));
     }
     check_nodes(n, data)?;
+    let model_name = format!("{} node classifier", kind.as_str());
+    crate::train::check_lr(&model_name, cfg.lr)?;
     let dev = dev.clone().autodiff();
     let mut rng = Stream(cfg.seed ^ 0x6e63);
     let g = GraphOps::new(n, edges, &dev);
@@ -159,6 +161,7 @@ pub fn train_node_classifier(
         let eval = floats(model.valid().forward(kind, &g.valid(), x.clone().inner(), None))?;
         let (val_loss, val_acc) = loss_and_accuracy(&eval, data.classes, data.labels, data.val);
         let (_, test_acc) = loss_and_accuracy(&eval, data.classes, data.labels, data.test);
+        crate::train::check_losses(&model_name, cfg.seed, epoch, &[("training", train_loss), ("validation", val_loss)])?;
         let row = EpochRow { epoch: epoch as u32, train_loss, val_loss, val_metric: val_acc, test_metric: test_acc };
         if stopper.stop_after(row, cfg.patience) {
             break;

@@ -294,6 +294,8 @@ pub fn train_top(
     dev: &Device,
     on_batch: &dyn Fn(usize),
 ) -> Result<(TopLayers, TopShape, Vec<TuneEpoch>, u32)> {
+    const MODEL: &str = "MiniLM top layers";
+    crate::train::check_lr(MODEL, cfg.lr)?;
     let shape = bert.top_shape(cfg.layers, classes);
     if train.0.is_empty() || train.0.len() != train.1.len() || val.0.len() != val.1.len() {
         return Err(ModelError::Internal("encoder tuning: states and labels differ in number (or none to train on)".into()));
@@ -335,7 +337,9 @@ pub fn train_top(
         }
         let valid = model.valid();
         let (val_loss, val_accuracy) = if val.0.is_empty() { (0.0, 0.0) } else { evaluate(&valid, &shape, val.0, val.1, 64, dev)? };
-        curve.push(TuneEpoch { epoch: epoch as u32, train_loss: loss_sum / n as f64, val_loss, val_accuracy });
+        let train_loss = loss_sum / n as f64;
+        crate::train::check_losses(MODEL, cfg.seed, epoch, &[("training", train_loss), ("validation", val_loss)])?;
+        curve.push(TuneEpoch { epoch: epoch as u32, train_loss, val_loss, val_accuracy });
         // Without validation rows every epoch ties; the later one wins on the tie-break.
         best.offer(val_accuracy, if val.0.is_empty() { -(epoch as f64) } else { val_loss }, epoch as u32, valid);
     }
