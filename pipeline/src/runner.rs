@@ -468,6 +468,33 @@ mod tests {
     }
 
     #[test]
+    fn a_manifest_naming_anything_but_plain_files_of_its_folder_is_invalid() {
+        for ok in ["run.parquet", "report.md", "plot-1.png"] {
+            assert!(output_name_ok(ok), "{ok}");
+        }
+        for bad in ["", ".", "..", "../x", "/etc/passwd", "a/b", "a\\b", ".hidden", MANIFEST, "x\u{0}y", "new\nline"] {
+            assert!(!output_name_ok(bad), "{bad:?}");
+        }
+        let d = tempfile::tempdir().expect("tmp");
+        let dir = d.path().join("stage");
+        std::fs::create_dir_all(&dir).expect("dir");
+        let cfg = serde_json::json!({});
+        manifest(&dir, "c", &cfg, &BTreeMap::new(), &[("run.parquet", b"rows")]);
+        assert!(read_manifest(&dir).is_some());
+        // A listed output that is a link (to a file outside) makes the manifest invalid.
+        std::fs::write(d.path().join("outside"), b"rows").expect("outside");
+        std::fs::remove_file(dir.join("run.parquet")).expect("rm");
+        std::os::unix::fs::symlink(d.path().join("outside"), dir.join("run.parquet")).expect("link");
+        assert!(read_manifest(&dir).is_none());
+        // So does a listed name with a `..`.
+        std::fs::remove_file(dir.join("run.parquet")).expect("rm");
+        let text = std::fs::read_to_string(dir.join(MANIFEST)).expect("m").replace("\"run.parquet\"", "\"../outside\"");
+        std::fs::write(dir.join(MANIFEST), text).expect("tamper");
+        assert!(read_manifest(&dir).is_none());
+        assert!(matches!(decide(&dir, "fp", "c", &cfg, &BTreeMap::new(), false), Decision::Run(_)));
+    }
+
+    #[test]
     fn metrics_depends_on_every_stage_that_writes_a_run() {
         let all = tgrag_stages::all();
         let metrics = all.iter().find(|s| s.info().name == "metrics").expect("metrics");

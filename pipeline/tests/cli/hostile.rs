@@ -521,3 +521,67 @@ fn a_data_folder_never_leads_the_run_outside_it() {
     let again = ok(tgrag(&inner, &["run", "--dataset", "mine", "--data-dir", s(data.path()), "--stages", "ingest"]));
     assert!(again.contains("up to date"), "{again}");
 }
+
+#[test]
+fn pcst_names_file_and_row_for_every_bad_value_and_commits_its_two_files_together() {
+    use arrow::array::UInt64Array;
+    let d = tempfile::tempdir().expect("tmp");
+    let o = d.path();
+    let f64s = |v: &[f64]| Arc::new(Float64Array::from(v.to_vec())) as ArrayRef;
+    let i64s = |v: &[i64]| Arc::new(Int64Array::from(v.to_vec())) as ArrayRef;
+    let nodes = |path: &str, node: ArrayRef, prize: &[f64]| {
+        write(&o.join(path), vec![("instance_id", i64s(&vec![3; prize.len()])), ("node", node), ("prize", f64s(prize))])
+    };
+    let edges = |path: &str, src: &[i64], dst: &[i64], cost: &[f64]| {
+        let idx: Vec<i64> = (0..src.len() as i64).collect();
+        write(
+            &o.join(path),
+            vec![
+                ("instance_id", i64s(&vec![3; src.len()])),
+                ("edge_index", i64s(&idx)),
+                ("src", i64s(src)),
+                ("dst", i64s(dst)),
+                ("cost", f64s(cost)),
+            ],
+        )
+    };
+    let good_n = nodes("n.parquet", i64s(&[0, 1, 2]), &[1.0, 0.0, 2.0]);
+    let good_e = edges("e.parquet", &[0, 1], &[1, 2], &[0.5, 0.5]);
+    let out = o.join("out");
+    let pcst = |n: &Path, e: &Path| tgrag(o, &["pcst", "--nodes", s(n), "--edges", s(e), "--out", s(&out)]);
+    // A uint64 id above 2^63 is out of range, not "missing".
+    let big = nodes("big.parquet", Arc::new(UInt64Array::from(vec![0, 1, u64::MAX])), &[1.0, 1.0, 1.0]);
+    refused(&pcst(&big, &good_e), &["big.parquet", "row 2", "`node`", "18446744073709551615 is out of range"], Some(&out));
+    let neg = nodes("neg.parquet", i64s(&[0, 1, 2]), &[1.0, 0.0, -0.5]);
+    refused(&pcst(&neg, &good_e), &["neg.parquet: row 2, column `prize`: -0.5 is negative"], Some(&out));
+    let neg_cost = edges("negc.parquet", &[0, 1], &[1, 2], &[0.5, -1.0]);
+    refused(&pcst(&good_n, &neg_cost), &["negc.parquet: row 1, column `cost`: -1 is negative"], Some(&out));
+    let far = edges("far.parquet", &[0, 1], &[1, 7], &[0.5, 0.5]);
+    refused(&pcst(&good_n, &far), &["far.parquet: row 1, column `dst`: node 7 is not a node of instance 3 (it has 3 nodes"], Some(&out));
+    // Two outputs commit together: on a disk with room for one new file only, the old pair stays.
+    ok(pcst(&good_n, &good_e));
+    let probe = std::process::Command::new("unshare").args(["-rm", "true"]).output();
+    if !probe.is_ok_and(|p| p.status.success()) {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true: `unshare -rm` (util-linux) is needed");
+        eprintln!("skipped the full-disk half: `unshare -rm` is not available here");
+        return;
+    }
+    let disk = o.join("disk");
+    std::fs::create_dir_all(&disk).expect("mount point");
+    // 16 pages: the old pair (2), the lock (1), room for one temporary (1), the filler (12).
+    let script = r#"mount -t tmpfs -o size=64k tmpfs "$1" && cp "$2"/vertices.parquet "$2"/edges.parquet "$1"/ &&
+        head -c 49152 /dev/zero > "$1/fill" && before=$(cat "$1"/*.parquet | sha256sum) && shift 2 && "$@"; rc=$?;
+        echo "same: $([ "$before" = "$(cat "$DISK"/*.parquet | sha256sum)" ] && echo yes || echo no)" >&2;
+        echo "left: $(ls -A "$DISK" | tr '\n' ' ')" >&2; exit $rc"#;
+    let r = std::process::Command::new("unshare")
+        .args(["-rm", "sh", "-c", script, "sh", s(&disk), s(&out), env!("CARGO_BIN_EXE_tgrag"), "--outputs", s(o), "--quiet", "pcst"])
+        .args(["--nodes", s(&good_n), "--edges", s(&good_e), "--out", s(&disk)])
+        .env("DISK", &disk)
+        .output()
+        .expect("unshare");
+    refused(&r, &["no space left on device"], None);
+    let err = stderr(&r);
+    assert!(err.contains("same: yes"), "the old vertices/edges pair must be untouched: {err}");
+    let left = err.lines().find_map(|l| l.strip_prefix("left: ")).unwrap_or_else(|| panic!("no listing: {err}"));
+    assert!(left.split_whitespace().all(|f| !f.ends_with(".tmp")), "temporaries left: {left}");
+}
