@@ -116,9 +116,19 @@ pub fn conform(spec: &TableSpec, file: &Path, raw: &RecordBatch) -> Result<Recor
         .map_err(|e| SchemaError::arrow(format!("{}: conforming to table `{}`", file.display(), spec.name), e))
 }
 
+/// The key of `scores` (its declaration's "one row per …"): every evaluation's results are unique on
+/// it by construction (seed lists are checked for repeats before any stage runs), so a repeated key
+/// when the table is written is a bug in the stage that wrote it.
+pub const SCORES_KEY: &[&str] = &["dataset", "stage", "method", "split", "group", "metric", "seed"];
+
+/// The key a written table must be unique on, where it declares one.
+fn written_key(spec: &TableSpec) -> Option<&'static [&'static str]> {
+    (spec.name == tables::SCORES.name).then_some(SCORES_KEY)
+}
+
 /// Checks a batch a stage is about to write against its table: the spec's columns in order, each of
-/// its type (any width for embeddings), no nulls in required columns. Field nullability flags and
-/// metadata are not compared (they are not part of the contract).
+/// its type (any width for embeddings), no nulls in required columns, unique keys ([`SCORES_KEY`]).
+/// Field nullability flags and metadata are not compared (they are not part of the contract).
 pub fn check_written(spec: &TableSpec, batch: &RecordBatch) -> Result<()> {
     let schema = batch.schema();
     let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
@@ -146,6 +156,9 @@ pub fn check_written(spec: &TableSpec, batch: &RecordBatch) -> Result<()> {
             let allowed = c.values.unwrap_or_default().join(", ");
             return Err(SchemaError::violation(here, spec.name, Some(row), Some(c.name), format!("`{v}` is not one of: {allowed}")));
         }
+    }
+    if let Some(key) = written_key(spec) {
+        check_unique_key(here, spec.name, batch, key)?;
     }
     Ok(())
 }
@@ -518,6 +531,37 @@ mod tests {
         let null_rel: ArrayRef = Arc::new(StringArray::from(vec![Some("r"), None]));
         let nulls = batch(vec![("src", u(&[0, 1])), ("dst", u(&[1, 0])), ("relation", null_rel)]);
         assert_eq!(violation(check_written(spec, &nulls).expect_err("null")).row, Some(1));
+    }
+
+    #[test]
+    fn written_scores_are_unique_on_their_key_the_seed_included() {
+        let spec = &tables::SCORES;
+        let scores = |seeds: &[Option<u64>]| {
+            let n = seeds.len();
+            let text = |v: &str| -> ArrayRef { Arc::new(StringArray::from(vec![v; n])) };
+            let seed: ArrayRef = Arc::new(arrow::array::UInt64Array::from(seeds.to_vec()));
+            batch(vec![
+                ("dataset", text("d")),
+                ("stage", text("toporag")),
+                ("method", text("topo")),
+                ("split", text("test")),
+                ("group", text("model=gcn")),
+                ("metric", text("accuracy")),
+                ("value", Arc::new(Float64Array::from(vec![0.5; n]))),
+                ("n", Arc::new(arrow::array::UInt64Array::from(vec![10u64; n]))),
+                ("seed", seed),
+            ])
+        };
+        // One row per seed and the mean (seed null): unique.
+        assert!(check_written(spec, &scores(&[Some(0), Some(1), None])).is_ok());
+        // The same seed twice (`gnn_seeds=[0,0]` before seed lists were checked), or two means.
+        for (seeds, row) in [(vec![Some(0), Some(1), Some(0)], 2), (vec![None, Some(0), None], 2)] {
+            let e = check_written(spec, &scores(&seeds)).expect_err("duplicate key");
+            let v = violation(e);
+            assert_eq!(v.row, Some(row));
+            assert!(v.message.contains("duplicate (dataset, stage, method, split, group, metric, seed)"), "{}", v.message);
+            assert!(v.message.contains("(first at row 0)"), "{}", v.message);
+        }
     }
 
     #[test]
