@@ -38,6 +38,10 @@ pub enum DatasetError {
     /// Downloading from the Hugging Face hub failed.
     #[error("download of {repo}/{file} failed: {reason}")]
     Download { repo: String, file: String, reason: String },
+    /// A path that must be a regular file is something else (`what`: a directory, a FIFO, a dangling
+    /// symbolic link, ...); never opened, so that a FIFO cannot block the reader.
+    #[error("{path}: is {what}, not a regular file")]
+    NotRegular { path: PathBuf, what: String },
     /// Reading a file or folder failed.
     #[error("{path}: {source}")]
     Io {

@@ -3,7 +3,9 @@
 //! ([`crate::raw`]: strict UTF-8, `"` quoting, fields across lines) with every column as text, then
 //! converted to the canonical types by [`tgrag_schemas::validate::conform`], so that a bad value is
 //! reported with its file, data row (0-based, header excluded) and column; bad bytes and an
-//! unclosed quote are reported with their line (1-based) and byte.
+//! unclosed quote are reported with their line (1-based) and byte. CSV/TSV files are read as streams
+//! with a bounded record length ([`crate::raw::read_records`]); a table file that is not a regular
+//! file (a folder, a FIFO, a dangling link) is named for what it is, never opened.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -12,15 +14,14 @@ use arrow::array::{ArrayRef, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use tgrag_schemas::{SchemaError, io, validate};
 
-use crate::raw::{parse_delimited, read_utf8};
+use crate::raw::{check_regular, missing_column, read_records};
 use crate::{DatasetError, DatasetTables, INPUT_TABLES, LoadedTable, Result};
 
 /// Reads a CSV (`sep = b','`) or TSV (`sep = b'\t'`) file with a header into an all-utf8 batch.
 /// Empty fields, and fields missing at the end of a short row, are nulls (a required column then
 /// says "missing value" at that row); a row with more fields than the header is an error.
 pub fn read_delimited(path: &Path, sep: u8) -> Result<RecordBatch> {
-    let text = read_utf8(path)?;
-    let mut records = parse_delimited(&text, path, char::from(sep))?;
+    let mut records = read_records(path, sep)?;
     if records.is_empty() {
         return Err(DatasetError::malformed(path, "line 1", "empty file: expected a header line"));
     }
@@ -54,8 +55,13 @@ pub fn load(dir: &Path) -> Result<DatasetTables> {
     let mut out = DatasetTables::default();
     for spec in INPUT_TABLES {
         let candidates = [("parquet", 0u8), ("csv", b','), ("tsv", b'\t')];
-        let found: Vec<_> =
-            candidates.iter().map(|&(ext, sep)| (dir.join(format!("{}.{ext}", spec.name)), sep)).filter(|(p, _)| p.is_file()).collect();
+        // Anything by the name counts (a dangling link too): what is not a regular file is an error
+        // naming it, not a missing table.
+        let found: Vec<_> = candidates
+            .iter()
+            .map(|&(ext, sep)| (dir.join(format!("{}.{ext}", spec.name)), sep))
+            .filter(|(p, _)| std::fs::symlink_metadata(p).is_ok())
+            .collect();
         let Some((path, sep)) = found.first().cloned() else { continue };
         if found.len() > 1 {
             return Err(DatasetError::Config(format!(
@@ -65,7 +71,14 @@ pub fn load(dir: &Path) -> Result<DatasetTables> {
                 found.len()
             )));
         }
+        check_regular(&path)?;
         let raw = if sep == 0 { io::read_parquet(&path)? } else { read_delimited(&path, sep)? };
+        // Required columns are checked here so that the error quotes the header within bounds.
+        let schema = raw.schema();
+        let header: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+        if let Some(c) = spec.columns.iter().find(|c| !c.nullable && !header.iter().any(|h| h == c.name)) {
+            return Err(missing_column(&path, c.name, &header));
+        }
         let batch = validate::conform(spec, &path, &raw)?;
         out.tables.push(LoadedTable { spec, source: path, batch });
     }

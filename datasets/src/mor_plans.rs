@@ -70,10 +70,10 @@ pub fn parse_arrow_path(s: &str) -> std::result::Result<Metapath, String> {
         };
         let ty = ty.trim();
         if ty.is_empty() {
-            return Err(format!("empty node type in `{s}`"));
+            return Err(format!("empty node type in `{}`", crate::raw::quote(s)));
         }
         if !ty.chars().all(|c| c.is_alphanumeric() || " _/".contains(c)) {
-            return Err(format!("`{ty}` in `{s}` is not a node type"));
+            return Err(format!("`{}` in `{}` is not a node type", crate::raw::quote(ty), crate::raw::quote(s)));
         }
         types.push(ty.to_string());
         match after {
@@ -117,7 +117,7 @@ pub fn parse_plan(v: &Value, known_types: Option<&[&str]>) -> std::result::Resul
     if let Some(known) = known_types {
         for p in &metapaths {
             if let Some(t) = p.types.iter().find(|t| !known.contains(&t.as_str())) {
-                return Err(format!("node type `{t}` is not a type of this KB"));
+                return Err(format!("node type `{}` is not a type of this KB", crate::raw::quote(t)));
             }
         }
     }

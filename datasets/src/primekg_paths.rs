@@ -57,7 +57,7 @@ impl Pathways {
                 return Err(DatasetError::malformed(
                     &np,
                     format!("row {r}, column node_type"),
-                    format!("node {idx} is `{}` here and `{}` before", row[ct], node.node_type),
+                    format!("node {idx} is `{}` here and `{}` before", crate::raw::quote(&row[ct]), crate::raw::quote(&node.node_type)),
                 ));
             }
             if !node.names.contains(&row[cn]) {

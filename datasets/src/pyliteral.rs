@@ -11,7 +11,11 @@ pub fn python_literal(s: &str) -> std::result::Result<Value, String> {
     let v = p.value()?;
     p.ws();
     if p.i != p.s.len() {
-        return Err(format!("unexpected text at byte {}: `{}`", p.i, &s[p.i..s.len().min(p.i + 20)]));
+        return Err(format!(
+            "unexpected text at byte {}: `{}`",
+            p.i,
+            crate::raw::quote(&s.get(p.i..).unwrap_or_default().chars().take(20).collect::<String>())
+        ));
     }
     Ok(v)
 }
@@ -99,7 +103,7 @@ impl Lit<'_> {
                         } else if let Ok(f) = tok.parse::<f64>() {
                             Ok(serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number))
                         } else {
-                            Err(format!("`{tok}` at byte {start} is not a literal"))
+                            Err(format!("`{}` at byte {start} is not a literal", crate::raw::quote(tok)))
                         }
                     }
                 }

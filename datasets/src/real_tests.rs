@@ -107,7 +107,7 @@ fn enron_headers_dates_and_malformed_rows() -> TestResult {
     assert!(at.starts_with("line "), "{at}");
     let p = write(tmp.path(), "emails3.csv", b"file,msg\na,b\n")?;
     let (_, at, reason) = malformed_at(read_csv(&p).err().ok_or("accepted a wrong header")?)?;
-    assert_eq!((at.as_str(), reason.as_str()), ("header", "missing column `message`"));
+    assert_eq!((at.as_str(), reason.as_str()), ("header", "missing column `message` (the header is `file,msg`)"));
     Ok(())
 }
 

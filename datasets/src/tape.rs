@@ -61,13 +61,25 @@ pub fn read_texts(path: &Path) -> Result<Vec<Paper>> {
         let line = 3 * r + 1;
         let key = rec[0].trim();
         if key.is_empty() || key.contains(char::is_whitespace) {
-            return Err(DatasetError::malformed(path, format!("line {line}"), format!("`{key}` is not a paper id (record {r})")));
+            return Err(DatasetError::malformed(
+                path,
+                format!("line {line}"),
+                format!("`{}` is not a paper id (record {r})", crate::raw::quote(key)),
+            ));
         }
         if rec[2].trim().is_empty() {
-            return Err(DatasetError::malformed(path, format!("line {}", line + 2), format!("record {r} ({key}) has no label")));
+            return Err(DatasetError::malformed(
+                path,
+                format!("line {}", line + 2),
+                format!("record {r} ({}) has no label", crate::raw::quote(key)),
+            ));
         }
         if let Some(prev) = seen.insert(key.to_string(), r) {
-            return Err(DatasetError::malformed(path, format!("line {line}"), format!("paper id `{key}` repeats record {prev}")));
+            return Err(DatasetError::malformed(
+                path,
+                format!("line {line}"),
+                format!("paper id `{}` repeats record {prev}", crate::raw::quote(key)),
+            ));
         }
         papers.push(Paper { key: key.to_string(), text: rec[1].to_string(), label: rec[2].trim().to_string() });
     }

@@ -53,7 +53,7 @@ pub fn textualize(graph: &str, path: &Path, at: &str) -> Result<TextGraph> {
             return Err(DatasetError::malformed(
                 path,
                 format!("{at}, column graph"),
-                format!("`({triple})` has {} `;`-separated parts, not 3", parts.len()),
+                format!("`({})` has {} `;`-separated parts, not 3", crate::raw::quote(triple), parts.len()),
             ));
         };
         let (h, r, t) = (h.to_lowercase(), r.to_lowercase(), t.to_lowercase());
@@ -71,13 +71,17 @@ fn check_label(label: &str, path: &Path, at: &str) -> Result<()> {
     if label == "support" || label == "counter" {
         Ok(())
     } else {
-        Err(DatasetError::malformed(path, format!("{at}, column label"), format!("`{label}` is neither `support` nor `counter`")))
+        Err(DatasetError::malformed(
+            path,
+            format!("{at}, column label"),
+            format!("`{}` is neither `support` nor `counter`", crate::raw::quote(label)),
+        ))
     }
 }
 
 /// G-Retriever's `train_dev.tsv`.
 pub fn read_gretriever_tsv(path: &Path) -> Result<Vec<Row>> {
-    let csv = Csv::read_sep(path, '\t')?;
+    let csv = Csv::read_sep(path, b'\t')?;
     let (a1, a2, l, g) = (csv.col("arg1")?, csv.col("arg2")?, csv.col("label")?, csv.col("graph")?);
     let mut rows = Vec::with_capacity(csv.rows.len());
     for (i, r) in csv.rows.iter().enumerate() {
@@ -123,6 +127,8 @@ fn item(row: &Row, split: &'static str, path: &Path, at: &str) -> Result<GraphQa
         split,
         task: "explagraphs",
         graph,
+        source: path.to_path_buf(),
+        at: at.to_string(),
     })
 }
 

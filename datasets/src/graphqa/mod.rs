@@ -53,6 +53,10 @@ pub struct GraphQaItem {
     /// The benchmark (`explagraphs`, `scenegraphs`, `webqsp`): it decides how answers are scored.
     pub task: &'static str,
     pub graph: TextGraph,
+    /// The input file and the place in it (`row 3`, `question 17`, `image 2`) that made this item, named
+    /// by errors about it.
+    pub source: PathBuf,
+    pub at: String,
 }
 
 /// `graph_nodes`, `graph_edges` and `qa` for items (graph id = position); `source` names the file the
@@ -62,6 +66,15 @@ pub fn to_tables(items: &[GraphQaItem], source: &Path) -> Result<DatasetTables> 
     let (mut ng, mut ni, mut nt) = (Vec::new(), Vec::new(), Vec::new());
     let (mut eg, mut es, mut ed, mut et) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (g, it) in items.iter().enumerate() {
+        // A question without a graph: every GraphQA method needs one. Named by its input, not by the
+        // `qa` table it would otherwise break.
+        if it.graph.nodes.is_empty() {
+            return Err(DatasetError::malformed(
+                &it.source,
+                &it.at,
+                "the question's graph is empty (no nodes): a GraphQA question needs a graph",
+            ));
+        }
         for (i, n) in it.graph.nodes.iter().enumerate() {
             ng.push(g as u32);
             ni.push(i as u32);
@@ -98,11 +111,25 @@ pub fn random_splits(n: usize, seed: u64) -> Vec<&'static str> {
 }
 
 /// G-Retriever's split files `split/{train,val,test}_indices.txt` (one index per line), when present:
-/// the split of each of `n` items. Every item must be in exactly one file.
+/// the split of each of `n` items. Every item must be in exactly one file. All three files or none:
+/// some but not all is an error naming the missing ones (never a silent random split).
 pub fn read_split_files(dir: &Path, n: usize) -> Result<Option<Vec<&'static str>>> {
     let names = [("train", "train_indices.txt"), ("val", "val_indices.txt"), ("test", "test_indices.txt")];
-    if !names.iter().all(|(_, f)| dir.join("split").join(f).is_file()) {
+    let present = |f: &str| std::fs::symlink_metadata(dir.join("split").join(f)).is_ok();
+    let missing: Vec<&str> = names.iter().map(|&(_, f)| f).filter(|f| !present(f)).collect();
+    if missing.len() == names.len() {
         return Ok(None);
+    }
+    if let Some(first) = missing.first() {
+        return Err(DatasetError::malformed(
+            dir.join("split").join(first),
+            "split files",
+            format!(
+                "missing, while {} {} here: give all three of train_indices.txt, val_indices.txt and test_indices.txt, or none (then the split is a seeded 60/20/20)",
+                names.iter().map(|&(_, f)| f).filter(|f| present(f)).collect::<Vec<_>>().join(" and "),
+                if names.len() - missing.len() == 1 { "is" } else { "are" },
+            ),
+        ));
     }
     let mut out: Vec<Option<&'static str>> = vec![None; n];
     for (split, f) in names {
@@ -114,7 +141,8 @@ pub fn read_split_files(dir: &Path, n: usize) -> Result<Option<Vec<&'static str>
                 continue;
             }
             let at = format!("line {}", ln + 1);
-            let i: usize = l.parse().map_err(|e| DatasetError::malformed(&p, &at, format!("`{l}` is not an index: {e}")))?;
+            let i: usize =
+                l.parse().map_err(|e| DatasetError::malformed(&p, &at, format!("`{}` is not an index: {e}", crate::raw::quote(l))))?;
             let slot = out
                 .get_mut(i)
                 .ok_or_else(|| DatasetError::malformed(&p, &at, format!("index {i} is out of range (there are {n} items)")))?;

@@ -261,3 +261,114 @@ fn webqsp_malformed_and_rog_subgraphs() -> TestResult {
     assert_eq!((items[0].answer.as_str(), items[0].split), ("kansas city", "test"));
     Ok(())
 }
+
+#[test]
+fn partial_split_files_name_the_missing_one() -> TestResult {
+    let tmp = tempfile::tempdir()?;
+    assert_eq!(read_split_files(tmp.path(), 4)?, None, "no split file: the seeded split");
+    write(tmp.path(), "split/train_indices.txt", b"0\n2\n")?;
+    write(tmp.path(), "split/test_indices.txt", b"1\n3\n")?;
+    let (path, at, reason) = malformed_at(read_split_files(tmp.path(), 4).err().ok_or("two of three split files accepted")?)?;
+    assert_eq!(path, tmp.path().join("split/val_indices.txt"));
+    assert_eq!(at, "split files");
+    assert!(reason.starts_with("missing, while train_indices.txt and test_indices.txt are here"), "{reason}");
+    Ok(())
+}
+
+#[test]
+fn scene_graphs_keep_the_last_of_repeated_ids_and_the_digits_of_big_integers() -> TestResult {
+    let tmp = tempfile::tempdir()?;
+    // Python: json.loads('{"a": 1, "b": 2, "a": 3}') == {'a': 3, 'b': 2}: the first place, the last value.
+    let scene = r#"{"1": {"objects": {
+      "a": {"name": "first", "x": 1, "y": 2, "w": 3, "h": 4, "relations": [{"name": "near", "object": "b"}]},
+      "b": {"name": "bench", "x": 123456789012345678901234567890, "y": -98765432109876543210, "w": 18446744073709551615, "h": 2.50},
+      "a": {"name": "man", "x": 5, "y": 6, "w": 7, "h": 8, "attributes": ["say \"123456789012345678901234567890\""]}}}}"#;
+    write(tmp.path(), "val_sceneGraphs.json", scene.as_bytes())?;
+    write(tmp.path(), "val_balanced_questions.json", br#"{"q": {"imageId": "1", "question": "?", "answer": "man"}}"#)?;
+    let items = scenegraphs::load_dir(tmp.path(), 1)?;
+    let g = &items[0].graph;
+    assert_eq!(
+        g.nodes,
+        [
+            "name: man; attribute: say \"123456789012345678901234567890\"; (x,y,w,h): (5, 6, 7, 8)",
+            "name: bench; (x,y,w,h): (123456789012345678901234567890, -98765432109876543210, 18446744073709551615, 2.5)",
+        ]
+    );
+    // The first `a`'s relation went with it.
+    assert!(g.edges.is_empty(), "{:?}", g.edges);
+    // A coordinate given as a string is still refused.
+    write(tmp.path(), "val_sceneGraphs.json", br#"{"1": {"objects": {"a": {"name": "m", "x": "1", "y": 2, "w": 3, "h": 4}}}}"#)?;
+    let (_, at, reason) = malformed_at(scenegraphs::load_dir(tmp.path(), 1).err().ok_or("a string coordinate accepted")?)?;
+    assert!(at.starts_with("line 1") && reason.contains("expected a number"), "{at}: {reason}");
+    Ok(())
+}
+
+#[test]
+fn an_empty_graph_is_named_by_its_input_file_and_place() -> TestResult {
+    let tmp = tempfile::tempdir()?;
+    let sg = write(tmp.path(), "val_sceneGraphs.json", br#"{"1": {"objects": {}}}"#)?;
+    let qs = write(tmp.path(), "val_balanced_questions.json", br#"{"q7": {"imageId": "1", "question": "?", "answer": "man"}}"#)?;
+    let items = scenegraphs::load_dir(tmp.path(), 1)?;
+    let (path, at, reason) = malformed_at(to_tables(&items, tmp.path()).err().ok_or("an empty graph accepted")?)?;
+    assert_eq!(path, sg);
+    assert_eq!(at, format!("image 1 (of question q7 in {})", qs.display()));
+    assert!(reason.contains("graph is empty"), "{reason}");
+    Ok(())
+}
+
+type Triple<'a> = Option<Vec<Option<&'a str>>>;
+
+/// A RoG Parquet file of rows `(question, answers, triples)`, `None` for a null.
+fn rog_file(dir: &Path, rows: &[(Option<&str>, Option<Vec<Option<&str>>>, Option<Vec<Triple<'_>>>)]) -> TestResult<std::path::PathBuf> {
+    use arrow::array::{ListBuilder, StringBuilder};
+    let mut ans = ListBuilder::new(StringBuilder::new());
+    let mut graph = ListBuilder::new(ListBuilder::new(StringBuilder::new()));
+    for (_, a, triples) in rows {
+        for x in a.iter().flatten() {
+            ans.values().append_option(*x);
+        }
+        ans.append(a.is_some());
+        for t in triples.iter().flatten() {
+            for x in t.iter().flatten() {
+                graph.values().values().append_option(*x);
+            }
+            graph.values().append(t.is_some());
+        }
+        graph.append(triples.is_some());
+    }
+    let batch = arrow::record_batch::RecordBatch::try_from_iter([
+        ("question", Arc::new(arrow::array::StringArray::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())) as arrow::array::ArrayRef),
+        ("answer", Arc::new(ans.finish())),
+        ("graph", Arc::new(graph.finish())),
+    ])?;
+    let p = dir.join("test-00000-of-00001.parquet");
+    tgrag_schemas::io::write_parquet_atomic(&p, &batch)?;
+    Ok(p)
+}
+
+#[test]
+fn rog_nulls_are_errors_naming_row_and_column() -> TestResult {
+    let tmp = tempfile::tempdir()?;
+    let t = |h: Option<&'static str>| Some(vec![h, Some("r"), Some("t")]);
+    let ok = (Some("q?"), Some(vec![Some("a")]), Some(vec![t(Some("h"))]));
+    let cases: Vec<(_, &str)> = vec![
+        ((None, Some(vec![Some("a")]), Some(vec![t(Some("h"))])), "row 1, column question"),
+        ((Some("q?"), None, Some(vec![t(Some("h"))])), "row 1, column answer"),
+        ((Some("q?"), Some(vec![Some("a"), None]), Some(vec![t(Some("h"))])), "row 1, column answer, item 1"),
+        ((Some("q?"), Some(vec![Some("a")]), None), "row 1, column graph"),
+        ((Some("q?"), Some(vec![Some("a")]), Some(vec![t(Some("h")), None])), "row 1, column graph, triple 1"),
+        ((Some("q?"), Some(vec![Some("a")]), Some(vec![t(Some("h")), t(None)])), "row 1, column graph, triple 1, item 0"),
+    ];
+    for (bad, want) in cases {
+        let p = rog_file(tmp.path(), &[ok.clone(), bad])?;
+        let (path, at, reason) = malformed_at(webqsp::load_rog_dir(tmp.path()).err().ok_or(format!("null accepted at {want}"))?)?;
+        assert_eq!((path, at.as_str()), (p, want));
+        assert!(reason.starts_with("null where"), "{reason}");
+    }
+    // An empty triple list is a question without a graph: named by file and row at conversion.
+    let p = rog_file(tmp.path(), &[ok.clone(), (Some("q?"), Some(vec![Some("a")]), Some(vec![]))])?;
+    let items = webqsp::load_rog_dir(tmp.path())?;
+    let (path, at, _) = malformed_at(to_tables(&items, tmp.path()).err().ok_or("an empty graph accepted")?)?;
+    assert_eq!((path, at.as_str()), (p, "row 1, column graph"));
+    Ok(())
+}

@@ -47,7 +47,7 @@ fn string(v: &Value, key: &str, path: &Path, at: &str) -> Result<String> {
     field(v, key, path, at)?
         .as_str()
         .map(str::to_string)
-        .ok_or_else(|| DatasetError::malformed(path, format!("{at}, field {key}"), "not a string"))
+        .ok_or_else(|| DatasetError::malformed(path, format!("{at}, field {key}"), if v[key].is_null() { NULL } else { "not a string" }))
 }
 
 fn push_answer(out: &mut Vec<Answer>, a: Answer) {
@@ -130,8 +130,9 @@ fn parse_item(v: &Value, path: &Path, i: usize) -> Result<Question> {
 /// Questions from a WebQSP JSON file of either format.
 pub fn load_questions(path: &Path) -> Result<Vec<Question>> {
     let text = crate::raw::read_utf8(path)?;
-    let v: Value = serde_json::from_str(&text)
-        .map_err(|e| DatasetError::malformed(path, format!("line {}, column {}", e.line(), e.column()), e.to_string()))?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| {
+        DatasetError::malformed(path, format!("line {}, column {}", e.line(), e.column()), crate::raw::quote(&e.to_string()))
+    })?;
     let items = match &v {
         Value::Array(a) => a,
         Value::Object(m) => match m.get("Questions") {
@@ -143,12 +144,15 @@ pub fn load_questions(path: &Path) -> Result<Vec<Question>> {
     items.iter().enumerate().map(|(i, it)| parse_item(it, path, i)).collect()
 }
 
-fn str_list(a: &dyn Array, path: &Path, at: &str) -> Result<Vec<String>> {
+/// The strings of `a`; a null is an error at `at(i)` (RoG's nulls are missing data, not empty text).
+fn str_list(a: &dyn Array, path: &Path, at: &dyn Fn(usize) -> String) -> Result<Vec<String>> {
     let s = arrow::compute::cast(a, &arrow::datatypes::DataType::Utf8)
-        .map_err(|e| DatasetError::malformed(path, at, format!("not strings: {e}")))?;
+        .map_err(|e| DatasetError::malformed(path, at(0), format!("not strings: {e}")))?;
     let s = s.as_string::<i32>();
-    Ok((0..s.len()).map(|i| s.value(i).to_string()).collect())
+    (0..s.len()).map(|i| if s.is_null(i) { Err(DatasetError::malformed(path, at(i), NULL)) } else { Ok(s.value(i).to_string()) }).collect()
 }
+
+const NULL: &str = "null where a string is expected (missing data)";
 
 fn list_col<'a>(b: &'a arrow::record_batch::RecordBatch, name: &str, path: &Path) -> Result<&'a ListArray> {
     b.column_by_name(name)
@@ -161,12 +165,17 @@ fn list_col<'a>(b: &'a arrow::record_batch::RecordBatch, name: &str, path: &Path
 pub fn load_rog_parquet(path: &Path, split: &'static str) -> Result<Vec<GraphQaItem>> {
     let b = tgrag_schemas::io::read_parquet(path)?;
     let q = b.column_by_name("question").ok_or_else(|| DatasetError::malformed(path, "column question", "missing"))?;
-    let questions = str_list(q.as_ref(), path, "column question")?;
+    let questions = str_list(q.as_ref(), path, &|r| format!("row {r}, column question"))?;
     let (answers, graphs) = (list_col(&b, "answer", path)?, list_col(&b, "graph", path)?);
     let mut items = Vec::with_capacity(b.num_rows());
     for (r, question) in questions.iter().enumerate() {
         let at = format!("row {r}");
-        let ans = str_list(answers.value(r).as_ref(), path, &format!("{at}, column answer"))?;
+        for (col, list) in [("answer", answers), ("graph", graphs)] {
+            if list.is_null(r) {
+                return Err(DatasetError::malformed(path, format!("{at}, column {col}"), "null where a list is expected (missing data)"));
+            }
+        }
+        let ans = str_list(answers.value(r).as_ref(), path, &|i| format!("{at}, column answer, item {i}"))?;
         let triples = graphs.value(r);
         let triples = triples
             .as_list_opt::<i32>()
@@ -174,7 +183,10 @@ pub fn load_rog_parquet(path: &Path, split: &'static str) -> Result<Vec<GraphQaI
         let mut g = TextGraph::default();
         let mut index = HashMap::new();
         for t in 0..triples.len() {
-            let tri = str_list(triples.value(t).as_ref(), path, &format!("{at}, column graph"))?;
+            if triples.is_null(t) {
+                return Err(DatasetError::malformed(path, format!("{at}, column graph, triple {t}"), "null where a triple is expected"));
+            }
+            let tri = str_list(triples.value(t).as_ref(), path, &|k| format!("{at}, column graph, triple {t}, item {k}"))?;
             let [h, rel, tl] = &tri[..] else {
                 return Err(DatasetError::malformed(
                     path,
@@ -192,6 +204,8 @@ pub fn load_rog_parquet(path: &Path, split: &'static str) -> Result<Vec<GraphQaI
             split,
             task: "webqsp",
             graph: g,
+            source: path.to_path_buf(),
+            at: format!("{at}, column graph"),
         });
     }
     Ok(items)

@@ -131,8 +131,9 @@ impl Skb {
             // MagSKB needs <root>/schema/ (it would download it otherwise); check it is there.
             for f in ["mag.json", "reduced_mag.json"] {
                 let p = root.join("skb/mag/schema").join(f);
-                let text = std::fs::read_to_string(&p).map_err(|e| DatasetError::io(&p, e))?;
-                serde_json::from_str::<serde_json::Value>(&text).map_err(|e| DatasetError::malformed(&p, "json", e.to_string()))?;
+                let text = crate::raw::read_utf8(&p)?;
+                serde_json::from_str::<serde_json::Value>(&text)
+                    .map_err(|e| DatasetError::malformed(&p, "json", crate::raw::quote(&e.to_string())))?;
             }
         }
         let dir = kb.processed_dir();

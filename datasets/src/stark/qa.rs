@@ -38,15 +38,9 @@ impl Qa {
     pub fn load_dir(dir: &Path, human: bool) -> Result<Self> {
         let file = if human { "stark_qa_human_generated_eval.csv" } else { "stark_qa.csv" };
         let path = dir.join("stark_qa").join(file);
-        let text = read_utf8(&path)?;
-        let records = parse_csv(&text, &path)?;
+        let records = crate::raw::read_records(&path, b',')?;
         let Some(header) = records.first() else { return Err(DatasetError::malformed(&path, "header", "empty file")) };
-        let col = |name: &str| {
-            header
-                .iter()
-                .position(|h| h == name)
-                .ok_or_else(|| DatasetError::malformed(&path, "header", format!("missing column `{name}`")))
-        };
+        let col = |name: &str| header.iter().position(|h| h == name).ok_or_else(|| crate::raw::missing_column(&path, name, header));
         let (ci, cq, ca) = (col("id")?, col("query")?, col("answer_ids")?);
         let cs = if human { Some(col("answer_ids_source")?) } else { None };
         let mut rows = Vec::with_capacity(records.len() - 1);
@@ -107,12 +101,13 @@ impl Qa {
 /// `eval(answer_ids)` for the only shape these files hold: a list of ints, `[1, 2]`.
 fn parse_int_list(s: &str) -> std::result::Result<Vec<i64>, String> {
     let t = s.trim();
-    let inner = t.strip_prefix('[').and_then(|x| x.strip_suffix(']')).ok_or_else(|| format!("`{t}` is not a list of ids"))?;
+    let inner =
+        t.strip_prefix('[').and_then(|x| x.strip_suffix(']')).ok_or_else(|| format!("`{}` is not a list of ids", crate::raw::quote(t)))?;
     inner
         .split(',')
         .map(str::trim)
         .filter(|x| !x.is_empty())
-        .map(|x| x.parse::<i64>().map_err(|e| format!("`{x}` in `{t}` is not an integer: {e}")))
+        .map(|x| x.parse::<i64>().map_err(|e| format!("`{}` in `{}` is not an integer: {e}", crate::raw::quote(x), crate::raw::quote(t))))
         .collect()
 }
 

@@ -70,22 +70,22 @@ impl TagGraph {
     }
 }
 
-/// A file as UTF-8, gunzipped first when its name ends in `.gz`. A truncated or corrupt gzip stream
-/// and invalid UTF-8 are errors naming the file (and the line, for UTF-8).
+/// A file as UTF-8, gunzipped first when its name ends in `.gz`, without its byte order mark
+/// ([`crate::raw::text_of`]). A truncated or corrupt gzip stream, NUL bytes and invalid UTF-8 are
+/// errors naming the file (and the line, for the last two).
 pub fn read_text(path: &Path) -> Result<String> {
     let is_gz = path.extension().is_some_and(|e| e == "gz");
     if !is_gz {
         return crate::raw::read_utf8(path);
     }
-    let file = std::fs::File::open(path).map_err(|e| DatasetError::io(path, e))?;
+    let file = crate::raw::open_regular(path)?;
     let mut bytes = Vec::new();
     flate2::read::MultiGzDecoder::new(std::io::BufReader::new(file))
         .read_to_end(&mut bytes)
         .map_err(|e| DatasetError::malformed(path, "gzip stream", format!("cannot decompress: {e} (truncated or not gzip?)")))?;
-    String::from_utf8(bytes).map_err(|e| {
-        let at = e.utf8_error().valid_up_to();
-        let line = 1 + e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count();
-        DatasetError::malformed(path, format!("line {line}, byte {at} (after gunzip)"), "not valid UTF-8")
+    crate::raw::text_of(bytes, path).map_err(|e| match e {
+        DatasetError::Malformed { path, at, reason } => DatasetError::Malformed { path, at: format!("{at} (after gunzip)"), reason },
+        other => other,
     })
 }
 

@@ -107,7 +107,8 @@ pub fn load(dir: &Path, which: OgbGraph) -> Result<TagGraph> {
 }
 
 fn int<T: std::str::FromStr>(s: &str, path: &Path, line: usize, what: &str) -> Result<T> {
-    s.parse().map_err(|_| DatasetError::malformed(path, format!("line {line}"), format!("{what} `{s}` is not an integer")))
+    s.parse()
+        .map_err(|_| DatasetError::malformed(path, format!("line {line}"), format!("{what} `{}` is not an integer", crate::raw::quote(s))))
 }
 
 /// A `idx,value` CSV with a header line.

@@ -53,7 +53,11 @@ pub fn load_cora(dir: &Path) -> Result<TagGraph> {
     let mut nodes = Vec::with_capacity(keys.len());
     for (key, label) in keys.iter().zip(labels) {
         let file = file_of.get(key.as_str()).ok_or_else(|| {
-            DatasetError::malformed(&papers_path, "file", format!("paper `{key}` of {} has no line here", content_path.display()))
+            DatasetError::malformed(
+                &papers_path,
+                "file",
+                format!("paper `{}` of {} has no line here", crate::raw::quote(key), content_path.display()),
+            )
         })?;
         let path = extractions.join(file);
         let body = read_text(&path)?;
@@ -102,7 +106,7 @@ pub fn load_pubmed(dir: &Path) -> Result<TagGraph> {
             DatasetError::malformed(
                 &node_path,
                 format!("line {line}, field 2"),
-                format!("`{}` is not `label=<int>`", f.get(1).unwrap_or(&"")),
+                format!("`{}` is not `label=<int>`", crate::raw::quote(f.get(1).unwrap_or(&""))),
             )
         })?;
         keys.push(f[0].to_string());
@@ -176,7 +180,11 @@ fn key_index<'a>(keys: &'a [String], path: &Path) -> Result<HashMap<&'a str, u32
     let mut index = HashMap::with_capacity(keys.len());
     for (i, k) in keys.iter().enumerate() {
         if index.insert(k.as_str(), i as u32).is_some() {
-            return Err(DatasetError::malformed(path, format!("record {}", i + 1), format!("paper id `{k}` appears twice")));
+            return Err(DatasetError::malformed(
+                path,
+                format!("record {}", i + 1),
+                format!("paper id `{}` appears twice", crate::raw::quote(k)),
+            ));
         }
     }
     Ok(index)
