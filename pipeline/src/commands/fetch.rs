@@ -1,5 +1,7 @@
 //! `tgrag fetch`: downloads with hf-hub (the sentence model, or a STaRK dataset into the hf-hub
-//! cache), printing every file with its sha256.
+//! cache), printing every file with its sha256. Downloads are bounded and checked before they are
+//! kept (`tgrag_datasets::hub`: `TGRAG_HUB_CONNECT_TIMEOUT`, `TGRAG_HUB_TIMEOUT`,
+//! `TGRAG_HUB_TOTAL_TIMEOUT`).
 
 use std::path::{Path, PathBuf};
 
@@ -51,7 +53,8 @@ pub fn run(a: FetchArgs) -> Result<()> {
         let repo =
             HubRepo { kind: "model", owner: "sentence-transformers", name: "all-MiniLM-L6-v2", revision: minilm::HF_REVISION.into() };
         let files: Vec<String> = minilm::FILES.iter().map(|(f, _)| f.to_string()).collect();
-        let (_, fetched) = hub::fetch(&repo, &files, &|f| eprintln!("fetch {}/{f} @ {}", repo.id(), repo.revision))?;
+        // Every file is checked against its pin in the cache before anything reaches `dest`.
+        let (_, fetched) = hub::fetch_pinned(&repo, &files, &minilm::FILES, &|f| eprintln!("fetch {}/{f} @ {}", repo.id(), repo.revision))?;
         std::fs::create_dir_all(&dest).with_context(|| format!("creating {}", dest.display()))?;
         for f in &fetched {
             let want = minilm::FILES.iter().find(|(n, _)| *n == f.file).map(|(_, s)| *s).unwrap_or("");
