@@ -204,7 +204,8 @@ pub fn render_into(
 ) -> Result<()> {
     let figures = plots::all(&f.leaderboard, &f.latency, &f.curves, &f.correlation)?;
     let plots_dir = dir.join("plots");
-    std::fs::create_dir_all(&plots_dir).with_context(|| format!("creating {}", plots_dir.display()))?;
+    // A `plots` link planted in a night folder (re-rendered by `report --from`) is refused.
+    io::ensure_owned_dir(&plots_dir)?;
     for fig in &figures {
         io::write_bytes_atomic(&plots_dir.join(&fig.file), &fig.png)?;
     }
@@ -238,6 +239,8 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<Ex
     let tol = diff::Tolerances::parse(&a.tolerance, a.default_tolerance)?;
     let data_roots = roots(&a.data_root)?;
     let night_dir = outputs.join("nightly");
+    // The nights' folder and a night in progress must be real folders, never links out.
+    io::ensure_owned_dir(&night_dir)?;
     let _lock = FolderLock::acquire(&night_dir, wait)?;
     nightly::clean_partials(&night_dir)?;
     let started = now_ms();
@@ -255,7 +258,7 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<Ex
         tol.check_known(&diff::metrics(&f.leaderboard)?, "the previous night's leaderboard")?;
     }
     let partial = night_dir.join(format!(".{stamp}.partial"));
-    std::fs::create_dir_all(&partial).with_context(|| format!("creating {}", partial.display()))?;
+    io::ensure_owned_dir(&partial)?;
     let disc = Discovery {
         roots: data_roots,
         sizes: a.sizes.iter().map(|&s| s.into()).collect(),

@@ -585,3 +585,18 @@ fn pcst_names_file_and_row_for_every_bad_value_and_commits_its_two_files_togethe
     let left = err.lines().find_map(|l| l.strip_prefix("left: ")).unwrap_or_else(|| panic!("no listing: {err}"));
     assert!(left.split_whitespace().all(|f| !f.ends_with(".tmp")), "temporaries left: {left}");
 }
+
+#[test]
+fn a_nights_folder_that_is_a_link_is_refused_before_any_work() {
+    let d = tempfile::tempdir().expect("tmp");
+    let (o, outside) = (d.path().join("outputs"), d.path().join("outside"));
+    let c = canaries(&outside);
+    std::fs::create_dir_all(&o).expect("outputs");
+    std::os::unix::fs::symlink(&outside, o.join("nightly")).expect("link");
+    let r = tgrag(&o, &["nightly", "--sizes", "tiny", "--no-stark", "--datasets", "synthetic"]);
+    refused(&r, &["nightly", "is a symbolic link", "does not write through it"], None);
+    canaries_intact(&c, "linked nights folder");
+    let there: Vec<_> = std::fs::read_dir(&outside).expect("outside").flatten().map(|e| e.file_name()).collect();
+    assert_eq!(there.len(), c.len(), "files written outside: {there:?}");
+    assert!(!o.join("synthetic").exists(), "nothing ran");
+}
