@@ -45,6 +45,20 @@ pub enum StageError {
     Internal(String),
 }
 
+impl StageError {
+    /// A model error of `stage` while it trains the model it calls `model` (`gretriever-gt on
+    /// explagraphs`): a training option out of range or a diverged training (a loss that is not
+    /// finite) is the configuration's fault, reported as [`StageError::Config`] naming that model,
+    /// its seed and epoch; any other model error is passed on.
+    pub fn training(stage: &str, model: &str, e: tgrag_models::ModelError) -> StageError {
+        if e.is_config() {
+            StageError::Config { stage: stage.to_string(), message: e.for_model(model).to_string() }
+        } else {
+            StageError::Model(e)
+        }
+    }
+}
+
 /// Arrow refusing a batch a stage built from its own columns is a bug in that stage (inputs are
 /// validated by the schemas layer before any stage sees them).
 impl From<arrow::error::ArrowError> for StageError {

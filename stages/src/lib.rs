@@ -168,7 +168,7 @@ pub fn check_sizes(v: &serde_json::Value, path: &str) -> std::result::Result<(),
     match v {
         serde_json::Value::Object(m) => {
             for (k, x) in m {
-                if k == "seed" || k == "seeds" {
+                if k == "seed" || is_seed_list(k) {
                     continue;
                 }
                 let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
@@ -201,9 +201,54 @@ pub fn check_sizes(v: &serde_json::Value, path: &str) -> std::result::Result<(),
     Ok(())
 }
 
+/// Whether option `key` is a learning rate (`lr`, `text_lr`, …).
+fn is_learning_rate(key: &str) -> bool {
+    key == "lr" || key.ends_with("_lr") || key == "learning_rate"
+}
+
+/// Whether option `key` is a list of training seeds (`seeds`, `gnn_seeds`, …; a count such as
+/// `traversal.seeds` is a number, not a list, and is left to [`check_sizes`]).
+fn is_seed_list(key: &str) -> bool {
+    key == "seeds" || key.ends_with("_seeds")
+}
+
+/// The net under every stage's own checks, for the options every trainer shares, before any stage
+/// runs: a learning rate is a finite number > 0 (`--set gretriever.lr=nan` arrives as the string
+/// `"nan"`), and a list of seeds holds each seed once (a repeated seed would repeat the `scores`
+/// keys of its runs and report a spread of 0).
+pub fn check_training_options(v: &serde_json::Value, path: &str) -> std::result::Result<(), String> {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                if is_learning_rate(k) && !x.as_f64().is_some_and(|lr| lr.is_finite() && lr > 0.0) {
+                    return Err(format!("{p} must be a finite number > 0, got {x}"));
+                }
+                if is_seed_list(k)
+                    && let Some(seeds) = x.as_array()
+                {
+                    let mut seen = std::collections::HashSet::new();
+                    if let Some(dup) = seeds.iter().find(|s| !seen.insert(s.to_string())) {
+                        return Err(format!("{p} lists seed {dup} more than once; every seed must be distinct"));
+                    }
+                }
+                check_training_options(x, &p)?;
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for x in a {
+                check_training_options(x, path)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 fn parse<T: StageSpec>(v: &serde_json::Value) -> Result<T::Config> {
     let config_error = |message: String| StageError::Config { stage: T::INFO.name.into(), message };
     check_sizes(v, "").map_err(config_error)?;
+    check_training_options(v, "").map_err(config_error)?;
     let c: T::Config = serde_json::from_value(v.clone()).map_err(|e| config_error(e.to_string()))?;
     T::validate(&c).map_err(config_error)?;
     Ok(c)
@@ -289,5 +334,73 @@ mod tests {
                 .expect_err("nested")
                 .contains("traversal.candidates")
         );
+    }
+
+    fn refusal(stage: &str, key: &str, value: serde_json::Value) -> String {
+        let s = all().into_iter().find(|s| s.info().name == stage).expect("stage");
+        let mut c = s.default_config();
+        assert!(c.get(key).is_some(), "{stage} has an option {key}");
+        c[key] = value;
+        match s.check_config(&c) {
+            Err(e @ StageError::Config { .. }) => e.to_string(),
+            other => panic!("{stage}.{key}: expected a configuration error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_learning_rate_is_a_finite_number_above_zero() {
+        // Every learning-rate option of every stage, found by name in the defaults.
+        let mut found = Vec::new();
+        for s in all() {
+            let d = s.default_config();
+            for k in d.as_object().into_iter().flat_map(|o| o.keys()).filter(|k| is_learning_rate(k)) {
+                found.push(format!("{}.{k}", s.info().name));
+                for (bad, shown) in [
+                    (serde_json::json!(0), "got 0"),
+                    (serde_json::json!(-1), "got -1"),
+                    (serde_json::json!(-0.001), "got -0.001"),
+                    (serde_json::json!("nan"), "got \"nan\""),
+                    (serde_json::json!("inf"), "got \"inf\""),
+                    (serde_json::json!(null), "got null"),
+                ] {
+                    let e = refusal(s.info().name, k, bad);
+                    assert!(
+                        e.contains(&format!("stage `{}`: invalid configuration: {k} must be a finite number > 0, {shown}", s.info().name)),
+                        "{e}"
+                    );
+                }
+                // Large but finite passes the check: training reports its divergence.
+                let mut c = d.clone();
+                c[k.as_str()] = serde_json::json!(1e300);
+                assert!(s.check_config(&c).is_ok(), "{}.{k}=1e300", s.info().name);
+            }
+        }
+        assert_eq!(found, ["gretriever.lr", "gretriever.text_lr", "mixrag.lr"]);
+        assert!(check_training_options(&serde_json::json!({"tune": {"lr": 0.0}}), "").expect_err("nested").starts_with("tune.lr must be"));
+    }
+
+    #[test]
+    fn every_seed_list_holds_each_seed_once() {
+        let mut found = Vec::new();
+        for s in all() {
+            let d = s.default_config();
+            for k in d.as_object().into_iter().flat_map(|o| o.keys()).filter(|k| is_seed_list(k) && d[k.as_str()].is_array()) {
+                found.push(format!("{}.{k}", s.info().name));
+                let e = refusal(s.info().name, k, serde_json::json!([0, 3, 0]));
+                assert!(
+                    e.contains(&format!(
+                        "stage `{}`: invalid configuration: {k} lists seed 0 more than once; every seed must be distinct",
+                        s.info().name
+                    )),
+                    "{e}"
+                );
+                let mut c = d.clone();
+                c[k.as_str()] = serde_json::json!([0, 3, 1]);
+                assert!(s.check_config(&c).is_ok(), "{}.{k}: distinct seeds", s.info().name);
+            }
+        }
+        assert_eq!(found, ["toporag.gnn_seeds", "gretriever.seeds", "mixrag.seeds"]);
+        // A count named `seeds` is not a list.
+        assert!(check_training_options(&serde_json::json!({"traversal": {"seeds": 3}}), "").is_ok());
     }
 }

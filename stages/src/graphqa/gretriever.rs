@@ -253,7 +253,8 @@ pub fn run_task(
                 head_hidden: cfg.head_hidden,
                 seed: *seed,
             };
-            let (model, curve, best) = train(shape, &train_x, &val_x, enc.dim, enc.dim, &qcfg, &dev)?;
+            let (model, curve, best) = train(shape, &train_x, &val_x, enc.dim, enc.dim, &qcfg, &dev)
+                .map_err(|e| StageError::training(INFO.name, &format!("{} on {}", m.name, task.as_str()), e))?;
             let pred = predict(&model, &eval_x, enc.dim, enc.dim, 64, &dev)?;
             Ok::<_, StageError>((curve, best, eval_x, pred))
         })
@@ -313,7 +314,11 @@ pub fn run_task(
                 &eval_states,
                 &tcfg,
                 &dev,
-            )?;
+            )
+            .map_err(|e| match e {
+                StageError::Model(e) => StageError::training(INFO.name, &format!("gretriever-minilm on {}", task.as_str()), e),
+                e => e,
+            })?;
             for c in &curve {
                 curves.push(
                     "gretriever-minilm",

@@ -212,7 +212,8 @@ pub fn run_task(
                 head_hidden: cfg.head_hidden,
             };
             let mc = mix(*seed);
-            let (model, curve, best) = mixrag::train(shape, &train_x, &val_x, &mc, &dev)?;
+            let (model, curve, best) = mixrag::train(shape, &train_x, &val_x, &mc, &dev)
+                .map_err(|e| StageError::training(INFO.name, &format!("{} on {}", v.name, task.as_str()), e))?;
             let p = mixrag::predict(&model, &eval_x, enc.dim, enc.dim, mc.tau(best as usize), 64, &inner)?;
             Ok::<_, StageError>((curve, best, p))
         })

@@ -188,7 +188,12 @@ pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress, scor
                 (Job::Class(..), None) => Err(tgrag_models::ModelError::Internal("classification without labels".into())),
             };
             pb.inc(1);
-            out.map_err(StageError::from)
+            // The model as the `curves` and `scores` tables name it.
+            let model = match job {
+                Job::Class(kind, features, ..) => format!("{} node classifier on {features} features", kind.as_str()),
+                Job::Link(features, ..) => format!("link predictor on {features} features"),
+            };
+            out.map_err(|e| StageError::training("toporag", &model, e))
         })
         .collect::<Result<_>>()?;
     pb.finish_and_clear();
