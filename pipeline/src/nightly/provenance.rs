@@ -134,8 +134,9 @@ pub struct Checked {
 /// At most 60 characters of a value from a file, escaped, for an error message.
 fn shown(v: &Value) -> String {
     let s = v.to_string();
-    let cut: String = s.chars().take(60).collect();
-    let cut = cut.escape_debug().to_string();
+    // Invisible and control characters escaped; the JSON quotes and escapes kept as they are.
+    let cut: String =
+        s.chars().take(60).map(|c| if matches!(c, '"' | '\\') { c.to_string() } else { c.escape_debug().to_string() }).collect();
     if s.chars().count() > 60 { format!("{cut}…") } else { cut }
 }
 
