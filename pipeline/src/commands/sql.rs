@@ -42,7 +42,8 @@ const MAX_ROWS_BOUND: u64 = 10_000_000;
 /// `tgrag sql` arguments.
 #[derive(Debug, clap::Args)]
 pub struct SqlArgs {
-    /// The query, e.g. "SELECT count(*) AS n FROM synthetic_ingest_nodes".
+    /// The query, e.g. "SELECT count(*) AS n FROM synthetic_ingest_nodes" (it may start with a `--` comment).
+    #[arg(allow_hyphen_values = true)]
     pub query: String,
     /// List the registered tables instead of running a query.
     #[arg(long)]
