@@ -69,6 +69,29 @@ pub fn scored_dataset(dataset: &str, task: Task) -> String {
     if dataset == task.as_str() { dataset.to_string() } else { format!("{dataset}/{}", task.as_str()) }
 }
 
+/// Refuses a task whose questions leave a split empty that a trained stage needs (`train` to fit,
+/// `val` to pick the epoch, `test` to report): it would pick epochs on nothing and report nothing.
+/// The error names the dataset, the task and the split, with the counts of all three.
+pub fn require_splits<'a>(stage: &str, dataset: &str, task: Task, splits: impl IntoIterator<Item = &'a str>) -> Result<()> {
+    let mut n = [0usize; 3];
+    for s in splits {
+        if let Some(i) = ["train", "val", "test"].iter().position(|&x| x == s) {
+            n[i] += 1;
+        }
+    }
+    match ["train", "val", "test"].iter().zip(n).find(|&(_, c)| c == 0) {
+        Some((split, _)) => Err(StageError::Input(format!(
+            "dataset `{dataset}`: the `{split}` split has no {} questions (train {}, val {}, test {}); stage `{stage}` fits on train, \
+             picks its epoch on val and reports val and test (GraphQA folders: split/{{train,val,test}}_indices.txt or the `split` column of qa)",
+            task.as_str(),
+            n[0],
+            n[1],
+            n[2]
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// The answer strings of a question (`|`-separated, trimmed, lower-cased).
 pub fn answers(answer: &str) -> Vec<String> {
     answer.split('|').map(|a| a.trim().to_lowercase()).filter(|a| !a.is_empty()).collect()

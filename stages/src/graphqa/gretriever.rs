@@ -398,6 +398,7 @@ impl StageSpec for GretrieverStage {
         let mut pred_parts = Vec::new();
         for (task_name, graphs) in &by_task {
             let task = Task::parse(task_name).unwrap_or(Task::SceneGraphs);
+            crate::graphqa::data::require_splits(INFO.name, &dataset, task, graphs.iter().map(|g| g.split.as_str()))?;
             let r = ctx.timed(&format!("train + answer {task_name}"), |_| {
                 run_task(&enc, graphs, &subs, task, &cfg, text_model.as_ref(), progress)
             })?;

@@ -519,6 +519,7 @@ impl StageSpec for MixragStage {
         let (mut gg, mut gn, mut ge, mut gr, mut gs) = (vec![], vec![], vec![], vec![], vec![]);
         for (task_name, graphs) in &by_task {
             let task = Task::parse(task_name).unwrap_or(Task::SceneGraphs);
+            crate::graphqa::data::require_splits(INFO.name, &dataset, task, graphs.iter().map(|g| g.split.as_str()))?;
             let out = ctx.timed(&format!("train + answer {task_name}"), |_| run_task(&enc, graphs, &subs, task, &cfg))?;
             let ds = scored_dataset(&dataset, task);
             let mut scores = Scores::new(&ds, INFO.name);
