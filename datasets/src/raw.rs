@@ -120,8 +120,25 @@ const NUL_REASON: &str = "a NUL byte: this is binary data, not text";
 /// The whole file as UTF-8 ([`text_of`]: the byte order mark removed, NUL bytes and invalid UTF-8
 /// refused with their line and byte offset); what is not a regular file is refused for what it is.
 pub fn read_utf8(path: &Path) -> Result<String> {
+    let mut file = open_regular(path)?;
     let mut bytes = Vec::new();
-    open_regular(path)?.read_to_end(&mut bytes).map_err(|e| DatasetError::io(path, e))?;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(DatasetError::io(path, e)),
+        };
+        // Binary data is refused at its first NUL byte, before the rest is read (a disk image named
+        // `*.json` is not read whole).
+        if let Some(i) = buf[..n].iter().position(|&b| b == 0) {
+            let at = bytes.len() + i;
+            bytes.extend_from_slice(&buf[..i]);
+            return Err(DatasetError::malformed(path, format!("line {}, byte {at}", line_of(&bytes, at)), NUL_REASON));
+        }
+        bytes.extend_from_slice(&buf[..n]);
+    }
     text_of(bytes, path)
 }
 
