@@ -356,7 +356,10 @@ pub fn run(opts: &RunOptions, all: &[&'static dyn Stage], mut report: impl FnMut
             if previous.is_none() {
                 let _ = std::fs::remove_dir(&dir);
             }
-            return Err(anyhow::Error::new(e).context(format!("stage `{}` failed", info.name)));
+            // An error that already names the stage is not prefixed a second time.
+            let named = e.to_string().starts_with(&format!("stage `{}`", info.name));
+            let e = anyhow::Error::new(e);
+            return Err(if named { e } else { e.context(format!("stage `{}` failed", info.name)) });
         }
         let mut outputs = BTreeMap::new();
         for w in &written {

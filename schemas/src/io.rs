@@ -152,13 +152,13 @@ pub fn discard(tmps: &[PathBuf]) {
 /// Writes Parquet atomically: a reader sees either the old file or the whole new one.
 pub fn write_parquet_atomic(path: &Path, batch: &RecordBatch) -> Result<()> {
     let tmp = write_parquet_tmp(path, batch)?;
-    commit(&tmp, path).inspect_err(|_| discard(&[tmp.clone()]))
+    commit(&tmp, path).inspect_err(|_| discard(std::slice::from_ref(&tmp)))
 }
 
 /// Writes bytes atomically (fresh temporary file in the same folder, fsync, rename).
 pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = write_bytes_tmp(path, bytes)?;
-    commit(&tmp, path).inspect_err(|_| discard(&[tmp.clone()]))
+    commit(&tmp, path).inspect_err(|_| discard(std::slice::from_ref(&tmp)))
 }
 
 /// Makes sure `dir` is a real folder that tgrag may write into, creating it (and its missing

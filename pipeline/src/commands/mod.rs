@@ -39,7 +39,8 @@ pub enum DeviceArg {
     Cpu,
     /// burn-wgpu on the default adapter.
     Gpu,
-    /// `gpu` when `TGRAG_GPU=1`, else `cpu`.
+    /// A hardware GPU adapter when one is found (never a software rasteriser), else the CPU;
+    /// `TGRAG_GPU=0` forces the CPU.
     Auto,
 }
 
