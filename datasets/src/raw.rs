@@ -70,9 +70,10 @@ pub fn check_regular(path: &Path) -> Result<()> {
         Err(e) => return Err(DatasetError::io(path, e)),
     };
     let t = meta.file_type();
-    let what = if t.is_file() {
+    if t.is_file() {
         return Ok(());
-    } else if t.is_dir() {
+    }
+    let what = if t.is_dir() {
         "a directory"
     } else if t.is_fifo() {
         "a FIFO"

@@ -317,9 +317,11 @@ fn an_empty_graph_is_named_by_its_input_file_and_place() -> TestResult {
 }
 
 type Triple<'a> = Option<Vec<Option<&'a str>>>;
+/// A RoG row: question, answers, triples (`None` for a null).
+type RogRow<'a> = (Option<&'a str>, Option<Vec<Option<&'a str>>>, Option<Vec<Triple<'a>>>);
 
 /// A RoG Parquet file of rows `(question, answers, triples)`, `None` for a null.
-fn rog_file(dir: &Path, rows: &[(Option<&str>, Option<Vec<Option<&str>>>, Option<Vec<Triple<'_>>>)]) -> TestResult<std::path::PathBuf> {
+fn rog_file(dir: &Path, rows: &[RogRow<'_>]) -> TestResult<std::path::PathBuf> {
     use arrow::array::{ListBuilder, StringBuilder};
     let mut ans = ListBuilder::new(StringBuilder::new());
     let mut graph = ListBuilder::new(ListBuilder::new(StringBuilder::new()));
@@ -351,7 +353,7 @@ fn rog_nulls_are_errors_naming_row_and_column() -> TestResult {
     let tmp = tempfile::tempdir()?;
     let t = |h: Option<&'static str>| Some(vec![h, Some("r"), Some("t")]);
     let ok = (Some("q?"), Some(vec![Some("a")]), Some(vec![t(Some("h"))]));
-    let cases: Vec<(_, &str)> = vec![
+    let cases = [
         ((None, Some(vec![Some("a")]), Some(vec![t(Some("h"))])), "row 1, column question"),
         ((Some("q?"), None, Some(vec![t(Some("h"))])), "row 1, column answer"),
         ((Some("q?"), Some(vec![Some("a"), None]), Some(vec![t(Some("h"))])), "row 1, column answer, item 1"),

@@ -265,7 +265,7 @@ fn rog_nulls_and_empty_graphs_are_named_by_file_row_and_column() {
     let data = tempfile::tempdir().expect("tmp");
     let triple = |h: Option<&'static str>| Some(vec![h, Some("r"), Some("Kansas City")]);
     let good: Row<'static> = (Some("where?"), Some(vec![Some("Kansas City")]), Some(vec![triple(Some("Jovan Belcher"))]));
-    let cases: Vec<(Row<'static>, &str, &str)> = vec![
+    let cases: [(Row<'static>, &str, &str); 5] = [
         ((None, good.1.clone(), good.2.clone()), "row 1, column question", "null where a string is expected"),
         ((good.0, Some(vec![None]), good.2.clone()), "row 1, column answer, item 0", "null where a string is expected"),
         ((good.0, good.1.clone(), Some(vec![triple(None)])), "row 1, column graph, triple 0, item 0", "null where a string is expected"),
