@@ -9,6 +9,9 @@
 //! Every loader returns [`DatasetTables`]: canonical batches plus the file each came from, so that
 //! validation errors name the file, row and column.
 
+// A library reports through its return values and `Progress`, never by printing to stdout.
+#![warn(clippy::print_stdout)]
+
 pub mod archive;
 pub mod enron;
 pub mod error;

@@ -35,24 +35,8 @@ pub fn max_record_bytes() -> Result<usize> {
     }
 }
 
-/// The most characters an error message quotes from an input.
-pub const QUOTE_CHARS: usize = 200;
-
-/// Input text as an error message quotes it: at most [`QUOTE_CHARS`] characters, control and
-/// invisible characters escaped (`\0`, `\u{feff}`), and how much was left out. Every error that
-/// quotes a value, a header or a line of an input goes through here.
-pub fn quote(s: &str) -> String {
-    let mut out = String::new();
-    let mut chars = s.chars();
-    for c in chars.by_ref().take(QUOTE_CHARS) {
-        out.extend(c.escape_debug());
-    }
-    let rest = chars.count();
-    if rest > 0 {
-        out.push_str(&format!("… ({rest} more characters)"));
-    }
-    out
-}
+/// The cap and the quoting of input in error messages: one helper for every crate (`schemas`).
+pub use tgrag_schemas::{QUOTE_CHARS, quote};
 
 /// Checks that `path` is a regular file (or a link to one) without opening it, so that a FIFO is never
 /// opened (that would block) and a folder, a device or a dangling link is named for what it is.

@@ -17,6 +17,9 @@
 //! * [`linalg`]: f64 matrix product and symmetric eigendecomposition (GraphWave's exact mode).
 //! * [`device`]: the `--device cpu|gpu|auto` choice shared by every stage that runs a model.
 
+// A library reports through its return values and `Progress`, never by printing to stdout.
+#![warn(clippy::print_stdout)]
+
 pub mod device;
 pub mod error;
 pub mod gnn;

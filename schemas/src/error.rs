@@ -41,25 +41,36 @@ pub enum SchemaError {
     /// A file could not be read or written.
     #[error("{path}: {source}")]
     Io {
+        /// The file or folder.
         path: PathBuf,
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
     /// A file could not be written: the cause is named (no space left, permission denied, ...), and
     /// the partly written file has been removed.
     #[error("{path}: writing failed: {cause}")]
-    Write { path: PathBuf, cause: String },
+    Write {
+        /// The file that could not be written.
+        path: PathBuf,
+        /// The cause in words.
+        cause: String,
+    },
     /// A Parquet file is truncated, corrupt or not Parquet at all.
     #[error("{path}: not a readable Parquet file (truncated or corrupt?): {source}")]
     Parquet {
+        /// The file.
         path: PathBuf,
+        /// What the Parquet reader said.
         #[source]
         source: parquet::errors::ParquetError,
     },
     /// Arrow refused an operation (usually a bug: the table was built with the wrong layout).
     #[error("{context}: {source}")]
     Arrow {
+        /// What was being done.
         context: String,
+        /// What arrow said.
         #[source]
         source: arrow::error::ArrowError,
     },
@@ -69,7 +80,32 @@ pub enum SchemaError {
     /// A path tgrag writes into is not what it owns (a symbolic link, a device, ...): someone else's
     /// file or folder stands where an output belongs. Nothing was written through it.
     #[error("{path}: {reason}; tgrag does not write through it (remove it, or choose another outputs folder)")]
-    NotOwned { path: PathBuf, reason: String },
+    NotOwned {
+        /// The path that stands where an output belongs.
+        path: PathBuf,
+        /// What it is instead of tgrag's own file or folder.
+        reason: String,
+    },
+}
+
+/// The most characters an error message quotes from an input.
+pub const QUOTE_CHARS: usize = 200;
+
+/// Input text as an error message quotes it: at most [`QUOTE_CHARS`] characters, control and
+/// invisible characters escaped (`\0`, `\u{feff}`), and how much was left out. Every error that
+/// quotes a value, a header or a line of an input goes through here (`datasets::raw::quote` is
+/// this function).
+pub fn quote(s: &str) -> String {
+    let mut out = String::new();
+    let mut chars = s.chars();
+    for c in chars.by_ref().take(QUOTE_CHARS) {
+        out.extend(c.escape_debug());
+    }
+    let rest = chars.count();
+    if rest > 0 {
+        out.push_str(&format!("… ({rest} more characters)"));
+    }
+    out
 }
 
 impl SchemaError {

@@ -10,6 +10,10 @@
 //!
 //! This crate deliberately depends on arrow-rs and parquet only (no polars, datafusion or burn).
 
+// A library reports through its return values and `Progress`, never by printing to stdout.
+#![warn(clippy::print_stdout)]
+#![warn(missing_docs)]
+
 pub mod columns;
 pub mod error;
 pub mod io;
@@ -18,5 +22,5 @@ pub mod table;
 pub mod tables;
 pub mod validate;
 
-pub use error::{Result, SchemaError, Violation};
+pub use error::{QUOTE_CHARS, Result, SchemaError, Violation, quote};
 pub use table::{ColType, ColumnSpec, TableSpec};

@@ -14,14 +14,23 @@ pub const META_VERSION: &str = "tgrag.schema_version";
 /// Column types used by canonical tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ColType {
+    /// `uint8`.
     U8,
+    /// `uint32` (ids).
     U32,
+    /// `uint64`.
     U64,
+    /// `int32`.
     I32,
+    /// `int64`.
     I64,
+    /// `float32` (embeddings).
     F32,
+    /// `float64` (scores, metrics).
     F64,
+    /// `bool`.
     Bool,
+    /// UTF-8 text.
     Utf8,
     /// `list<u32>` (e.g. a trajectory's node path).
     ListU32,
@@ -85,9 +94,13 @@ impl ColType {
 /// One column of a canonical table.
 #[derive(Debug, Clone, Copy)]
 pub struct ColumnSpec {
+    /// The column's name in every file.
     pub name: &'static str,
+    /// Its canonical type (inputs are cast to it on read).
     pub ty: ColType,
+    /// Whether a value may be missing.
     pub nullable: bool,
+    /// What a value means (shown by `tgrag schema <table>`).
     pub doc: &'static str,
     /// The only values a text column may hold (a split, a task), when the set is fixed: checked on
     /// read and on write, so that `training` is refused rather than silently left out.
@@ -127,12 +140,15 @@ impl ColumnSpec {
 /// A canonical table: name, version, purpose and columns.
 #[derive(Debug, Clone, Copy)]
 pub struct TableSpec {
+    /// The table's name (the file is `<name>.parquet`).
     pub name: &'static str,
     /// Bumped whenever a column is added, removed or changes meaning.
     pub version: u32,
     /// Which family of data the table belongs to (knowledge base, graph QA, ...).
     pub family: &'static str,
+    /// What a row is (shown by `tgrag schema`).
     pub doc: &'static str,
+    /// The columns, in file order.
     pub columns: &'static [ColumnSpec],
     /// The table holds wall-clock figures (timings, latencies): it differs between runs by nature
     /// and is left out of determinism checks and result comparisons.

@@ -17,14 +17,9 @@ fn first_non_null(a: &dyn Array) -> Option<usize> {
     (0..a.len()).find(|&i| a.is_valid(i))
 }
 
+/// A value of an input as an error quotes it (capped and escaped: [`crate::quote`]).
 fn value_str(a: &dyn Array, row: usize) -> String {
-    let mut s = array_value_to_string(a, row).unwrap_or_else(|_| "?".into());
-    if s.len() > 60 {
-        let cut = (0..=60).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
-        s.truncate(cut);
-        s.push('…');
-    }
-    s
+    crate::quote(&array_value_to_string(a, row).unwrap_or_else(|_| "?".into()))
 }
 
 fn is_float(t: &DataType) -> bool {
@@ -92,7 +87,7 @@ pub fn conform(spec: &TableSpec, file: &Path, raw: &RecordBatch) -> Result<Recor
                     spec.name,
                     None,
                     Some(c.name),
-                    format!("missing required column (the file has: {})", have.join(", ")),
+                    format!("missing required column (the file has: {})", crate::quote(&have.join(", "))),
                 ));
             }
         };
@@ -358,7 +353,7 @@ pub fn check_input(file: &Path, table: &str, batch: &RecordBatch, rules: &InputR
                 table,
                 None,
                 Some(c),
-                format!("missing required column (the file has: {})", have.join(", ")),
+                format!("missing required column (the file has: {})", crate::quote(&have.join(", "))),
             ));
         };
         if let Some(row) = (0..col.len()).find(|&i| col.is_null(i)) {
@@ -392,7 +387,9 @@ pub fn check_refs(spec: &TableSpec, file: &Path, batch: &RecordBatch, column: &s
 /// A table together with the file it was read from (for error messages).
 #[derive(Debug, Clone, Copy)]
 pub struct Located<'a> {
+    /// The file the batch was read from.
     pub file: &'a Path,
+    /// Its rows.
     pub batch: &'a RecordBatch,
 }
 
@@ -501,6 +498,24 @@ mod tests {
 
     fn batch(cols: Vec<(&str, ArrayRef)>) -> RecordBatch {
         RecordBatch::try_from_iter(cols).expect("batch")
+    }
+
+    #[test]
+    fn errors_quote_input_values_and_headers_capped_and_escaped() {
+        // A 20 MB cell of NUL-like junk where an id belongs, and a header of long names.
+        let junk = format!("\u{1b}[2J{}", "x".repeat(20 << 20));
+        let b = batch(vec![("node_id", s(&[&junk])), ("node_type", s(&["t"])), ("name", s(&["n"])), ("doc", s(&["d"]))]);
+        let e = conform(&crate::tables::NODES, Path::new("nodes.csv"), &b).expect_err("not an id").to_string();
+        assert!(
+            e.len() < 1000 && e.contains("\\u{1b}[2J") && e.contains("more characters"),
+            "{} bytes: {}",
+            e.len(),
+            &e[..e.len().min(300)]
+        );
+        let long = "y".repeat(1 << 20);
+        let b = batch(vec![(long.as_str(), s(&["1"]))]);
+        let e = conform(&crate::tables::NODES, Path::new("nodes.csv"), &b).expect_err("missing column").to_string();
+        assert!(e.len() < 1000 && e.contains("missing required column"), "{} bytes", e.len());
     }
     fn s(v: &[&str]) -> ArrayRef {
         Arc::new(StringArray::from(v.to_vec()))

@@ -26,6 +26,9 @@
 //!
 //! Every table a stage writes is declared in `tgrag_schemas::tables` and checked when written.
 
+// A library reports through its return values and `Progress`, never by printing to stdout.
+#![warn(clippy::print_stdout)]
+
 pub mod error;
 pub mod evaluation;
 pub mod graphqa;

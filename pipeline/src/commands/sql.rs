@@ -276,7 +276,7 @@ async fn rows(
         format!("in query (tables: {})", if names.is_empty() { "none: run `tgrag run` first".to_string() } else { names.join(", ") })
     };
     let state = ctx.state();
-    let dialect = state.config().options().sql_parser.dialect.clone();
+    let dialect = state.config().options().sql_parser.dialect;
     let parsed = state.sql_to_statement(query, &dialect).map_err(|e| explain(e, limits)).with_context(in_query)?;
     statement::check_depth(&parsed)?;
     if let (Ok(refs), Ok(mut r)) = (state.resolve_table_references(&parsed), reads.lock()) {
