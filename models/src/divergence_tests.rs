@@ -62,7 +62,7 @@ fn node_classifiers_and_link_predictors_stop_on_a_non_finite_loss_on_both_engine
     }
     let (train, test) = edges.split_at(edges.len() * 4 / 5);
     let ld = LinkPredData { features: &x, dim: 4, message: train, val_pos: test, val_neg: train, test_pos: test, test_neg: train };
-    let lcfg = |lr: f64| LinkPredConfig { max_epochs: 5, patience: 10, hits_k: 5, hidden: 8, lr, seed: 12, ..LinkPredConfig::default() };
+    let lcfg = |lr: f64| LinkPredConfig { max_epochs: 5, patience: 10, hits_k: 5, hidden: 8, lr, seed: 12 };
     let lg = FastGraph::new(n, train);
     diverged(crate::gnn::train_link_predictor(n, &ld, &lcfg(HUGE), &Device::flex()), "link predictor", 12);
     diverged(crate::gnn::fast::train_link_predictor(n, &lg, &ld, &lcfg(HUGE)), "link predictor", 12);

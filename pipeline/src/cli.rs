@@ -67,7 +67,7 @@ pub enum Command {
     Nightly(commands::nightly::NightlyArgs),
     /// Render a nightly folder's report again from its Parquet alone: `--from DIR`.
     Report(commands::report::ReportArgs),
-    /// Compare two nightly folders: `tgrag compare A B` (exit 4 on a regression).
+    /// Compare two nightly folders or outputs folders: `tgrag compare A B` (exit 4 on a regression).
     Compare(commands::compare::CompareArgs),
     /// Epoch times of the GNN trainings (`make bench`, next to PyG).
     #[command(hide = true)]

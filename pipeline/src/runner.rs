@@ -183,7 +183,7 @@ pub fn decide(dir: &Path, fp: &str, code: &str, config: &serde_json::Value, inpu
             Err(_) => return Decision::Run(format!("output {file} is missing")),
         }
     }
-    Decision::Skip(format!("up to date ({})", &fp[..12]))
+    Decision::Skip(format!("up to date ({})", fp.get(..12).unwrap_or(fp)))
 }
 
 /// Removes leftover temporary files of an interrupted run (files and links only: removing a link

@@ -1,5 +1,8 @@
 //! End-to-end tests of the `tgrag` binary (one integration-test binary for the whole crate).
 
+// A test crate: a failed expectation is the report (the workspace denies these in library code).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -188,7 +188,8 @@ fn report_from_a_malformed_provenance_is_an_input_error_naming_file_and_field() 
     let outside = canary(&d.path().join("outside"));
     // A non-ASCII code digest whose 12th byte is inside a character (the panic), other bad fields,
     // a previous night outside the folder, non-JSON and a missing file.
-    let cases: Vec<(Box<dyn Fn(&mut serde_json::Value)>, &[&str])> = vec![
+    type Tamper = Box<dyn Fn(&mut serde_json::Value)>;
+    let cases: Vec<(Tamper, &[&str])> = vec![
         (Box::new(|p| p["code"]["code_digest"] = format!("a{}", "é".repeat(10)).into()), &["field `code.code_digest`", "hexadecimal"]),
         (Box::new(|p| p["code"]["code_digest"] = 12.into()), &["field `code.code_digest`"]),
         (Box::new(|p| p["previous"] = "../../outside".into()), &["field `previous`", "a night's stamp"]),
