@@ -190,20 +190,25 @@ fn a_night_killed_at_random_points_leaves_no_partial_folder_and_the_next_one_com
         state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
         (state >> 11) as f64 / (1u64 << 53) as f64
     };
+    let mut mid_run = 0;
     for kill in 0..6 {
         let before = nights(&o).len();
         let mut child = nightly_cmd(&o, &empty, &["--force"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
         let at = Duration::from_secs_f64(length * (0.05 + 0.9 * rnd()));
         std::thread::sleep(at);
+        let running = child.try_wait().expect("wait").is_none();
         let _ = child.kill(); // SIGKILL
         let _ = child.wait();
         let now = nights(&o);
         // Either the night finished before the kill (one more complete folder) or nothing new is visible.
         assert!(now.len() == before || now.len() == before + 1, "kill {kill}: {now:?}");
+        mid_run += usize::from(running && now.len() == before);
         for dir in &now {
             complete(dir);
         }
     }
+    // The kills must have hit running nights (not only finished ones) for the test to mean anything.
+    assert!(mid_run >= 3, "only {mid_run} of 6 kills landed while a night was running");
     let last = nightly(&o, &empty, &[]);
     assert_eq!(last.status.code(), Some(0), "{}\n{}", stdout(&last), stderr(&last));
     let hidden: Vec<_> = std::fs::read_dir(o.join("nightly"))
