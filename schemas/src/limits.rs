@@ -1,7 +1,8 @@
 //! Bounds on the sizes a user gives (top-k, widths, node counts, sample points), checked before any
 //! allocation: a size is refused with the limit stated in the up-front argument or config check, so
 //! that no request ends in an aborted process ("memory allocation of … bytes failed") or hours of
-//! work on a typo. Every entry point (stage configs, file tools) uses these, not its own numbers.
+//! work on a typo. The size checks of the stage configs (`check_sizes`) and of the file tools' size
+//! flags take their limits from here.
 
 /// Results per query (`--k`, `top_k`): far above any ranking depth anyone evaluates.
 pub const MAX_TOP_K: usize = 10_000_000;
