@@ -259,10 +259,11 @@ impl DatasetSpec {
             }
             Source::Folder(dir) => {
                 let mut parts = Vec::new();
+                let base = dir.canonicalize().map_err(|e| DatasetError::io(dir, e))?;
                 for spec in crate::INPUT_TABLES {
                     for ext in ["parquet", "csv", "tsv"] {
                         let p = dir.join(format!("{}.{ext}", spec.name));
-                        if inside_file(dir, &p)? {
+                        if inside_file(&base, &p)? {
                             parts.push(format!("{}.{ext}:{}", spec.name, tgrag_schemas::io::sha256_file(&p)?));
                         }
                     }
@@ -340,8 +341,8 @@ fn collect_files(dir: &Path, base: &Path, exclude: Option<&Path>, out: &mut Vec<
     Ok(())
 }
 
-/// Whether `p` is a file tgrag may read as part of the data folder `base`: a regular file, or a
-/// symbolic link to a regular file inside `base`. A link out of `base` is an error naming it (the
+/// Whether `p` is a file tgrag may read as part of the data folder `base` (canonical): a regular
+/// file, or a symbolic link to a regular file inside `base`. A link out of `base` is an error naming it (the
 /// user's data folder must not make tgrag read elsewhere); a missing path or a link to a folder is
 /// not a file.
 fn inside_file(base: &Path, p: &Path) -> Result<bool> {
@@ -349,9 +350,8 @@ fn inside_file(base: &Path, p: &Path) -> Result<bool> {
     if !meta.file_type().is_symlink() {
         return Ok(meta.is_file());
     }
-    let base = base.canonicalize().map_err(|e| DatasetError::io(base, e))?;
     match p.canonicalize() {
-        Ok(target) if target.starts_with(&base) => Ok(target.is_file()),
+        Ok(target) if target.starts_with(base) => Ok(target.is_file()),
         Ok(target) => Err(DatasetError::Malformed {
             path: p.to_path_buf(),
             at: "symbolic link".into(),

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use arrow::array::{ArrayRef, Float64Array, RecordBatch, StringArray, UInt32Array};
 
 #[path = "cli/hostile.rs"]
-mod hostile;
+pub(crate) mod hostile;
 #[path = "cli/hostile_data.rs"]
 mod hostile_data;
 #[path = "cli/hostile_hub.rs"]

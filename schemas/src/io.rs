@@ -89,30 +89,21 @@ pub fn create_tmp_for(path: &Path) -> Result<(PathBuf, File)> {
 /// returns its name; [`commit`] moves it into place. On any failure the temporary file is removed
 /// and the error names the cause (no space left, ...).
 pub fn write_parquet_tmp(path: &Path, batch: &RecordBatch) -> Result<PathBuf> {
-    let (tmp, file) = create_tmp_for(path)?;
-    let res = write_parquet_into(&file, &tmp, batch);
-    drop(file);
-    match res {
-        Ok(()) => Ok(tmp),
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(e)
-        }
-    }
+    fill_tmp(path, |file, tmp| write_parquet_into(file, tmp, batch))
 }
 
 /// Writes `bytes` into a fresh temporary file beside `path`, synced; returns its name.
 pub fn write_bytes_tmp(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
-    let (tmp, mut file) = create_tmp_for(path)?;
-    let res = file.write_all(bytes).and_then(|()| file.sync_all()).map_err(|e| SchemaError::write(&tmp, &e));
+    fill_tmp(path, |mut file, tmp| file.write_all(bytes).and_then(|()| file.sync_all()).map_err(|e| SchemaError::write(tmp, &e)))
+}
+
+/// A fresh temporary file beside `path` ([`create_tmp_for`]) filled by `fill`; removed again when
+/// `fill` fails.
+fn fill_tmp(path: &Path, fill: impl FnOnce(&File, &Path) -> Result<()>) -> Result<PathBuf> {
+    let (tmp, file) = create_tmp_for(path)?;
+    let res = fill(&file, &tmp);
     drop(file);
-    match res {
-        Ok(()) => Ok(tmp),
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(e)
-        }
-    }
+    res.map(|()| tmp.clone()).inspect_err(|_| discard(std::slice::from_ref(&tmp)))
 }
 
 /// Whether a file name is one of ours in progress: `.<name>.tmp` (older builds) or

@@ -173,7 +173,7 @@ pub fn run(outputs: &Path, a: SqlArgs) -> Result<()> {
         }
     };
     println!("{text}");
-    // The rows left out are counted by running the query again, within what is left of the time.
+    // The rows left out are counted from the same run of the query, within what is left of the time.
     match wait(deadline) {
         Ok(Message::Total(n)) => eprintln!(
             "({n} rows: the first {shown} are shown, {} left out by --max-rows {shown}; add LIMIT/OFFSET or raise --max-rows)",
@@ -225,10 +225,16 @@ fn execute(tables: &[tables::Table], query: &str, limits: Limits, tx: &mpsc::Sen
     };
     rt.block_on(async {
         match rows(tables, query, limits, reads).await {
-            Ok((df, text, shown, more)) => {
+            Ok((mut rest, text, shown, mut total)) => {
+                let more = total > shown;
                 let _ = tx.send(Message::Rows { text, shown, more });
-                if more && let Ok(n) = df.count().await {
-                    let _ = tx.send(Message::Total(n));
+                if more {
+                    // The rows left out are counted from the same run of the query.
+                    use futures::StreamExt;
+                    while let Some(Ok(b)) = rest.next().await {
+                        total += b.num_rows();
+                    }
+                    let _ = tx.send(Message::Total(total));
                 }
             }
             Err(e) => {
@@ -262,14 +268,14 @@ async fn session(tables: &[tables::Table], limits: Limits) -> Result<(SessionCon
     Ok((ctx, registered))
 }
 
-/// Runs the query up to `max_rows + 1` rows: the data frame (for counting the rest), the rows as
-/// a table, how many are shown, and whether there are more.
+/// Runs the query until more than `max_rows` rows came (or it ended): the rest of the stream (for
+/// counting what is left out), the rows shown as a table, how many are shown, and how many came.
 async fn rows(
     tables: &[tables::Table],
     query: &str,
     limits: Limits,
     reads: &Mutex<Vec<PathBuf>>,
-) -> Result<(datafusion::dataframe::DataFrame, String, usize, bool)> {
+) -> Result<(datafusion::execution::SendableRecordBatchStream, String, usize, usize)> {
     let (ctx, registered) = session(tables, limits).await?;
     let in_query = || {
         let names: Vec<String> = registered.iter().map(|n| if n.contains('/') { format!("\"{n}\"") } else { n.clone() }).collect();
@@ -286,25 +292,23 @@ async fn rows(
     let options = SQLOptions::new().with_allow_ddl(false).with_allow_dml(false).with_allow_statements(false);
     options.verify_plan(&plan).map_err(|e| explain(e, limits)).with_context(in_query)?;
     let df = ctx.execute_logical_plan(plan).await.map_err(|e| explain(e, limits))?;
-    let fetch = limits.max_rows.saturating_add(1);
     let over = || {
         let files: Vec<String> = reads.lock().map(|r| r.iter().map(|p| p.display().to_string()).collect()).unwrap_or_default();
         if files.is_empty() { "running the query".to_string() } else { format!("running the query over {}", files.join(", ")) }
     };
-    let batches = df
-        .clone()
-        .limit(0, Some(fetch))
-        .map_err(|e| explain(e, limits))?
-        .collect()
-        .await
-        .map_err(|e| explain(e, limits))
-        .with_context(over)?;
-    let total: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    let more = total > limits.max_rows;
+    use futures::StreamExt;
+    let mut stream = df.execute_stream().await.map_err(|e| explain(e, limits)).with_context(over)?;
+    let (mut batches, mut total) = (Vec::new(), 0usize);
+    while total <= limits.max_rows {
+        let Some(b) = stream.next().await else { break };
+        let b = b.map_err(|e| explain(e, limits)).with_context(over)?;
+        total += b.num_rows();
+        batches.push(b);
+    }
     let shown = total.min(limits.max_rows);
     let kept = keep_rows(&batches, shown);
     let text = pretty_format_batches(&kept)?.to_string();
-    Ok((df, text, shown, more))
+    Ok((stream, text, shown, total))
 }
 
 /// The first `n` rows of `batches`.

@@ -12,34 +12,7 @@ use arrow::array::{ArrayRef, Float64Array, RecordBatch};
 
 use super::{stderr, stdout};
 
-/// `nightly.rs`'s `FAST` settings, without `--keep` (each test says what it keeps).
-const FAST: [&str; 25] = [
-    "--sizes",
-    "tiny",
-    "--no-stark",
-    "--set",
-    "dense.encoder=\"hash\"",
-    "--set",
-    "toporag.encoder=\"hash\"",
-    "--set",
-    "textgraphs.encoder=\"hash\"",
-    "--set",
-    "toporag.scales=[0.1]",
-    "--set",
-    "toporag.points=2",
-    "--set",
-    "toporag.nc_max_epochs=20",
-    "--set",
-    "toporag.lp_max_epochs=5",
-    "--set",
-    "gretriever.seeds=[0,1]",
-    "--set",
-    "gretriever.epochs=2",
-    "--set",
-    "gretriever.encoders=[\"gcn\"]",
-    "--set",
-    "gretriever.whole_graph=false",
-];
+use super::nightly::FAST;
 
 fn cmd() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_tgrag"));
@@ -67,15 +40,9 @@ fn s(p: &Path) -> &str {
 
 /// A refusal: an error exit (not 0, not a panic, not a signal) whose message has every `must`.
 fn refused(o: &Output, code: i32, must: &[&str]) {
-    use std::os::unix::process::ExitStatusExt;
-    let err = stderr(o);
-    assert!(o.status.signal().is_none(), "killed by a signal: {err}");
+    let err = super::hostile::failed_cleanly(o, must);
     assert_eq!(o.status.code(), Some(code), "stdout {}\nstderr {err}", stdout(o));
-    for m in must {
-        assert!(err.contains(m), "missing `{m}` in: {err}");
-    }
     assert!(!err.contains("panicked"), "{err}");
-    eprintln!("refused as expected (exit {code}): {}", err.trim());
 }
 
 fn copy_tree(from: &Path, to: &Path) {
