@@ -526,6 +526,14 @@ fn a_data_folder_never_leads_the_run_outside_it() {
     ok(tgrag(&inner, &["run", "--dataset", "mine", "--data-dir", s(data.path()), "--stages", "ingest"]));
     let again = ok(tgrag(&inner, &["run", "--dataset", "mine", "--data-dir", s(data.path()), "--stages", "ingest"]));
     assert!(again.contains("up to date"), "{again}");
+    // The case that reran before: a raw dataset's content key hashes every file under its folder,
+    // so an outputs folder inside it changed the key on every run.
+    let raw = super::hostile_data::explagraphs(6, &[]);
+    let inner = raw.path().join("outputs");
+    let args = ["run", "--dataset", "explagraphs", "--data-dir", s(raw.path()), "--stages", "ingest"];
+    ok(tgrag(&inner, &args));
+    let again = ok(tgrag(&inner, &args));
+    assert!(again.contains("up to date"), "a raw dataset's ingest reran because of the outputs inside it: {again}");
 }
 
 #[test]

@@ -150,7 +150,7 @@ fn a_fifo_a_folder_or_a_dangling_link_named_nodes_csv_is_named_for_what_it_is() 
 }
 
 /// An ExplaGraphs folder in G-Retriever's layout: `n` rows and the given split files.
-fn explagraphs(n: usize, splits: &[(&str, &str)]) -> tempfile::TempDir {
+pub(super) fn explagraphs(n: usize, splits: &[(&str, &str)]) -> tempfile::TempDir {
     let graph = "(tent; used for; camping)(camping; is a; hobby)";
     let rows: String =
         (0..n).map(|i| format!("belief {i}\targument {i}\t{}\t{graph}\n", if i % 2 == 0 { "support" } else { "counter" })).collect();
