@@ -10,7 +10,7 @@ TGRAG := $(TARGET_DIR)/debug/tgrag
 # Quiet progress in CI; bars on a terminal otherwise.
 QUIET := $(if $(CI),--quiet,)
 
-.PHONY: all build run test check fmt clean help models bench venv planner planner-baseline planner-finetune-baseline graphqa nightly report-check system-packages
+.PHONY: all build run test check fmt clean help models bench venv fixtures planner planner-baseline planner-finetune-baseline graphqa nightly report-check system-packages
 
 all: run
 
@@ -56,8 +56,20 @@ models: build
 	.venv/bin/pip install -q --disable-pip-version-check --no-binary pcst-fast pcst-fast==1.0.10
 	# PyG for the GNN training benchmark (pure Python on top of the torch sentence-transformers brings).
 	.venv/bin/pip install -q --disable-pip-version-check torch_geometric
+	# The fixture generators (tests/fixtures/*/make.py, `make fixtures`), at the versions the committed files
+	# were made with; torchmetrics 1.6 is STaRK-era (>= 1.7 masks scores <= 0 in MRR and recall).
+	.venv/bin/pip install -q --disable-pip-version-check rank-bm25==0.2.2 sacrebleu==2.6.0 rouge-score==0.1.2 torchmetrics==1.6.3
+	# STaRK's loader without the retrieval models its package pulls in (the scripts import only its loader modules).
+	.venv/bin/pip install -q --disable-pip-version-check --no-deps stark-qa==1.1.0
+	.venv/bin/pip install -q --disable-pip-version-check ogb==1.3.6 beautifulsoup4==4.15.0 langdetect==1.0.9 huggingface_hub==2.4.0
 
 venv: .venv/bin/python
+
+# The reference outputs the tests compare with (tests/fixtures/README.md): every folder's make.py
+# recomputes them from the committed inputs with the reference library, in the bench venv.
+FIXTURES := text_metrics bm25 ranking_metrics diffusion graphwave pcst minilm gnn_layers stark-hf-mirror
+fixtures: venv
+	@for f in $(FIXTURES); do echo "tests/fixtures/$$f"; .venv/bin/python tests/fixtures/$$f/make.py || exit 1; done
 
 bench: build models venv
 	TGRAG=$(TGRAG) .venv/bin/python bench/bench.py
