@@ -6,6 +6,7 @@
 //!   file, the row and the column.
 //! * [`io`] reads Parquet with errors that name the file, and writes Parquet deterministically and
 //!   atomically (temporary file in the same folder, fsync, rename).
+//! * [`rows`] builds a table from row structs (one [`rows::Row`] impl per row type).
 //! * [`columns`] gives typed access to columns with errors instead of panics.
 //!
 //! This crate deliberately depends on arrow-rs and parquet only (no polars, datafusion or burn).
@@ -18,6 +19,7 @@ pub mod columns;
 pub mod error;
 pub mod io;
 pub mod limits;
+pub mod rows;
 pub mod table;
 pub mod tables;
 pub mod validate;
