@@ -562,7 +562,7 @@ fn minilm_dense_stage_is_deterministic_and_needs_the_model() {
 
 #[test]
 fn stark_mirror_runs_end_to_end() {
-    let Some(mirror) = shared_or_skip("fixtures/stark-hf-mirror", "skb") else { return };
+    let mirror = fixture("stark-hf-mirror");
     let d = tempfile::tempdir().expect("tmp");
     let o = d.path();
     let m = mirror.to_str().expect("utf8 path");
@@ -670,8 +670,12 @@ fn skip(why: &str) {
     eprintln!("SKIP {why}");
 }
 
-fn shared_fixture(name: &str) -> Option<PathBuf> {
-    shared_or_skip(&format!("fixtures/{name}"), "")
+/// `<repo>/tests/fixtures/<name>`: the committed reference outputs (`tests/fixtures/README.md`);
+/// they are part of the repository, so a missing one fails the test.
+fn fixture(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures").join(name);
+    assert!(d.is_dir(), "{} not found: the fixtures are committed under tests/fixtures", d.display());
+    d
 }
 
 /// Rows of a fixture table for one `graph_id`, without the `graph_id` column (and with `alpha_id`
@@ -697,7 +701,7 @@ fn f64_col(b: &RecordBatch, name: &str) -> Vec<f64> {
 
 #[test]
 fn diffusion_and_graphwave_commands_reproduce_the_fixtures() {
-    let (Some(diff), Some(gw)) = (shared_fixture("diffusion"), shared_fixture("graphwave")) else { return };
+    let (diff, gw) = (fixture("diffusion"), fixture("graphwave"));
     let tmp = tempfile::tempdir().expect("tmp");
     let out = tmp.path().join("outputs");
     // Graph 2 of the diffusion fixture: ER, 1,000 nodes, undirected; alpha_id 1 = (0.5, 0.3, 0.2).
@@ -793,7 +797,7 @@ fn with_query_id(path: &Path) -> RecordBatch {
 
 #[test]
 fn evaluate_reproduces_the_ranking_metrics_fixture_and_refuses_bad_rows() {
-    let Some(dir) = shared_fixture("ranking_metrics") else { return };
+    let dir = fixture("ranking_metrics");
     let tmp = tempfile::tempdir().expect("tmp");
     let out = tmp.path().join("outputs");
     let (run, ans, m) = (tmp.path().join("R.parquet"), tmp.path().join("A.parquet"), tmp.path().join("M.parquet"));
@@ -1196,12 +1200,12 @@ fn embed_default_and_f32_products_agree() {
     assert!(!dir.path().join("x.parquet").exists());
 }
 
-/// `tgrag pcst` on the shared fixture's 300 instances gives pcst_fast's vertices and edges in
+/// `tgrag pcst` on the fixture's 239 instances gives pcst_fast's vertices and edges in
 /// pcst_fast's order; bad instances and arguments are refused with the instance and value named.
 #[test]
 fn pcst_command_reproduces_pcst_fast_and_refuses_bad_instances() {
     use arrow::array::AsArray;
-    let Some(fx) = shared_fixture("pcst") else { return };
+    let fx = fixture("pcst");
     let d = tempfile::tempdir().expect("tmp");
     let out = d.path().join("out");
     let (n, e) = (fx.join("nodes.parquet"), fx.join("edges.parquet"));

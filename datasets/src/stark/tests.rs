@@ -1,4 +1,4 @@
-//! The STaRK loader against `shared/fixtures/stark-hf-mirror/expected` (what stark_qa's own loader
+//! The STaRK loader against `tests/fixtures/stark-hf-mirror/expected` (what stark_qa's own loader
 //! returns for the mirror's files), loaded both from the folder and through hf-hub from a mirror
 //! served on 127.0.0.1; and malformed variants of every format.
 
@@ -13,14 +13,12 @@ use arrow::record_batch::RecordBatch;
 use super::*;
 use crate::pickle::Value;
 
-fn mirror() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/stark-hf-mirror");
-    if p.join("expected").is_dir() {
-        Some(p)
-    } else {
-        crate::test_support::skip(&format!("{} not found", p.display()));
-        None
-    }
+/// The committed mirror `<repo>/tests/fixtures/stark-hf-mirror` (its `make.py` regenerates
+/// `expected/` with stark_qa); a missing one fails the test.
+fn mirror() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/stark-hf-mirror");
+    assert!(p.join("expected").is_dir(), "{} not found: the fixtures are committed under tests/fixtures", p.display());
+    p
 }
 
 use crate::test_support::TestResult;
@@ -102,7 +100,8 @@ fn check_kb(kb: Kb, root: &Path, expected: &Path) -> TestResult {
     let z = crate::archive::ZipFiles::read(Path::new("processed.zip"), std::fs::read(root.join(format!("skb/{name}/processed.zip")))?)?;
     let raw = crate::pickle::load(z.get(&format!("{}node_info.pkl", kb.processed_dir()))?)?;
     let Value::Dict(pairs) = raw else { panic!("node_info is not a dict") };
-    let lines = std::fs::read_to_string(exp.join("node_info_pickle.jsonl"))?;
+    let mut lines = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(exp.join("node_info_pickle.jsonl.gz"))?).read_to_string(&mut lines)?;
     let mut n_lines = 0;
     for (line, (k, v)) in lines.lines().zip(&pairs) {
         let mut want: serde_json::Value = serde_json::from_str(line)?;
@@ -182,7 +181,7 @@ fn check_kb(kb: Kb, root: &Path, expected: &Path) -> TestResult {
 
 #[test]
 fn stark_loader_reproduces_expected_for_all_kbs() -> TestResult {
-    let Some(m) = mirror() else { return Ok(()) };
+    let m = mirror();
     for kb in [Kb::Amazon, Kb::Mag, Kb::Prime] {
         check_kb(kb, &m, &m.join("expected"))?;
     }
@@ -266,7 +265,7 @@ fn serve(dir: PathBuf) -> TestResult<(String, std::sync::Arc<std::sync::atomic::
 
 #[test]
 fn hub_download_through_a_local_mirror_then_offline_cache() -> TestResult {
-    let Some(m) = mirror() else { return Ok(()) };
+    let m = mirror();
     let (endpoint, gets) = serve(m.clone())?;
     let home = tempfile::tempdir()?;
     // SAFETY-free: tests in this module that touch HF_* run in this one test only.
@@ -366,7 +365,7 @@ enum Break {
 
 #[test]
 fn malformed_stark_files_give_clear_errors() -> TestResult {
-    let Some(m) = mirror() else { return Ok(()) };
+    let m = mirror();
     // A pickle calling os.system("touch"): it must be refused, never run.
     const EVIL: &[u8] =
         b"\x80\x04\x95\x1d\x00\x00\x00\x00\x00\x00\x00\x8c\x02os\x94\x8c\x06system\x94\x93\x94\x8c\x05touch\x94\x85\x94R\x94.";

@@ -1,5 +1,5 @@
 //! MiniLM tests: an independent f64 re-implementation of BERT on a tiny random checkpoint,
-//! strict weight loading, and parity with sentence-transformers (`shared/fixtures/minilm`).
+//! strict weight loading, and parity with sentence-transformers (`tests/fixtures/minilm`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -299,8 +299,12 @@ fn weight_loading_is_strict() {
     assert!(e.to_string().contains("not a safetensors file"), "{e}");
 }
 
-fn shared() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/minilm")
+/// The committed fixture `<repo>/tests/fixtures/minilm` (its `make.py` regenerates it with
+/// sentence-transformers); a missing one fails the test.
+fn fixture() -> PathBuf {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/minilm");
+    assert!(d.join("sentences.parquet").is_file(), "{} not found: the fixtures are committed under tests/fixtures", d.display());
+    d
 }
 
 fn model_dir() -> PathBuf {
@@ -321,11 +325,7 @@ fn read_batches(path: &Path) -> Vec<arrow::record_batch::RecordBatch> {
 fn matches_sentence_transformers_fixture() {
     use arrow::array::{Array, AsArray};
     use arrow::datatypes::{Float32Type, Int32Type, Int64Type};
-    let fx = shared();
-    if !fx.join("sentences.parquet").exists() {
-        skip(&format!("matches_sentence_transformers_fixture: {} not found", fx.display()));
-        return;
-    }
+    let fx = fixture();
     let dir = model_dir();
     if !dir.join("model.safetensors").exists() {
         skip(&format!("matches_sentence_transformers_fixture: no model in {} (run `make models`)", dir.display()));

@@ -192,7 +192,7 @@ mod tests {
         use arrow::array::AsArray;
         use arrow::datatypes::{DataType, Float64Type, UInt32Type};
         use std::collections::HashMap;
-        let Some(dir) = crate::shared::test_support::fixture("ranking_metrics") else { return };
+        let dir = crate::shared::test_support::fixture("ranking_metrics");
         let read = |f: &str| tgrag_schemas::io::read_parquet(&dir.join(f)).expect("fixture");
         let col =
             |b: &arrow::array::RecordBatch, c: &str, t: DataType| arrow::compute::cast(b.column_by_name(c).expect(c), &t).expect("cast");

@@ -800,21 +800,18 @@ mod tests {
 
     #[test]
     fn matches_bm25s_lucene_fixture() {
-        if let Some(dir) = crate::shared::test_support::fixture("bm25") {
-            check_against(
-                &dir,
-                "bm25s_lucene_top20.parquet",
-                Bm25Params { k1: 1.2, b: 0.75, variant: Variant::Lucene, epsilon: 0.25 },
-                1e-4,
-            );
-        }
+        check_against(
+            &crate::shared::test_support::fixture("bm25"),
+            "bm25s_lucene_top20.parquet",
+            Bm25Params { k1: 1.2, b: 0.75, variant: Variant::Lucene, epsilon: 0.25 },
+            1e-4,
+        );
     }
 
     #[test]
     fn matches_rank_bm25_okapi_fixture() {
-        if let Some(dir) = crate::shared::test_support::fixture("bm25") {
-            check_against(&dir, "rank_bm25_top20.parquet", Bm25Params { k1: 1.5, b: 0.75, variant: Variant::Okapi, epsilon: 0.25 }, 1e-4);
-        }
+        let dir = crate::shared::test_support::fixture("bm25");
+        check_against(&dir, "rank_bm25_top20.parquet", Bm25Params { k1: 1.5, b: 0.75, variant: Variant::Okapi, epsilon: 0.25 }, 1e-4);
     }
 
     /// A seeded corpus with a skewed vocabulary: several terms are in more than an eighth of the

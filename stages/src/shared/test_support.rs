@@ -1,5 +1,5 @@
-//! Helpers shared by the stages' tests: locating `../shared/fixtures/<name>` (skipping with a message
-//! when the shared fixtures are absent, failing under `CI=true`) and reading fixture columns as plain vectors.
+//! Helpers shared by the stages' tests: locating the committed reference fixtures
+//! `<repo>/tests/fixtures/<name>` and reading fixture columns as plain vectors.
 
 use std::path::PathBuf;
 
@@ -9,22 +9,12 @@ use arrow::record_batch::RecordBatch;
 
 pub(crate) type TestResult<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
 
-/// `../shared/fixtures/<name>`, or `None` after printing why the test is skipped.
-pub(crate) fn fixture(name: &str) -> Option<PathBuf> {
-    let d = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures").join(name);
-    if d.is_dir() {
-        Some(d)
-    } else {
-        skip(&format!("{} not found (the shared fixtures are absent)", d.display()));
-        None
-    }
-}
-
-/// Prints why a test skips for lack of shared data or a model, except under `CI=true`, where the data
-/// must be there and its absence fails the test.
-pub(crate) fn skip(why: &str) {
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}, and CI=true requires it");
-    eprintln!("SKIP: {why}");
+/// `<repo>/tests/fixtures/<name>`, the committed reference outputs (`tests/fixtures/README.md`).
+/// The fixtures are part of the repository, so a missing one fails the test.
+pub(crate) fn fixture(name: &str) -> PathBuf {
+    let d = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures").join(name);
+    assert!(d.is_dir(), "{} not found: the fixtures are committed under tests/fixtures", d.display());
+    d
 }
 
 /// A fixture column cast to f64.
