@@ -7,11 +7,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, Float64Array, RecordBatch, StringArray, UInt8Array, UInt32Array};
+use arrow::array::{Array, RecordBatch};
 use datafusion::datasource::MemTable;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use serde::{Deserialize, Serialize};
 use tgrag_schemas::columns::{self, opt_str};
+use tgrag_schemas::rows::{Row, Rows};
 use tgrag_schemas::{tables, validate};
 
 use crate::evaluation::ranking::{Candidates, EvalMode, query_metrics};
@@ -51,38 +52,48 @@ pub fn per_query(
     let mut order: Vec<usize> = (0..queries.num_rows()).collect();
     order.sort_unstable_by_key(|&i| qid.value(i));
 
-    let (mut m_, mut q_, mut s_, mut p_, mut h_, mut na_) = (vec![], vec![], vec![], vec![], vec![], vec![]);
-    let (mut h1, mut h5, mut r20, mut mrr) = (vec![], vec![], vec![], vec![]);
+    let mut out = Rows::new(&tables::METRICS_PER_QUERY);
     for (method, runs) in &by_method {
         for &i in &order {
             let q = qid.value(i);
             let ans = gold.get(&q).map_or(&[][..], Vec::as_slice);
             let m = query_metrics(runs.get(&q).map_or(&[][..], Vec::as_slice), ans, cands, mode);
-            m_.push(*method);
-            q_.push(q);
-            s_.push(split.value(i));
-            p_.push(opt_str(pattern, i));
-            h_.push(if hops.is_null(i) { None } else { Some(hops.value(i)) });
-            na_.push(ans.len() as u32);
-            h1.push(m.hit1);
-            h5.push(m.hit5);
-            r20.push(m.recall20);
-            mrr.push(m.mrr);
+            out.push(&PerQueryRow {
+                method,
+                query_id: q,
+                split: split.value(i),
+                pattern: opt_str(pattern, i),
+                hops: (!hops.is_null(i)).then(|| hops.value(i)),
+                num_answers: ans.len() as u32,
+                hit1: m.hit1,
+                hit5: m.hit5,
+                recall20: m.recall20,
+                mrr: m.mrr,
+            });
         }
     }
-    let cols: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::from(m_)),
-        Arc::new(UInt32Array::from(q_)),
-        Arc::new(StringArray::from(s_)),
-        Arc::new(StringArray::from(p_)),
-        Arc::new(UInt8Array::from(h_)),
-        Arc::new(UInt32Array::from(na_)),
-        Arc::new(Float64Array::from(h1)),
-        Arc::new(Float64Array::from(h5)),
-        Arc::new(Float64Array::from(r20)),
-        Arc::new(Float64Array::from(mrr)),
-    ];
-    Ok(tables::METRICS_PER_QUERY.batch(cols)?)
+    Ok(out.finish()?)
+}
+
+/// One row of `per_query`: one (method, query).
+struct PerQueryRow<'a> {
+    method: &'a str,
+    query_id: u32,
+    split: &'a str,
+    pattern: Option<&'a str>,
+    hops: Option<u8>,
+    num_answers: u32,
+    hit1: f64,
+    hit5: f64,
+    recall20: f64,
+    mrr: f64,
+}
+
+impl Row for PerQueryRow<'_> {
+    fn put(&self, out: &mut Rows) {
+        out.put(self.method).put(self.query_id).put(self.split).put(self.pattern).put(self.hops).put(self.num_answers);
+        out.put(self.hit1).put(self.hit5).put(self.recall20).put(self.mrr);
+    }
 }
 
 /// SQL of the aggregate table: means by method, overall and by split, pattern and hops.

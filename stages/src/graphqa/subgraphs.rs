@@ -11,12 +11,13 @@
 //! empty subgraphs and counted in `scores`. Retrieval times go to `retrieval_latency`
 //! (run-dependent).
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::{ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArray, UInt32Array};
+use arrow::array::RecordBatch;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use tgrag_schemas::rows::{self, Row, Rows};
+use tgrag_schemas::tables;
 
 use crate::graphqa::data::{Task, scored_dataset};
 use crate::graphqa::encoded::{EncodedGraph, EncodedGraphs};
@@ -105,36 +106,79 @@ pub fn retrieve(enc: &EncodedGraphs, g: &EncodedGraph, cfg: &SubgraphsConfig) ->
     Ok(Retrieved { subgraphs: [pcst, attention, Subgraph::whole(n, g.edges.len())], seconds: [scoring + t_pcst, scoring + t_att, 0.0] })
 }
 
+/// One row of `subgraph_nodes` (`id` = the kept node) or `subgraph_edges` (`id` = the kept edge).
+struct Kept<'a> {
+    graph_id: u32,
+    method: &'a str,
+    id: u32,
+}
+
+impl Row for Kept<'_> {
+    fn put(&self, out: &mut Rows) {
+        out.put(self.graph_id).put(self.method).put(self.id);
+    }
+}
+
+/// One row of `subgraph_summary`: one (graph, method) subgraph (`empty` is derived from `nodes`).
+struct Summary<'a> {
+    graph_id: u32,
+    method: &'a str,
+    task: &'a str,
+    split: &'a str,
+    nodes: u32,
+    edges: u32,
+    answer_nodes: u32,
+    answers_found: u32,
+}
+
+impl Row for Summary<'_> {
+    fn put(&self, out: &mut Rows) {
+        out.put(self.graph_id).put(self.method).put(self.task).put(self.split).put(self.nodes).put(self.edges);
+        out.put(self.answer_nodes).put(self.answers_found).put(self.nodes == 0);
+    }
+}
+
+/// One row of `retrieval_latency`.
+struct Latency<'a> {
+    graph_id: u32,
+    method: &'a str,
+    ms: f64,
+}
+
+impl Row for Latency<'_> {
+    fn put(&self, out: &mut Rows) {
+        out.put(self.graph_id).put(self.method).put(self.ms);
+    }
+}
+
 /// Step 2: the stage's tables and the summary rows of `scores`.
 pub fn write(dataset: &str, enc: &EncodedGraphs, out: &[Retrieved]) -> Result<[RecordBatch; 5]> {
-    let (mut ng, mut nm, mut nn) = (vec![], vec![], vec![]);
-    let (mut eg, mut em, mut ee) = (vec![], vec![], vec![]);
-    let (mut sg, mut sm, mut st, mut ss, mut sn, mut se, mut sa, mut sf) = (vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
-    let (mut lg, mut lm, mut lms) = (vec![], vec![], vec![]);
+    let (mut nodes, mut edges) = (Rows::new(&tables::SUBGRAPH_NODES), Rows::new(&tables::SUBGRAPH_EDGES));
+    let (mut summary, mut latency) = (Vec::new(), Vec::new());
     // Per (task, method): graphs, nodes, edges, answer nodes, answers found, graphs with answers, empty graphs.
     let mut agg: std::collections::BTreeMap<(&str, &str), [u64; 7]> = std::collections::BTreeMap::new();
     for (g, r) in enc.graphs.iter().zip(out) {
         let answers = if g.task == Task::WebQsp { enc.answer_nodes(g) } else { Vec::new() };
         for (k, (sub, secs)) in r.subgraphs.iter().zip(r.seconds).enumerate() {
             let m = METHODS[k];
-            ng.extend(std::iter::repeat_n(g.graph_id, sub.nodes.len()));
-            nm.extend(std::iter::repeat_n(m, sub.nodes.len()));
-            nn.extend(&sub.nodes);
-            eg.extend(std::iter::repeat_n(g.graph_id, sub.edges.len()));
-            em.extend(std::iter::repeat_n(m, sub.edges.len()));
-            ee.extend(&sub.edges);
+            for &id in &sub.nodes {
+                nodes.push(&Kept { graph_id: g.graph_id, method: m, id });
+            }
+            for &id in &sub.edges {
+                edges.push(&Kept { graph_id: g.graph_id, method: m, id });
+            }
             let found = answers.iter().filter(|a| sub.nodes.binary_search(a).is_ok()).count();
-            sg.push(g.graph_id);
-            sm.push(m);
-            st.push(g.task.as_str());
-            ss.push(g.split.as_str());
-            sn.push(sub.nodes.len() as u32);
-            se.push(sub.edges.len() as u32);
-            sa.push(answers.len() as u32);
-            sf.push(found as u32);
-            lg.push(g.graph_id);
-            lm.push(m);
-            lms.push(secs * 1e3);
+            summary.push(Summary {
+                graph_id: g.graph_id,
+                method: m,
+                task: g.task.as_str(),
+                split: g.split.as_str(),
+                nodes: sub.nodes.len() as u32,
+                edges: sub.edges.len() as u32,
+                answer_nodes: answers.len() as u32,
+                answers_found: found as u32,
+            });
+            latency.push(Latency { graph_id: g.graph_id, method: m, ms: secs * 1e3 });
             let a = agg.entry((g.task.as_str(), m)).or_default();
             a[0] += 1;
             a[1] += sub.nodes.len() as u64;
@@ -145,44 +189,27 @@ pub fn write(dataset: &str, enc: &EncodedGraphs, out: &[Retrieved]) -> Result<[R
             a[6] += u64::from(g.nodes.is_empty());
         }
     }
-    let u32a = |v: Vec<u32>| Arc::new(UInt32Array::from(v)) as ArrayRef;
-    let strs = |v: Vec<&str>| Arc::new(StringArray::from(v)) as ArrayRef;
-    let nodes = RecordBatch::try_from_iter(vec![("graph_id", u32a(ng)), ("method", strs(nm)), ("node_id", u32a(nn))])?;
-    let edges = RecordBatch::try_from_iter(vec![("graph_id", u32a(eg)), ("method", strs(em)), ("edge_index", u32a(ee))])?;
-    let empty: Vec<bool> = sn.iter().map(|&n| n == 0).collect();
-    let summary = RecordBatch::try_from_iter(vec![
-        ("graph_id", u32a(sg)),
-        ("method", strs(sm)),
-        ("task", strs(st)),
-        ("split", strs(ss)),
-        ("nodes", u32a(sn)),
-        ("edges", u32a(se)),
-        ("answer_nodes", u32a(sa)),
-        ("answers_found", u32a(sf)),
-        ("empty", Arc::new(BooleanArray::from(empty)) as ArrayRef),
-    ])?;
-    let latency = RecordBatch::try_from_iter(vec![
-        ("graph_id", u32a(lg)),
-        ("method", strs(lm)),
-        ("ms", Arc::new(Float64Array::from(lms)) as ArrayRef),
-    ])?;
-    let mut rows: Vec<(String, &str, &str, f64, u64)> = Vec::new();
+    let (nodes, edges) = (nodes.finish()?, edges.finish()?);
+    let summary = rows::batch(&tables::SUBGRAPH_SUMMARY, &summary)?;
+    let latency = rows::batch(&tables::RETRIEVAL_LATENCY, &latency)?;
+    // (scored dataset, method, metric, value, n): the subgraph sizes as `scores` rows.
+    let mut sizes: Vec<(String, &str, &str, f64, u64)> = Vec::new();
     for ((task, m), a) in &agg {
         let ds = scored_dataset(dataset, Task::parse(task).unwrap_or(Task::SceneGraphs));
         let n = a[0].max(1) as f64;
-        rows.push((ds.clone(), m, "subgraph_nodes", a[1] as f64 / n, a[0]));
-        rows.push((ds.clone(), m, "subgraph_edges", a[2] as f64 / n, a[0]));
-        rows.push((ds.clone(), m, "empty_graphs", a[6] as f64, a[0]));
+        sizes.push((ds.clone(), m, "subgraph_nodes", a[1] as f64 / n, a[0]));
+        sizes.push((ds.clone(), m, "subgraph_edges", a[2] as f64 / n, a[0]));
+        sizes.push((ds.clone(), m, "empty_graphs", a[6] as f64, a[0]));
         if a[3] > 0 {
-            rows.push((ds.clone(), m, "answer_recall", a[4] as f64 / a[3] as f64, a[3]));
+            sizes.push((ds.clone(), m, "answer_recall", a[4] as f64 / a[3] as f64, a[3]));
         }
     }
     let mut by_ds: std::collections::BTreeMap<String, Scores> = std::collections::BTreeMap::new();
-    for (ds, m, metric, v, n) in rows {
+    for (ds, m, metric, v, n) in sizes {
         by_ds.entry(ds.clone()).or_insert_with(|| Scores::new(&ds, INFO.name)).push(m, ALL_SPLITS, ALL, metric, v, n, None);
     }
     let parts: Vec<RecordBatch> = by_ds.into_values().map(Scores::batch).collect::<Result<_>>()?;
-    let scores = arrow::compute::concat_batches(&tgrag_schemas::tables::SCORES.schema(), &parts)?;
+    let scores = arrow::compute::concat_batches(&tables::SCORES.schema(), &parts)?;
     Ok([nodes, edges, summary, latency, scores])
 }
 

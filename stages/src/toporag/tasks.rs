@@ -17,13 +17,14 @@
 //! buffers, hand-written backward pass, one training per core); on a GPU on the burn trainers.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Float64Array, RecordBatch, StringArray, UInt32Array};
+use arrow::array::RecordBatch;
 use rayon::prelude::*;
 use tgrag_datasets::rng::Rng;
 use tgrag_models::DeviceChoice;
 use tgrag_models::gnn::{self, GnnKind, LinkPredConfig, NodeClassConfig, Trained};
+use tgrag_schemas::rows::{self, Row, Rows};
+use tgrag_schemas::tables;
 
 use crate::shared::context::Progress;
 use crate::shared::curves::Curves;
@@ -125,6 +126,46 @@ enum Job<'a> {
     Link(&'a str, &'a [f32], u64),
 }
 
+/// One row of `node_classification`: one (model, retriever, seed) training.
+struct ClassRow<'a> {
+    model: &'a str,
+    retriever: &'a str,
+    accuracy: f64,
+    val_accuracy: f64,
+    best_epoch: u32,
+    epochs: u32,
+    train_nodes: u32,
+    test_nodes: u32,
+    seed: u64,
+}
+
+impl Row for ClassRow<'_> {
+    fn put(&self, out: &mut Rows) {
+        out.put(self.model).put(self.retriever).put(self.accuracy).put(self.val_accuracy).put(self.best_epoch);
+        out.put(self.epochs).put(self.train_nodes).put(self.test_nodes).put(self.seed);
+    }
+}
+
+/// One row of `link_prediction`: one (retriever, seed) training.
+struct LinkRow<'a> {
+    retriever: &'a str,
+    k: u32,
+    hits: f64,
+    val_hits: f64,
+    best_epoch: u32,
+    epochs: u32,
+    test_edges: u32,
+    test_negatives: u32,
+    seed: u64,
+}
+
+impl Row for LinkRow<'_> {
+    fn put(&self, out: &mut Rows) {
+        out.put(self.retriever).put(self.k).put(self.hits).put(self.val_hits).put(self.best_epoch);
+        out.put(self.epochs).put(self.test_edges).put(self.test_negatives).put(self.seed);
+    }
+}
+
 /// Runs every training (in parallel, each deterministic), builds the tables and adds the results to
 /// `scores`: per retriever (the method) and model (`group` = `model=…`), test and validation
 /// accuracy (node classification) and Hits@K (link prediction).
@@ -198,10 +239,7 @@ pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress, scor
         .collect::<Result<_>>()?;
     pb.finish_and_clear();
 
-    let (mut nc_model, mut nc_ret, mut nc_acc, mut nc_val, mut nc_best, mut nc_epochs, mut nc_train, mut nc_test, mut nc_seed) =
-        (vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
-    let (mut lp_ret, mut lp_hits, mut lp_val, mut lp_best, mut lp_epochs, mut lp_pos, mut lp_neg, mut lp_seed) =
-        (vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+    let (mut nc_rows, mut lp_rows): (Vec<ClassRow>, Vec<LinkRow>) = (Vec::new(), Vec::new());
     let mut curves = Curves::default();
     let hits = format!("hits_at_{}", cfg.lp.hits_k);
     // (retriever, split, group, metric) → (per-seed values, n), for the mean and std over seeds.
@@ -210,28 +248,35 @@ pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress, scor
     for (job, t) in jobs.iter().zip(&results) {
         let (task, model, ret, seed) = match job {
             Job::Class(kind, name, _, seed) => {
-                nc_model.push(kind.as_str());
-                nc_ret.push(*name);
-                nc_acc.push(t.test_metric);
-                nc_val.push(t.val_metric);
-                nc_best.push(t.best_epoch);
-                nc_epochs.push(t.curve.len() as u32);
-                nc_seed.push(*seed);
-                if let Some((_, _, train, _, test)) = &class {
-                    nc_train.push(train.len() as u32);
-                    nc_test.push(test.len() as u32);
-                }
+                let (train_nodes, test_nodes) = match &class {
+                    Some((_, _, train, _, test)) => (train.len() as u32, test.len() as u32),
+                    None => return Err(StageError::Internal("a node-classification training without a class split".into())),
+                };
+                nc_rows.push(ClassRow {
+                    model: kind.as_str(),
+                    retriever: name,
+                    accuracy: t.test_metric,
+                    val_accuracy: t.val_metric,
+                    best_epoch: t.best_epoch,
+                    epochs: t.curve.len() as u32,
+                    train_nodes,
+                    test_nodes,
+                    seed: *seed,
+                });
                 ("node_classification", kind.as_str(), *name, *seed)
             }
             Job::Link(name, _, seed) => {
-                lp_ret.push(*name);
-                lp_hits.push(t.test_metric);
-                lp_val.push(t.val_metric);
-                lp_best.push(t.best_epoch);
-                lp_epochs.push(t.curve.len() as u32);
-                lp_pos.push(links.test_pos.len() as u32);
-                lp_neg.push(links.test_neg.len() as u32);
-                lp_seed.push(*seed);
+                lp_rows.push(LinkRow {
+                    retriever: name,
+                    k: cfg.lp.hits_k as u32,
+                    hits: t.test_metric,
+                    val_hits: t.val_metric,
+                    best_epoch: t.best_epoch,
+                    epochs: t.curve.len() as u32,
+                    test_edges: links.test_pos.len() as u32,
+                    test_negatives: links.test_neg.len() as u32,
+                    seed: *seed,
+                });
                 ("link_prediction", "gcn-mlp", *name, *seed)
             }
         };
@@ -273,32 +318,9 @@ pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress, scor
             scores.push(ret, split, group, &format!("{metric}_std"), sd, *n, None);
         }
     }
-    let strs = |v: Vec<&str>| Arc::new(StringArray::from(v)) as ArrayRef;
-    let u32a = |v: Vec<u32>| Arc::new(UInt32Array::from(v)) as ArrayRef;
-    let f64a = |v: Vec<f64>| Arc::new(Float64Array::from(v)) as ArrayRef;
     Ok(TaskTables {
-        node_classification: RecordBatch::try_from_iter(vec![
-            ("model", strs(nc_model)),
-            ("retriever", strs(nc_ret)),
-            ("accuracy", f64a(nc_acc)),
-            ("val_accuracy", f64a(nc_val)),
-            ("best_epoch", u32a(nc_best)),
-            ("epochs", u32a(nc_epochs)),
-            ("train_nodes", u32a(nc_train)),
-            ("test_nodes", u32a(nc_test)),
-            ("seed", Arc::new(arrow::array::UInt64Array::from(nc_seed)) as ArrayRef),
-        ])?,
-        link_prediction: RecordBatch::try_from_iter(vec![
-            ("retriever", strs(lp_ret)),
-            ("k", u32a(vec![cfg.lp.hits_k as u32; lp_val.len()])),
-            ("hits", f64a(lp_hits)),
-            ("val_hits", f64a(lp_val)),
-            ("best_epoch", u32a(lp_best)),
-            ("epochs", u32a(lp_epochs)),
-            ("test_edges", u32a(lp_pos)),
-            ("test_negatives", u32a(lp_neg)),
-            ("seed", Arc::new(arrow::array::UInt64Array::from(lp_seed)) as ArrayRef),
-        ])?,
+        node_classification: rows::batch(&tables::NODE_CLASSIFICATION, &nc_rows)?,
+        link_prediction: rows::batch(&tables::LINK_PREDICTION, &lp_rows)?,
         curves: curves.batch()?,
     })
 }
