@@ -10,6 +10,7 @@ use anyhow::{Context, Result, bail};
 use arrow::array::RecordBatch;
 
 use crate::commands::nightly::Folder;
+use crate::nightly::diff::Status;
 use crate::nightly::{self, collect::Collected, diff};
 
 /// `tgrag compare` arguments.
@@ -79,21 +80,21 @@ pub fn run(a: CompareArgs) -> Result<ExitCode> {
     tol.check_known(&known, "either leaderboard")?;
     let (ra, rb) = (diff::rows(&fa.leaderboard)?, diff::rows(&fb.leaderboard)?);
     let compared = diff::compare(&ra, &rb, &tol);
-    let count = |s: &str| compared.iter().filter(|r| r.status == s).count();
+    let count = |s: Status| compared.iter().filter(|r| r.status == s).count();
     println!(
         "{} → {}: {} regression(s), {} improvement(s), {} unchanged, {} changed without a better direction, {} new, {} vanished",
         a.a.display(),
         a.b.display(),
-        count("regression"),
-        count("improvement"),
-        count("unchanged"),
-        count("changed"),
-        count("new"),
-        count("vanished")
+        count(Status::Regression),
+        count(Status::Improvement),
+        count(Status::Unchanged),
+        count(Status::Changed),
+        count(Status::New),
+        count(Status::Vanished)
     );
-    for status in ["regression", "improvement", "changed", "new", "vanished"].into_iter().chain(a.all.then_some("unchanged")) {
+    for status in Status::ALL.into_iter().filter(|s| a.all || *s != Status::Unchanged) {
         for r in compared.iter().filter(|r| r.status == status) {
-            println!("  {status:<11} {}", diff::line(r));
+            println!("  {:<11} {}", status.as_str(), diff::line(r));
         }
     }
     let (new, gone) = diff::method_changes(&ra, &rb);
@@ -124,5 +125,5 @@ pub fn run(a: CompareArgs) -> Result<ExitCode> {
             _ => println!("  time {d}: {b:.1}s (new)"),
         }
     }
-    Ok(if count("regression") > 0 { ExitCode::from(nightly::EXIT_REGRESSION) } else { ExitCode::SUCCESS })
+    Ok(if count(Status::Regression) > 0 { ExitCode::from(nightly::EXIT_REGRESSION) } else { ExitCode::SUCCESS })
 }

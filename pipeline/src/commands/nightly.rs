@@ -360,26 +360,26 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<Ex
         }
     }
     // What the night says, in a few lines.
-    let count = |s: &str| compared.iter().filter(|r| r.status == s).count();
+    let count = |s: diff::Status| compared.iter().filter(|r| r.status == s).count();
     let failed = outcomes.iter().filter(|o| o.status == "failed").count();
     println!("report: {}", final_dir.join("report.html").display());
     match &prev_name {
         None => println!("first night in {}: nothing to compare", night_dir.display()),
         Some(p) => println!(
             "compared with {p}: {} regression(s), {} improvement(s), {} new, {} vanished",
-            count("regression"),
-            count("improvement"),
-            count("new"),
-            count("vanished")
+            count(diff::Status::Regression),
+            count(diff::Status::Improvement),
+            count(diff::Status::New),
+            count(diff::Status::Vanished)
         ),
     }
-    for r in compared.iter().filter(|r| r.status == "regression") {
+    for r in compared.iter().filter(|r| r.status == diff::Status::Regression) {
         println!("  REGRESSION {}", diff::line(r));
     }
-    for r in compared.iter().filter(|r| r.status == "improvement") {
+    for r in compared.iter().filter(|r| r.status == diff::Status::Improvement) {
         println!("  improvement {}", diff::line(r));
     }
-    if count("regression") > 0 && prev_name.is_some() {
+    if count(diff::Status::Regression) > 0 && prev_name.is_some() {
         return Ok(ExitCode::from(nightly::EXIT_REGRESSION));
     }
     if ran == 0 {

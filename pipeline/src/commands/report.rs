@@ -28,7 +28,7 @@ pub fn run(a: ReportArgs, wait: bool) -> Result<()> {
     // The night's folder is written under the lock of the nightly folder, as a night writes it.
     let parent = dir.parent().map(PathBuf::from).context("the folder has no parent")?;
     let _lock = FolderLock::acquire(&parent, wait)?;
-    let compared = diff::from_batch(&f.regressions)?;
+    let compared = diff::from_batch(&f.regressions, &dir.join("regressions.parquet"))?;
     let prev_name = f.provenance["previous"].as_str().map(str::to_string);
     let prev_timings = prev_name.as_ref().and_then(|p| Folder::read(&parent.join(p)).ok()).map(|p| p.timings);
     render_into(&dir, &stamp, &f, &compared, prev_name.as_deref().map(|n| (n, prev_timings.as_ref())))?;

@@ -3,36 +3,112 @@
 //! latencies, as the nightly tables of `tgrag_schemas::tables`.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use anyhow::Result;
-use arrow::array::{Array, ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
+use arrow::array::{Array, RecordBatch};
+use tgrag_schemas::rows::{self, Row, Rows};
 use tgrag_schemas::{columns, io, tables};
 
 use crate::runner::read_manifest;
 
-/// A leaderboard row: source, dataset, stage, method, split, group, metric, value, n, seed.
-type LbRow = (String, String, String, String, String, String, String, f64, u64, Option<u64>);
-/// A curve row: dataset, source, model, variant, seed, epoch, metric, value, kept.
-type CurveRow = (String, String, String, String, u64, u32, String, f64, bool);
+/// A `leaderboard` row: a `scores` row and the stage folder it came from.
+#[derive(Debug, Clone, PartialEq)]
+struct LbRow {
+    source: String,
+    dataset: String,
+    stage: String,
+    method: String,
+    split: String,
+    group: String,
+    metric: String,
+    value: f64,
+    n: u64,
+    seed: Option<u64>,
+}
+
+impl Row for LbRow {
+    fn put(&self, out: &mut Rows) {
+        out.put(&self.source).put(&self.dataset).put(&self.stage).put(&self.method).put(&self.split).put(&self.group);
+        out.put(&self.metric).put(self.value).put(self.n).put(self.seed);
+    }
+}
+
+/// A `nightly_timings` row: a stage's total or one phase.
+#[derive(Debug, Clone, PartialEq)]
+struct TimingRow {
+    dataset: String,
+    stage: String,
+    phase: String,
+    seconds: f64,
+    ran: bool,
+}
+
+impl Row for TimingRow {
+    fn put(&self, out: &mut Rows) {
+        out.put(&self.dataset).put(&self.stage).put(&self.phase).put(self.seconds).put(self.ran);
+    }
+}
+
+/// A `nightly_latency` row: one item's time.
+#[derive(Debug, Clone, PartialEq)]
+struct LatencyRow {
+    dataset: String,
+    stage: String,
+    what: String,
+    ms: f64,
+}
+
+impl Row for LatencyRow {
+    fn put(&self, out: &mut Rows) {
+        out.put(&self.dataset).put(&self.stage).put(&self.what).put(self.ms);
+    }
+}
+
+/// A `nightly_curves` row: a `curves` row and where it came from.
+#[derive(Debug, Clone, PartialEq)]
+struct CurveRow {
+    dataset: String,
+    source: String,
+    model: String,
+    variant: String,
+    seed: u64,
+    epoch: u32,
+    metric: String,
+    value: f64,
+    kept: bool,
+}
+
+impl Row for CurveRow {
+    fn put(&self, out: &mut Rows) {
+        out.put(&self.dataset).put(&self.source).put(&self.model).put(&self.variant).put(self.seed).put(self.epoch);
+        out.put(&self.metric).put(self.value).put(self.kept);
+    }
+}
+
+/// A `nightly_correlation` row.
+#[derive(Debug, Clone, PartialEq)]
+struct CorrelationRow {
+    dataset: String,
+    measure: String,
+    k: u32,
+    pearson: f64,
+    pairs: u64,
+}
+
+impl Row for CorrelationRow {
+    fn put(&self, out: &mut Rows) {
+        out.put(&self.dataset).put(&self.measure).put(self.k).put(self.pearson).put(self.pairs);
+    }
+}
 
 /// The nightly tables of one or more datasets, built up row by row.
 #[derive(Debug, Default)]
 pub struct Collected {
-    // leaderboard
     lb: Vec<LbRow>,
-    // nightly_timings: dataset, stage, phase, seconds, ran
-    timings: Vec<(String, String, String, f64, bool)>,
-    // nightly_latency: dataset, stage, what, ms
-    latency: Vec<(String, String, String, f64)>,
-    // nightly_curves: dataset, source, model, variant, seed, epoch, metric, value, kept
+    timings: Vec<TimingRow>,
+    latency: Vec<LatencyRow>,
     curves: Vec<CurveRow>,
-    // nightly_correlation: dataset, measure, k, pearson, pairs
-    correlation: Vec<(String, String, u32, f64, u64)>,
-}
-
-fn strs(v: impl IntoIterator<Item = String>) -> ArrayRef {
-    Arc::new(StringArray::from_iter_values(v))
+    correlation: Vec<CorrelationRow>,
 }
 
 impl Collected {
@@ -63,10 +139,15 @@ impl Collected {
             let Some(m) = read_manifest(&dir) else { continue };
             let has = |f: &str| m.outputs.contains_key(f) && dir.join(f).is_file();
             let did_run = ran.contains(&name);
-            self.timings.push((dataset.into(), name.into(), "total".into(), m.total_seconds, did_run));
-            for t in &m.timings {
-                self.timings.push((dataset.into(), name.into(), t.phase.clone(), t.seconds, did_run));
-            }
+            let timing = |phase: &str, seconds: f64| TimingRow {
+                dataset: dataset.into(),
+                stage: name.into(),
+                phase: phase.into(),
+                seconds,
+                ran: did_run,
+            };
+            self.timings.push(timing("total", m.total_seconds));
+            self.timings.extend(m.timings.iter().map(|t| timing(&t.phase, t.seconds)));
             if has("scores.parquet") {
                 let file = dir.join("scores.parquet");
                 let b = io::read_table(&file, &tables::SCORES)?;
@@ -90,18 +171,18 @@ impl Collected {
                 );
                 let (v, n, seed) = (columns::f64s(&b, "value")?, columns::u64s(&b, "n")?, columns::u64s(&b, "seed")?);
                 for i in 0..b.num_rows() {
-                    self.lb.push((
-                        name.into(),
-                        d.value(i).into(),
-                        st.value(i).into(),
-                        me.value(i).into(),
-                        sp.value(i).into(),
-                        g.value(i).into(),
-                        mt.value(i).into(),
-                        v.value(i),
-                        n.value(i),
-                        (!seed.is_null(i)).then(|| seed.value(i)),
-                    ));
+                    self.lb.push(LbRow {
+                        source: name.into(),
+                        dataset: d.value(i).into(),
+                        stage: st.value(i).into(),
+                        method: me.value(i).into(),
+                        split: sp.value(i).into(),
+                        group: g.value(i).into(),
+                        metric: mt.value(i).into(),
+                        value: v.value(i),
+                        n: n.value(i),
+                        seed: (!seed.is_null(i)).then(|| seed.value(i)),
+                    });
                 }
             }
             if has("curves.parquet") {
@@ -110,17 +191,17 @@ impl Collected {
                 let (seed, ep, v) = (columns::u64s(&b, "seed")?, columns::u32s(&b, "epoch")?, columns::f64s(&b, "value")?);
                 let kept = columns::bools(&b, "kept")?;
                 for i in 0..b.num_rows() {
-                    self.curves.push((
-                        dataset.into(),
-                        name.into(),
-                        mo.value(i).into(),
-                        va.value(i).into(),
-                        seed.value(i),
-                        ep.value(i),
-                        me.value(i).into(),
-                        v.value(i),
-                        kept.value(i),
-                    ));
+                    self.curves.push(CurveRow {
+                        dataset: dataset.into(),
+                        source: name.into(),
+                        model: mo.value(i).into(),
+                        variant: va.value(i).into(),
+                        seed: seed.value(i),
+                        epoch: ep.value(i),
+                        metric: me.value(i).into(),
+                        value: v.value(i),
+                        kept: kept.value(i),
+                    });
                 }
             }
             if has("correlation.parquet") {
@@ -128,86 +209,63 @@ impl Collected {
                 let (me, k, p, n) =
                     (columns::strs(&b, "measure")?, columns::u32s(&b, "k")?, columns::f64s(&b, "pearson")?, columns::u64s(&b, "pairs")?);
                 for i in 0..b.num_rows() {
-                    self.correlation.push((dataset.into(), me.value(i).into(), k.value(i), p.value(i), n.value(i)));
+                    self.correlation.push(CorrelationRow {
+                        dataset: dataset.into(),
+                        measure: me.value(i).into(),
+                        k: k.value(i),
+                        pearson: p.value(i),
+                        pairs: n.value(i),
+                    });
                 }
             }
             if has("latency.parquet") {
                 let b = io::read_table(&dir.join("latency.parquet"), &tables::LATENCY)?;
                 for (col, what) in [("plan_ms", "plan"), ("reason_ms", "reason"), ("organize_ms", "organize")] {
                     let v = columns::f64s(&b, col)?;
-                    self.latency.extend((0..b.num_rows()).map(|i| (dataset.to_string(), name.to_string(), what.to_string(), v.value(i))));
+                    self.latency.extend((0..b.num_rows()).map(|i| LatencyRow {
+                        dataset: dataset.into(),
+                        stage: name.into(),
+                        what: what.into(),
+                        ms: v.value(i),
+                    }));
                 }
             }
             if has("retrieval_latency.parquet") {
                 let b = io::read_table(&dir.join("retrieval_latency.parquet"), &tables::RETRIEVAL_LATENCY)?;
                 let (me, ms) = (columns::strs(&b, "method")?, columns::f64s(&b, "ms")?);
-                self.latency
-                    .extend((0..b.num_rows()).map(|i| (dataset.to_string(), name.to_string(), me.value(i).to_string(), ms.value(i))));
+                self.latency.extend((0..b.num_rows()).map(|i| LatencyRow {
+                    dataset: dataset.into(),
+                    stage: name.into(),
+                    what: me.value(i).into(),
+                    ms: ms.value(i),
+                }));
             }
         }
         Ok(())
     }
 
+    /// The `leaderboard` table.
     pub fn leaderboard(&self) -> Result<RecordBatch> {
-        let l = &self.lb;
-        Ok(tables::LEADERBOARD.batch(vec![
-            strs(l.iter().map(|r| r.0.clone())),
-            strs(l.iter().map(|r| r.1.clone())),
-            strs(l.iter().map(|r| r.2.clone())),
-            strs(l.iter().map(|r| r.3.clone())),
-            strs(l.iter().map(|r| r.4.clone())),
-            strs(l.iter().map(|r| r.5.clone())),
-            strs(l.iter().map(|r| r.6.clone())),
-            Arc::new(Float64Array::from_iter_values(l.iter().map(|r| r.7))),
-            Arc::new(UInt64Array::from_iter_values(l.iter().map(|r| r.8))),
-            Arc::new(UInt64Array::from_iter(l.iter().map(|r| r.9))),
-        ])?)
+        Ok(rows::batch(&tables::LEADERBOARD, &self.lb)?)
     }
 
+    /// The `nightly_timings` table.
     pub fn timings(&self) -> Result<RecordBatch> {
-        let t = &self.timings;
-        Ok(tables::NIGHTLY_TIMINGS.batch(vec![
-            strs(t.iter().map(|r| r.0.clone())),
-            strs(t.iter().map(|r| r.1.clone())),
-            strs(t.iter().map(|r| r.2.clone())),
-            Arc::new(Float64Array::from_iter_values(t.iter().map(|r| r.3))),
-            Arc::new(BooleanArray::from(t.iter().map(|r| r.4).collect::<Vec<_>>())),
-        ])?)
+        Ok(rows::batch(&tables::NIGHTLY_TIMINGS, &self.timings)?)
     }
 
+    /// The `nightly_latency` table.
     pub fn latency(&self) -> Result<RecordBatch> {
-        let t = &self.latency;
-        Ok(tables::NIGHTLY_LATENCY.batch(vec![
-            strs(t.iter().map(|r| r.0.clone())),
-            strs(t.iter().map(|r| r.1.clone())),
-            strs(t.iter().map(|r| r.2.clone())),
-            Arc::new(Float64Array::from_iter_values(t.iter().map(|r| r.3))),
-        ])?)
+        Ok(rows::batch(&tables::NIGHTLY_LATENCY, &self.latency)?)
     }
 
+    /// The `nightly_curves` table.
     pub fn curves(&self) -> Result<RecordBatch> {
-        let c = &self.curves;
-        Ok(tables::NIGHTLY_CURVES.batch(vec![
-            strs(c.iter().map(|r| r.0.clone())),
-            strs(c.iter().map(|r| r.1.clone())),
-            strs(c.iter().map(|r| r.2.clone())),
-            strs(c.iter().map(|r| r.3.clone())),
-            Arc::new(UInt64Array::from_iter_values(c.iter().map(|r| r.4))),
-            Arc::new(UInt32Array::from_iter_values(c.iter().map(|r| r.5))),
-            strs(c.iter().map(|r| r.6.clone())),
-            Arc::new(Float64Array::from_iter_values(c.iter().map(|r| r.7))),
-            Arc::new(BooleanArray::from(c.iter().map(|r| r.8).collect::<Vec<_>>())),
-        ])?)
+        Ok(rows::batch(&tables::NIGHTLY_CURVES, &self.curves)?)
     }
 
+    /// The `nightly_correlation` table.
     pub fn correlation(&self) -> Result<RecordBatch> {
-        let c = &self.correlation;
-        Ok(tables::NIGHTLY_CORRELATION.batch(vec![
-            strs(c.iter().map(|r| r.0.clone())),
-            strs(c.iter().map(|r| r.1.clone())),
-            Arc::new(UInt32Array::from_iter_values(c.iter().map(|r| r.2))),
-            Arc::new(Float64Array::from_iter_values(c.iter().map(|r| r.3))),
-            Arc::new(UInt64Array::from_iter_values(c.iter().map(|r| r.4))),
-        ])?)
+        Ok(rows::batch(&tables::NIGHTLY_CORRELATION, &self.correlation)?)
     }
 }

@@ -12,7 +12,7 @@ use anyhow::Result;
 use arrow::array::{ArrayRef, RecordBatch};
 use tgrag_schemas::{columns, tables};
 
-use crate::nightly::diff::{self, Compared};
+use crate::nightly::diff::{self, Compared, Status};
 use crate::nightly::plots::Figure;
 
 /// Everything a report is rendered from.
@@ -88,18 +88,18 @@ pub fn markdown(n: &Night<'_>) -> Result<String> {
     match n.previous {
         None => writeln!(md, "This is the first night in this folder: nothing to compare with.\n")?,
         Some(p) => {
-            let count = |s: &str| n.compared.iter().filter(|r| r.status == s).count();
+            let count = |s: Status| n.compared.iter().filter(|r| r.status == s).count();
             writeln!(
                 md,
                 "Against `{p}`: **{} regression(s)**, {} improvement(s), {} unchanged, {} changed without a better direction, {} new, {} vanished.\n",
-                count("regression"),
-                count("improvement"),
-                count("unchanged"),
-                count("changed"),
-                count("new"),
-                count("vanished")
+                count(Status::Regression),
+                count(Status::Improvement),
+                count(Status::Unchanged),
+                count(Status::Changed),
+                count(Status::New),
+                count(Status::Vanished)
             )?;
-            for (status, title) in [("regression", "Regressions"), ("improvement", "Improvements")] {
+            for (status, title) in [(Status::Regression, "Regressions"), (Status::Improvement, "Improvements")] {
                 let all: Vec<&Compared> = n.compared.iter().filter(|r| r.status == status).collect();
                 if all.is_empty() {
                     continue;
@@ -207,7 +207,7 @@ pub fn markdown(n: &Night<'_>) -> Result<String> {
         for source in &sources {
             let scores = scores_of(n.leaderboard, dataset, source)?;
             let body = if source == "metrics" {
-                tgrag_stages::evaluation::report::ranking_section(&scores, "STaRK")?
+                tgrag_stages::evaluation::report::ranking_section(&scores)?
             } else {
                 tgrag_stages::evaluation::report::stage_section(source, &scores)?
             };

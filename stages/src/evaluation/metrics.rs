@@ -2,7 +2,8 @@
 //! found through [`crate::StageInfo::collects`]) evaluated with STaRK's evaluator semantics
 //! ([`crate::evaluation::ranking`]), per query, then aggregated with DataFusion SQL by method and by
 //! split, logical pattern and hop count, written as `scores` rows (the stage that wrote the run, the
-//! method, `hit1`, `hit5`, `recall20`, `mrr`), which the `report` stage renders.
+//! method, `hit1`, `hit5`, `recall20`, `mrr`; `mor_hit1`, … under `mode = "mor"`, so the scores say
+//! which evaluator made them), which the `report` stage renders.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -132,8 +133,9 @@ pub const METRICS: [&str; 4] = ["hit1", "hit5", "recall20", "mrr"];
 
 /// The aggregate table as `scores` rows (in its order): `group_by` `all` → split `all`, group `*`;
 /// `split` → that split, group `*`; `pattern`/`hops` → split `all`, group `pattern=…`/`hops=…`.
-/// `stage_of` names the stage whose run holds each method.
-pub fn aggregate_scores(agg: &RecordBatch, stage_of: &BTreeMap<String, &str>, scores: &mut Scores) -> Result<()> {
+/// `stage_of` names the stage whose run holds each method; the metric names are `mode`'s
+/// ([`EvalMode::metrics`]), so the evaluator travels with the scores.
+pub fn aggregate_scores(agg: &RecordBatch, stage_of: &BTreeMap<String, &str>, mode: EvalMode, scores: &mut Scores) -> Result<()> {
     let (m, gb, gv) = (columns::strs(agg, "method")?, columns::strs(agg, "group_by")?, columns::strs(agg, "group_value")?);
     let n = columns::u64s(agg, "n_queries")?;
     let values = METRICS.map(|c| columns::f64s(agg, c));
@@ -148,7 +150,7 @@ pub fn aggregate_scores(agg: &RecordBatch, stage_of: &BTreeMap<String, &str>, sc
         let method = m.value(i);
         let stage = stage_of.get(method).copied().ok_or_else(|| StageError::Internal(format!("method {method} has no stage")))?;
         scores.set_stage(stage);
-        for (metric, v) in METRICS.iter().zip(&vals) {
+        for (metric, v) in mode.metrics().iter().zip(&vals) {
             scores.push(method, &split, &group, metric, v.value(i), n.value(i), None);
         }
     }
@@ -211,7 +213,7 @@ impl StageSpec for Metrics {
         let pq = arrow::compute::concat_batches(&schema, &parts)?;
         let agg = ctx.timed("aggregate (datafusion)", |_| aggregate(&pq))?;
         let mut scores = Scores::new(&ctx.dataset.name, INFO.name);
-        aggregate_scores(&agg, &stage_of, &mut scores)?;
+        aggregate_scores(&agg, &stage_of, cfg.mode, &mut scores)?;
         ctx.write("per_query", &pq)?;
         ctx.write("aggregate", &agg)?;
         ctx.write("scores", &scores.batch()?)

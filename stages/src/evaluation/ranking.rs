@@ -15,6 +15,34 @@ pub enum EvalMode {
     Mor,
 }
 
+impl EvalMode {
+    /// Both evaluators.
+    pub const ALL: [EvalMode; 2] = [EvalMode::Stark, EvalMode::Mor];
+
+    /// The evaluator's name in reports (`STaRK`, `MoR`).
+    pub fn label(self) -> &'static str {
+        match self {
+            EvalMode::Stark => "STaRK",
+            EvalMode::Mor => "MoR",
+        }
+    }
+
+    /// The `scores` metric names of hit@1, hit@5, recall@20 and MRR under this evaluator: the
+    /// plain names for STaRK's, `mor_`-prefixed ones for MoR's (other numbers, so other metrics;
+    /// the mode travels in `scores` and a report never reads the stage's configuration).
+    pub fn metrics(self) -> [&'static str; 4] {
+        match self {
+            EvalMode::Stark => ["hit1", "hit5", "recall20", "mrr"],
+            EvalMode::Mor => ["mor_hit1", "mor_hit5", "mor_recall20", "mor_mrr"],
+        }
+    }
+
+    /// The evaluator whose ranking metrics include `metric`, and its position in [`EvalMode::metrics`].
+    pub fn of_metric(metric: &str) -> Option<(EvalMode, usize)> {
+        EvalMode::ALL.into_iter().find_map(|m| m.metrics().iter().position(|x| *x == metric).map(|k| (m, k)))
+    }
+}
+
 /// Metrics of one query.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct QueryMetrics {

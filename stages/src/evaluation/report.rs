@@ -1,6 +1,7 @@
 //! `report`: `report.md` rendered from the `scores` tables of every upstream stage that writes one
-//! (found through [`crate::StageInfo::collects`]) and from nothing else: STaRK's ranking metrics of
-//! the `metrics` stage as the familiar hit@1 / hit@5 / recall@20 / MRR tables, every other stage's
+//! (found through [`crate::StageInfo::collects`]) and from nothing else: the ranking metrics of the
+//! `metrics` stage as the familiar hit@1 / hit@5 / recall@20 / MRR tables (the evaluator, STaRK's
+//! or MoR's, read from the metric names: [`EvalMode::metrics`]), every other stage's
 //! scores as one table per (dataset, split, group key) with a row per method (and group value) and a
 //! column per metric, `mean ± std` where several seeds ran.
 
@@ -10,6 +11,7 @@ use arrow::array::{Array, RecordBatch};
 use serde::{Deserialize, Serialize};
 use tgrag_schemas::columns;
 
+use crate::evaluation::ranking::EvalMode;
 use crate::shared::scores::{ALL, ALL_SPLITS};
 use crate::{Result, StageContext, StageInfo, StageSpec};
 
@@ -17,9 +19,6 @@ use crate::{Result, StageContext, StageInfo, StageSpec};
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct ReportConfig {}
-
-/// The ranking metrics, in report column order.
-pub const RANKING: [&str; 4] = ["hit1", "hit5", "recall20", "mrr"];
 
 /// One `scores` row, borrowed.
 #[derive(Debug, Clone, Copy)]
@@ -58,13 +57,23 @@ fn rows(scores: &RecordBatch) -> Result<Vec<Row<'_>>> {
 }
 
 /// The ranking section: the `metrics` stage's rows (in aggregate order) as tables of all queries, by
-/// split, by hop count and by logical pattern. `evaluator` names the semantics (`STaRK`, `MoR`).
-pub fn ranking_section(scores: &RecordBatch, evaluator: &str) -> Result<String> {
+/// split, by hop count and by logical pattern, per evaluator whose metrics the rows hold (its name
+/// from the metric names, [`EvalMode::of_metric`]; in practice one).
+pub fn ranking_section(scores: &RecordBatch) -> Result<String> {
     let all = rows(scores)?;
-    // One report row per (method, split, group), its metrics in RANKING order.
+    let mut out = String::new();
+    for mode in EvalMode::ALL {
+        out.push_str(&evaluator_tables(&all, mode));
+    }
+    Ok(out)
+}
+
+/// The ranking tables of `mode`'s metrics among `all` (empty when there are none).
+fn evaluator_tables(all: &[Row<'_>], mode: EvalMode) -> String {
+    // One report row per (method, split, group), its metrics in `mode.metrics()` order.
     let mut table: Vec<(Row<'_>, [f64; 4])> = Vec::new();
-    for r in &all {
-        let Some(k) = RANKING.iter().position(|x| *x == r.metric) else { continue };
+    for r in all {
+        let Some(k) = EvalMode::of_metric(r.metric).and_then(|(m, k)| (m == mode).then_some(k)) else { continue };
         match table.last_mut() {
             Some((first, v)) if (first.method, first.split, first.group) == (r.method, r.split, r.group) => v[k] = r.value,
             _ => {
@@ -91,7 +100,8 @@ pub fn ranking_section(scores: &RecordBatch, evaluator: &str) -> Result<String> 
         out.push_str(&format!("\n## Retrieval: {title}\n\n"));
         if g == "all" {
             out.push_str(&format!(
-                "Evaluator: {evaluator} semantics (candidates = all nodes unless the dataset lists candidate types; ties by node id).\n\n"
+                "Evaluator: {} semantics (candidates = all nodes unless the dataset lists candidate types; ties by node id).\n\n",
+                mode.label()
             ));
         }
         out.push_str(&format!("| method | {g} | queries | hit@1 | hit@5 | recall@20 | MRR |\n|---|---|---:|---:|---:|---:|---:|\n"));
@@ -99,7 +109,7 @@ pub fn ranking_section(scores: &RecordBatch, evaluator: &str) -> Result<String> 
             out.push_str(&format!("| {} | {} | {} | {:.4} | {:.4} | {:.4} | {:.4} |\n", r.method, kind(r).1, r.n, v[0], v[1], v[2], v[3]));
         }
     }
-    Ok(out)
+    out
 }
 
 /// A value cell: `v`, or `v ± sd` when the row has a standard deviation over seeds.
@@ -238,14 +248,7 @@ impl StageSpec for ReportStage {
             let scores = ctx.input(stage, "scores")?;
             sources.push(stage);
             if stage == "metrics" {
-                // The evaluator's semantics are the `metrics` stage's `mode` option.
-                let config = ctx.input_path(stage, "scores").with_file_name("config.json");
-                let mode = std::fs::read(&config)
-                    .ok()
-                    .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-                    .and_then(|v| v.get("mode").and_then(|m| m.as_str()).map(str::to_string))
-                    .unwrap_or_else(|| "stark".into());
-                body.push_str(&ranking_section(&scores, if mode == "mor" { "MoR" } else { "STaRK" })?);
+                body.push_str(&ranking_section(&scores)?);
             } else {
                 body.push_str(&stage_section(stage, &scores)?);
             }
@@ -274,15 +277,15 @@ mod tests {
         s.push("gt", "test", ALL, "accuracy", 0.7, 10, None);
         s.push("gt", "test", ALL, "accuracy_std", 0.141_421_356, 10, None);
         s.push("majority", "test", ALL, "accuracy", 0.5, 10, None);
-        s.push("gcn", "val", "model=x", "hits", 0.25, 4, Some(0));
-        s.push("sage", "val", "model=x", "hits", 0.5, 4, Some(0));
-        s.push("sage", "val", "model=x", "hits", 0.75, 4, Some(1));
+        s.push("gcn", "val", "model=x", "hits_at_10", 0.25, 4, Some(0));
+        s.push("sage", "val", "model=x", "hits_at_10", 0.5, 4, Some(0));
+        s.push("sage", "val", "model=x", "hits_at_10", 0.75, 4, Some(1));
         let text = stage_section("gretriever", &s.batch().expect("batch")).expect("render");
         assert!(text.contains("## gretriever: ds/task, split `test`\n"), "{text}");
         assert!(text.contains("| gt | 10 | 0.7000 ± 0.1414 |\n"), "{text}");
         assert!(text.contains("| majority | 10 | 0.5000 |\n"), "{text}");
         // Per-seed rows only: their mean, with the count.
-        assert!(text.contains("## gretriever: ds/task, split `val`, by model\n\n| method | model | n | hits |"), "{text}");
+        assert!(text.contains("## gretriever: ds/task, split `val`, by model\n\n| method | model | n | hits_at_10 |"), "{text}");
         assert!(text.contains("| gcn | x | 4 | 0.2500 |\n| sage | x | 4 | 0.6250 (2 seeds) |\n"), "{text}");
     }
 
@@ -290,11 +293,12 @@ mod tests {
     fn ranking_rows_render_in_aggregate_order_per_group_kind() {
         let mut s = Scores::new("synthetic", "bm25");
         for (split, group, base) in [(ALL_SPLITS, ALL, 0.1), ("test", ALL, 0.2), (ALL_SPLITS, "hops=2", 0.3)] {
-            for (k, m) in RANKING.iter().enumerate() {
+            for (k, m) in EvalMode::Stark.metrics().iter().enumerate() {
                 s.push("bm25", split, group, m, base + k as f64 / 100.0, 5, None);
             }
         }
-        let text = ranking_section(&s.batch().expect("batch"), "STaRK").expect("render");
+        let text = ranking_section(&s.batch().expect("batch")).expect("render");
+        assert!(text.contains("Evaluator: STaRK semantics") && !text.contains("MoR"), "{text}");
         let all = text.find("## Retrieval: all queries").expect("all");
         let split = text.find("## Retrieval: by split").expect("split");
         let hops = text.find("## Retrieval: by hop count").expect("hops");
@@ -302,5 +306,25 @@ mod tests {
         assert!(text.contains("| bm25 | * | 5 | 0.1000 | 0.1100 | 0.1200 | 0.1300 |"), "{text}");
         assert!(text.contains("| bm25 | test | 5 | 0.2000 | 0.2100 | 0.2200 | 0.2300 |"), "{text}");
         assert!(text.contains("| bm25 | 2 | 5 | 0.3000 | 0.3100 | 0.3200 | 0.3300 |"), "{text}");
+    }
+
+    #[test]
+    fn the_evaluator_is_read_from_the_metric_names() {
+        // MoR's evaluator writes `mor_`-prefixed names; the section says so without any config.
+        let mut s = Scores::new("synthetic", "metrics");
+        for (k, m) in EvalMode::Mor.metrics().iter().enumerate() {
+            s.push("mor", ALL_SPLITS, ALL, m, 0.5 + k as f64 / 100.0, 7, None);
+        }
+        let text = ranking_section(&s.batch().expect("batch")).expect("render");
+        assert!(text.contains("Evaluator: MoR semantics") && !text.contains("STaRK"), "{text}");
+        assert!(text.contains("| mor | * | 7 | 0.5000 | 0.5100 | 0.5200 | 0.5300 |"), "{text}");
+        // Every evaluator's metrics are declared, better when higher, and no two evaluators share a name.
+        for mode in EvalMode::ALL {
+            for (k, m) in mode.metrics().iter().enumerate() {
+                assert_eq!(crate::shared::metric::direction(m), Ok(crate::shared::metric::Direction::Higher), "{m}");
+                assert_eq!(EvalMode::of_metric(m), Some((mode, k)));
+            }
+        }
+        assert_eq!(EvalMode::of_metric("accuracy"), None);
     }
 }

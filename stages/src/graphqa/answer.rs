@@ -11,11 +11,11 @@ use arrow::array::{ArrayRef, BooleanArray, RecordBatch, StringArray, UInt32Array
 use tgrag_models::graphqa::{QaExample, Target};
 use tgrag_schemas::columns;
 
-use crate::Result;
 use crate::graphqa::data::{Task, answers};
 use crate::graphqa::encoded::{EncodedGraph, EncodedGraphs};
-use crate::graphqa::retrieval::Subgraph;
+use crate::graphqa::retrieval::{Subgraph, SubgraphMethod};
 use crate::shared::scores::{ALL, Scores};
+use crate::{Result, StageError};
 
 /// The classes of a classification task: the distinct training answers (sorted).
 pub fn classes(graphs: &[&EncodedGraph]) -> Vec<String> {
@@ -76,19 +76,27 @@ pub struct Prediction {
 
 /// The subgraph of each question for a method, from the `subgraphs` stage's tables (the summary
 /// lists every (question, method), empty subgraphs included).
-pub fn read_subgraphs(nodes: &RecordBatch, edges: &RecordBatch, summary: &RecordBatch) -> Result<HashMap<(u32, String), Subgraph>> {
-    let mut out: HashMap<(u32, String), Subgraph> = HashMap::new();
+pub fn read_subgraphs(nodes: &RecordBatch, edges: &RecordBatch, summary: &RecordBatch) -> Result<HashMap<(u32, SubgraphMethod), Subgraph>> {
+    let method = |table: &str, col: &StringArray, r: usize| {
+        SubgraphMethod::parse(col.value(r)).ok_or_else(|| {
+            StageError::Input(format!(
+                "{table} row {r}: column method: unknown subgraph method `{}` (known: pcst, attention, whole)",
+                tgrag_schemas::quote(col.value(r))
+            ))
+        })
+    };
+    let mut out: HashMap<(u32, SubgraphMethod), Subgraph> = HashMap::new();
     let (sg, sm) = (columns::u32s(summary, "graph_id")?, columns::strs(summary, "method")?);
     for r in 0..summary.num_rows() {
-        out.entry((sg.value(r), sm.value(r).to_string())).or_default();
+        out.entry((sg.value(r), method("subgraph_summary", sm, r)?)).or_default();
     }
     let (ng, nm, nn) = (columns::u32s(nodes, "graph_id")?, columns::strs(nodes, "method")?, columns::u32s(nodes, "node_id")?);
     for r in 0..nodes.num_rows() {
-        out.entry((ng.value(r), nm.value(r).to_string())).or_default().nodes.push(nn.value(r));
+        out.entry((ng.value(r), method("subgraph_nodes", nm, r)?)).or_default().nodes.push(nn.value(r));
     }
     let (eg, em, ee) = (columns::u32s(edges, "graph_id")?, columns::strs(edges, "method")?, columns::u32s(edges, "edge_index")?);
     for r in 0..edges.num_rows() {
-        out.entry((eg.value(r), em.value(r).to_string())).or_default().edges.push(ee.value(r));
+        out.entry((eg.value(r), method("subgraph_edges", em, r)?)).or_default().edges.push(ee.value(r));
     }
     Ok(out)
 }

@@ -31,7 +31,7 @@ use tgrag_models::graphqa::{HeadKind, QaConfig, QaExample, QaShape, correct, pre
 pub use crate::graphqa::answer::{Prediction, classes, example, loose_hit, normalise, predictions_batch, read_subgraphs, task_scores};
 use crate::graphqa::data::{Task, scored_dataset};
 use crate::graphqa::encoded::{EncodedGraph, EncodedGraphs};
-use crate::graphqa::retrieval::{Subgraph, cosines};
+use crate::graphqa::retrieval::{Subgraph, SubgraphMethod, cosines};
 use crate::shared::curves::Curves;
 use crate::shared::scores::Scores;
 use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
@@ -117,8 +117,8 @@ static INFO: StageInfo = StageInfo {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Method {
     pub name: String,
-    /// `pcst`, `attention` or `whole`.
-    pub subgraph: &'static str,
+    /// The subgraph it reads.
+    pub subgraph: SubgraphMethod,
     pub encoder: Option<(EncoderKind, Pooling)>,
 }
 
@@ -127,20 +127,20 @@ pub fn methods(task: Task, cfg: &GretrieverConfig) -> Vec<Method> {
     let mut m: Vec<Method> = cfg
         .encoders
         .iter()
-        .map(|&k| Method { name: format!("gretriever-{}", k.as_str()), subgraph: "pcst", encoder: Some((k, Pooling::Mean)) })
+        .map(|&k| Method { name: format!("gretriever-{}", k.as_str()), subgraph: SubgraphMethod::Pcst, encoder: Some((k, Pooling::Mean)) })
         .collect();
     if cfg.efficient {
         m.push(Method {
             name: "efficient-gretriever".into(),
-            subgraph: "attention",
+            subgraph: SubgraphMethod::Attention,
             encoder: Some((EncoderKind::Gt2, Pooling::Attention)),
         });
     }
     if cfg.whole_graph && task != Task::ExplaGraphs {
-        m.push(Method { name: "whole-graph".into(), subgraph: "whole", encoder: Some((EncoderKind::Gt, Pooling::Mean)) });
+        m.push(Method { name: "whole-graph".into(), subgraph: SubgraphMethod::Whole, encoder: Some((EncoderKind::Gt, Pooling::Mean)) });
     }
     if task != Task::WebQsp {
-        m.push(Method { name: "no-graph".into(), subgraph: "whole", encoder: None });
+        m.push(Method { name: "no-graph".into(), subgraph: SubgraphMethod::Whole, encoder: None });
     }
     m
 }
@@ -155,7 +155,7 @@ pub struct TaskResult {
 pub fn run_task(
     enc: &EncodedGraphs,
     graphs: &[&EncodedGraph],
-    subs: &HashMap<(u32, String), Subgraph>,
+    subs: &HashMap<(u32, SubgraphMethod), Subgraph>,
     task: Task,
     cfg: &GretrieverConfig,
     text_model: Option<&tgrag_models::minilm::MiniLm>,
@@ -166,8 +166,8 @@ pub fn run_task(
     let whole = |g: &EncodedGraph| Subgraph::whole(g.nodes.len(), g.edges.len());
     // Every (question, method) the trained methods read must have been retrieved.
     for g in graphs {
-        for m in methods(task, cfg).iter().filter(|m| m.subgraph != "whole") {
-            if !subs.contains_key(&(g.graph_id, m.subgraph.to_string())) {
+        for m in methods(task, cfg).iter().filter(|m| m.subgraph != SubgraphMethod::Whole) {
+            if !subs.contains_key(&(g.graph_id, m.subgraph)) {
                 return Err(StageError::Input(format!(
                     "graph {}: no `{}` subgraph in the subgraphs stage's tables",
                     g.graph_id, m.subgraph
@@ -175,8 +175,8 @@ pub fn run_task(
             }
         }
     }
-    let sub_of = |g: &EncodedGraph, m: &str| -> Subgraph {
-        if m == "whole" { whole(g) } else { subs.get(&(g.graph_id, m.to_string())).cloned().unwrap_or_default() }
+    let sub_of = |g: &EncodedGraph, m: SubgraphMethod| -> Subgraph {
+        if m == SubgraphMethod::Whole { whole(g) } else { subs.get(&(g.graph_id, m)).cloned().unwrap_or_default() }
     };
     let idx = |split: &str| -> Vec<usize> { (0..graphs.len()).filter(|&i| graphs[i].split == split).collect() };
     let (tr, va) = (idx("train"), idx("val"));
@@ -290,7 +290,7 @@ pub fn run_task(
     }
     // The MiniLM text head over the question and the `pcst` subgraph (classification tasks).
     if let (Some(bert), false) = (text_model, task == Task::WebQsp) {
-        let texts: Vec<String> = graphs.iter().map(|g| crate::graphqa::texthead::text(enc, g, &sub_of(g, "pcst"))).collect();
+        let texts: Vec<String> = graphs.iter().map(|g| crate::graphqa::texthead::text(enc, g, &sub_of(g, SubgraphMethod::Pcst))).collect();
         let st = crate::graphqa::texthead::states(bert, cfg.text_layers, &texts, progress)?;
         let label = |i: usize| class_of.get(graphs[i].answer.as_str()).copied();
         let pick =
@@ -456,8 +456,8 @@ mod tests {
             "a missing subgraph is an error, not an empty graph"
         );
         // ExplaGraphs' `pcst` subgraph is the whole graph.
-        let subs: HashMap<(u32, String), Subgraph> =
-            graphs.iter().map(|g| ((g.graph_id, "pcst".to_string()), Subgraph::whole(g.nodes.len(), g.edges.len()))).collect();
+        let subs: HashMap<(u32, SubgraphMethod), Subgraph> =
+            graphs.iter().map(|g| ((g.graph_id, SubgraphMethod::Pcst), Subgraph::whole(g.nodes.len(), g.edges.len()))).collect();
         let r =
             run_task(&enc, &graphs, &subs, Task::ExplaGraphs, &cfg, None, crate::shared::context::Progress { quiet: true }).expect("task");
         let acc = |m: &str, split: &str| {

@@ -30,7 +30,7 @@ use tgrag_schemas::{columns, tables};
 use crate::graphqa::answer::{Prediction, classes, example, loose_hit, predictions_batch, read_subgraphs, task_scores};
 use crate::graphqa::data::{Task, scored_dataset};
 use crate::graphqa::encoded::{EncodedGraph, EncodedGraphs};
-use crate::graphqa::retrieval::Subgraph;
+use crate::graphqa::retrieval::{Subgraph, SubgraphMethod};
 use crate::shared::curves::Curves;
 use crate::shared::plots;
 use crate::shared::scores::Scores;
@@ -163,18 +163,18 @@ pub struct TaskOut {
 pub fn run_task(
     enc: &EncodedGraphs,
     graphs: &[&EncodedGraph],
-    subs: &HashMap<(u32, String), Subgraph>,
+    subs: &HashMap<(u32, SubgraphMethod), Subgraph>,
     task: Task,
     cfg: &MixragConfig,
 ) -> Result<TaskOut> {
     let class_names = classes(graphs);
     let class_of: HashMap<&str, u32> = class_names.iter().enumerate().map(|(i, c)| (c.as_str(), i as u32)).collect();
     for g in graphs {
-        if !subs.contains_key(&(g.graph_id, "pcst".to_string())) {
+        if !subs.contains_key(&(g.graph_id, SubgraphMethod::Pcst)) {
             return Err(StageError::Input(format!("graph {}: no `pcst` subgraph in the subgraphs stage's tables", g.graph_id)));
         }
     }
-    let sub_of = |g: &EncodedGraph| subs.get(&(g.graph_id, "pcst".to_string())).cloned().unwrap_or_default();
+    let sub_of = |g: &EncodedGraph| subs.get(&(g.graph_id, SubgraphMethod::Pcst)).cloned().unwrap_or_default();
     let ids = |f: &dyn Fn(&str) -> bool| -> Vec<usize> { (0..graphs.len()).filter(|&i| f(&graphs[i].split)).collect() };
     let (tr, va, ev) = (ids(&|s| s == "train"), ids(&|s| s == "val"), ids(&|s| s == "val" || s == "test"));
     let ex = |set: &[usize]| -> Vec<QaExample> { set.iter().map(|&i| example(enc, graphs[i], &sub_of(graphs[i]), &class_of)).collect() };
@@ -599,8 +599,8 @@ mod tests {
     fn mixrag_learns_the_planted_relation_and_reports_its_ablations() {
         let enc = crate::graphqa::answer::tests::planted();
         let graphs: Vec<&EncodedGraph> = enc.graphs.iter().collect();
-        let subs: HashMap<(u32, String), Subgraph> =
-            graphs.iter().map(|g| ((g.graph_id, "pcst".to_string()), Subgraph::whole(g.nodes.len(), g.edges.len()))).collect();
+        let subs: HashMap<(u32, SubgraphMethod), Subgraph> =
+            graphs.iter().map(|g| ((g.graph_id, SubgraphMethod::Pcst), Subgraph::whole(g.nodes.len(), g.edges.len()))).collect();
         let cfg = MixragConfig {
             seeds: vec![0, 1],
             hidden: 16,

@@ -33,6 +33,44 @@ pub struct PcstParams {
     pub cost_e: f64,
 }
 
+/// Which retriever made a subgraph: the `method` of the subgraphs stage's tables, and the subgraph a
+/// G-Retriever method reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SubgraphMethod {
+    /// G-Retriever's `retrieval_via_pcst`.
+    Pcst,
+    /// Efficient G-Retriever's `retrieval_via_attention`.
+    Attention,
+    /// The whole graph (no retrieval).
+    Whole,
+}
+
+impl SubgraphMethod {
+    /// Every method, in the subgraphs stage's output order.
+    pub const ALL: [SubgraphMethod; 3] = [SubgraphMethod::Pcst, SubgraphMethod::Attention, SubgraphMethod::Whole];
+
+    /// Its name in tables and configurations.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubgraphMethod::Pcst => "pcst",
+            SubgraphMethod::Attention => "attention",
+            SubgraphMethod::Whole => "whole",
+        }
+    }
+
+    /// The method named `s`, if any.
+    pub fn parse(s: &str) -> Option<SubgraphMethod> {
+        SubgraphMethod::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for SubgraphMethod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A retrieved subgraph: nodes (sorted) and edge indices (sorted) of the original graph.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Subgraph {
@@ -238,6 +276,17 @@ mod tests {
 
     /// G-Retriever's construction against the fixture's `gr_full` instances: the same prizes and
     /// costs reach PCST, and the selection mapped back to the original graph is the fixture's.
+    #[test]
+    fn subgraph_methods_round_trip_by_their_table_names() {
+        for (m, w) in SubgraphMethod::ALL.into_iter().zip(["pcst", "attention", "whole"]) {
+            assert_eq!((m.to_string(), SubgraphMethod::parse(w)), (w.to_string(), Some(m)));
+            assert_eq!(serde_json::to_string(&m).expect("json"), format!("\"{w}\""));
+            assert_eq!(serde_json::from_str::<SubgraphMethod>(&format!("\"{w}\"")).expect("json"), m);
+        }
+        assert_eq!(SubgraphMethod::parse("PCST"), None);
+        assert!(serde_json::from_str::<SubgraphMethod>("\"random\"").is_err());
+    }
+
     #[test]
     fn matches_the_fixture_gr_full_instances() -> crate::shared::test_support::TestResult {
         use std::collections::BTreeMap;

@@ -5,12 +5,14 @@
 //! * [`text`]: tokenisation for lexical retrieval.
 //! * [`run`]: top-k with the project's tie rule and the `run` table writer.
 //! * [`encoders`]: sentence encoders (MiniLM, hashing) and embedding columns.
-//! * [`curves`], [`scores`]: the one training-curve table and the one long-format scores table.
+//! * [`curves`], [`scores`]: the one training-curve table and the one long-format scores table;
+//!   [`metric`]: every metric name `scores` may hold, with the direction it is better in.
 //! * [`plots`]: PNG charts.
 
 pub mod context;
 pub mod curves;
 pub mod encoders;
+pub mod metric;
 pub mod plots;
 pub mod run;
 pub mod scores;

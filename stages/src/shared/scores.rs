@@ -7,7 +7,7 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, Float64Array, RecordBatch, StringArray, UInt64Array};
 use tgrag_schemas::tables;
 
-use crate::Result;
+use crate::{Result, StageError};
 
 /// The `split` of a score computed over every split.
 pub const ALL_SPLITS: &str = "all";
@@ -75,8 +75,11 @@ impl Scores {
         self.value.is_empty()
     }
 
-    /// The `scores` table.
+    /// The `scores` table; an error when a metric is not declared in [`crate::shared::metric`].
     pub fn batch(self) -> Result<RecordBatch> {
+        if let Some(e) = self.metric.iter().find_map(|m| crate::shared::metric::lookup(m).err()) {
+            return Err(StageError::Internal(format!("stage `{}` writes scores: {e}", self.current_stage)));
+        }
         let rows = self.value.len();
         let cols: Vec<ArrayRef> = vec![
             Arc::new(StringArray::from(vec![self.dataset.as_str(); rows])),
