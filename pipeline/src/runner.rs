@@ -80,6 +80,11 @@ impl Manifest {
 /// The digest of the code the stages run, computed when this binary was built (`build.rs`).
 pub const CODE_DIGEST: &str = env!("TGRAG_CODE_DIGEST");
 
+/// The commit this binary was built from (`git rev-parse HEAD`, `-dirty` when the code differed
+/// from it; `unknown` outside a git checkout), computed by `build.rs`. Written into every Parquet
+/// file (`tgrag.commit`); never part of a cache key.
+pub const BUILD_COMMIT: &str = env!("TGRAG_COMMIT");
+
 /// The code version of a stage (part of its cache key): its `version` and the code digest.
 pub fn code_version(stage: &dyn Stage) -> String {
     format!("{}@v{} code {}", stage.info().name, stage.info().version, CODE_DIGEST)
@@ -344,7 +349,8 @@ pub fn run(opts: &RunOptions, all: &[&'static dyn Stage], mut report: impl FnMut
         }
         clean_tmp(&dir)?;
         let t0 = Instant::now();
-        let mut ctx = StageContext::new(info, tgrag_stages::deps_of(stage, all), &opts.dataset, &config, &root, opts.progress);
+        let mut ctx =
+            StageContext::new(info, tgrag_stages::deps_of(stage, all), &opts.dataset, &config, &root, opts.progress).with_cache_key(&fp);
         let result = stage.run(&mut ctx);
         let (written, timings) = ctx.finish();
         if let Err(e) = result {
@@ -377,7 +383,8 @@ pub fn run(opts: &RunOptions, all: &[&'static dyn Stage], mut report: impl FnMut
         let seconds = t0.elapsed().as_secs_f64();
         let timings: Vec<PhaseTiming> =
             timings.into_iter().map(|t| PhaseTiming { phase: t.phase, seconds: t.seconds, items: t.items }).collect();
-        io::write_parquet_atomic(&dir.join(TIMINGS), &timings_batch(info.name, &timings)?)?;
+        let prov = io::Provenance { dataset: Some(&opts.dataset.name), cache_key: Some(&fp) };
+        io::write_parquet_atomic_with(&dir.join(TIMINGS), &timings_batch(info.name, &timings)?, Some(&tables::TIMINGS), &prov)?;
         io::write_bytes_atomic(&dir.join(CONFIG), serde_json::to_string_pretty(&config)?.as_bytes())?;
         let manifest = Manifest {
             stage: info.name.to_string(),

@@ -25,6 +25,8 @@ mod hostile_sql;
 mod hostile_train;
 #[path = "cli/nightly.rs"]
 mod nightly;
+#[path = "cli/outputs.rs"]
+mod outputs;
 
 fn tgrag(outputs: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tgrag"))

@@ -10,20 +10,106 @@ use arrow::record_batch::RecordBatch;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::Compression;
+use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 use sha2::{Digest, Sha256};
 
+use crate::table::{META_TABLE, META_VERSION};
 use crate::{Result, SchemaError, TableSpec, validate};
 
 /// Rows per Parquet row group: fixed so that the same data always gives the same bytes.
 pub const ROW_GROUP_ROWS: usize = 256 * 1024;
 
-fn writer_properties() -> WriterProperties {
+fn writer_properties(meta: &[(String, String)]) -> WriterProperties {
+    let kv = meta.iter().map(|(k, v)| KeyValue::new(k.clone(), v.clone())).collect();
     WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .set_created_by(concat!("tgrag ", env!("CARGO_PKG_VERSION")).to_string())
+        .set_key_value_metadata(Some(kv))
         .build()
+}
+
+/// Key-value metadata key: the table's doc (what a row is).
+pub const META_DOC: &str = "tgrag.doc";
+/// Key-value metadata key: the column docs, a JSON object `{column: doc}` in file order.
+pub const META_COLUMNS: &str = "tgrag.columns";
+/// Key-value metadata key: the dataset the file belongs to (files written by `tgrag run`).
+pub const META_DATASET: &str = "tgrag.dataset";
+/// Key-value metadata key: the cache key of the stage run that wrote the file (`tgrag run`).
+pub const META_CACHE_KEY: &str = "tgrag.cache_key";
+/// Key-value metadata key: the commit of the build that wrote the file (`-dirty` when its code
+/// differed from that commit, `unknown` outside a git checkout).
+pub const META_COMMIT: &str = "tgrag.commit";
+/// Every key tgrag writes into a Parquet file's key-value metadata, in file order. `tgrag.dataset`
+/// and `tgrag.cache_key` are there only when known (stage outputs; not the file tools' outputs).
+pub const META_KEYS: [&str; 7] = [META_TABLE, META_VERSION, META_DOC, META_COLUMNS, META_DATASET, META_CACHE_KEY, META_COMMIT];
+
+static COMMIT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Sets the commit written into every Parquet file of this process (the binary does, once, at start;
+/// later calls are ignored).
+pub fn set_build_commit(commit: &str) {
+    let _ = COMMIT.set(commit.to_string());
+}
+
+/// The commit written into Parquet files: the one [`set_build_commit`] gave, else `unknown`.
+pub fn build_commit() -> &'static str {
+    COMMIT.get().map_or("unknown", String::as_str)
+}
+
+/// Where a file comes from, beyond its table: the dataset and the cache key of the stage run that
+/// wrote it (both unknown for the file tools).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Provenance<'a> {
+    /// The dataset's name.
+    pub dataset: Option<&'a str>,
+    /// The writing stage run's cache key.
+    pub cache_key: Option<&'a str>,
+}
+
+/// The key-value metadata of a table: its name, schema version, doc and column docs (a JSON object
+/// `{column: doc}`; the column order is the file's).
+pub fn table_metadata(spec: &TableSpec) -> Vec<(String, String)> {
+    let mut cols = String::from("{");
+    for (i, c) in spec.columns.iter().enumerate() {
+        if i > 0 {
+            cols.push_str(", ");
+        }
+        cols.push_str(&format!("{}: {}", json_string(c.name), json_string(c.doc)));
+    }
+    cols.push('}');
+    vec![
+        (META_TABLE.to_string(), spec.name.to_string()),
+        (META_VERSION.to_string(), spec.version.to_string()),
+        (META_DOC.to_string(), spec.doc.to_string()),
+        (META_COLUMNS.to_string(), cols),
+    ]
+}
+
+/// The key-value metadata of a file of table `spec` (none: a batch that is no declared table gets
+/// the provenance keys only), in [`META_KEYS`] order: fixed per build, so that the same data still
+/// gives the same bytes.
+pub fn file_metadata(spec: Option<&TableSpec>, prov: &Provenance<'_>) -> Vec<(String, String)> {
+    let mut out = spec.map(table_metadata).unwrap_or_default();
+    if let Some(d) = prov.dataset {
+        out.push((META_DATASET.to_string(), d.to_string()));
+    }
+    if let Some(k) = prov.cache_key {
+        out.push((META_CACHE_KEY.to_string(), k.to_string()));
+    }
+    out.push((META_COMMIT.to_string(), build_commit().to_string()));
+    out
+}
+
+/// A JSON string literal (the column docs' object is built by hand to keep the file's column order).
+fn json_string(s: &str) -> String {
+    serde_json::Value::String(s.to_string()).to_string()
+}
+
+/// The declared table a batch is (its schema's `tgrag.table`), if any.
+fn spec_of(batch: &RecordBatch) -> Option<&'static TableSpec> {
+    batch.schema().metadata().get(META_TABLE).and_then(|t| crate::tables::by_name(t).ok())
 }
 
 /// Reads a whole Parquet file into one batch.
@@ -50,13 +136,22 @@ pub fn read_table(path: &Path, spec: &TableSpec) -> Result<RecordBatch> {
     validate::conform(spec, path, &raw)
 }
 
-/// Writes `batch` as Parquet into `file`, flushed and synced (`path` names it in errors).
-fn write_parquet_into(file: &File, path: &Path, batch: &RecordBatch) -> Result<()> {
+/// Writes `batch` as Parquet into `file`, flushed and synced (`path` names it in errors), with the
+/// key-value metadata of table `spec` and `prov` ([`file_metadata`]). The batch's own schema
+/// metadata is replaced by the table's name and version (a batch read from another table carries
+/// that table's keys).
+fn write_parquet_into(file: &File, path: &Path, batch: &RecordBatch, spec: Option<&TableSpec>, prov: &Provenance<'_>) -> Result<()> {
     let pq = |e: parquet::errors::ParquetError| SchemaError::parquet_write(path, &e);
+    let meta = file_metadata(spec, prov);
+    let schema_meta: std::collections::HashMap<String, String> =
+        meta.iter().filter(|(k, _)| k == META_TABLE || k == META_VERSION).cloned().collect();
+    let schema = std::sync::Arc::new(batch.schema().as_ref().clone().with_metadata(schema_meta));
+    let batch =
+        RecordBatch::try_new(schema.clone(), batch.columns().to_vec()).map_err(|e| SchemaError::arrow(path.display().to_string(), e))?;
     // The writer borrows the file, so that `close` flushes (an io error such as a full disk surfaces
     // there as itself) and the file is still ours to sync.
-    let mut w = ArrowWriter::try_new(file, batch.schema(), Some(writer_properties())).map_err(pq)?;
-    w.write(batch).map_err(pq)?;
+    let mut w = ArrowWriter::try_new(file, schema, Some(writer_properties(&meta))).map_err(pq)?;
+    w.write(&batch).map_err(pq)?;
     w.close().map_err(pq)?;
     file.sync_all().map_err(|e| SchemaError::write(path, &e))
 }
@@ -88,8 +183,17 @@ pub fn create_tmp_for(path: &Path) -> Result<(PathBuf, File)> {
 /// Writes `batch` as Parquet into a fresh temporary file beside `path` ([`create_tmp_for`]) and
 /// returns its name; [`commit`] moves it into place. On any failure the temporary file is removed
 /// and the error names the cause (no space left, ...).
+/// The file's key-value metadata names the table the batch's schema declares (`tgrag.table`) and
+/// this build's commit ([`file_metadata`]).
 pub fn write_parquet_tmp(path: &Path, batch: &RecordBatch) -> Result<PathBuf> {
-    fill_tmp(path, |file, tmp| write_parquet_into(file, tmp, batch))
+    write_parquet_tmp_with(path, batch, spec_of(batch), &Provenance::default())
+}
+
+/// [`write_parquet_tmp`] as table `spec` (none: the batch's own `tgrag.table`), with the dataset and
+/// cache key of `prov` in the key-value metadata.
+pub fn write_parquet_tmp_with(path: &Path, batch: &RecordBatch, spec: Option<&TableSpec>, prov: &Provenance<'_>) -> Result<PathBuf> {
+    let spec = spec.or_else(|| spec_of(batch));
+    fill_tmp(path, |file, tmp| write_parquet_into(file, tmp, batch, spec, prov))
 }
 
 /// Writes `bytes` into a fresh temporary file beside `path`, synced; returns its name.
@@ -142,8 +246,28 @@ pub fn discard(tmps: &[PathBuf]) {
 
 /// Writes Parquet atomically: a reader sees either the old file or the whole new one.
 pub fn write_parquet_atomic(path: &Path, batch: &RecordBatch) -> Result<()> {
-    let tmp = write_parquet_tmp(path, batch)?;
+    write_parquet_atomic_with(path, batch, None, &Provenance::default())
+}
+
+/// [`write_parquet_atomic`] with the table and provenance of [`write_parquet_tmp_with`].
+pub fn write_parquet_atomic_with(path: &Path, batch: &RecordBatch, spec: Option<&TableSpec>, prov: &Provenance<'_>) -> Result<()> {
+    let tmp = write_parquet_tmp_with(path, batch, spec, prov)?;
     commit(&tmp, path).inspect_err(|_| discard(std::slice::from_ref(&tmp)))
+}
+
+/// Writes the declared table `spec` atomically: the batch is checked against the declaration first
+/// ([`validate::check_written`]: columns, order, types, required values), so a file that is no
+/// declared table is never written. The writer of the file tools' outputs.
+pub fn write_table(spec: &TableSpec, path: &Path, batch: &RecordBatch) -> Result<()> {
+    validate::check_written(spec, batch)?;
+    write_parquet_atomic(path, batch)
+}
+
+/// [`write_table`] into a fresh temporary file beside `path` ([`write_parquet_tmp`]), for tools
+/// that commit several files together ([`commit_all`]).
+pub fn write_table_tmp(spec: &TableSpec, path: &Path, batch: &RecordBatch) -> Result<PathBuf> {
+    validate::check_written(spec, batch)?;
+    write_parquet_tmp(path, batch)
 }
 
 /// Writes bytes atomically (fresh temporary file in the same folder, fsync, rename).
@@ -225,6 +349,50 @@ mod tests {
         assert_eq!(names.len(), 2, "{names:?}");
     }
 
+    fn kv(path: &Path) -> Vec<(String, String)> {
+        let file = File::open(path).expect("open");
+        let b = ParquetRecordBatchReaderBuilder::try_new(file).expect("parquet");
+        let kv = b.metadata().file_metadata().key_value_metadata().cloned().unwrap_or_default();
+        kv.into_iter().filter(|k| k.key != "ARROW:schema").map(|k| (k.key, k.value.unwrap_or_default())).collect()
+    }
+
+    #[test]
+    fn every_file_carries_its_table_docs_and_provenance_in_key_value_metadata() {
+        let d = tempfile::tempdir().expect("tmp");
+        let p = d.path().join("edges.parquet");
+        let prov = Provenance { dataset: Some("synthetic"), cache_key: Some("abc123") };
+        write_parquet_atomic_with(&p, &sample(), None, &prov).expect("write");
+        let want: Vec<(String, String)> = [
+            ("tgrag.table", "edges"),
+            ("tgrag.schema_version", "1"),
+            ("tgrag.doc", "One row per typed relation between two existing nodes."),
+            ("tgrag.columns", r#"{"src": "source node_id", "dst": "destination node_id", "relation": "relation type"}"#),
+            ("tgrag.dataset", "synthetic"),
+            ("tgrag.cache_key", "abc123"),
+            ("tgrag.commit", build_commit()),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(kv(&p), want);
+        assert_eq!(want.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), META_KEYS);
+        // A file tool's write: the table's keys and the commit, no dataset or cache key.
+        write_parquet_atomic(&p, &sample()).expect("write");
+        let keys: Vec<String> = kv(&p).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["tgrag.table", "tgrag.schema_version", "tgrag.doc", "tgrag.columns", "tgrag.commit"]);
+        // A batch carrying another table's schema metadata is written as the table it is given.
+        let other = sample().with_schema(crate::tables::EDGES.schema()).expect("schema");
+        let meta = std::collections::HashMap::from([(META_TABLE.to_string(), "nodes".to_string())]);
+        let other =
+            RecordBatch::try_new(std::sync::Arc::new(other.schema().as_ref().clone().with_metadata(meta)), other.columns().to_vec())
+                .expect("batch");
+        write_parquet_atomic_with(&p, &other, Some(&crate::tables::EDGES), &prov).expect("write");
+        assert_eq!(kv(&p), want);
+        assert_eq!(read_parquet(&p).expect("read").schema().metadata().get(META_TABLE).map(String::as_str), Some("edges"));
+        // Quotes, backslashes and control characters in docs stay valid JSON.
+        assert_eq!(json_string("a \"b\" \\ c\n\u{1}"), r#""a \"b\" \\ c\n\u0001""#);
+    }
+
     #[test]
     fn a_full_disk_is_named_as_such() {
         // /dev/full answers every write with ENOSPC: it stands for a full disk.
@@ -232,7 +400,8 @@ mod tests {
             eprintln!("skipped: no /dev/full on this system");
             return;
         };
-        let err = write_parquet_into(&full, Path::new("run.parquet"), &sample()).expect_err("full").to_string();
+        let err =
+            write_parquet_into(&full, Path::new("run.parquet"), &sample(), None, &Provenance::default()).expect_err("full").to_string();
         assert!(err.contains("writing failed: no space left on device") && !err.contains("not a readable Parquet"), "{err}");
         let d = tempfile::tempdir().expect("tmp");
         let e2 = write_bytes_atomic(&d.path().join("sub/missing/x.json"), b"{}").expect_err("no folder").to_string();

@@ -7,6 +7,8 @@ use anyhow::Result;
 use tgrag_stages::Progress;
 
 use crate::commands::{DatasetArgs, stage_configs};
+
+mod summary;
 use crate::runner::{self, Decision, RunOptions};
 
 /// `tgrag run` arguments.
@@ -70,10 +72,19 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: RunArgs) -> Result<()> {
     let ran = outcomes.iter().filter(|o| matches!(o.decision, Decision::Run(_))).count();
     let root = opts.outputs.join(&opts.dataset.name);
     println!("done in {:.2}s: {ran} stage(s) ran, {} skipped", t0.elapsed().as_secs_f64(), outcomes.len() - ran);
+    // The last screen (printed in quiet mode too: it is the result): one table per method family,
+    // then where the whole report is.
+    print!("{}", summary::tables(&root)?);
     let report = root.join("report").join("report.md");
     if report.is_file() {
-        println!("report: {}", report.display());
+        println!("\nreport: {}", report.display());
+        match summary::write_html(&root, &opts.dataset.name) {
+            Ok(Some(html)) => println!("        {}", html.display()),
+            Ok(None) => {}
+            // The run's outputs are complete without the page: say why it is missing, keep them.
+            Err(e) => eprintln!("warning: report.html not written: {e:#}"),
+        }
     }
-    println!("outputs: {} (query them with `tgrag sql`)", root.display());
+    println!("outputs: {} (query them with `tgrag sql`; docs/outputs.md)", root.display());
     Ok(())
 }

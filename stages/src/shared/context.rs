@@ -63,6 +63,8 @@ pub struct StageContext<'a> {
     root: PathBuf,
     /// `<outputs>/<dataset>/<stage>`.
     dir: PathBuf,
+    /// The cache key of this stage run (the runner's fingerprint), written into every Parquet file.
+    cache_key: Option<String>,
     written: Vec<Written>,
     timings: Vec<Timing>,
 }
@@ -88,9 +90,17 @@ impl<'a> StageContext<'a> {
             progress,
             root: root.to_path_buf(),
             dir: root.join(stage),
+            cache_key: None,
             written: Vec::new(),
             timings: Vec::new(),
         }
+    }
+
+    /// The cache key of this run of the stage: every Parquet file it writes carries it (and the
+    /// dataset's name) in its key-value metadata.
+    pub fn with_cache_key(mut self, key: &str) -> Self {
+        self.cache_key = Some(key.to_string());
+        self
     }
 
     /// The stages this one reads from, in pipeline order.
@@ -128,7 +138,8 @@ impl<'a> StageContext<'a> {
     /// Writes `table` (a temporary file until the runner commits the stage). The table must be one
     /// of the stage's declared outputs, declared in `tgrag_schemas::tables`, and the batch must have
     /// its columns (names, order, types, no nulls where required): anything else is a bug in the
-    /// stage.
+    /// stage. The file's key-value metadata names the table, its docs, the dataset, the cache key
+    /// and the build's commit (`tgrag_schemas::io::file_metadata`).
     pub fn write(&mut self, table: &str, batch: &RecordBatch) -> Result<()> {
         if !self.info.outputs.contains(&table) {
             return Err(StageError::Internal(format!("stage `{}` writes `{table}`, which is not among its declared outputs", self.stage)));
@@ -139,7 +150,8 @@ impl<'a> StageContext<'a> {
             .map_err(|e| StageError::Internal(format!("stage `{}` wrote `{table}` against its schema: {e}", self.stage)))?;
         self.ensure_dir()?;
         let file = format!("{table}.parquet");
-        let tmp = io::write_parquet_tmp(&self.dir.join(&file), batch)?;
+        let prov = io::Provenance { dataset: Some(&self.dataset.name), cache_key: self.cache_key.as_deref() };
+        let tmp = io::write_parquet_tmp_with(&self.dir.join(&file), batch, Some(spec), &prov)?;
         self.written.push(Written { file, tmp, rows: Some(batch.num_rows()) });
         Ok(())
     }
