@@ -928,6 +928,90 @@ pub const REGRESSIONS: TableSpec = TableSpec {
     ],
 };
 
+// ---- File tools: the Parquet files the stand-alone subcommands write (not stage outputs) ----
+
+/// `tgrag pcst`'s `vertices.parquet`.
+pub const PCST_VERTICES: TableSpec = TableSpec {
+    name: "pcst_vertices",
+    version: 1,
+    family: "file tools",
+    doc: "`tgrag pcst` (vertices.parquet): one row per node of an instance's solution forest.",
+    run_dependent: false,
+    columns: &[
+        req("instance_id", I64, "the instance (its `instance_id` in the input)"),
+        req("pos", U32, "position in the solution's node list (pcst_fast's order)"),
+        req("node", I64, "the kept node (0..n−1 within the instance)"),
+    ],
+};
+
+/// `tgrag pcst`'s `edges.parquet`.
+pub const PCST_EDGES: TableSpec = TableSpec {
+    name: "pcst_edges",
+    version: 1,
+    family: "file tools",
+    doc: "`tgrag pcst` (edges.parquet): one row per edge of an instance's solution forest.",
+    run_dependent: false,
+    columns: &[
+        req("instance_id", I64, "the instance (its `instance_id` in the input)"),
+        req("pos", U32, "position in the solution's edge list (pcst_fast's order)"),
+        req("edge_index", I64, "the kept edge (its `edge_index` in the input)"),
+    ],
+};
+
+/// `tgrag train-planner`'s `validation.parquet`.
+pub const PLANNER_VALIDATION: TableSpec = TableSpec {
+    name: "planner_validation",
+    version: 1,
+    family: "file tools",
+    doc: "`tgrag train-planner` (validation.parquet): one row per scored line of `plans_val.jsonl`.",
+    run_dependent: false,
+    columns: &[
+        req("line", U32, "line of plans_val.jsonl"),
+        opt("q_id", I64, "the line's query id (missing when the line gives none)"),
+        opt("gold_metapath", Utf8, "the line's metapath (missing when its gold plan could not be read)"),
+        req("metapath", Utf8, "the predicted metapath"),
+        opt("exact", Bool, "the predicted metapath is the gold one (missing without a gold plan)"),
+        opt("gold_restrictions", Utf8, "the line's restrictions (missing when its gold plan could not be read)"),
+        req("restrictions", Utf8, "the predicted restrictions"),
+        req("token_f1", F64, "restriction token F1 against the gold restrictions"),
+    ],
+};
+
+/// `tgrag train-planner`'s `dropped.parquet`.
+pub const PLANNER_DROPPED: TableSpec = TableSpec {
+    name: "planner_dropped",
+    version: 1,
+    family: "file tools",
+    doc: "`tgrag train-planner` (dropped.parquet): one row per training line left out, with why.",
+    run_dependent: false,
+    columns: &[req("file", Utf8, "the plan file"), req("line", U32, "line of that file"), req("reason", Utf8, "why the line was left out")],
+};
+
+/// `tgrag train-planner`'s `report.parquet`.
+pub const PLANNER_REPORT: TableSpec = TableSpec {
+    name: "planner_report",
+    version: 1,
+    family: "file tools",
+    doc: "`tgrag train-planner` (report.parquet): one row, the training's counts and validation figures.",
+    run_dependent: false,
+    columns: &[
+        req("plans", Utf8, "the plan folder trained on"),
+        req("train_plans", U32, "training plans"),
+        req("dev_plans", U32, "development plans (early stopping)"),
+        req("train_dropped", U32, "training lines left out (dropped.parquet)"),
+        req("val_lines", U32, "lines of plans_val.jsonl"),
+        req("val_rejected", U32, "validation lines rejected"),
+        req("val_malformed", U32, "validation lines that could not be read"),
+        req("metapath_exact", F64, "metapath exact match on validation"),
+        req("path_set_exact", F64, "path-set exact match on validation"),
+        req("restriction_token_f1", F64, "restriction token F1 on validation"),
+        req("planner_epoch", U32, "the planner's kept epoch"),
+        req("tagger_epoch", U32, "the tagger's kept epoch"),
+        req("tune_layers", U32, "MiniLM top layers tuned"),
+        req("encoder_epoch", U32, "the tuned encoder's kept epoch"),
+    ],
+};
+
 /// All canonical tables, in documentation order.
 pub const ALL: &[&TableSpec] = &[
     &NODES,
@@ -987,6 +1071,11 @@ pub const ALL: &[&TableSpec] = &[
     &NIGHTLY_CURVES,
     &NIGHTLY_CORRELATION,
     &REGRESSIONS,
+    &PCST_VERTICES,
+    &PCST_EDGES,
+    &PLANNER_VALIDATION,
+    &PLANNER_DROPPED,
+    &PLANNER_REPORT,
 ];
 
 /// Looks a table up by name.

@@ -3,13 +3,14 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, UInt32Array};
+use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Float64Type, Int64Type};
 use rayon::prelude::*;
+use tgrag_schemas::rows::{Row, Rows};
+use tgrag_schemas::tables;
 use tgrag_stages::graphqa::pcst::{Pruning, pcst};
 
 /// `--pruning`.
@@ -211,29 +212,33 @@ pub fn run(a: PcstArgs) -> Result<()> {
         })
         .collect::<Result<_>>()?;
     let secs = t0.elapsed().as_secs_f64();
-    let (mut vi, mut vp, mut vn, mut xi, mut xp, mut xe) = (vec![], vec![], vec![], vec![], vec![], vec![]);
-    for (id, v, e) in &solved {
-        for (k, &n) in v.iter().enumerate() {
-            vi.push(*id);
-            vp.push(k as u32);
-            vn.push(i64::from(n));
-        }
-        for (k, &j) in e.iter().enumerate() {
-            xi.push(*id);
-            xp.push(k as u32);
-            xe.push(i64::from(j));
+    // One row struct for both files: (instance, position, kept node or edge).
+    struct Kept {
+        instance_id: i64,
+        pos: u32,
+        id: i64,
+    }
+    impl Row for Kept {
+        fn put(&self, out: &mut Rows) {
+            out.put(self.instance_id).put(self.pos).put(self.id);
         }
     }
-    let i64a = |v: Vec<i64>| Arc::new(Int64Array::from(v)) as ArrayRef;
-    let u32a = |v: Vec<u32>| Arc::new(UInt32Array::from(v)) as ArrayRef;
-    let vertices = RecordBatch::try_from_iter(vec![("instance_id", i64a(vi)), ("pos", u32a(vp)), ("node", i64a(vn))])?;
-    let edges = RecordBatch::try_from_iter(vec![("instance_id", i64a(xi)), ("pos", u32a(xp)), ("edge_index", i64a(xe))])?;
+    let (mut vertices, mut edges) = (Rows::new(&tables::PCST_VERTICES), Rows::new(&tables::PCST_EDGES));
+    for (id, v, e) in &solved {
+        for (k, &n) in v.iter().enumerate() {
+            vertices.push(&Kept { instance_id: *id, pos: k as u32, id: i64::from(n) });
+        }
+        for (k, &j) in e.iter().enumerate() {
+            edges.push(&Kept { instance_id: *id, pos: k as u32, id: i64::from(j) });
+        }
+    }
+    let (vertices, edges) = (vertices.finish()?, edges.finish()?);
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     // Both files are written before either replaces an old one: a failure leaves the old pair.
     use tgrag_schemas::io;
     let (vp, ep) = (a.out.join("vertices.parquet"), a.out.join("edges.parquet"));
-    let vt = io::write_parquet_tmp(&vp, &vertices)?;
-    let et = io::write_parquet_tmp(&ep, &edges).inspect_err(|_| io::discard(std::slice::from_ref(&vt)))?;
+    let vt = io::write_table_tmp(&tables::PCST_VERTICES, &vp, &vertices)?;
+    let et = io::write_table_tmp(&tables::PCST_EDGES, &ep, &edges).inspect_err(|_| io::discard(std::slice::from_ref(&vt)))?;
     io::commit_all(&[(vt, vp), (et, ep)])?;
     eprintln!("pcst: {} instances solved in {secs:.4}s ({:?} pruning) → {}", solved.len(), a.pruning, a.out.display());
     Ok(())

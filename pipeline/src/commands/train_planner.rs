@@ -2,11 +2,11 @@
 //! `tgrag_stages::kb::mor_planner`) trained on MoR's plan files.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use arrow::array::{ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArray, UInt32Array};
+use tgrag_schemas::rows::Rows;
+use tgrag_schemas::tables;
 use tgrag_stages::Progress;
 use tgrag_stages::kb::mor_planner::{Decode, TrainOptions, train};
 use tgrag_stages::shared::curves::Curves;
@@ -182,47 +182,28 @@ pub fn run(a: TrainPlannerArgs, quiet: bool) -> Result<()> {
             );
         }
         let curves = curves.batch()?;
-        tgrag_schemas::io::write_parquet_atomic(&a.out.join("curves.parquet"), &curves)?;
+        tgrag_schemas::io::write_table(&tables::CURVES, &a.out.join("curves.parquet"), &curves)?;
         let t1 = Instant::now();
         let (fig, rows) = t.model.score_file(&a.plans.join("plans_val.jsonl"), progress)?;
         let t_val = t1.elapsed().as_secs_f64();
-        let opt_s = |f: &dyn Fn(&tgrag_stages::kb::mor_planner::Produced) -> String| {
-            rows.iter().map(|r| r.gold.as_ref().map(f)).collect::<Vec<Option<String>>>()
-        };
-        let validation = RecordBatch::try_from_iter(vec![
-            ("line", Arc::new(UInt32Array::from(rows.iter().map(|r| r.line as u32).collect::<Vec<_>>())) as ArrayRef),
-            ("q_id", Arc::new(arrow::array::Int64Array::from(rows.iter().map(|r| r.q_id).collect::<Vec<_>>()))),
-            ("gold_metapath", Arc::new(StringArray::from(opt_s(&|p| p.metapath.clone())))),
-            ("metapath", Arc::new(StringArray::from(rows.iter().map(|r| r.pred.metapath.clone()).collect::<Vec<_>>()))),
-            ("exact", Arc::new(BooleanArray::from(rows.iter().map(|r| r.exact).collect::<Vec<_>>()))),
-            ("gold_restrictions", Arc::new(StringArray::from(opt_s(&|p| p.restrictions.clone())))),
-            ("restrictions", Arc::new(StringArray::from(rows.iter().map(|r| r.pred.restrictions.clone()).collect::<Vec<_>>()))),
-            ("token_f1", Arc::new(Float64Array::from(rows.iter().map(|r| r.token_f1).collect::<Vec<_>>()))),
-        ])?;
-        tgrag_schemas::io::write_parquet_atomic(&a.out.join("validation.parquet"), &validation)?;
-        let dropped = RecordBatch::try_from_iter(vec![
-            ("file", Arc::new(StringArray::from(t.dropped.iter().map(|d| d.file).collect::<Vec<_>>())) as ArrayRef),
-            ("line", Arc::new(UInt32Array::from(t.dropped.iter().map(|d| d.line as u32).collect::<Vec<_>>()))),
-            ("reason", Arc::new(StringArray::from(t.dropped.iter().map(|d| d.reason.as_str()).collect::<Vec<_>>()))),
-        ])?;
-        tgrag_schemas::io::write_parquet_atomic(&a.out.join("dropped.parquet"), &dropped)?;
-        let report = RecordBatch::try_from_iter(vec![
-            ("plans", Arc::new(StringArray::from(vec![a.plans.display().to_string()])) as ArrayRef),
-            ("train_plans", Arc::new(UInt32Array::from(vec![t.train_plans as u32]))),
-            ("dev_plans", Arc::new(UInt32Array::from(vec![t.dev_plans as u32]))),
-            ("train_dropped", Arc::new(UInt32Array::from(vec![t.dropped.len() as u32]))),
-            ("val_lines", Arc::new(UInt32Array::from(vec![fig.lines as u32]))),
-            ("val_rejected", Arc::new(UInt32Array::from(vec![fig.rejected as u32]))),
-            ("val_malformed", Arc::new(UInt32Array::from(vec![fig.malformed as u32]))),
-            ("metapath_exact", Arc::new(Float64Array::from(vec![fig.metapath_exact]))),
-            ("path_set_exact", Arc::new(Float64Array::from(vec![fig.path_set_exact]))),
-            ("restriction_token_f1", Arc::new(Float64Array::from(vec![fig.restriction_token_f1]))),
-            ("planner_epoch", Arc::new(UInt32Array::from(vec![t.planner_epoch]))),
-            ("tagger_epoch", Arc::new(UInt32Array::from(vec![t.tagger_epoch]))),
-            ("tune_layers", Arc::new(UInt32Array::from(vec![t.model.meta.tune_layers as u32]))),
-            ("encoder_epoch", Arc::new(UInt32Array::from(vec![t.encoder_epoch]))),
-        ])?;
-        tgrag_schemas::io::write_parquet_atomic(&a.out.join("report.parquet"), &report)?;
+        let mut validation = Rows::new(&tables::PLANNER_VALIDATION);
+        for r in &rows {
+            let gold = r.gold.as_ref();
+            validation.put(r.line as u32).put(r.q_id).put(gold.map(|g| &g.metapath)).put(&r.pred.metapath).put(r.exact);
+            validation.put(gold.map(|g| &g.restrictions)).put(&r.pred.restrictions).put(r.token_f1).end_row();
+        }
+        tgrag_schemas::io::write_table(&tables::PLANNER_VALIDATION, &a.out.join("validation.parquet"), &validation.finish()?)?;
+        let mut dropped = Rows::new(&tables::PLANNER_DROPPED);
+        for d in &t.dropped {
+            dropped.put(d.file).put(d.line as u32).put(&d.reason).end_row();
+        }
+        tgrag_schemas::io::write_table(&tables::PLANNER_DROPPED, &a.out.join("dropped.parquet"), &dropped.finish()?)?;
+        let mut report = Rows::new(&tables::PLANNER_REPORT);
+        report.put(&a.plans.display().to_string()).put(t.train_plans as u32).put(t.dev_plans as u32).put(t.dropped.len() as u32);
+        report.put(fig.lines as u32).put(fig.rejected as u32).put(fig.malformed as u32);
+        report.put(fig.metapath_exact).put(fig.path_set_exact).put(fig.restriction_token_f1);
+        report.put(t.planner_epoch).put(t.tagger_epoch).put(t.model.meta.tune_layers as u32).put(t.encoder_epoch).end_row();
+        tgrag_schemas::io::write_table(&tables::PLANNER_REPORT, &a.out.join("report.parquet"), &report.finish()?)?;
         if final_out.exists() {
             std::fs::remove_dir_all(&final_out).with_context(|| format!("replacing {}", final_out.display()))?;
         }

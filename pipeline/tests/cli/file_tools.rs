@@ -1,0 +1,60 @@
+//! The contract covers the file tools: every Parquet file a tool writes is a declared table that
+//! `tgrag schema` lists, with the declaration's columns (names, order, types, required values).
+
+use std::path::Path;
+
+use super::{fixture, ok, table, tgrag};
+
+/// `file` is the declared table `name`, read back from disk (its rows: at least `min_rows`).
+fn assert_declared(file: &Path, name: &str, min_rows: usize) {
+    let spec = tgrag_schemas::tables::by_name(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let b = table(file);
+    tgrag_schemas::validate::check_written(spec, &b).unwrap_or_else(|e| panic!("{} is not table `{name}`: {e}", file.display()));
+    assert!(b.num_rows() >= min_rows, "{}: {} rows", file.display(), b.num_rows());
+}
+
+/// `tgrag schema` lists `name` and `tgrag schema <name>` shows its columns.
+fn assert_listed(o: &Path, name: &str) {
+    let listing = ok(tgrag(o, &["schema"]));
+    assert!(listing.lines().any(|l| l.split_whitespace().next() == Some(name)), "`tgrag schema` does not list {name}:\n{listing}");
+    let one = ok(tgrag(o, &["schema", name]));
+    let spec = tgrag_schemas::tables::by_name(name).expect("declared");
+    for c in spec.columns {
+        assert!(one.contains(c.name), "`tgrag schema {name}` lacks column {}:\n{one}", c.name);
+    }
+}
+
+#[test]
+fn pcst_writes_declared_tables() {
+    let fx = fixture("pcst");
+    let d = tempfile::tempdir().expect("tmp");
+    let out = d.path().join("out");
+    let s = |p: &Path| p.to_str().expect("utf8").to_string();
+    let (n, e, o) = (s(&fx.join("nodes.parquet")), s(&fx.join("edges.parquet")), s(&out));
+    ok(tgrag(d.path(), &["pcst", "--nodes", &n, "--edges", &e, "--out", &o]));
+    assert_declared(&out.join("vertices.parquet"), "pcst_vertices", 1);
+    assert_declared(&out.join("edges.parquet"), "pcst_edges", 1);
+    for t in ["pcst_vertices", "pcst_edges"] {
+        assert_listed(d.path(), t);
+    }
+}
+
+#[test]
+fn train_planner_writes_declared_tables() {
+    let Some(src) = super::shared_or_skip("datasets/mor-plans/mag", "plans_val.jsonl") else { return };
+    let d = tempfile::tempdir().expect("tmp");
+    let o = d.path();
+    let plans = super::plan_slice(&src, o, [40, 80, 20]);
+    let m = o.join("m");
+    let (p, ms) = (plans.to_str().expect("utf8"), m.to_str().expect("utf8"));
+    ok(tgrag(o, &["train-planner", "--plans", p, "--out", ms, "--encoder", "hash", "--epochs", "1", "--tagger-epochs", "1"]));
+    for (file, t, min_rows) in [
+        ("curves.parquet", "curves", 1),
+        ("validation.parquet", "planner_validation", 20),
+        ("dropped.parquet", "planner_dropped", 0),
+        ("report.parquet", "planner_report", 1),
+    ] {
+        assert_declared(&m.join(file), t, min_rows);
+        assert_listed(o, t);
+    }
+}
