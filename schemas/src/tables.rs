@@ -1012,6 +1012,39 @@ pub const PLANNER_REPORT: TableSpec = TableSpec {
     ],
 };
 
+/// `tgrag evaluate`'s output for a run without a `method` column.
+pub const EVALUATE_PER_QUERY: TableSpec = TableSpec {
+    name: "evaluate_per_query",
+    version: 1,
+    family: "file tools",
+    doc: "`tgrag evaluate` (--out), run without `method`: one row per query with answers or run rows.",
+    run_dependent: false,
+    columns: &[
+        req("query_id", U32, "query id"),
+        req("hit1", F64, "hit@1 (STaRK's or MoR's evaluator, --mode; 0 without answers)"),
+        req("hit5", F64, "hit@5"),
+        req("recall20", F64, "recall@20"),
+        req("mrr", F64, "reciprocal rank of the first answer"),
+    ],
+};
+
+/// `tgrag evaluate`'s output for a run with a `method` column.
+pub const EVALUATE_PER_METHOD_QUERY: TableSpec = TableSpec {
+    name: "evaluate_per_method_query",
+    version: 1,
+    family: "file tools",
+    doc: "`tgrag evaluate` (--out), run with `method`: one row per (method, query with answers or run rows).",
+    run_dependent: false,
+    columns: &[
+        req("method", Utf8, "the run's method"),
+        req("query_id", U32, "query id"),
+        req("hit1", F64, "hit@1 (STaRK's or MoR's evaluator, --mode; 0 without answers)"),
+        req("hit5", F64, "hit@5"),
+        req("recall20", F64, "recall@20"),
+        req("mrr", F64, "reciprocal rank of the first answer"),
+    ],
+};
+
 /// All canonical tables, in documentation order.
 pub const ALL: &[&TableSpec] = &[
     &NODES,
@@ -1076,6 +1109,8 @@ pub const ALL: &[&TableSpec] = &[
     &PLANNER_VALIDATION,
     &PLANNER_DROPPED,
     &PLANNER_REPORT,
+    &EVALUATE_PER_QUERY,
+    &EVALUATE_PER_METHOD_QUERY,
 ];
 
 /// Looks a table up by name.

@@ -3,11 +3,12 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
-use arrow::array::{Array, ArrayRef, AsArray, Float64Array, RecordBatch, StringArray, UInt32Array};
-use arrow::datatypes::{DataType, Field, Float32Type, Schema, UInt32Type};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Float32Type, UInt32Type};
+use tgrag_schemas::rows::Rows;
+use tgrag_schemas::tables;
 use tgrag_stages::evaluation::ranking::{Candidates, EvalMode, query_metrics};
 
 /// `--mode`.
@@ -114,7 +115,7 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
         by_method.insert(None, BTreeMap::new());
     }
     let cands = Candidates::range(a.num_candidates);
-    let (mut m_, mut q_, mut h1, mut h5, mut r20, mut mrr) = (vec![], vec![], vec![], vec![], vec![], vec![]);
+    let mut rows: Vec<Evaluated> = Vec::new();
     for (method, runs) in &by_method {
         // Every query with answers or with a run row; a query without answers scores 0 everywhere.
         let mut qids: Vec<u32> = gold.keys().chain(runs.keys()).copied().collect();
@@ -124,42 +125,43 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
             let ans = gold.get(&q).map_or(&[][..], Vec::as_slice);
             let r = runs.get(&q).map_or(&[][..], Vec::as_slice);
             let m = if ans.is_empty() { Default::default() } else { query_metrics(r, ans, &cands, mode) };
-            m_.push(*method);
-            q_.push(q);
-            h1.push(m.hit1);
-            h5.push(m.hit5);
-            r20.push(m.recall20);
-            mrr.push(m.mrr);
+            rows.push(Evaluated { method: *method, query_id: q, hit1: m.hit1, hit5: m.hit5, recall20: m.recall20, mrr: m.mrr });
         }
     }
-    let mut fields = vec![];
-    let mut cols: Vec<ArrayRef> = vec![];
-    if methods.is_some() {
-        fields.push(Field::new("method", DataType::Utf8, false));
-        cols.push(Arc::new(StringArray::from_iter_values(m_.iter().map(|m| m.unwrap_or("")))));
+    // The declared table: with a `method` column when the run has one.
+    let spec = if methods.is_some() { &tables::EVALUATE_PER_METHOD_QUERY } else { &tables::EVALUATE_PER_QUERY };
+    let mut out = Rows::new(spec);
+    for r in &rows {
+        if methods.is_some() {
+            out.put(r.method.unwrap_or(""));
+        }
+        out.put(r.query_id).put(r.hit1).put(r.hit5).put(r.recall20).put(r.mrr).end_row();
     }
-    fields.push(Field::new("query_id", DataType::UInt32, false));
-    cols.push(Arc::new(UInt32Array::from(q_.clone())));
-    for (name, v) in [("hit1", &h1), ("hit5", &h5), ("recall20", &r20), ("mrr", &mrr)] {
-        fields.push(Field::new(name, DataType::Float64, false));
-        cols.push(Arc::new(Float64Array::from(v.clone())));
-    }
-    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)?;
-    tgrag_schemas::io::write_parquet_atomic(&a.out, &batch)?;
+    tgrag_schemas::io::write_table(spec, &a.out, &out.finish()?)?;
     let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
     for method in by_method.keys() {
-        let idx: Vec<usize> = (0..m_.len()).filter(|&i| m_[i] == *method).collect();
-        let pick = |v: &[f64]| mean(&idx.iter().map(|&i| v[i]).collect::<Vec<_>>());
+        let of: Vec<&Evaluated> = rows.iter().filter(|r| r.method == *method).collect();
+        let pick = |f: fn(&Evaluated) -> f64| mean(&of.iter().map(|r| f(r)).collect::<Vec<_>>());
         println!(
             "{}{} queries: hit@1 {:.4}  hit@5 {:.4}  recall@20 {:.4}  mrr {:.4}",
             method.map(|m| format!("{m}: ")).unwrap_or_default(),
-            idx.len(),
-            pick(&h1),
-            pick(&h5),
-            pick(&r20),
-            pick(&mrr)
+            of.len(),
+            pick(|r| r.hit1),
+            pick(|r| r.hit5),
+            pick(|r| r.recall20),
+            pick(|r| r.mrr)
         );
     }
     eprintln!("evaluate ({}) → {}", if mode == EvalMode::Stark { "stark" } else { "mor" }, a.out.display());
     Ok(())
+}
+
+/// One query's metrics under one method of the run (`None`: the run has no `method` column).
+struct Evaluated<'a> {
+    method: Option<&'a str>,
+    query_id: u32,
+    hit1: f64,
+    hit5: f64,
+    recall20: f64,
+    mrr: f64,
 }

@@ -342,7 +342,9 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<Ex
         ("nightly_correlation.parquet", &folder.correlation),
         ("regressions.parquet", &folder.regressions),
     ] {
-        io::write_parquet_atomic(&partial.join(file), b)?;
+        // Each file is its declared table (the file's name), checked before it is written.
+        let spec = tables::by_name(file.trim_end_matches(".parquet"))?;
+        io::write_table(spec, &partial.join(file), b)?;
     }
     let prov_text = serde_json::to_string_pretty(&folder.provenance).context("provenance as JSON")?;
     io::write_bytes_atomic(&partial.join("provenance.json"), prov_text.as_bytes())?;

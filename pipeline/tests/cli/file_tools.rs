@@ -58,3 +58,30 @@ fn train_planner_writes_declared_tables() {
         assert_listed(o, t);
     }
 }
+
+#[test]
+fn evaluate_writes_the_declared_table_with_or_without_methods() {
+    use std::sync::Arc;
+
+    use arrow::array::{ArrayRef, Float64Array, RecordBatch, StringArray, UInt32Array};
+    let d = tempfile::tempdir().expect("tmp");
+    let s = |p: &Path| p.to_str().expect("utf8").to_string();
+    let (run, ans, m) = (d.path().join("R.parquet"), d.path().join("A.parquet"), d.path().join("M.parquet"));
+    let u32s = |v: Vec<u32>| Arc::new(UInt32Array::from(v)) as ArrayRef;
+    let gold = RecordBatch::try_from_iter([("query_id", u32s(vec![1, 2])), ("node_id", u32s(vec![9, 3]))]).expect("gold");
+    tgrag_schemas::io::write_parquet_atomic(&ans, &gold).expect("answers");
+    let mut cols = vec![
+        ("query_id", u32s(vec![1, 1, 2])),
+        ("node_id", u32s(vec![5, 9, 3])),
+        ("score", Arc::new(Float64Array::from(vec![0.5, 0.4, 1.0])) as ArrayRef),
+    ];
+    for (table, method) in [("evaluate_per_query", false), ("evaluate_per_method_query", true)] {
+        if method {
+            cols.push(("method", Arc::new(StringArray::from(vec!["a", "a", "b"])) as ArrayRef));
+        }
+        tgrag_schemas::io::write_parquet_atomic(&run, &RecordBatch::try_from_iter(cols.clone()).expect("run")).expect("run");
+        ok(tgrag(d.path(), &["evaluate", "--run", &s(&run), "--answers", &s(&ans), "--num-candidates", "10", "--out", &s(&m)]));
+        assert_declared(&m, table, 2);
+        assert_listed(d.path(), table);
+    }
+}
