@@ -97,7 +97,7 @@ fn a_tiny_run_shows_every_family_and_its_tables_read_in_polars_and_duckdb() {
     // A second run skips every stage and prints the same last screen; the page is the same bytes.
     let second = ok(tgrag(&o, &["run", "--dataset", "synthetic", "--size", "tiny", "--seed", "42"]));
     let after_done = |s: &str| s.split_once("\ndone in ").and_then(|(_, l)| l.split_once('\n')).map(|(_, rest)| rest.to_string());
-    assert!(second.lines().filter(|l| l.starts_with("  ") && l.contains("up to date")).count() == 14, "{second}");
+    assert_eq!(second.lines().filter(|l| l.starts_with("  ") && l.contains("up to date")).count(), 14, "{second}");
     assert_eq!(after_done(&second), after_done(&first));
     assert_eq!(std::fs::read_to_string(&html).expect("report.html"), page);
 

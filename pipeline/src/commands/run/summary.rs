@@ -292,6 +292,7 @@ pub fn write_html(root: &Path, dataset: &str) -> Result<Option<PathBuf>> {
 mod tests {
     use super::*;
 
+    #[allow(clippy::too_many_arguments)]
     fn score(family: usize, dataset: &str, method: &str, split: &str, group: &str, metric: &str, value: f64, seeded: bool) -> Score {
         Score {
             family,
