@@ -52,6 +52,26 @@ pub enum DatasetError {
 }
 
 impl DatasetError {
+    /// Whose fault this is ([`tgrag_schemas::Fault`]): malformed, incomplete or empty data, or a
+    /// data path that is not a regular file, is the input's; an unknown or unavailable dataset or a
+    /// bad dataset option the configuration's; a failed download or file-system error the
+    /// environment's.
+    pub fn fault(&self) -> tgrag_schemas::Fault {
+        use tgrag_schemas::Fault;
+        match self {
+            DatasetError::Schema(e) => e.fault(),
+            DatasetError::Parse { .. }
+            | DatasetError::Incomplete { .. }
+            | DatasetError::Empty
+            | DatasetError::NoTables(_)
+            | DatasetError::Malformed { .. }
+            | DatasetError::NotRegular { .. } => Fault::Input,
+            DatasetError::Unknown { .. } | DatasetError::NotAvailable { .. } | DatasetError::Config(_) => Fault::Config,
+            DatasetError::Io { source, .. } => Fault::of_io(source.kind()),
+            DatasetError::Download { .. } => Fault::Environment,
+        }
+    }
+
     pub fn malformed(path: impl Into<PathBuf>, at: impl Into<String>, reason: impl Into<String>) -> Self {
         DatasetError::Malformed { path: path.into(), at: at.into(), reason: reason.into() }
     }

@@ -50,6 +50,9 @@ pub struct PickleError {
     pub reason: String,
 }
 
+/// The names Python's codec registry accepts for latin-1 (lower case, `_` as `-`).
+const LATIN1_NAMES: [&str; 8] = ["latin1", "latin-1", "iso-8859-1", "iso8859-1", "8859", "cp819", "l1", "latin"];
+
 impl fmt::Display for PickleError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "pickle byte {}: {}", self.offset, self.reason)
@@ -237,7 +240,7 @@ impl<'a> Vm<'a> {
                 let Obj::Dtype(dt) = self.arena[d].clone() else { return self.err("numpy scalar without a dtype") };
                 let bytes = match self.val(b) {
                     Some(Value::Bytes(x)) => x.clone(),
-                    Some(Value::Str(s)) => s.chars().map(|c| c as u32 as u8).collect(),
+                    Some(Value::Str(s)) => self.latin1(s)?,
                     _ => return self.err("numpy scalar without its bytes"),
                 };
                 Obj::Val(Value::Numpy(Box::new(self.numpy_scalar(&dt, &bytes)?)))
@@ -245,9 +248,17 @@ impl<'a> Vm<'a> {
             ("collections", "OrderedDict") => Obj::Dict(Vec::new()),
             ("_codecs", "encode") => {
                 // Protocol 2 writes bytes as _codecs.encode(str, 'latin1').
+                // Python refuses any other encoding here, and any character above U+00FF.
                 let Some(&a0) = args.first() else { return self.err("_codecs.encode without arguments") };
                 let s = self.str_of(a0)?;
-                Obj::Val(Value::Bytes(s.chars().map(|c| c as u32 as u8).collect()))
+                let encoding = match args.get(1) {
+                    Some(&a1) => self.str_of(a1)?,
+                    None => return self.err("_codecs.encode without an encoding (protocol 2 names latin1)"),
+                };
+                if !LATIN1_NAMES.contains(&encoding.to_ascii_lowercase().replace('_', "-").as_str()) {
+                    return self.err(format!("_codecs.encode with encoding `{}`; only latin1 is read", crate::raw::quote(&encoding)));
+                }
+                Obj::Val(Value::Bytes(self.latin1(&s)?))
             }
             ("torch._utils", "_rebuild_tensor_v2") => {
                 if args.len() < 4 {
@@ -275,6 +286,18 @@ impl<'a> Vm<'a> {
         };
         self.push(obj);
         Ok(())
+    }
+
+    /// `s.encode('latin1')` as Python does it: every character is one byte, and a character above
+    /// U+00FF is an error (Python's UnicodeEncodeError), never truncated.
+    fn latin1(&self, s: &str) -> Result<Vec<u8>, PickleError> {
+        s.chars()
+            .enumerate()
+            .map(|(i, c)| {
+                u8::try_from(u32::from(c))
+                    .or_else(|_| self.err(format!("character {i} (U+{:04X}) cannot be encoded as latin1", u32::from(c))))
+            })
+            .collect()
     }
 
     fn numpy_scalar(&self, dtype: &str, b: &[u8]) -> Result<Value, PickleError> {

@@ -1,6 +1,8 @@
 //! `tgrag`: the command-line entry point. `main` is thin: parse, validate every argument and stage
 //! config before any work starts, dispatch to one command, print the whole error chain on failure.
 
+#[macro_use]
+mod fault;
 mod cli;
 #[cfg(test)]
 mod code_digest;
@@ -47,7 +49,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");
-            if err.downcast_ref::<lock::Locked>().is_some() { ExitCode::from(lock::EXIT_LOCKED as u8) } else { ExitCode::FAILURE }
+            fault::exit_code(&err)
         }
     }
 }

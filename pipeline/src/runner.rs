@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use arrow::array::{ArrayRef, Float64Array, StringArray, UInt64Array};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -225,7 +225,7 @@ pub fn select(all: &[&'static dyn Stage], wanted: Option<&[String]>) -> Result<V
     let mut stack: Vec<&str> = Vec::new();
     for w in wanted {
         let Some(&n) = names.iter().find(|n| **n == w.as_str()) else {
-            bail!("unknown stage `{w}`; stages: {}", names.join(", "));
+            bail_config!("unknown stage `{w}`; stages: {}", names.join(", "));
         };
         stack.push(n);
     }

@@ -88,6 +88,24 @@ pub enum SchemaError {
     },
 }
 
+impl SchemaError {
+    /// Whose fault this is: a contract violation or an unreadable Parquet file is the input's;
+    /// an unknown table name the caller's configuration; a file that is not there the input's
+    /// ([`crate::Fault::of_io`]); a write or read the operating system refused, or a path tgrag
+    /// does not own, the environment's; arrow refusing a batch tgrag built
+    /// is a bug.
+    pub fn fault(&self) -> crate::Fault {
+        use crate::Fault;
+        match self {
+            SchemaError::Violation(_) | SchemaError::Parquet { .. } => Fault::Input,
+            SchemaError::UnknownTable(_) => Fault::Config,
+            SchemaError::Io { source, .. } => Fault::of_io(source.kind()),
+            SchemaError::Write { .. } | SchemaError::NotOwned { .. } => Fault::Environment,
+            SchemaError::Arrow { .. } => Fault::Internal,
+        }
+    }
+}
+
 /// The most characters an error message quotes from an input.
 pub const QUOTE_CHARS: usize = 200;
 

@@ -17,6 +17,7 @@
 
 pub mod columns;
 pub mod error;
+pub mod fault;
 pub mod io;
 pub mod limits;
 pub mod rows;
@@ -25,4 +26,5 @@ pub mod tables;
 pub mod validate;
 
 pub use error::{QUOTE_CHARS, Result, SchemaError, Violation, quote};
+pub use fault::Fault;
 pub use table::{ColType, ColumnSpec, TableSpec};

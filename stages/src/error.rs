@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use tgrag_datasets::DatasetError;
-use tgrag_schemas::SchemaError;
+use tgrag_schemas::{Fault, SchemaError};
 
 /// Why a stage failed.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +56,45 @@ impl StageError {
         } else {
             StageError::Model(e)
         }
+    }
+}
+
+impl StageError {
+    /// Whose fault this is ([`Fault`]; the binary's exit code): the layers below say it for their
+    /// own errors; a stage's configuration, a missing upstream artifact or model file are the
+    /// configuration's; inconsistent data the input's; a file-system error the environment's;
+    /// DataFusion failing on tables tgrag validated is a bug, unless it ran out of resources.
+    pub fn fault(&self) -> Fault {
+        match self {
+            StageError::Schema(e) => e.fault(),
+            StageError::Dataset(e) => e.fault(),
+            StageError::Config { .. } | StageError::MissingInput { .. } | StageError::ModelFile(_) => Fault::Config,
+            StageError::Input(_) => Fault::Input,
+            StageError::Model(e) => model_fault(e),
+            StageError::DataFusion(datafusion::error::DataFusionError::ResourcesExhausted(_)) => Fault::Environment,
+            StageError::DataFusion(_) | StageError::Internal(_) => Fault::Internal,
+            StageError::Io { source, .. } => Fault::of_io(source.kind()),
+        }
+    }
+}
+
+/// Whose fault a model error is: a model folder that is missing, malformed or does not fit the
+/// architecture (or lacks a file), a training option out of range or a diverged training are the
+/// configuration's (the user chose the folder and the settings); other file-system errors the
+/// environment's. (Here and
+/// not in `models`, which does not depend on `schemas`.)
+pub fn model_fault(e: &tgrag_models::ModelError) -> Fault {
+    use tgrag_models::ModelError;
+    match e {
+        // A file missing from the model folder the user named is that choice's fault.
+        ModelError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => Fault::Config,
+        ModelError::Io { .. } => Fault::Environment,
+        ModelError::BadFile { .. }
+        | ModelError::Weights { .. }
+        | ModelError::Tokenizer { .. }
+        | ModelError::Config { .. }
+        | ModelError::Diverged { .. } => Fault::Config,
+        ModelError::Internal(_) => Fault::Internal,
     }
 }
 

@@ -70,3 +70,28 @@ fn forbidden_globals_and_truncation_fail_without_running_anything() {
     let e = load(&[0x80, 4, 0x8c, 2, 0xff, 0xfe, b'.']).expect_err("utf8");
     assert!(e.reason.contains("UTF-8"), "{e}");
 }
+
+#[test]
+fn protocol_2_bytes_decode_as_python_encodes_latin1_and_refuse_what_python_refuses() {
+    // pickle.dumps(b'\xff\x00', protocol=2), as CPython 3 writes it: _codecs.encode('ÿ\x00', 'latin1').
+    let cpython: Vec<u8> = vec![
+        128, 2, 99, 95, 99, 111, 100, 101, 99, 115, 10, 101, 110, 99, 111, 100, 101, 10, 113, 0, 88, 3, 0, 0, 0, 195, 191, 0, 113, 1, 88,
+        6, 0, 0, 0, 108, 97, 116, 105, 110, 49, 113, 2, 134, 113, 3, 82, 113, 4, 46,
+    ];
+    assert_eq!(load(&cpython), Ok(Value::Bytes(vec![0xff, 0x00])));
+    // 'Ā' (U+0100, UTF-8 c4 80) in place of 'ÿ': Python raises UnicodeEncodeError; so do we, instead
+    // of truncating it to 0x00.
+    let mut wide = cpython.clone();
+    wide[25..27].copy_from_slice(&[0xc4, 0x80]);
+    let e = load(&wide).expect_err("U+0100 is not latin1");
+    assert!(e.reason.contains("U+0100") && e.reason.contains("latin1"), "{e}");
+    // Another codec name than latin1's (same length: `utf_16`): refused by name.
+    let mut other = cpython.clone();
+    other[35..41].copy_from_slice(b"utf_16");
+    let e = load(&other).expect_err("utf_16");
+    assert!(e.reason.contains("encoding `utf_16`"), "{e}");
+    // latin1's aliases are the same codec.
+    let mut alias = cpython;
+    alias[35..41].copy_from_slice(b"LATIN1");
+    assert_eq!(load(&alias), Ok(Value::Bytes(vec![0xff, 0x00])));
+}

@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use arrow::array::AsArray;
 use arrow::datatypes::{DataType, Float32Type, UInt32Type};
 use tgrag_models::DeviceChoice;
@@ -73,7 +73,7 @@ pub fn run(a: BenchGnnArgs) -> Result<()> {
     match a.what {
         WhatArg::Node => {
             let (Some(ep), Some(fp), Some(lp)) = (&a.edges, &a.features, &a.labels) else {
-                bail!("bench-gnn node needs --edges, --features and --labels");
+                bail_config!("bench-gnn node needs --edges, --features and --labels");
             };
             let (eb, fb, lb) =
                 (tgrag_schemas::io::read_parquet(ep)?, tgrag_schemas::io::read_parquet(fp)?, tgrag_schemas::io::read_parquet(lp)?);
@@ -126,7 +126,7 @@ pub fn run(a: BenchGnnArgs) -> Result<()> {
                 "gat" => EncoderKind::Gat,
                 "gcn" => EncoderKind::Gcn,
                 "gt2" => EncoderKind::Gt2,
-                other => bail!("--encoder {other}: gt, gat, gcn or gt2"),
+                other => bail_config!("--encoder {other}: gt, gat, gcn or gt2"),
             };
             let (dim, k) = (384usize, a.nodes);
             let mut state = 7u64;

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use arrow::array::RecordBatch;
 
 use crate::commands::nightly::Folder;
@@ -58,7 +58,7 @@ fn side(p: &Path) -> Result<Side> {
         } else {
             ""
         };
-        bail!(
+        bail_config!(
             "{}: neither a nightly folder (no leaderboard.parquet) nor an outputs folder (no <dataset>/<stage>/manifest.json){hint}",
             p.display()
         );

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use arrow::array::{Array, ArrayRef, AsArray, Float32Array, Float64Array, UInt32Array};
 use arrow::datatypes::{DataType, Field, Float64Type, Schema, UInt32Type};
 use arrow::record_batch::RecordBatch;
@@ -43,13 +43,13 @@ pub(crate) fn numbers(s: &str, flag: &str) -> Result<Vec<f64>> {
 pub(crate) fn u32_column(b: &RecordBatch, path: &Path, name: &str) -> Result<Vec<u32>> {
     let c = b.column_by_name(name).with_context(|| format!("{}: missing column `{name}`", path.display()))?;
     if !c.data_type().is_integer() {
-        bail!("{}: column `{name}` is {}, expected integers", path.display(), c.data_type());
+        bail_input!("{}: column `{name}` is {}, expected integers", path.display(), c.data_type());
     }
     let cast = arrow::compute::cast(c, &DataType::UInt32)?;
     if cast.null_count() > 0
         && let Some(row) = (0..cast.len()).find(|&i| cast.is_null(i))
     {
-        bail!("{}: row {row}, column `{name}`: missing or not a non-negative 32-bit id", path.display());
+        bail_input!("{}: row {row}, column `{name}`: missing or not a non-negative 32-bit id", path.display());
     }
     Ok(cast.as_primitive::<UInt32Type>().values().to_vec())
 }
@@ -96,7 +96,7 @@ pub(crate) enum ArrayValues<'a> {
 pub fn run(a: DiffusionArgs) -> Result<()> {
     let alphas = numbers(&a.alpha, "--alpha")?;
     if alphas.is_empty() || alphas.iter().any(|x| !x.is_finite()) {
-        bail!("--alpha {}: give K finite weights, e.g. 1,1,1", a.alpha);
+        bail_config!("--alpha {}: give K finite weights, e.g. 1,1,1", a.alpha);
     }
     let t_read = Instant::now();
     let proj = tgrag_schemas::io::read_parquet(&a.projection)?;
@@ -109,7 +109,7 @@ pub fn run(a: DiffusionArgs) -> Result<()> {
             .get_mut(node as usize)
             .with_context(|| format!("{}: row {row}, column `node`: {node} is not in 0..{n} (one row per node)", a.projection.display()))?;
         if *s != usize::MAX {
-            bail!("{}: row {row}, column `node`: node {node} appears twice (first at row {})", a.projection.display(), *s);
+            bail_input!("{}: row {row}, column `node`: node {node} appears twice (first at row {})", a.projection.display(), *s);
         }
         *s = row;
     }
@@ -121,20 +121,20 @@ pub fn run(a: DiffusionArgs) -> Result<()> {
         .filter(|c| c.starts_with('r') && c.len() > 1 && c[1..].chars().all(|x| x.is_ascii_digit()))
         .collect();
     if rcols.is_empty() {
-        bail!("{}: no projection columns `r00`, `r01`, …", a.projection.display());
+        bail_input!("{}: no projection columns `r00`, `r01`, …", a.projection.display());
     }
     let d = rcols.len();
     let mut r = vec![0.0f64; n * d];
     for (c, name) in rcols.iter().enumerate() {
         let col = proj.column_by_name(name).with_context(|| format!("{}: column `{name}`", a.projection.display()))?;
         if !col.data_type().is_floating() && !col.data_type().is_integer() {
-            bail!("{}: column `{name}` is {}, expected floats", a.projection.display(), col.data_type());
+            bail_input!("{}: column `{name}` is {}, expected floats", a.projection.display(), col.data_type());
         }
         let col = arrow::compute::cast(col, &DataType::Float64)?;
         if col.null_count() > 0
             && let Some(row) = (0..col.len()).find(|&i| col.is_null(i))
         {
-            bail!("{}: row {row}, column `{name}`: missing value", a.projection.display());
+            bail_input!("{}: row {row}, column `{name}`: missing value", a.projection.display());
         }
         tgrag_schemas::validate::check_finite(
             &a.projection,

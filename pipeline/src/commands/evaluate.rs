@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Float32Type, UInt32Type};
 use tgrag_schemas::rows::Rows;
@@ -45,13 +45,13 @@ pub struct EvaluateArgs {
 fn column(b: &RecordBatch, path: &Path, name: &str, to: &DataType) -> Result<ArrayRef> {
     let c = b.column_by_name(name).with_context(|| format!("{}: missing column `{name}`", path.display()))?;
     if !(c.data_type().is_integer() || c.data_type().is_floating()) {
-        bail!("{}: column `{name}` is {}, expected numbers", path.display(), c.data_type());
+        bail_input!("{}: column `{name}` is {}, expected numbers", path.display(), c.data_type());
     }
     let cast = arrow::compute::cast(c, to)?;
     if cast.null_count() > 0
         && let Some(row) = (0..cast.len()).find(|&i| cast.is_null(i))
     {
-        bail!("{}: row {row}, column `{name}`: missing value, or not a {to} (negative or too large)", path.display());
+        bail_input!("{}: row {row}, column `{name}`: missing value, or not a {to} (negative or too large)", path.display());
     }
     Ok(cast)
 }
@@ -62,7 +62,7 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
         ModeArg::Mor => EvalMode::Mor,
     };
     if a.num_candidates == 0 {
-        bail!("--num-candidates 0: give the number of candidates N (ids 0..N−1)");
+        bail_config!("--num-candidates 0: give the number of candidates N (ids 0..N−1)");
     }
     let run = tgrag_schemas::io::read_parquet(&a.run)?;
     let answers = tgrag_schemas::io::read_parquet(&a.answers)?;
@@ -88,7 +88,7 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
     let rs = column(&run, &a.run, "score", &DataType::Float32)?;
     let (rq, rn, rs) = (rq.as_primitive::<UInt32Type>(), rn.as_primitive::<UInt32Type>(), rs.as_primitive::<Float32Type>());
     if let Some(row) = (0..rs.len()).find(|&i| !rs.value(i).is_finite()) {
-        bail!("{}: row {row}, column `score`: {} is not a finite score", a.run.display(), rs.value(row));
+        bail_input!("{}: row {row}, column `score`: {} is not a finite score", a.run.display(), rs.value(row));
     }
     let methods: Option<&StringArray> = match run.column_by_name("method") {
         Some(c) => Some(

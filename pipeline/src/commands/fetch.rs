@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use tgrag_models::minilm;
 
 /// What `tgrag fetch` downloads.
@@ -59,7 +59,10 @@ pub fn run(a: FetchArgs) -> Result<()> {
         for f in &fetched {
             let want = minilm::FILES.iter().find(|(n, _)| *n == f.file).map(|(_, s)| *s).unwrap_or("");
             if !want.is_empty() && want != f.sha256 {
-                bail!("{}: sha256 {} differs from the pinned {want}", f.file, f.sha256);
+                return Err(anyhow::Error::new(crate::fault::Faulted {
+                    fault: crate::fault::Fault::Environment,
+                    message: format!("{}: sha256 {} differs from the pinned {want}", f.file, f.sha256),
+                }));
             }
             let bytes = std::fs::read(&f.local).with_context(|| format!("reading {}", f.local.display()))?;
             tgrag_schemas::io::write_bytes_atomic(&dest.join(&f.file), &bytes)?;

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use tgrag_stages::toporag::diffusion::Adjacency;
 use tgrag_stages::toporag::graphwave::{self, Mode};
 
@@ -45,24 +45,25 @@ pub struct GraphwaveArgs {
 
 pub fn run(a: GraphwaveArgs) -> Result<()> {
     let scales = numbers(&a.scales, "--scales")?;
-    graphwave::check(&scales, a.points)?;
+    graphwave::check(&scales, a.points).map_err(|e| crate::config!("--scales/--points: {e}"))?;
     let (src, dst) = read_edges(&a.edges)?;
     let max_id = src.iter().chain(&dst).max().map_or(0, |&m| m as usize + 1);
     let n = match a.num_nodes {
-        Some(n) if n < max_id => bail!("--num-nodes {n}: the edges name node {}", max_id - 1),
+        Some(n) if n < max_id => bail_config!("--num-nodes {n}: the edges name node {}", max_id - 1),
         Some(n) => n,
         None => max_id,
     };
     if n == 0 {
-        bail!("{}: no edges and no --num-nodes: there is no graph to embed", a.edges.display());
+        bail_input!("{}: no edges and no --num-nodes: there is no graph to embed", a.edges.display());
     }
     // Sizes are checked against the memory before anything is allocated: a node id of 2·10⁹ or
     // --num-nodes 10⁹ is refused here with the bytes it would take.
     let width = scales.len() * 2 * a.points;
     let how =
         if a.num_nodes.is_some() { format!("--num-nodes {n}") } else { format!("largest node id {} in {}", n - 1, a.edges.display()) };
+    // Too large because of --num-nodes is the option's fault; because of an id in the file, the data's.
     tgrag_schemas::limits::check_alloc(&format!("graphwave output ({how} × {width} columns)"), n as u128 * width as u128, 8)
-        .map_err(anyhow::Error::msg)?;
+        .map_err(|e| if a.num_nodes.is_some() { crate::config!("{e}") } else { crate::input!("{e}") })?;
     let mode = match a.mode {
         ModeArg::Exact => Mode::Exact,
         ModeArg::Chebyshev => graphwave::DEFAULT_CHEBYSHEV,
@@ -75,7 +76,7 @@ pub fn run(a: GraphwaveArgs) -> Result<()> {
             4 * (n as u128).pow(2),
             8,
         )
-        .map_err(anyhow::Error::msg)?;
+        .map_err(|e| crate::config!("{e}"))?;
     }
     let adj = Adjacency::from_edges(n, &src, &dst, false).with_context(|| format!("{}", a.edges.display()))?;
     let ts = graphwave::sample_points(a.points, 100.0);

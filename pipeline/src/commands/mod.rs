@@ -23,7 +23,7 @@ pub mod train_planner;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
@@ -132,7 +132,7 @@ pub fn stage_configs(
         let obj = cfg.as_object_mut().with_context(|| format!("--set {set}: stage `{stage}` has no options"))?;
         if !obj.contains_key(key) {
             let keys: Vec<&String> = obj.keys().collect();
-            bail!("--set {set}: stage `{stage}` has no option `{key}` (options: {keys:?})");
+            bail_config!("--set {set}: stage `{stage}` has no option `{key}` (options: {keys:?})");
         }
         let v = serde_json::from_str(value).unwrap_or_else(|_| serde_json::Value::String(value.to_string()));
         obj.insert(key.to_string(), v);
@@ -160,7 +160,7 @@ pub(crate) fn texts(b: &RecordBatch, path: &Path, name: &str) -> Result<Vec<Stri
     let s = arrow::compute::cast(c, &DataType::Utf8).with_context(|| format!("{}: column `{name}` is not text", path.display()))?;
     let s = s.as_string::<i32>();
     (0..s.len())
-        .map(|i| if s.is_null(i) { bail!("{}: row {i}, column {name}: null", path.display()) } else { Ok(s.value(i).to_string()) })
+        .map(|i| if s.is_null(i) { bail_input!("{}: row {i}, column {name}: null", path.display()) } else { Ok(s.value(i).to_string()) })
         .collect()
 }
 
@@ -181,10 +181,10 @@ pub(crate) fn ids_and_texts(b: &RecordBatch, path: &Path, table: &str, id: &str)
 /// An id column: integers or strings, no nulls.
 pub(crate) fn check_ids(c: &ArrayRef, path: &Path, name: &str) -> Result<()> {
     if !(c.data_type().is_integer() || matches!(c.data_type(), DataType::Utf8 | DataType::LargeUtf8)) {
-        bail!("{}: column `{name}` must be integers or strings, is {}", path.display(), c.data_type());
+        bail_input!("{}: column `{name}` must be integers or strings, is {}", path.display(), c.data_type());
     }
     if let Some(i) = (0..c.len()).find(|&i| c.is_null(i)) {
-        bail!("{}: row {i}, column {name}: null id", path.display());
+        bail_input!("{}: row {i}, column {name}: null id", path.display());
     }
     Ok(())
 }

@@ -66,12 +66,16 @@ pub struct NightlyArgs {
 fn roots(given: &[PathBuf]) -> Result<Vec<PathBuf>> {
     if !given.is_empty() {
         for r in given {
-            anyhow::ensure!(r.is_dir(), "--data-root {}: not a folder (a missing mount or a typo?)", r.display());
+            if !r.is_dir() {
+                bail_config!("--data-root {}: not a folder (a missing mount or a typo?)", r.display());
+            }
         }
         return Ok(given.to_vec());
     }
     if let Some(r) = std::env::var_os("TGRAG_DATA_ROOT").map(PathBuf::from) {
-        anyhow::ensure!(r.is_dir(), "TGRAG_DATA_ROOT={}: not a folder (a missing mount or a typo?)", r.display());
+        if !r.is_dir() {
+            bail_config!("TGRAG_DATA_ROOT={}: not a folder (a missing mount or a typo?)", r.display());
+        }
         return Ok(vec![r]);
     }
     Ok([PathBuf::from("../shared/datasets")].into_iter().filter(|p| p.is_dir()).collect())
@@ -269,7 +273,7 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<Ex
     let planned = nightly::discover(&disc);
     if planned.is_empty() {
         let _ = std::fs::remove_dir_all(&partial);
-        anyhow::bail!("no dataset to run (--datasets {:?} matched none)", a.datasets.unwrap_or_default());
+        bail_config!("no dataset to run (--datasets {:?} matched none)", a.datasets.unwrap_or_default());
     }
     println!("tgrag nightly {stamp}: {} dataset(s) → {}", planned.len(), night_dir.join(&stamp).display());
     let progress = Progress { quiet };

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Float64Type, Int64Type};
 use rayon::prelude::*;
@@ -53,16 +53,16 @@ pub struct PcstArgs {
 fn ints(b: &RecordBatch, path: &Path, name: &str) -> Result<Vec<i64>> {
     let c = b.column_by_name(name).with_context(|| format!("{}: missing column `{name}`", path.display()))?;
     if !c.data_type().is_integer() {
-        bail!("{}: column `{name}` is {}, expected integers", path.display(), c.data_type());
+        bail_input!("{}: column `{name}` is {}, expected integers", path.display(), c.data_type());
     }
     if let Some(row) = (0..c.len()).find(|&i| c.is_null(i)) {
-        bail!("{}: row {row}, column `{name}`: missing value", path.display());
+        bail_input!("{}: row {row}, column `{name}`: missing value", path.display());
     }
     // A value the cast turns into a null did not fit (a uint64 above 2⁶³ − 1): named as such.
     let cast = arrow::compute::cast(c, &DataType::Int64)?;
     if let Some(row) = (0..cast.len()).find(|&i| cast.is_null(i)) {
         let v = arrow::util::display::array_value_to_string(c, row).unwrap_or_default();
-        bail!("{}: row {row}, column `{name}`: {v} is out of range (at most 2^63 - 1)", path.display());
+        bail_input!("{}: row {row}, column `{name}`: {v} is out of range (at most 2^63 - 1)", path.display());
     }
     Ok(cast.as_primitive::<Int64Type>().values().to_vec())
 }
@@ -70,7 +70,7 @@ fn ints(b: &RecordBatch, path: &Path, name: &str) -> Result<Vec<i64>> {
 /// The first negative value of a column that must be ≥ 0, as an error naming file, row and column.
 fn non_negative(v: &[f64], path: &Path, name: &str) -> Result<()> {
     match v.iter().position(|&x| x < 0.0) {
-        Some(row) => bail!("{}: row {row}, column `{name}`: {} is negative ({name}s are ≥ 0)", path.display(), v[row]),
+        Some(row) => bail_input!("{}: row {row}, column `{name}`: {} is negative ({name}s are ≥ 0)", path.display(), v[row]),
         None => Ok(()),
     }
 }
@@ -78,11 +78,11 @@ fn non_negative(v: &[f64], path: &Path, name: &str) -> Result<()> {
 fn floats(b: &RecordBatch, path: &Path, name: &str) -> Result<Vec<f64>> {
     let c = b.column_by_name(name).with_context(|| format!("{}: missing column `{name}`", path.display()))?;
     if !(c.data_type().is_floating() || c.data_type().is_integer()) {
-        bail!("{}: column `{name}` is {}, expected numbers", path.display(), c.data_type());
+        bail_input!("{}: column `{name}` is {}, expected numbers", path.display(), c.data_type());
     }
     let c = arrow::compute::cast(c, &DataType::Float64)?;
     if let Some(row) = (0..c.len()).find(|&i| c.is_null(i)) {
-        bail!("{}: row {row}, column `{name}`: missing value", path.display());
+        bail_input!("{}: row {row}, column `{name}`: missing value", path.display());
     }
     Ok(c.as_primitive::<Float64Type>().values().to_vec())
 }
@@ -112,13 +112,13 @@ pub fn run(a: PcstArgs) -> Result<()> {
     let root = match a.root {
         -1 => None,
         r if r >= 0 => Some(r as usize),
-        r => bail!("--root {r}: give a node id, or -1 for the unrooted problem"),
+        r => bail_config!("--root {r}: give a node id, or -1 for the unrooted problem"),
     };
     if root.is_some() && a.clusters != 1 {
-        bail!("--clusters {} with --root {}: a rooted tree is one cluster (use --clusters 1)", a.clusters, a.root);
+        bail_config!("--clusters {} with --root {}: a rooted tree is one cluster (use --clusters 1)", a.clusters, a.root);
     }
     if a.clusters == 0 {
-        bail!("--clusters 0: ask for at least one tree");
+        bail_config!("--clusters 0: ask for at least one tree");
     }
     let nb = tgrag_schemas::io::read_parquet(&a.nodes)?;
     let eb = tgrag_schemas::io::read_parquet(&a.edges)?;
@@ -159,12 +159,11 @@ pub fn run(a: PcstArgs) -> Result<()> {
     for r in 0..ni.len() {
         // Nodes are 0..n−1 per instance, so no id reaches the file's row count: a larger one is a
         // mistake, refused before any per-instance vector is sized by it.
-        let v = usize::try_from(nn[r])
-            .ok()
-            .filter(|&v| v < nn.len())
-            .with_context(|| format!("{}: row {r}, column `node`: {} is not a node id (0..n−1 per instance)", a.nodes.display(), nn[r]))?;
+        let v = usize::try_from(nn[r]).ok().filter(|&v| v < nn.len()).ok_or_else(|| {
+            crate::input!("{}: row {r}, column `node`: {} is not a node id (0..n−1 per instance)", a.nodes.display(), nn[r])
+        })?;
         if slot(&mut inst.entry(ni[r]).or_default().prizes, v).replace(np[r]).is_some() {
-            bail!("{}: row {r}, column `node`: node {v} of instance {} appears twice", a.nodes.display(), ni[r]);
+            bail_input!("{}: row {r}, column `node`: node {v} of instance {} appears twice", a.nodes.display(), ni[r]);
         }
     }
     for r in 0..ei.len() {
@@ -176,7 +175,7 @@ pub fn run(a: PcstArgs) -> Result<()> {
         };
         let (s, d) = (end(es[r], "src")?, end(ed[r], "dst")?);
         if slot(&mut inst.entry(ei[r]).or_default().edges, e).replace((s, d, ec[r], r)).is_some() {
-            bail!("{}: row {r}, column `edge_index`: edge {e} of instance {} appears twice", a.edges.display(), ei[r]);
+            bail_input!("{}: row {r}, column `edge_index`: edge {e} of instance {} appears twice", a.edges.display(), ei[r]);
         }
     }
     let t0 = Instant::now();
@@ -196,7 +195,7 @@ pub fn run(a: PcstArgs) -> Result<()> {
                     e.with_context(|| format!("{}: instance {id} has no row for edge {j} (edge indices are 0..m−1)", a.edges.display()))?;
                 for (col, v) in [("src", s), ("dst", d)] {
                     if v as usize >= prizes.len() {
-                        bail!(
+                        bail_input!(
                             "{}: row {row}, column `{col}`: node {v} is not a node of instance {id} (it has {} nodes: 0..{})",
                             a.edges.display(),
                             prizes.len(),
@@ -207,7 +206,8 @@ pub fn run(a: PcstArgs) -> Result<()> {
                 edges.push((s, d));
                 costs.push(c);
             }
-            let (v, e) = pcst(&edges, &prizes, &costs, root, a.clusters, pruning).map_err(|e| anyhow::anyhow!("instance {id}: {e}"))?;
+            let (v, e) = pcst(&edges, &prizes, &costs, root, a.clusters, pruning)
+                .map_err(|e| crate::input!("{}: instance {id}: {e}", a.nodes.display()))?;
             Ok((id, v, e))
         })
         .collect::<Result<_>>()?;

@@ -107,7 +107,7 @@ pub fn run(outputs: &Path, a: SqlArgs) -> Result<()> {
     let timeout = Duration::from_secs(a.timeout);
     let deadline = Instant::now() + timeout;
     let stopped = || {
-        anyhow::anyhow!(
+        crate::config!(
             "the query ran longer than --timeout {} s and was stopped (a recursive query that never ends, or a very large \
              input: add LIMIT or WHERE, or raise --timeout)",
             a.timeout
@@ -158,11 +158,11 @@ pub fn run(outputs: &Path, a: SqlArgs) -> Result<()> {
         }
         Message::Rows { text, shown, more: true } => (text, shown),
         Message::Failed(e) => return Err(e),
-        Message::Total(_) => anyhow::bail!("internal: the query thread sent a row count before the rows"),
+        Message::Total(_) => return Err(crate::internal!("the query thread sent a row count before the rows")),
         Message::Panicked => {
             let why = panicked.lock().ok().and_then(|m| m.clone()).unwrap_or_else(|| "no message".into());
             let files: Vec<String> = reads.lock().map(|r| r.iter().map(|p| p.display().to_string()).collect()).unwrap_or_default();
-            anyhow::bail!(
+            bail_input!(
                 "the query stopped on data that DataFusion or Parquet could not read ({why}); {}",
                 if files.is_empty() {
                     "it read no table".to_string()

@@ -224,15 +224,15 @@ impl Tolerances {
     pub fn parse(items: &[String], default: f64) -> Result<Tolerances> {
         let mut per_metric = BTreeMap::new();
         for it in items {
-            let (m, v) = it.split_once('=').ok_or_else(|| anyhow::anyhow!("--tolerance {it}: expected METRIC=VALUE"))?;
-            let v: f64 = v.trim().parse().map_err(|_| anyhow::anyhow!("--tolerance {it}: `{v}` is not a number"))?;
+            let (m, v) = it.split_once('=').ok_or_else(|| crate::config!("--tolerance {it}: expected METRIC=VALUE"))?;
+            let v: f64 = v.trim().parse().map_err(|_| crate::config!("--tolerance {it}: `{v}` is not a number"))?;
             if !(v.is_finite() && v >= 0.0) {
-                anyhow::bail!("--tolerance {it}: the tolerance must be a finite number ≥ 0");
+                bail_config!("--tolerance {it}: the tolerance must be a finite number ≥ 0");
             }
             per_metric.insert(m.trim().to_string(), v);
         }
         if !(default.is_finite() && default >= 0.0) {
-            anyhow::bail!("--default-tolerance {default}: must be a finite number ≥ 0");
+            bail_config!("--default-tolerance {default}: must be a finite number ≥ 0");
         }
         Ok(Tolerances { per_metric, default })
     }

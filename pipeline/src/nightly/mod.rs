@@ -253,7 +253,7 @@ pub fn prune(dir: &Path, keep: usize, current: &Path) -> Result<Pruned> {
     let s = survey(dir);
     let mut out = Pruned::default();
     let Some(cur) = s.nights.iter().find(|n| n.dir == current) else {
-        anyhow::bail!("{} is not a finished night of {}: nothing pruned", current.display(), dir.display());
+        bail_config!("{} is not a finished night of {}: nothing pruned", current.display(), dir.display());
     };
     out.future = s.after(cur.order()).into_iter().map(|n| n.dir.clone()).collect();
     if keep == 0 {

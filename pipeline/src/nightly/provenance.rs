@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -156,9 +156,9 @@ pub fn is_utc(s: &str) -> bool {
 /// Checks the fields of a parsed `provenance.json` (`file` names it in errors).
 pub fn check(v: &Value, file: &Path) -> Result<Checked> {
     let bad =
-        |field: &str, want: &str, got: &Value| anyhow::anyhow!("{}: field `{field}`: expected {want}, got {}", file.display(), shown(got));
+        |field: &str, want: &str, got: &Value| crate::input!("{}: field `{field}`: expected {want}, got {}", file.display(), shown(got));
     if !v.is_object() {
-        bail!("{}: expected a JSON object, got {}", file.display(), shown(v));
+        bail_input!("{}: expected a JSON object, got {}", file.display(), shown(v));
     }
     let string = |field: &str, want: &str, ok: &dyn Fn(&str) -> bool| -> Result<String> {
         let got = field.split('.').fold(v, |v, k| &v[k]);
@@ -188,16 +188,16 @@ pub fn read(dir: &Path) -> Result<(Value, Checked)> {
     let file = dir.join("provenance.json");
     let meta = std::fs::symlink_metadata(&file).with_context(|| format!("{}", file.display()))?;
     if !meta.file_type().is_file() {
-        bail!("{}: not a regular file", file.display());
+        bail_input!("{}: not a regular file", file.display());
     }
     if meta.len() > MAX_BYTES {
-        bail!("{}: {} bytes, more than a provenance record has ({MAX_BYTES} at most)", file.display(), meta.len());
+        bail_input!("{}: {} bytes, more than a provenance record has ({MAX_BYTES} at most)", file.display(), meta.len());
     }
     let mut bytes = Vec::new();
     std::fs::File::open(&file)
         .and_then(|f| f.take(MAX_BYTES + 1).read_to_end(&mut bytes))
         .with_context(|| format!("{}", file.display()))?;
-    let v: Value = serde_json::from_slice(&bytes).with_context(|| format!("{}: not JSON", file.display()))?;
+    let v: Value = serde_json::from_slice(&bytes).map_err(|e| crate::input!("{}: not JSON: {e}", file.display()))?;
     let checked = check(&v, &file)?;
     Ok((v, checked))
 }

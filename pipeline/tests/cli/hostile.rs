@@ -36,6 +36,13 @@ pub(super) fn failed_cleanly(o: &Output, must: &[&str]) -> String {
     assert!(o.status.signal().is_none(), "killed by a signal: {err}");
     assert!(!o.status.success(), "should fail; stdout {} stderr {err}", stdout(o));
     assert!(!matches!(o.status.code(), Some(101) | Some(134)), "a panic or abort, not an error: {err}");
+    // Whose fault (README, exit codes): arguments 2, locked 3, a failed night 5, input data 65,
+    // environment 74, configuration 78 — never unclassified (1) nor a bug (70).
+    assert!(
+        matches!(o.status.code(), Some(2 | 3 | 5 | 65 | 74 | 78)),
+        "exit {:?}: a refusal must say whose fault it is, not 1 (unclassified) or 70 (internal): {err}",
+        o.status.code()
+    );
     for m in must {
         assert!(err.contains(m), "missing `{m}` in: {err}");
     }
@@ -613,4 +620,51 @@ fn a_nights_folder_that_is_a_link_is_refused_before_any_work() {
     let there: Vec<_> = std::fs::read_dir(&outside).expect("outside").flatten().map(|e| e.file_name()).collect();
     assert_eq!(there.len(), c.len(), "files written outside: {there:?}");
     assert!(!o.join("synthetic").exists(), "nothing ran");
+}
+
+/// One case per fault, each with the exit code the README documents: the data (65), the
+/// configuration (78), the environment (74); a run that succeeds exits 0.
+#[test]
+fn exit_codes_say_whose_fault_it_is() {
+    use std::os::unix::fs::symlink;
+    let d = tempfile::tempdir().expect("tmp");
+    let o = d.path();
+    let (c, q) = corpus(o);
+    let out = o.join("r.parquet");
+    let code = |r: &Output| r.status.code();
+    // The input data: a corpus that is not Parquet, a null in a required column.
+    std::fs::write(o.join("bad.parquet"), b"PAR1 this is not parquet PAR1").expect("write");
+    let r = tgrag(o, &["bm25", "--corpus", s(&o.join("bad.parquet")), "--queries", s(&q), "--out", s(&out)]);
+    failed_cleanly(&r, &["bad.parquet"]);
+    assert_eq!(code(&r), Some(65), "{}", stderr(&r));
+    let nulls =
+        write(&o.join("nulls.parquet"), vec![("doc_id", u32s(&[0, 1])), ("text", Arc::new(StringArray::from(vec![Some("a"), None])))]);
+    let r = tgrag(o, &["bm25", "--corpus", s(&nulls), "--queries", s(&q), "--out", s(&out)]);
+    failed_cleanly(&r, &["nulls.parquet"]);
+    assert_eq!(code(&r), Some(65), "{}", stderr(&r));
+    // The configuration: an option a stage does not have, a table that does not exist, a stage that
+    // does not exist (a range clap checks is an argument error, 2).
+    let r = tgrag(o, &["run", "--size", "tiny", "--set", "bm25.no_such_option=1"]);
+    failed_cleanly(&r, &["no_such_option"]);
+    assert_eq!(code(&r), Some(78), "{}", stderr(&r));
+    let r = tgrag(o, &["schema", "no_such_table"]);
+    failed_cleanly(&r, &["no_such_table"]);
+    assert_eq!(code(&r), Some(78), "{}", stderr(&r));
+    let r = tgrag(o, &["run", "--size", "tiny", "--stages", "no_such_stage"]);
+    failed_cleanly(&r, &["no_such_stage"]);
+    assert_eq!(code(&r), Some(78), "{}", stderr(&r));
+    let r = tgrag(o, &["bm25", "--corpus", s(&c), "--queries", s(&q), "--b", "2", "--out", s(&out)]);
+    failed_cleanly(&r, &["--b"]);
+    assert_eq!(code(&r), Some(2), "{}", stderr(&r));
+    // The environment: the dataset's outputs folder is a link to someone else's folder.
+    let outputs = o.join("outputs");
+    std::fs::create_dir_all(&outputs).expect("mkdir");
+    std::fs::create_dir_all(o.join("elsewhere")).expect("mkdir");
+    symlink(o.join("elsewhere"), outputs.join("synthetic")).expect("link");
+    let r = tgrag(&outputs, &["run", "--size", "tiny", "--stages", "ingest"]);
+    failed_cleanly(&r, &["synthetic"]);
+    assert_eq!(code(&r), Some(74), "{}", stderr(&r));
+    // And success is 0.
+    let r = tgrag(o, &["bm25", "--corpus", s(&c), "--queries", s(&q), "--out", s(&out)]);
+    assert_eq!(code(&r), Some(0), "{}", stderr(&r));
 }

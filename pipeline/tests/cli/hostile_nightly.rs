@@ -38,7 +38,8 @@ fn s(p: &Path) -> &str {
     p.to_str().expect("utf8")
 }
 
-/// A refusal: an error exit (not 0, not a panic, not a signal) whose message has every `must`.
+/// A refusal: an error exit with the code of its fault (README, exit codes; not 0, not a panic,
+/// not a signal) whose message has every `must`.
 fn refused(o: &Output, code: i32, must: &[&str]) {
     let err = super::hostile::failed_cleanly(o, must);
     assert_eq!(o.status.code(), Some(code), "stdout {}\nstderr {err}", stdout(o));
@@ -172,14 +173,14 @@ fn report_from_a_malformed_provenance_is_an_input_error_naming_file_and_field() 
         let r = tgrag(&["report", "--from", s(&night)]);
         let mut all = vec!["provenance.json"];
         all.extend_from_slice(must);
-        refused(&r, 1, &all);
+        refused(&r, 65, &all);
         assert!(!night.join("report.md").exists(), "a report rendered from a malformed provenance");
         std::fs::write(night.join("report.md"), "old").expect("restore");
     }
     std::fs::write(&prov, "{ \"stamp\": ").expect("truncated");
-    refused(&tgrag(&["report", "--from", s(&night)]), 1, &["provenance.json", "not JSON"]);
+    refused(&tgrag(&["report", "--from", s(&night)]), 65, &["provenance.json", "not JSON"]);
     std::fs::remove_file(&prov).expect("rm");
-    refused(&tgrag(&["report", "--from", s(&night)]), 1, &["provenance.json"]);
+    refused(&tgrag(&["report", "--from", s(&night)]), 65, &["provenance.json"]);
     alive(&outside);
 }
 
@@ -201,14 +202,14 @@ fn compare_refuses_nan_values_and_duplicate_rows_naming_file_row_and_column() {
     cols[i] = Arc::new(Float64Array::from(v)) as ArrayRef;
     write_leaderboard(&late, &RecordBatch::try_new(lb.schema(), cols).expect("batch"));
     let r = tgrag(&["compare", e, l]);
-    refused(&r, 1, &[s(&late.join("leaderboard.parquet")), "row 3", "column `value`", "not a finite number"]);
+    refused(&r, 65, &[s(&late.join("leaderboard.parquet")), "row 3", "column `value`", "not a finite number"]);
     assert!(!stdout(&r).contains("improvement"), "{}", stdout(&r));
     // Every row twice (the "749 improvements").
     let doubled = arrow::compute::concat_batches(&lb.schema(), [&lb, &lb]).expect("concat");
     write_leaderboard(&late, &doubled);
     let r = tgrag(&["compare", e, l]);
     let row = format!("row {}", lb.num_rows());
-    refused(&r, 1, &[s(&late.join("leaderboard.parquet")), &row, "duplicate", "(first at row 0)"]);
+    refused(&r, 65, &[s(&late.join("leaderboard.parquet")), &row, "duplicate", "(first at row 0)"]);
     // The same check where a night reads its baseline: the newest night is skipped with the
     // reason, and the one before it is the baseline.
     let n = nightly(&o, &data, &["--keep", "0"]);
@@ -233,8 +234,8 @@ fn compare_takes_outputs_folders_and_refuses_bad_tolerances() {
     // Neither kind of folder; the nightly folder itself gets a hint.
     let empty = d.path().join("empty");
     std::fs::create_dir_all(&empty).expect("mkdir");
-    refused(&tgrag(&["compare", s(&empty), s(&night)]), 1, &["neither a nightly folder", "nor an outputs folder"]);
-    refused(&tgrag(&["compare", s(&o.join("nightly")), s(&night)]), 1, &["name one night"]);
+    refused(&tgrag(&["compare", s(&empty), s(&night)]), 78, &["neither a nightly folder", "nor an outputs folder"]);
+    refused(&tgrag(&["compare", s(&o.join("nightly")), s(&night)]), 78, &["name one night"]);
     // Bands: a negative default is a range error (not an unknown flag), an unknown metric is named
     // with the known ones.
     for v in ["-1", "NaN", "inf"] {
@@ -243,7 +244,7 @@ fn compare_takes_outputs_folders_and_refuses_bad_tolerances() {
         assert!(!stderr(&r).contains("unexpected argument"), "{}", stderr(&r));
     }
     let r = tgrag(&["compare", s(&night), s(&o), "--tolerance", "hit@1=0.5"]);
-    refused(&r, 1, &["no metric `hit@1`", "known metrics:", "recall20"]);
+    refused(&r, 78, &["no metric `hit@1`", "known metrics:", "recall20"]);
     assert!(stdout(&r).is_empty(), "nothing compared: {}", stdout(&r));
     let r = tgrag(&["compare", s(&night), s(&o), "--tolerance", "recall20=0.5"]);
     assert_eq!(r.status.code(), Some(0), "a known metric is accepted: {}", stderr(&r));
@@ -256,7 +257,7 @@ fn compare_takes_outputs_folders_and_refuses_bad_tolerances() {
     let mut cols = b.columns().to_vec();
     cols[i] = Arc::new(Float64Array::from(v)) as ArrayRef;
     tgrag_schemas::io::write_parquet_atomic(&scores, &RecordBatch::try_new(b.schema(), cols).expect("batch")).expect("write");
-    refused(&tgrag(&["compare", s(&night), s(&o)]), 1, &[s(&scores), "row 0", "column `value`", "not a finite number"]);
+    refused(&tgrag(&["compare", s(&night), s(&o)]), 65, &[s(&scores), "row 0", "column `value`", "not a finite number"]);
 }
 
 #[test]
@@ -343,10 +344,10 @@ fn a_night_without_any_dataset_fails_and_is_never_a_baseline() {
     // A data root that is not there: refused before anything runs (flag or variable).
     let before = night_names(&o);
     let r = nightly(&o, &d.path().join("unmounted"), &[]);
-    refused(&r, 1, &["--data-root", "unmounted", "not a folder"]);
+    refused(&r, 78, &["--data-root", "unmounted", "not a folder"]);
     let mut c = cmd();
     c.arg("--outputs").arg(&o).arg("--quiet").arg("nightly").args(FAST).env("TGRAG_DATA_ROOT", d.path().join("gone"));
-    refused(&c.output().expect("spawn"), 1, &["TGRAG_DATA_ROOT=", "gone", "not a folder"]);
+    refused(&c.output().expect("spawn"), 78, &["TGRAG_DATA_ROOT=", "gone", "not a folder"]);
     assert_eq!(night_names(&o), before);
     // Every requested dataset unavailable: exit 5, the earlier night kept even with --keep 1.
     let r = nightly(&o, &data, &["--datasets", "enron,citeseer", "--keep", "1"]);

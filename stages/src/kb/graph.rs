@@ -1,87 +1,31 @@
-//! `graph`: the knowledge base as an undirected typed CSR (petgraph), shared by the graph methods
-//! (MoR traversal, PASemiQA paths, subgraph retrieval), and the stage that reports its shape per node
-//! type (degrees, isolated nodes, connected components) so that an ingest can be sanity-checked.
+//! `graph`: the stage that reports the knowledge base's shape per node type (degrees, isolated
+//! nodes, connected components) so that an ingest can be sanity-checked. It reads the KB through
+//! the one graph type the KB methods share ([`TypedGraph`]: MoR's traversal, PASemiQA's paths,
+//! planning, reranking), as the undirected simple graph of STaRK's conversion.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, Float64Array, RecordBatch, StringArray, UInt64Array};
-use petgraph::csr::Csr;
-use petgraph::unionfind::UnionFind;
-use rayon::prelude::*;
+use arrow::array::{ArrayRef, Float64Array, RecordBatch, StringArray, UInt64Array};
 use serde::{Deserialize, Serialize};
 use tgrag_schemas::columns;
 
-use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
+use crate::kb::kb::TypedGraph;
+use crate::{Result, StageContext, StageInfo, StageSpec};
 
-/// The knowledge base as an undirected graph: every stored edge (s, d, r) is traversable both ways,
-/// as in STaRK's undirected conversion. Parallel edges between the same pair are folded into one
-/// whose weight is the bit set of their relation ids (at most 64 relation types).
-pub struct KbGraph {
-    pub csr: Csr<(), u64, petgraph::Directed, u32>,
-    pub relations: Vec<String>,
-    pub num_nodes: usize,
-}
-
-impl KbGraph {
-    /// Builds the graph from the `edges` table; `num_nodes` is max node id + 1.
-    pub fn build(num_nodes: usize, edges: &RecordBatch) -> Result<Self> {
-        let (src, dst, rel) = (columns::u32s(edges, "src")?, columns::u32s(edges, "dst")?, columns::strs(edges, "relation")?);
-        let mut rel_ids: BTreeMap<&str, u16> = BTreeMap::new();
-        for i in 0..rel.len() {
-            let next = rel_ids.len() as u16;
-            rel_ids.entry(rel.value(i)).or_insert(next);
-        }
-        if rel_ids.len() > 64 {
-            return Err(StageError::Config {
-                stage: "graph".into(),
-                message: format!("{} relation types; at most 64 are supported", rel_ids.len()),
-            });
-        }
-        let mut pairs: Vec<(u32, u32, u64)> = Vec::with_capacity(2 * src.len());
-        for i in 0..src.len() {
-            let bit = 1u64 << rel_ids.get(rel.value(i)).copied().unwrap_or(0);
-            pairs.push((src.value(i), dst.value(i), bit));
-            pairs.push((dst.value(i), src.value(i), bit));
-        }
-        pairs.par_sort_unstable();
-        let mut folded: Vec<(u32, u32, u64)> = Vec::with_capacity(pairs.len());
-        for (s, d, bit) in pairs {
-            match folded.last_mut() {
-                Some(last) if (last.0, last.1) == (s, d) => last.2 |= bit,
-                _ => folded.push((s, d, bit)),
-            }
-        }
-        let pairs = folded;
-        let mut csr = Csr::from_sorted_edges(&pairs).map_err(|_| StageError::Internal("edges not sorted".into()))?;
-        while csr.node_count() < num_nodes {
-            csr.add_node(());
-        }
-        let mut relations = vec![String::new(); rel_ids.len()];
-        for (name, id) in rel_ids {
-            relations[id as usize] = name.to_string();
-        }
-        Ok(KbGraph { csr, relations, num_nodes })
+/// The KB of `nodes` and `edges` as a [`TypedGraph`] over node ids `0..=max id` (ids absent from
+/// `nodes` get an empty type and count nowhere).
+pub fn kb_graph(nodes: &RecordBatch, edges: &RecordBatch) -> Result<TypedGraph> {
+    let ids = columns::u32s(nodes, "node_id")?;
+    let types = columns::strs(nodes, "node_type")?;
+    let n = ids.values().iter().copied().max().map_or(0, |m| m as usize + 1);
+    let mut node_types = vec![""; n];
+    for i in 0..ids.len() {
+        node_types[ids.value(i) as usize] = types.value(i);
     }
-
-    /// Neighbours of `v` (sorted by id) and the relation bit set of each edge.
-    pub fn neighbors(&self, v: u32) -> (&[u32], &[u64]) {
-        (self.csr.neighbors_slice(v), self.csr.edges_slice(v))
-    }
-
-    /// Number of connected components (isolated nodes count as components).
-    pub fn components(&self) -> usize {
-        let mut uf = UnionFind::<u32>::new(self.num_nodes);
-        for v in 0..self.num_nodes as u32 {
-            for &w in self.neighbors(v).0 {
-                uf.union(v, w);
-            }
-        }
-        let mut labels = uf.into_labeling();
-        labels.sort_unstable();
-        labels.dedup();
-        labels.len()
-    }
+    let (src, dst, rel) = (columns::u32s(edges, "src")?, columns::u32s(edges, "dst")?, columns::strs(edges, "relation")?);
+    let e: Vec<(u32, u32, &str)> = (0..src.len()).map(|i| (src.value(i), dst.value(i), rel.value(i))).collect();
+    TypedGraph::new(&node_types, &e)
 }
 
 /// The `graph` stage has no options.
@@ -112,13 +56,12 @@ impl StageSpec for GraphStage {
         let edges = ctx.input("ingest", "edges")?;
         let ids = columns::u32s(&nodes, "node_id")?;
         let types = columns::strs(&nodes, "node_type")?;
-        let n = ids.values().iter().copied().max().map_or(0, |m| m as usize + 1);
-        let g = ctx.timed("build csr", |_| KbGraph::build(n, &edges))?;
+        let g = ctx.timed("build graph", |_| kb_graph(&nodes, &edges))?;
         let comps = ctx.timed("components", |_| Ok(g.components()))?;
         // (nodes, degree sum, max degree, isolated) per type.
         let mut per: BTreeMap<&str, (u64, u64, u64, u64)> = BTreeMap::new();
         for i in 0..ids.len() {
-            let deg = g.neighbors(ids.value(i)).0.len() as u64;
+            let deg = g.degree(ids.value(i)) as u64;
             let e = per.entry(types.value(i)).or_default();
             e.0 += 1;
             e.1 += deg;
@@ -146,29 +89,70 @@ mod tests {
     use super::*;
     use arrow::array::UInt32Array;
 
+    fn batch(cols: Vec<(&str, ArrayRef)>) -> RecordBatch {
+        RecordBatch::try_from_iter(cols).expect("batch")
+    }
+
     #[test]
-    fn undirected_neighbours_relations_and_components() {
-        // 0 -a- 1 -b- 2, 3 -a- 4, 5 isolated, duplicate (1,0,a) collapses with (0,1,a).
-        let e = RecordBatch::try_from_iter(vec![
-            ("src", Arc::new(UInt32Array::from(vec![0, 1, 3, 1])) as ArrayRef),
-            ("dst", Arc::new(UInt32Array::from(vec![1, 2, 4, 0])) as ArrayRef),
-            ("relation", Arc::new(StringArray::from(vec!["a", "b", "a", "a"])) as ArrayRef),
-        ])
-        .expect("batch");
-        let g = KbGraph::build(6, &e).expect("graph");
-        let (nb, rel) = g.neighbors(1);
-        assert_eq!(nb, &[0, 2]);
-        assert_eq!(rel.iter().map(|&r| g.relations[r.trailing_zeros() as usize].as_str()).collect::<Vec<_>>(), vec!["a", "b"]);
-        // A second relation between 0 and 1 is folded into the same edge.
-        let e2 = RecordBatch::try_from_iter(vec![
-            ("src", Arc::new(UInt32Array::from(vec![0, 0])) as ArrayRef),
-            ("dst", Arc::new(UInt32Array::from(vec![1, 1])) as ArrayRef),
-            ("relation", Arc::new(StringArray::from(vec!["a", "b"])) as ArrayRef),
-        ])
-        .expect("batch");
-        let g2 = KbGraph::build(2, &e2).expect("graph");
-        assert_eq!(g2.neighbors(1), (&[0u32][..], &[0b11u64][..]));
-        assert_eq!(g.neighbors(5).0.len(), 0);
-        assert_eq!(g.components(), 3);
+    fn undirected_degrees_and_components() {
+        // 0 -a- 1 -b- 2, 3 -a- 4, 5 isolated; (1,0,a) repeats (0,1,a) reversed, (2,1,c) adds a second
+        // relation between 1 and 2, (4,4,a) is a self-loop; id 6 is absent from the nodes table.
+        let nodes = batch(vec![
+            ("node_id", Arc::new(UInt32Array::from(vec![0, 1, 2, 3, 4, 5, 7])) as ArrayRef),
+            ("node_type", Arc::new(StringArray::from(vec!["p", "p", "q", "q", "q", "p", "p"])) as ArrayRef),
+        ]);
+        let edges = batch(vec![
+            ("src", Arc::new(UInt32Array::from(vec![0, 1, 3, 1, 2, 4])) as ArrayRef),
+            ("dst", Arc::new(UInt32Array::from(vec![1, 2, 4, 0, 1, 4])) as ArrayRef),
+            ("relation", Arc::new(StringArray::from(vec!["a", "b", "a", "a", "c", "a"])) as ArrayRef),
+        ]);
+        let g = kb_graph(&nodes, &edges).expect("graph");
+        // Hand-counted distinct neighbours (a self-loop counts the node itself once).
+        let degrees: Vec<usize> = (0..8).map(|v| g.degree(v)).collect();
+        assert_eq!(degrees, vec![1, 2, 1, 1, 2, 0, 0, 0]);
+        // {0,1,2}, {3,4}, {5}, {6}, {7}.
+        assert_eq!(g.components(), 5);
+    }
+
+    #[test]
+    fn degrees_and_components_match_brute_force_on_random_graphs() {
+        let mut state = 7u64;
+        let mut next = |m: u32| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((state >> 33) % u64::from(m)) as u32
+        };
+        for trial in 0..20 {
+            let n = 1 + next(30);
+            let m = next(3 * n);
+            let e: Vec<(u32, u32, &str)> = (0..m).map(|_| (next(n), next(n), ["r", "s"][next(2) as usize])).collect();
+            let g = TypedGraph::new(&vec!["t"; n as usize], &e).expect("graph");
+            // Brute force: adjacency sets and a flood fill.
+            let mut adj = vec![std::collections::BTreeSet::new(); n as usize];
+            for &(s, d, _) in &e {
+                adj[s as usize].insert(d);
+                adj[d as usize].insert(s);
+            }
+            let mut seen = vec![false; n as usize];
+            let mut comps = 0;
+            for v in 0..n as usize {
+                if !seen[v] {
+                    comps += 1;
+                    let mut stack = vec![v];
+                    seen[v] = true;
+                    while let Some(x) = stack.pop() {
+                        for &w in &adj[x] {
+                            if !seen[w as usize] {
+                                seen[w as usize] = true;
+                                stack.push(w as usize);
+                            }
+                        }
+                    }
+                }
+            }
+            for v in 0..n {
+                assert_eq!(g.degree(v), adj[v as usize].len(), "trial {trial}, node {v}");
+            }
+            assert_eq!(g.components(), comps, "trial {trial}");
+        }
     }
 }

@@ -30,10 +30,23 @@ impl TypedGraph {
     pub fn new(node_types: &[&str], edges: &[(u32, u32, &str)]) -> Result<TypedGraph> {
         let n = node_types.len();
         let types: Vec<String> = node_types.iter().copied().collect::<BTreeSet<_>>().into_iter().map(str::to_string).collect();
-        let type_id: HashMap<&str, u16> = types.iter().enumerate().map(|(i, t)| (t.as_str(), i as u16)).collect();
-        let node_type: Vec<u16> = node_types.iter().map(|t| type_id[t]).collect();
         let relations: Vec<String> = edges.iter().map(|e| e.2).collect::<BTreeSet<_>>().into_iter().map(str::to_string).collect();
-        let rel_id: HashMap<&str, u16> = relations.iter().enumerate().map(|(i, r)| (r.as_str(), i as u16)).collect();
+        // Type and relation ids are 16-bit: more distinct names than that is the data's fault.
+        for (what, table, column, count) in
+            [("node types", "nodes", "node_type", types.len()), ("relation types", "edges", "relation", relations.len())]
+        {
+            if count > usize::from(u16::MAX) + 1 {
+                return Err(StageError::Input(format!(
+                    "{table}: column `{column}`: {count} distinct {what}; the knowledge-base methods support at most {}",
+                    usize::from(u16::MAX) + 1
+                )));
+            }
+        }
+        let ids16 = |names: &[String]| -> HashMap<String, u16> {
+            names.iter().enumerate().filter_map(|(i, t)| u16::try_from(i).ok().map(|i| (t.clone(), i))).collect()
+        };
+        let (type_id, rel_id) = (ids16(&types), ids16(&relations));
+        let node_type: Vec<u16> = node_types.iter().map(|t| type_id[*t]).collect();
         let mut arcs: Vec<(u32, u32, u16, bool)> = Vec::with_capacity(edges.len() * 2);
         for (i, &(s, d, r)) in edges.iter().enumerate() {
             if s as usize >= n || d as usize >= n {
@@ -64,6 +77,40 @@ impl TypedGraph {
 
     pub fn num_nodes(&self) -> usize {
         self.node_type.len()
+    }
+
+    /// Number of distinct neighbours of `v` (both directions, every relation; a self-loop counts
+    /// `v` once): the degree of the undirected simple graph STaRK's conversion makes.
+    pub fn degree(&self, v: u32) -> usize {
+        let nbr = &self.nbr[self.arcs(v)];
+        // Arcs are sorted by (node, neighbour, relation, direction): equal neighbours are adjacent.
+        nbr.iter().enumerate().filter(|&(i, w)| i == 0 || nbr[i - 1] != *w).count()
+    }
+
+    /// Number of connected components of the undirected graph (an isolated node is one).
+    pub fn components(&self) -> usize {
+        // Union-find with path halving and union by index.
+        let n = self.num_nodes();
+        let mut parent: Vec<u32> = (0..n as u32).collect();
+        fn root(parent: &mut [u32], mut v: u32) -> u32 {
+            while parent[v as usize] != v {
+                let up = parent[parent[v as usize] as usize];
+                parent[v as usize] = up;
+                v = up;
+            }
+            v
+        }
+        let mut count = n;
+        for v in 0..n as u32 {
+            for &w in &self.nbr[self.arcs(v)] {
+                let (a, b) = (root(&mut parent, v), root(&mut parent, w));
+                if a != b {
+                    parent[a.max(b) as usize] = a.min(b);
+                    count -= 1;
+                }
+            }
+        }
+        count
     }
 
     pub fn arcs(&self, v: u32) -> std::ops::Range<usize> {

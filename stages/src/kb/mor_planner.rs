@@ -98,8 +98,8 @@ pub struct ModelMeta {
     pub model_dir: Option<String>,
     pub hash_dim: usize,
     pub qdim: usize,
-    /// `arrow` (Amazon/MAG strings) or `lists` (Prime's [[type, relation, type], …]).
-    pub syntax: String,
+    /// How the plan files write metapaths (and how produced plans are written back).
+    pub syntax: PlanSyntax,
     /// Plan tokens; id = index + 2 (0 and 1 are BOS and EOS).
     pub plan_tokens: Vec<String>,
     /// Node types restrictions attach to.
@@ -171,10 +171,14 @@ impl Tuned {
 /// One produced plan.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Produced {
-    /// MoR syntax: `a -> b <- c` (several paths joined by `, `) or Prime's JSON list of lists;
-    /// empty when the planner gave no plan.
+    /// The metapaths, in order (none when the planner gave no plan).
+    pub paths: Vec<Metapath>,
+    /// The restrictions: (node type, texts), types sorted.
+    pub restriction_spans: Vec<(String, Vec<String>)>,
+    /// `paths` in MoR syntax ([`PlanSyntax`]): `a -> b <- c` (several paths joined by `, `) or
+    /// Prime's JSON list of lists; empty when the planner gave no plan.
     pub metapath: String,
-    /// `{type: [text, …]}` as JSON (types sorted).
+    /// `restriction_spans` as JSON `{type: [text, …]}` (types sorted).
     pub restrictions: String,
     /// The decoder's tokens did not alternate type and hop, so no plan was produced (counted in
     /// [`Figures::malformed`]; MoR treats it as its empty plan).
@@ -310,12 +314,22 @@ pub fn tokens_to_paths(tokens: &[String]) -> Option<Vec<Metapath>> {
         .collect()
 }
 
-/// Renders metapaths in MoR's syntax (`arrow` or `lists`); paths in the given order.
-pub fn render_metapath(paths: &[Metapath], syntax: &str) -> Result<String> {
+/// How MoR's plan files write a metapath: `model.json`'s `syntax`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PlanSyntax {
+    /// Amazon's and MAG's strings: `a -> b <- c`, several paths joined by `, `.
+    Arrow,
+    /// Prime's JSON list of lists: `[[type, relation, type, …], …]`.
+    Lists,
+}
+
+/// Renders metapaths in MoR's syntax; paths in the given order.
+pub fn render_metapath(paths: &[Metapath], syntax: PlanSyntax) -> Result<String> {
     if paths.is_empty() {
         return Ok(String::new());
     }
-    if syntax == "lists" {
+    if syntax == PlanSyntax::Lists {
         let lists: Vec<Vec<String>> = paths
             .iter()
             .map(|p| {
@@ -331,6 +345,17 @@ pub fn render_metapath(paths: &[Metapath], syntax: &str) -> Result<String> {
     } else {
         Ok(paths.iter().map(Metapath::to_mor_string).collect::<Vec<_>>().join(", "))
     }
+}
+
+/// A plan as produced: the typed paths and restrictions, and both rendered as MoR writes them.
+fn produced(paths: Vec<Metapath>, restriction_spans: Vec<(String, Vec<String>)>, syntax: PlanSyntax, malformed: bool) -> Result<Produced> {
+    Ok(Produced {
+        metapath: render_metapath(&paths, syntax)?,
+        restrictions: render_restrictions(&restriction_spans)?,
+        paths,
+        restriction_spans,
+        malformed,
+    })
 }
 
 fn render_restrictions(r: &[(String, Vec<String>)]) -> Result<String> {
@@ -578,7 +603,7 @@ pub fn train(plans: &Path, opts: &TrainOptions, progress: Progress) -> Result<Tr
         model_dir: opts.model_dir.clone(),
         hash_dim: opts.hash_dim,
         qdim,
-        syntax: if lists { "lists".into() } else { "arrow".into() },
+        syntax: if lists { PlanSyntax::Lists } else { PlanSyntax::Arrow },
         plan_tokens,
         types,
         planner_hidden: opts.planner.hidden,
@@ -765,7 +790,12 @@ impl PlanModel {
             &self.device,
         )?;
         if qdim != m.qdim {
-            return Err(StageError::Internal(format!("query width {qdim}, model expects {}", m.qdim)));
+            // model.json's width and its encoder's disagree: the model folder does not fit together.
+            return Err(StageError::ModelFile(format!(
+                "model.json: the planner reads queries {} wide, but its encoder ({:?}, hash_dim {}) gives {qdim}: the model folder \
+                 does not fit its encoder (retrain it with `tgrag train-planner`)",
+                m.qdim, m.encoder, m.hash_dim
+            )));
         }
         let tok_id: HashMap<&str, u32> = m.plan_tokens.iter().enumerate().map(|(i, t)| (t.as_str(), i as u32 + 2)).collect();
         let candidates: Vec<Vec<u32>> = m
@@ -799,13 +829,7 @@ impl PlanModel {
             .zip(paths_of)
             .zip(words_of.iter().zip(&labels))
             .zip(malformed)
-            .map(|(((text, paths), (ws, l)), malformed)| {
-                Ok(Produced {
-                    metapath: render_metapath(&paths, &m.syntax)?,
-                    restrictions: render_restrictions(&spans(text, ws, l, &m.types))?,
-                    malformed,
-                })
-            })
+            .map(|(((text, paths), (ws, l)), malformed)| produced(paths, spans(text, ws, l, &m.types), m.syntax, malformed))
             .collect()
     }
 
@@ -823,31 +847,21 @@ impl PlanModel {
         let malformed = pred.iter().filter(|p| p.malformed).count();
         for (l, p) in lines.iter().zip(pred) {
             let gold = gold_plan(l);
-            let pred_restr: BTreeMap<String, Vec<String>> = serde_json::from_str(&p.restrictions)
-                .map_err(|e| StageError::Internal(format!("re-reading produced restrictions {}: {e}", p.restrictions)))?;
-            let pred_restr: Vec<(String, Vec<String>)> = pred_restr.into_iter().collect();
             let (g, ex, f1) = match &gold {
                 Some(g) => {
-                    let gm = render_metapath(&g.metapaths, &self.meta.syntax)?;
-                    let ex = gm == p.metapath;
-                    let mut a: Vec<String> =
-                        g.metapaths.iter().map(|m| render_metapath(std::slice::from_ref(m), &self.meta.syntax)).collect::<Result<_>>()?;
-                    // The produced metapath was rendered from parsed paths (or is empty), so it
-                    // always reads back.
-                    let pm = tokens_to_paths(&p_tokens(&p.metapath, &self.meta.syntax)?)
-                        .ok_or_else(|| StageError::Internal(format!("the produced metapath {} does not read back", p.metapath)))?;
-                    let mut b: Vec<String> =
-                        pm.iter().map(|m| render_metapath(std::slice::from_ref(m), &self.meta.syntax)).collect::<Result<_>>()?;
+                    let gold = produced(g.metapaths.clone(), g.restrictions.clone(), self.meta.syntax, false)?;
+                    // Exact: the same paths in the same order, as written in the plan file's syntax.
+                    let ex = gold.metapath == p.metapath;
+                    let one = |m: &Metapath| render_metapath(std::slice::from_ref(m), self.meta.syntax);
+                    let mut a: Vec<String> = g.metapaths.iter().map(one).collect::<Result<_>>()?;
+                    let mut b: Vec<String> = p.paths.iter().map(one).collect::<Result<_>>()?;
                     a.sort();
                     b.sort();
                     judged += 1;
                     exact += usize::from(ex);
                     set_exact += usize::from(a == b);
-                    (
-                        Some(Produced { metapath: gm, restrictions: render_restrictions(&g.restrictions)?, malformed: false }),
-                        Some(ex),
-                        token_f1(&pred_restr, &g.restrictions),
-                    )
+                    let f1 = token_f1(&p.restriction_spans, &g.restrictions);
+                    (Some(gold), Some(ex), f1)
                 }
                 None => (None, None, 0.0),
             };
@@ -871,36 +885,36 @@ impl PlanModel {
     }
 }
 
-/// Tokens of a rendered metapath (inverse of [`render_metapath`]); a metapath that does not read back
-/// was not rendered by it (a bug).
-fn p_tokens(s: &str, syntax: &str) -> Result<Vec<String>> {
-    if s.is_empty() {
-        return Ok(Vec::new());
-    }
-    let paths: Vec<Metapath> = if syntax == "lists" {
-        let lists: Vec<Vec<String>> =
-            serde_json::from_str(s).map_err(|e| StageError::Internal(format!("re-reading the metapath {s}: {e}")))?;
-        lists
-            .into_iter()
-            .map(|l| Metapath {
-                types: l.iter().step_by(2).cloned().collect(),
-                hops: l.iter().skip(1).step_by(2).map(|r| (Some(r.clone()), Dir::Forward)).collect(),
-            })
-            .collect()
-    } else {
-        s.split(", ")
-            .map(|p| {
-                tgrag_datasets::mor_plans::parse_arrow_path(p)
-                    .map_err(|e| StageError::Internal(format!("re-reading the metapath {s}: {e}")))
-            })
-            .collect::<Result<_>>()?
-    };
-    Ok(plan_tokens(&paths))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Tokens of a rendered metapath, read back independently of [`render_metapath`] (JSON parser,
+    /// MoR's arrow parser).
+    fn p_tokens(s: &str, syntax: PlanSyntax) -> Result<Vec<String>> {
+        if s.is_empty() {
+            return Ok(Vec::new());
+        }
+        let paths: Vec<Metapath> = if syntax == PlanSyntax::Lists {
+            let lists: Vec<Vec<String>> =
+                serde_json::from_str(s).map_err(|e| StageError::Internal(format!("re-reading the metapath {s}: {e}")))?;
+            lists
+                .into_iter()
+                .map(|l| Metapath {
+                    types: l.iter().step_by(2).cloned().collect(),
+                    hops: l.iter().skip(1).step_by(2).map(|r| (Some(r.clone()), Dir::Forward)).collect(),
+                })
+                .collect()
+        } else {
+            s.split(", ")
+                .map(|p| {
+                    tgrag_datasets::mor_plans::parse_arrow_path(p)
+                        .map_err(|e| StageError::Internal(format!("re-reading the metapath {s}: {e}")))
+                })
+                .collect::<Result<_>>()?
+        };
+        Ok(plan_tokens(&paths))
+    }
 
     fn r(v: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
         v.iter().map(|(t, x)| (t.to_string(), x.iter().map(|s| s.to_string()).collect())).collect()
@@ -913,7 +927,7 @@ mod tests {
         let t = plan_tokens(std::slice::from_ref(&arrow));
         assert_eq!(t, ["institution", "->", "author", "->", "paper", "<-", "field_of_study"]);
         assert_eq!(tokens_to_paths(&t), Some(vec![arrow.clone()]));
-        assert_eq!(render_metapath(&[arrow], "arrow").expect("render"), "institution -> author -> paper <- field_of_study");
+        assert_eq!(render_metapath(&[arrow], PlanSyntax::Arrow).expect("render"), "institution -> author -> paper <- field_of_study");
         let prime = vec![
             Metapath {
                 types: vec!["anatomy".into(), "gene/protein".into()],
@@ -923,10 +937,10 @@ mod tests {
         ];
         let t = plan_tokens(&prime);
         assert_eq!(t, ["anatomy", "-expression present->", "gene/protein", "|", "disease", "-parent-child->", "disease"]);
-        let s = render_metapath(&prime, "lists").expect("render");
+        let s = render_metapath(&prime, PlanSyntax::Lists).expect("render");
         assert_eq!(s, r#"[["anatomy","expression present","gene/protein"],["disease","parent-child","disease"]]"#);
-        assert_eq!(p_tokens(&s, "lists").expect("tokens"), t);
-        assert!(p_tokens("[[\"anatomy\"", "lists").is_err(), "a metapath that does not read back is an error, not an empty plan");
+        assert_eq!(p_tokens(&s, PlanSyntax::Lists).expect("tokens"), t);
+        assert!(p_tokens("[[\"anatomy\"", PlanSyntax::Lists).is_err(), "a metapath that does not read back is an error, not an empty plan");
         for bad in [vec!["->"], vec!["a", "->"], vec!["a", "b"], vec!["a", "|"]] {
             let bad: Vec<String> = bad.into_iter().map(String::from).collect();
             assert_eq!(tokens_to_paths(&bad), None, "{bad:?}");

@@ -16,7 +16,7 @@
 
 use rayon::prelude::*;
 
-use crate::error::{Result, StageError};
+use crate::error::Result;
 use crate::toporag::diffusion::Adjacency;
 
 /// How Ψ is computed.
@@ -188,14 +188,15 @@ pub fn heat_coefficients(s: f64, bound: f64, tol: f64, max_order: usize) -> Vec<
 /// The Chebyshev settings used when a graph is too large for the exact mode.
 pub const DEFAULT_CHEBYSHEV: Mode = Mode::Chebyshev { tol: 1e-10, max_order: 2000 };
 
-/// Validates scales and points before work starts.
-pub fn check(scales: &[f64], points: usize) -> Result<()> {
+/// Validates scales and points before work starts: what is wrong, in words (the caller names the
+/// option's owner: a stage's configuration or a command's arguments).
+pub fn check(scales: &[f64], points: usize) -> std::result::Result<(), String> {
     if scales.is_empty() || scales.iter().any(|s| !s.is_finite() || *s <= 0.0) {
-        return Err(StageError::Input(format!("scales must be positive numbers, got {scales:?}")));
+        return Err(format!("scales must be positive numbers, got {scales:?}"));
     }
-    tgrag_schemas::limits::at_most("points", points, tgrag_schemas::limits::MAX_POINTS).map_err(StageError::Input)?;
+    tgrag_schemas::limits::at_most("points", points, tgrag_schemas::limits::MAX_POINTS)?;
     if scales.len() > tgrag_schemas::limits::MAX_COUNT {
-        return Err(StageError::Input(format!("at most {} scales, got {}", tgrag_schemas::limits::MAX_COUNT, scales.len())));
+        return Err(format!("at most {} scales, got {}", tgrag_schemas::limits::MAX_COUNT, scales.len()));
     }
     Ok(())
 }

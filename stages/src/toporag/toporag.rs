@@ -295,7 +295,7 @@ impl StageSpec for ToporagStage {
         if c.top_k == 0 || c.dims == 0 || c.alphas.is_empty() || c.hash_dim == 0 {
             return Err("top_k, dims, hash_dim must be ≥ 1 and alphas non-empty".into());
         }
-        graphwave::check(&c.scales, c.points).map_err(|e| e.to_string())
+        graphwave::check(&c.scales, c.points)
     }
 
     fn model(c: &ToporagConfig) -> Option<crate::ModelNeed> {

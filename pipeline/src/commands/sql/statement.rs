@@ -54,7 +54,7 @@ pub fn check_read_only(query: &str) -> Result<()> {
         None if query.trim().is_empty() || is_only_comments(query) => "empty".into(),
         None => "that".into(),
     };
-    anyhow::bail!("`tgrag sql` is read-only: `{shown}` statements are refused (allowed: SELECT, WITH, VALUES, EXPLAIN, SHOW, DESCRIBE)")
+    bail_config!("`tgrag sql` is read-only: `{shown}` statements are refused (allowed: SELECT, WITH, VALUES, EXPLAIN, SHOW, DESCRIBE)")
 }
 
 /// Whether the text holds nothing but whitespace, comments and `;`.
@@ -118,7 +118,7 @@ pub fn check_depth(statement: &DfStatement) -> Result<()> {
         _ => ControlFlow::Continue(()),
     };
     if flow.is_break() {
-        anyhow::bail!(
+        bail_config!(
             "the statement nests expressions or subqueries more than {MAX_DEPTH} deep (a chain of {MAX_DEPTH} `+`, `OR` or `AND` \
              is that deep): split it, or use `IN (…)` for long lists of alternatives"
         );
