@@ -211,6 +211,9 @@ impl Col {
             ColType::ListUtf8 => Col::ListUtf8(ListBuilder::new(StringBuilder::new())),
             ColType::Embedding(n) => Col::Vector { values: Vec::new(), valid: Vec::new(), width: usize::try_from(n).ok() },
             ColType::Vector => Col::Vector { values: Vec::new(), valid: Vec::new(), width: None },
+            // Row structs give ids as text; tools that pass the input's ids through build the column
+            // from that array instead ([`TableSpec::batch`]).
+            ColType::Id => Col::Utf8(StringBuilder::new()),
         }
     }
 
@@ -388,16 +391,8 @@ impl Rows {
             .map(Col::finish)
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|e| SchemaError::arrow(format!("building table `{}`", spec.name), e))?;
-        let batch = if spec.columns.iter().any(|c| c.ty == ColType::Vector) {
-            // The spec's schema has width 0 for a vector column: the data's width goes in the field.
-            let schema = spec.schema();
-            let fields: Vec<Field> =
-                schema.fields().iter().zip(&cols).map(|(f, c)| Field::new(f.name(), c.data_type().clone(), f.is_nullable())).collect();
-            let schema = Arc::new(arrow::datatypes::Schema::new_with_metadata(fields, schema.metadata().clone()));
-            RecordBatch::try_new(schema, cols).map_err(|e| SchemaError::arrow(format!("building table `{}`", spec.name), e))?
-        } else {
-            spec.batch(cols)?
-        };
+        // The spec's schema, with the data's width for a vector column.
+        let batch = spec.batch(cols)?;
         validate::check_written(&spec, &batch)?;
         Ok(batch)
     }

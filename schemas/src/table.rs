@@ -43,6 +43,9 @@ pub enum ColType {
     /// `fixed_size_list<f32, d>` for any width d, one width per table (embeddings whose width is
     /// the encoder's: 384 for MiniLM, the hashing width otherwise).
     Vector,
+    /// An id column of the file tools, whose ids are the input's: any integer type or text, written
+    /// as the input had it (a table built from the spec alone uses `utf8`).
+    Id,
 }
 
 impl ColType {
@@ -65,6 +68,7 @@ impl ColType {
             ColType::Embedding(n) => DataType::FixedSizeList(item(DataType::Float32), n),
             // The width is the data's: a schema built from the spec alone uses 0.
             ColType::Vector => DataType::FixedSizeList(item(DataType::Float32), 0),
+            ColType::Id => DataType::Utf8,
         }
     }
 
@@ -73,6 +77,7 @@ impl ColType {
     pub fn matches(self, t: &DataType) -> bool {
         match (self, t) {
             (ColType::Vector, DataType::FixedSizeList(f, _)) => f.data_type() == &DataType::Float32,
+            (ColType::Id, t) => t.is_integer() || matches!(t, DataType::Utf8 | DataType::LargeUtf8),
             (ColType::Embedding(n), DataType::FixedSizeList(f, m)) => *m == n && f.data_type() == &DataType::Float32,
             (ColType::ListU32 | ColType::ListF32 | ColType::ListUtf8, DataType::List(f)) => match self.data_type() {
                 DataType::List(want) => want.data_type() == f.data_type(),
@@ -86,6 +91,7 @@ impl ColType {
     pub fn describe(self) -> String {
         match self {
             ColType::Vector => "FixedSizeList(Float32, d)".to_string(),
+            ColType::Id => "integer or Utf8 (as input)".to_string(),
             other => format!("{}", other.data_type()),
         }
     }
@@ -193,9 +199,27 @@ impl TableSpec {
 }
 
 impl TableSpec {
-    /// Builds a batch of this table from columns given in spec order.
+    /// Builds a batch of this table from columns given in spec order. A [`ColType::Vector`] or
+    /// [`ColType::Id`] column keeps its data's type (width, id type); the names, nullability and
+    /// metadata are the spec's.
     pub fn batch(&self, columns: Vec<arrow::array::ArrayRef>) -> crate::Result<arrow::record_batch::RecordBatch> {
-        arrow::record_batch::RecordBatch::try_new(self.schema(), columns)
+        let schema = self.schema();
+        let schema = if self.columns.iter().any(|c| matches!(c.ty, ColType::Vector | ColType::Id)) {
+            let fields: Vec<Field> = schema
+                .fields()
+                .iter()
+                .zip(self.columns)
+                .zip(&columns)
+                .map(|((f, c), col)| match c.ty {
+                    ColType::Vector | ColType::Id => Field::new(f.name(), col.data_type().clone(), f.is_nullable()),
+                    _ => f.as_ref().clone(),
+                })
+                .collect();
+            Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+        } else {
+            schema
+        };
+        arrow::record_batch::RecordBatch::try_new(schema, columns)
             .map_err(|e| crate::SchemaError::arrow(format!("building table `{}`", self.name), e))
     }
 

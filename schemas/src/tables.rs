@@ -1045,6 +1045,45 @@ pub const EVALUATE_PER_METHOD_QUERY: TableSpec = TableSpec {
     ],
 };
 
+/// `tgrag bm25`'s output.
+pub const BM25_RANKING: TableSpec = TableSpec {
+    name: "bm25_ranking",
+    version: 1,
+    family: "file tools",
+    doc: "`tgrag bm25` (--out): one row per (query, ranked document), the top k per query.",
+    run_dependent: false,
+    columns: &[
+        req("query_id", Id, "the query's id, as in --queries"),
+        req("doc_id", Id, "the document's id, as in --corpus"),
+        req("rank", U32, "1-based rank"),
+        req("score", F32, "BM25 score"),
+    ],
+};
+
+/// `tgrag embed`'s output.
+pub const EMBED_VECTORS: TableSpec = TableSpec {
+    name: "embed_vectors",
+    version: 1,
+    family: "file tools",
+    doc: "`tgrag embed` (--out): one row per input text, its MiniLM sentence embedding.",
+    run_dependent: false,
+    columns: &[req("id", Id, "the text's id, as in --input"), req("embedding", Vector, "the MiniLM sentence embedding (384 values)")],
+};
+
+/// `tgrag plan`'s output.
+pub const QUERY_PLANS: TableSpec = TableSpec {
+    name: "query_plans",
+    version: 1,
+    family: "file tools",
+    doc: "`tgrag plan` (--out): one row per query, the trained planner's plan.",
+    run_dependent: false,
+    columns: &[
+        req("query_id", Id, "the query's id, as in --queries"),
+        req("metapath", Utf8, "the planned metapath"),
+        req("restrictions", Utf8, "the planned restrictions"),
+    ],
+};
+
 /// All canonical tables, in documentation order.
 pub const ALL: &[&TableSpec] = &[
     &NODES,
@@ -1111,6 +1150,9 @@ pub const ALL: &[&TableSpec] = &[
     &PLANNER_REPORT,
     &EVALUATE_PER_QUERY,
     &EVALUATE_PER_METHOD_QUERY,
+    &BM25_RANKING,
+    &EMBED_VECTORS,
+    &QUERY_PLANS,
 ];
 
 /// Looks a table up by name.

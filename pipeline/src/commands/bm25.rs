@@ -9,9 +9,9 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use arrow::array::{Array, AsArray, Float32Array, UInt32Array};
 use arrow::compute::take;
-use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
 use rayon::prelude::*;
+use tgrag_schemas::tables;
 use tgrag_stages::Progress;
 use tgrag_stages::retrieval::lexical::{Bm25Params, Index, Variant};
 use tgrag_stages::shared::text::TokenizerKind;
@@ -174,14 +174,8 @@ pub fn run(a: Bm25Args, quiet: bool) -> Result<()> {
     }
     let qcol = take(&query_ids, &UInt32Array::from(qi), None)?;
     let dcol = take(&doc_ids, &UInt32Array::from(di), None)?;
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("query_id", qcol.data_type().clone(), false),
-        Field::new("doc_id", dcol.data_type().clone(), false),
-        Field::new("rank", DataType::UInt32, false),
-        Field::new("score", DataType::Float32, false),
-    ]));
-    let batch = RecordBatch::try_new(schema, vec![qcol, dcol, Arc::new(UInt32Array::from(rank)), Arc::new(Float32Array::from(score))])?;
-    tgrag_schemas::io::write_parquet_atomic(&a.out, &batch)?;
+    let batch = tables::BM25_RANKING.batch(vec![qcol, dcol, Arc::new(UInt32Array::from(rank)), Arc::new(Float32Array::from(score))])?;
+    tgrag_schemas::io::write_table(&tables::BM25_RANKING, &a.out, &batch)?;
     eprintln!(
         "bm25: {} docs ({} terms), {} queries; tokenisation + index build {:.3}s, search {:.3}s ({:.1} µs/query incl. tokenisation) → {}",
         docs.len(),

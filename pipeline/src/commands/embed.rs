@@ -6,10 +6,10 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use arrow::array::{FixedSizeListArray, Float32Array};
-use arrow::datatypes::{DataType, Field, Schema};
-use arrow::record_batch::RecordBatch;
+use arrow::datatypes::{DataType, Field};
 use tgrag_models::DeviceChoice;
 use tgrag_models::minilm::{self, EncodeOptions, MiniLm};
+use tgrag_schemas::tables;
 use tgrag_stages::Progress;
 
 use crate::commands::{DeviceArg, ids_and_texts};
@@ -98,12 +98,8 @@ pub fn run(a: EmbedArgs, quiet: bool) -> Result<()> {
     let values = Arc::new(Float32Array::from(emb));
     let item = Arc::new(Field::new("item", DataType::Float32, false));
     let list = FixedSizeListArray::try_new(item.clone(), dim as i32, values, None)?;
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("id", ids.data_type().clone(), false),
-        Field::new("embedding", DataType::FixedSizeList(item, dim as i32), false),
-    ]));
-    let batch = RecordBatch::try_new(schema, vec![ids, Arc::new(list)])?;
-    tgrag_schemas::io::write_parquet_atomic(&a.out, &batch)?;
+    let batch = tables::EMBED_VECTORS.batch(vec![ids, Arc::new(list)])?;
+    tgrag_schemas::io::write_table(&tables::EMBED_VECTORS, &a.out, &batch)?;
     eprintln!(
         "embed: {} texts on {} ({} engine, {} products) in {:.3}s ({:.1} texts/s; model load {:.2}s) → {}",
         refs.len(),

@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Result, bail};
-use arrow::array::{ArrayRef, RecordBatch, StringArray};
+use arrow::array::{ArrayRef, StringArray};
 use tgrag_models::DeviceChoice;
+use tgrag_schemas::tables;
 use tgrag_stages::Progress;
 use tgrag_stages::kb::mor_planner::PlanModel;
 
@@ -41,12 +42,12 @@ pub fn run(a: PlanArgs, quiet: bool) -> Result<()> {
     let t0 = Instant::now();
     let plans = model.plan(&refs, Progress { quiet })?;
     let secs = t0.elapsed().as_secs_f64();
-    let batch = RecordBatch::try_from_iter(vec![
-        ("query_id", ids),
-        ("metapath", Arc::new(StringArray::from(plans.iter().map(|p| p.metapath.clone()).collect::<Vec<_>>())) as ArrayRef),
-        ("restrictions", Arc::new(StringArray::from(plans.iter().map(|p| p.restrictions.clone()).collect::<Vec<_>>()))),
+    let batch = tables::QUERY_PLANS.batch(vec![
+        ids,
+        Arc::new(StringArray::from(plans.iter().map(|p| p.metapath.clone()).collect::<Vec<_>>())) as ArrayRef,
+        Arc::new(StringArray::from(plans.iter().map(|p| p.restrictions.clone()).collect::<Vec<_>>())),
     ])?;
-    tgrag_schemas::io::write_parquet_atomic(&a.out, &batch)?;
+    tgrag_schemas::io::write_table(&tables::QUERY_PLANS, &a.out, &batch)?;
     eprintln!("plan: {} queries in {:.2}s ({:.2} ms/query) → {}", refs.len(), secs, 1e3 * secs / refs.len().max(1) as f64, a.out.display());
     Ok(())
 }

@@ -34,6 +34,7 @@ pub fn type_name(t: ColType) -> String {
         ColType::ListUtf8 => "list<utf8>".into(),
         ColType::Embedding(n) => format!("fixed_size_list<float32, {n}>"),
         ColType::Vector => "fixed_size_list<float32, *>".into(),
+        ColType::Id => "integer|utf8".into(),
     }
 }
 

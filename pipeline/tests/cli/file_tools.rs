@@ -57,6 +57,50 @@ fn train_planner_writes_declared_tables() {
         assert_declared(&m.join(file), t, min_rows);
         assert_listed(o, t);
     }
+    // `tgrag plan` with that model: text query ids stay text.
+    let (q, p_out) = (o.join("q.parquet"), o.join("p.parquet"));
+    write(&q, &[("query_id", strs(&["q1", "q2"])), ("text", strs(&["papers by an author on a field", "authors of a paper"]))]);
+    ok(tgrag(o, &["plan", "--model", ms, "--queries", q.to_str().expect("utf8"), "--out", p_out.to_str().expect("utf8")]));
+    assert_declared(&p_out, "query_plans", 2);
+    assert_listed(o, "query_plans");
+}
+
+fn strs(v: &[&str]) -> arrow::array::ArrayRef {
+    std::sync::Arc::new(arrow::array::StringArray::from(v.to_vec()))
+}
+
+fn write(path: &Path, cols: &[(&str, arrow::array::ArrayRef)]) {
+    let b = arrow::array::RecordBatch::try_from_iter(cols.iter().cloned()).expect("batch");
+    tgrag_schemas::io::write_parquet_atomic(path, &b).expect("write");
+}
+
+#[test]
+fn bm25_and_embed_write_declared_tables_with_the_inputs_id_types() {
+    use std::sync::Arc;
+    let d = tempfile::tempdir().expect("tmp");
+    let o = d.path();
+    let s = |p: &Path| p.to_str().expect("utf8").to_string();
+    let (c, q, r) = (o.join("c.parquet"), o.join("q.parquet"), o.join("r.parquet"));
+    write(&c, &[("doc_id", strs(&["d1", "d2", "d3"])), ("text", strs(&["graph retrieval", "planning queries", "graph planning"]))]);
+    let qids = Arc::new(arrow::array::Int64Array::from(vec![7i64, 9])) as arrow::array::ArrayRef;
+    write(&q, &[("query_id", qids), ("text", strs(&["graph", "planning"]))]);
+    ok(tgrag(o, &["bm25", "--corpus", &s(&c), "--queries", &s(&q), "--out", &s(&r), "--k", "2"]));
+    assert_declared(&r, "bm25_ranking", 2);
+    assert_listed(o, "bm25_ranking");
+    let b = table(&r);
+    // The ids keep the inputs' types.
+    assert_eq!(b.column(0).data_type(), &arrow::datatypes::DataType::Int64);
+    assert_eq!(b.column(1).data_type(), &arrow::datatypes::DataType::Utf8);
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../weights/all-MiniLM-L6-v2");
+    if !model.join("model.safetensors").exists() {
+        super::skip(&format!("embed part: no model in {} (run `make models`)", model.display()));
+        return;
+    }
+    let (t, e) = (o.join("t.parquet"), o.join("e.parquet"));
+    write(&t, &[("id", strs(&["a", "b", "c"])), ("text", strs(&["graph retrieval", "planning queries", "graph planning"]))]);
+    ok(tgrag(o, &["embed", "--input", &s(&t), "--out", &s(&e), "--model", &s(&model)]));
+    assert_declared(&e, "embed_vectors", 3);
+    assert_listed(o, "embed_vectors");
 }
 
 #[test]
