@@ -270,21 +270,6 @@ pub fn write_table_tmp(spec: &TableSpec, path: &Path, batch: &RecordBatch) -> Re
     write_parquet_tmp(path, batch)
 }
 
-/// Writes the declared table `spec` atomically: the batch is checked against the declaration first
-/// ([`validate::check_written`]: columns, order, types, required values), so a file that is no
-/// declared table is never written. The writer of the file tools' outputs.
-pub fn write_table(spec: &TableSpec, path: &Path, batch: &RecordBatch) -> Result<()> {
-    validate::check_written(spec, batch)?;
-    write_parquet_atomic(path, batch)
-}
-
-/// [`write_table`] into a fresh temporary file beside `path` ([`write_parquet_tmp`]), for tools
-/// that commit several files together ([`commit_all`]).
-pub fn write_table_tmp(spec: &TableSpec, path: &Path, batch: &RecordBatch) -> Result<PathBuf> {
-    validate::check_written(spec, batch)?;
-    write_parquet_tmp(path, batch)
-}
-
 /// Writes bytes atomically (fresh temporary file in the same folder, fsync, rename).
 pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = write_bytes_tmp(path, bytes)?;

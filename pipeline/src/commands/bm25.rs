@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use arrow::array::{Array, AsArray, Float32Array, UInt32Array};
 use arrow::compute::take;
 use arrow::record_batch::RecordBatch;
@@ -87,7 +87,7 @@ fn lexical(b: &RecordBatch, path: &Path) -> Result<Lexical> {
         let mut out = Vec::with_capacity(list.len());
         for i in 0..list.len() {
             if list.is_null(i) {
-                bail!("{}: row {i}, column tokens: null", path.display());
+                bail_input!("{}: row {i}, column tokens: null", path.display());
             }
             let v = list.value(i);
             let s = v.as_string_opt::<i32>().with_context(|| format!("{}: column `tokens` must hold utf8 strings", path.display()))?;
@@ -108,10 +108,10 @@ pub fn run(a: Bm25Args, quiet: bool) -> Result<()> {
         TokenizerArg::Simple => TokenizerKind::Simple,
     };
     if a.k == 0 {
-        bail!("--k must be at least 1");
+        bail_config!("--k must be at least 1");
     }
     if !(a.k1 >= 0.0 && (0.0..=1.0).contains(&a.b)) {
-        bail!("--k1 must be ≥ 0 and --b within [0, 1]");
+        bail_config!("--k1 must be ≥ 0 and --b within [0, 1]");
     }
     let corpus = tgrag_schemas::io::read_parquet(&a.corpus)?;
     let queries = tgrag_schemas::io::read_parquet(&a.queries)?;

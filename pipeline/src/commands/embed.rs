@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use arrow::array::{FixedSizeListArray, Float32Array};
 use arrow::datatypes::{DataType, Field};
 use tgrag_models::DeviceChoice;
@@ -63,12 +63,12 @@ pub struct EmbedArgs {
 pub fn run(a: EmbedArgs, quiet: bool) -> Result<()> {
     let device = DeviceChoice::from(a.device);
     if a.batch_size == 0 {
-        bail!("--batch-size must be at least 1");
+        bail_config!("--batch-size must be at least 1");
     }
     let on_gpu = device.resolved() == DeviceChoice::Gpu;
     let fused = match a.engine {
         None => !on_gpu,
-        Some(EngineArg::Fused) if on_gpu => bail!("--engine fused runs on the CPU only (use --engine burn with --device gpu)"),
+        Some(EngineArg::Fused) if on_gpu => bail_config!("--engine fused runs on the CPU only (use --engine burn with --device gpu)"),
         Some(EngineArg::Fused) => true,
         Some(EngineArg::Burn) => false,
     };
@@ -77,11 +77,11 @@ pub fn run(a: EmbedArgs, quiet: bool) -> Result<()> {
         ProductsArg::F32 => minilm::fused::Products::F32,
     };
     if !fused && a.products != ProductsArg::Auto {
-        bail!("--products applies to the fused engine only");
+        bail_config!("--products applies to the fused engine only");
     }
     let dir = a.model.clone().unwrap_or_else(|| minilm::default_dir(Path::new(".")));
     if !dir.join("model.safetensors").is_file() {
-        bail!("{}: no model.safetensors (run `make models` or `tgrag fetch minilm`)", dir.display());
+        bail_config!("{}: no model.safetensors (run `make models` or `tgrag fetch minilm`)", dir.display());
     }
     let input = tgrag_schemas::io::read_parquet(&a.input)?;
     let (ids, texts) = ids_and_texts(&input, &a.input, "embed input", "id")?;

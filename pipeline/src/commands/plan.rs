@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use arrow::array::{ArrayRef, StringArray};
 use tgrag_models::DeviceChoice;
 use tgrag_schemas::tables;
@@ -33,7 +33,7 @@ pub struct PlanArgs {
 pub fn run(a: PlanArgs, quiet: bool) -> Result<()> {
     let dev: DeviceChoice = a.device.into();
     if !a.model.join("model.json").is_file() {
-        bail!("{}: no model.json (train one with `tgrag train-planner`)", a.model.display());
+        bail_config!("{}: no model.json (train one with `tgrag train-planner`)", a.model.display());
     }
     let input = tgrag_schemas::io::read_parquet(&a.queries)?;
     let (ids, texts) = ids_and_texts(&input, &a.queries, "plan queries", "query_id")?;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use tgrag_schemas::rows::Rows;
 use tgrag_schemas::tables;
 use tgrag_stages::Progress;
@@ -91,24 +91,24 @@ pub fn run(a: TrainPlannerArgs, quiet: bool) -> Result<()> {
         DecodeArg::Greedy => Decode::Greedy,
     };
     if !(0.0..=100.0).contains(&a.finetune_weight) {
-        bail!("--finetune-weight {}: expected a weight in [0, 100]", a.finetune_weight);
+        bail_config!("--finetune-weight {}: expected a weight in [0, 100]", a.finetune_weight);
     }
     if !(16..=1 << 16).contains(&a.hash_dim) {
-        bail!("--hash-dim {}: expected a width in [16, 65536]", a.hash_dim);
+        bail_config!("--hash-dim {}: expected a width in [16, 65536]", a.hash_dim);
     }
     if a.epochs == 0 || a.tagger_epochs == 0 {
-        bail!("--epochs and --tagger-epochs must be at least 1");
+        bail_config!("--epochs and --tagger-epochs must be at least 1");
     }
     let tune_layers = a.tune_layers.unwrap_or(if encoder == Encoder::Minilm { DEFAULT_TUNE_LAYERS } else { 0 });
     if tune_layers > 6 {
-        bail!("--tune-layers {tune_layers}: all-MiniLM-L6-v2 has 6 layers");
+        bail_config!("--tune-layers {tune_layers}: all-MiniLM-L6-v2 has 6 layers");
     }
     if tune_layers > 0 && (encoder != Encoder::Minilm || a.tune_epochs == 0) {
-        bail!("--tune-layers {tune_layers} needs --encoder minilm and --tune-epochs of at least 1");
+        bail_config!("--tune-layers {tune_layers} needs --encoder minilm and --tune-epochs of at least 1");
     }
     for f in ["llama_ft.jsonl", "plans_train.jsonl", "plans_val.jsonl"] {
         if !a.plans.join(f).is_file() {
-            bail!("{}: missing (--plans must hold llama_ft.jsonl, plans_train.jsonl and plans_val.jsonl)", a.plans.join(f).display());
+            bail_input!("{}: missing (--plans must hold llama_ft.jsonl, plans_train.jsonl and plans_val.jsonl)", a.plans.join(f).display());
         }
     }
     let mut opts = TrainOptions {
