@@ -87,11 +87,34 @@ fn references(src: &str) -> (Vec<String>, Vec<String>) {
     (paths, supers)
 }
 
-/// Module → the modules it refers to (resolved to the longest known module; the crate root and
-/// `error` excluded: the root only re-exports the shared layer and registers stages).
+/// The crate root's re-exports: name → the path it stands for (`StageInfo` →
+/// `shared::stage_info::StageInfo`), read from its `pub use` trees.
+fn reexports(root: &str) -> BTreeMap<String, String> {
+    let code = code(root);
+    let mut paths = Vec::new();
+    for (i, _) in code.match_indices("pub use ") {
+        expand(&code[i + "pub use ".len()..], "", &mut paths);
+    }
+    paths.into_iter().filter_map(|p| p.rsplit_once("::").map(|(_, name)| (name.to_string(), p.clone()))).collect()
+}
+
+/// Module → the modules it refers to, each resolved to the longest known module; a name the crate
+/// root re-exports (`crate::StageInfo`) resolves to the module that defines it, so no edge needs
+/// dropping: the root itself only declares modules and re-exports.
 fn graph(files: &BTreeMap<String, String>) -> BTreeMap<String, BTreeSet<String>> {
     let modules: BTreeSet<&str> = files.keys().map(String::as_str).collect();
+    let names = files.get("crate").map(|r| reexports(r)).unwrap_or_default();
     let resolve = |path: &str| -> Option<String> {
+        let path = match path.split_once("::").map_or((path, ""), |(a, b)| (a, b)) {
+            (first, rest) if names.contains_key(first) => {
+                if rest.is_empty() {
+                    names[first].clone()
+                } else {
+                    format!("{}::{rest}", names[first])
+                }
+            }
+            _ => path.to_string(),
+        };
         let parts: Vec<&str> = path.split("::").collect();
         (1..=parts.len()).rev().map(|k| format!("crate::{}", parts[..k].join("::"))).find(|m| modules.contains(m.as_str()))
     };
@@ -102,26 +125,39 @@ fn graph(files: &BTreeMap<String, String>) -> BTreeMap<String, BTreeSet<String>>
         let rel_parent = parent.strip_prefix("crate").unwrap_or(parent).trim_start_matches("::");
         let mut to: BTreeSet<String> = paths.iter().filter_map(|p| resolve(p)).collect();
         to.extend(supers.iter().filter_map(|s| resolve(&if rel_parent.is_empty() { s.clone() } else { format!("{rel_parent}::{s}") })));
-        to.retain(|t| t != m && t != "crate" && t != "crate::error" && !m.starts_with(&format!("{t}::")));
+        to.retain(|t| t != m && !m.starts_with(&format!("{t}::")));
         g.insert(m.clone(), to);
     }
     g
 }
+
+/// The modules below the shared layer: the stage layer's errors. They import nothing of the crate
+/// (checked), so every layer may use them.
+const BASE: &[&str] = &["crate::error"];
+
+/// The module that lists every stage (`all()`): the one importer of stage modules.
+const REGISTRY: &str = "crate::registry";
 
 /// Violations of the rule: stage modules imported by other modules, family modules imported by the
 /// shared layer, and import cycles.
 fn violations(files: &BTreeMap<String, String>, stages: &[String]) -> Vec<String> {
     let g = graph(files);
     let mut out = Vec::new();
+    for b in BASE {
+        if let Some(to) = g.get(*b).filter(|to| !to.is_empty()) {
+            out.push(format!("the base module {b} imports {}", to.iter().cloned().collect::<Vec<_>>().join(", ")));
+        }
+    }
     for (m, to) in &g {
-        if m == "crate" {
+        // The root declares modules; the registry is the one module that names every stage.
+        if m == "crate" || m == REGISTRY {
             continue;
         }
         for t in to {
             if stages.contains(t) {
                 out.push(format!("{m} imports the stage module {t}"));
             }
-            if m.starts_with("crate::shared") && !t.starts_with("crate::shared") {
+            if m.starts_with("crate::shared") && !t.starts_with("crate::shared") && !BASE.contains(&t.as_str()) {
                 out.push(format!("the shared layer module {m} imports {t}"));
             }
         }
@@ -178,7 +214,7 @@ fn sources(dir: &Path, root: &Path, out: &mut BTreeMap<String, String>) -> std::
 }
 
 fn stage_modules() -> Vec<String> {
-    crate::all().iter().map(|s| s.info().module.replacen("tgrag_stages", "crate", 1)).collect()
+    crate::registry::all().iter().map(|s| s.info().module.replacen("tgrag_stages", "crate", 1)).collect()
 }
 
 #[test]
@@ -198,12 +234,15 @@ fn no_stage_module_imports_another_and_there_are_no_cycles() -> std::io::Result<
 #[test]
 fn the_check_finds_a_stage_import_a_shared_import_and_a_cycle() {
     let files: BTreeMap<String, String> = [
-        ("crate", "pub mod kb; pub mod shared;"),
+        ("crate", "pub mod kb; pub mod shared;\npub use kb::{planning::PlanningStage, kb::Kb};"),
         ("crate::kb::mor", "use crate::kb::{planning::PlanningStage, kb::Kb};\nuse crate::{Result, StageError};"),
         ("crate::kb::planning", "// crate::kb::mor is only named in a comment\nuse crate::kb::kb::Kb;"),
         ("crate::kb::kb", "use super::paths::Hop;"),
         ("crate::kb::paths", "fn f() { crate::kb::kb::words(\"\"); }"),
         ("crate::shared::run", "use crate::kb::paths::Hop;"),
+        // Through the root's re-export: the same imports as `crate::kb::planning::PlanningStage`.
+        ("crate::shared::plots", "use crate::{PlanningStage, Result};"),
+        ("crate::error", "use crate::kb::kb::Kb;"),
     ]
     .iter()
     .map(|(m, s)| (m.to_string(), s.to_string()))
@@ -214,5 +253,8 @@ fn the_check_finds_a_stage_import_a_shared_import_and_a_cycle() {
     assert!(v.iter().any(|x| x.starts_with("the shared layer module crate::shared::run imports crate::kb::paths")), "{v:?}");
     assert!(v.iter().any(|x| x.starts_with("import cycle") && x.contains("crate::kb::kb") && x.contains("crate::kb::paths")), "{v:?}");
     assert!(!v.iter().any(|x| x.starts_with("crate::kb::planning imports")), "comments are not imports: {v:?}");
-    assert_eq!(v.len(), 3, "{v:?}");
+    assert!(v.contains(&"crate::shared::plots imports the stage module crate::kb::planning".to_string()), "{v:?}");
+    assert!(v.contains(&"the shared layer module crate::shared::plots imports crate::kb::planning".to_string()), "{v:?}");
+    assert!(v.contains(&"the base module crate::error imports crate::kb::kb".to_string()), "{v:?}");
+    assert_eq!(v.len(), 6, "{v:?}");
 }

@@ -10,7 +10,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tgrag_datasets::DatasetSpec;
 use tgrag_schemas::{io, tables, validate};
 
-use crate::{Result, StageError, StageInfo};
+use crate::shared::stage_info::StageInfo;
+use crate::{Result, StageError};
 
 /// Progress reporting: indicatif bars on a terminal, nothing in quiet mode.
 #[derive(Debug, Clone, Copy)]

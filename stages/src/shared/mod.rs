@@ -8,6 +8,8 @@
 //! * [`curves`], [`scores`]: the one training-curve table and the one long-format scores table;
 //!   [`metric`]: every metric name `scores` may hold, with the direction it is better in.
 //! * [`plots`]: PNG charts.
+//! * [`stage_info`]: what a stage is, as data (`StageInfo`, `ModelNeed`); the traits over it live in
+//!   `crate::stage`.
 
 pub mod context;
 pub mod curves;
@@ -16,6 +18,7 @@ pub mod metric;
 pub mod plots;
 pub mod run;
 pub mod scores;
+pub mod stage_info;
 pub mod text;
 
 #[cfg(test)]
