@@ -67,7 +67,13 @@ impl Manifest {
     /// Digest of the outputs, as seen by downstream stages.
     pub fn outputs_digest(&self) -> String {
         let mut h = Sha256::new();
-        for (file, info) in &self.outputs {
+        // Tables of wall-clock figures (declared run-dependent) differ on every run by nature: they
+        // stay out of the digest, so a downstream stage's cache key (written into its files'
+        // metadata) is the same for the same inputs and seed.
+        let run_dependent = |file: &str| {
+            file.strip_suffix(".parquet").and_then(|t| tgrag_schemas::tables::by_name(t).ok()).is_some_and(|spec| spec.run_dependent)
+        };
+        for (file, info) in self.outputs.iter().filter(|(f, _)| !run_dependent(f)) {
             h.update(file.as_bytes());
             h.update(b"\0");
             h.update(info.sha256.as_bytes());
