@@ -18,8 +18,9 @@
 //!     }
 //! }
 //! let rows = [Curve { model: "gcn", variant: "", seed: 0, epoch: 1, metric: "train_loss", value: 0.5, kept: true }];
-//! let b = rows::batch(&tables::CURVES, &rows).unwrap();
+//! let b = rows::batch(&tables::CURVES, &rows)?;
 //! assert_eq!(b.num_rows(), 1);
+//! # Ok::<(), tgrag_schemas::SchemaError>(())
 //! ```
 //!
 //! Values are [`Value`]s, converted from the plain Rust types (`&str`, `String`, integers, floats,
