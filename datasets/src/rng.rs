@@ -1,14 +1,10 @@
-//! A small, fast, seeded generator (xoshiro256** seeded by SplitMix64). Written out here so that the
-//! same seed gives the same data on every platform and every version of every dependency.
+//! A small, fast, seeded generator (xoshiro256** seeded by SplitMix64, [`tgrag_schemas::seed`]).
+//! Written out here so that the same seed gives the same data on every platform and every version of
+//! every dependency.
 
-/// SplitMix64 step: also used to derive independent sub-seeds from (seed, stream, index).
-pub fn splitmix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = x;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+/// SplitMix64 step ([`tgrag_schemas::seed`]): also used to derive independent sub-seeds from
+/// (seed, stream, index).
+pub use tgrag_schemas::seed::splitmix64;
 
 /// Mixes a seed with a stream name and an index into a new seed (for per-item generators that give the
 /// same values whatever the thread count).

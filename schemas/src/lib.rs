@@ -8,6 +8,7 @@
 //!   atomically (temporary file in the same folder, fsync, rename).
 //! * [`rows`] builds a table from row structs (one [`rows::Row`] impl per row type).
 //! * [`columns`] gives typed access to columns with errors instead of panics.
+//! * [`seed`] holds SplitMix64, the seeded mixer that datasets and models share.
 //!
 //! This crate deliberately depends on arrow-rs and parquet only (no polars, datafusion or burn).
 
@@ -21,6 +22,7 @@ pub mod fault;
 pub mod io;
 pub mod limits;
 pub mod rows;
+pub mod seed;
 pub mod table;
 pub mod tables;
 pub mod validate;

@@ -1,17 +1,16 @@
 //! SplitMix64: the seeded stream behind every weight initialisation, dropout mask, negative sample
 //! and batch order, never the backend's global generator, so a seed gives the same run everywhere.
 
-/// SplitMix64.
+use tgrag_schemas::seed::{GAMMA, mix};
+
+/// SplitMix64 ([`tgrag_schemas::seed`]) as a stateful stream.
 #[derive(Debug, Clone)]
 pub(crate) struct Stream(pub(crate) u64);
 
 impl Stream {
     pub(crate) fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0 = self.0.wrapping_add(GAMMA);
+        mix(self.0)
     }
 
     /// The 16-bit uniforms of the next `out.len() / 4` draws, four per draw from the low bits up
@@ -19,14 +18,10 @@ impl Stream {
     /// SplitMix64's k-th draw depends on the state and k alone, so the draws are computed apart
     /// (a loop the compiler vectorises) and the state moves on as if they were drawn one by one.
     pub(crate) fn fill_u16(&mut self, out: &mut [u16]) {
-        const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
         let s0 = self.0;
         let mut draws = 0u64;
         for (j, q) in out.chunks_exact_mut(4).enumerate() {
-            let mut z = s0.wrapping_add(GAMMA.wrapping_mul(j as u64 + 1));
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^= z >> 31;
+            let z = mix(s0.wrapping_add(GAMMA.wrapping_mul(j as u64 + 1)));
             q[0] = z as u16;
             q[1] = (z >> 16) as u16;
             q[2] = (z >> 32) as u16;
