@@ -100,7 +100,11 @@ fn graph_qa_heads_and_mixrag_stop_on_a_non_finite_loss() {
     use crate::gnn::encoders::{EncoderKind, EncoderShape, Pooling};
     use crate::graphqa::{HeadKind, QaConfig, QaShape, train};
     let (tr, va) = (crate::graphqa::tests::planted(24, 1), crate::graphqa::tests::planted(12, 2));
-    let qa = |lr: f64| QaConfig { lr, epochs: 3, patience: 5, batch: 12, head_hidden: 8, seed: 6, ..QaConfig::default() };
+    let qa = |lr: f64| QaConfig {
+        train: crate::train::TrainConfig { lr, epochs: 3, patience: 5, batch: 12, ..Default::default() },
+        head_hidden: 8,
+        seed: 6,
+    };
     for kind in [EncoderKind::Gt, EncoderKind::Gcn] {
         let enc = EncoderShape { kind, in_dim: 4, edge_dim: 2, hidden: 8, layers: 1, heads: 2, pooling: Pooling::Mean };
         let shape = QaShape { encoder: Some(enc), question_dim: 2, head: HeadKind::Classify { classes: 2 }, head_hidden: 8 };

@@ -109,7 +109,11 @@ fn every_model_family_trains_on_the_gpu_as_on_the_cpu() {
         for kind in [EncoderKind::Gt, EncoderKind::Gcn] {
             let enc = EncoderShape { kind, in_dim: 4, edge_dim: 2, hidden: 8, layers: 2, heads: 2, pooling: Pooling::Mean };
             let shape = QaShape { encoder: Some(enc), question_dim: 2, head: HeadKind::Classify { classes: 2 }, head_hidden: 8 };
-            let cfg = QaConfig { lr: 5e-3, epochs: 2, patience: 5, batch: 12, head_hidden: 8, ..QaConfig::default() };
+            let cfg = QaConfig {
+                train: crate::train::TrainConfig { lr: 5e-3, epochs: 2, patience: 5, batch: 12, ..Default::default() },
+                head_hidden: 8,
+                ..QaConfig::default()
+            };
             let loss = |dev: &Device| -> Vec<f64> {
                 train(shape, &tr, &va, 4, 2, &cfg, dev).expect("train").1.iter().map(|c| c.train_loss).collect()
             };
@@ -124,7 +128,11 @@ fn every_model_family_trains_on_the_gpu_as_on_the_cpu() {
         let (tr, va) = (crate::graphqa::tests::planted(24, 1), crate::graphqa::tests::planted(12, 2));
         let shape = crate::gnn::mixrag::tests::planted_shape(8, 5);
         let mut cfg = MixConfig::default();
-        cfg.qa = QaConfig { lr: 5e-3, epochs: 2, patience: 5, batch: tr.len(), head_hidden: 8, ..cfg.qa };
+        cfg.qa = QaConfig {
+            train: crate::train::TrainConfig { lr: 5e-3, epochs: 2, patience: 5, batch: tr.len(), ..cfg.qa.train },
+            head_hidden: 8,
+            ..cfg.qa
+        };
         let loss =
             |dev: &Device| -> Vec<f64> { train(shape, &tr, &va, &cfg, dev).expect("train").1.iter().map(|c| c.train_loss).collect() };
         same_start("mixrag", &loss(&cpu), &loss(&gpu));

@@ -12,19 +12,18 @@
 //!
 //! Training as G-Retriever trains: AdamW (decoupled weight decay, 0.05), gradient clipping by norm
 //! (0.1; burn clips each parameter tensor, torch the global norm), mini-batches of `batch` graphs
-//! in a seeded order, the epoch with the best validation metric kept (ties: lower validation loss,
-//! then earlier), early stopping after `patience` epochs without improvement.
+//! in a seeded order, the best validation epoch kept and early stopping after `patience` epochs
+//! without improvement, both by the one rule of [`crate::train::fit`].
 
-use burn::grad_clipping::GradientClippingConfig;
 use burn::module::Module;
-use burn::optim::{AdamWConfig, GradientsParams};
+use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::activation::{log_softmax, relu};
 use burn::tensor::{Device, Tensor, TensorData};
 
 use crate::error::{ModelError, Result};
 use crate::gnn::batch::{GraphBatch, SmallGraph};
 use crate::gnn::encoders::{EncoderShape, GraphEncoder, segment_softmax};
-use crate::train::{Checkpoint, Dense, Stream, floats, ints};
+use crate::train::{Dense, Evaluation, Learner, Score, Stepped, Stream, TrainConfig, fit, floats, ints};
 
 /// One question: its graph (owned), the question embedding and what is to be predicted.
 #[derive(Debug, Clone)]
@@ -55,22 +54,17 @@ pub enum HeadKind {
     Nodes,
 }
 
-/// Hyper-parameters.
+/// Hyper-parameters: the shared training settings, the head's width and the seed.
 #[derive(Debug, Clone)]
 pub struct QaConfig {
-    pub lr: f64,
-    pub weight_decay: f32,
-    pub clip: f32,
-    pub batch: usize,
-    pub epochs: usize,
-    pub patience: usize,
+    pub train: TrainConfig,
     pub head_hidden: usize,
     pub seed: u64,
 }
 
 impl Default for QaConfig {
     fn default() -> Self {
-        QaConfig { lr: 1e-3, weight_decay: 0.05, clip: 0.1, batch: 16, epochs: 30, patience: 5, head_hidden: 256, seed: 0 }
+        QaConfig { train: TrainConfig::default(), head_hidden: 256, seed: 0 }
     }
 }
 
@@ -260,53 +254,56 @@ pub fn train(
     dev: &Device,
 ) -> Result<(GraphQa, Vec<QaEpoch>, u32)> {
     const MODEL: &str = "graph QA model";
-    crate::train::check_lr(MODEL, cfg.lr)?;
+    let t = &cfg.train;
+    crate::train::check_lr(MODEL, t.lr)?;
     if train.is_empty() {
         return Err(ModelError::Internal("no training question".into()));
     }
     let ad = dev.clone().autodiff();
     let inner = ad.clone().inner();
-    let mut model = GraphQa::new(shape, cfg.seed, &ad)?;
-    let mut optim = AdamWConfig::new()
-        .with_weight_decay(cfg.weight_decay)
-        .with_epsilon(1e-8)
-        .with_grad_clipping(Some(GradientClippingConfig::Norm(cfg.clip)))
-        .init();
+    let model = GraphQa::new(shape, cfg.seed, &ad)?;
     let mut rng = Stream(cfg.seed ^ 0x7161_7472);
-    let mut best = Checkpoint::new();
-    let mut curve = Vec::new();
-    let mut since_best = 0usize;
-    let mut best_metric = f64::NEG_INFINITY;
-    for epoch in 1..=cfg.epochs {
-        let order = rng.shuffled(train.len());
-        let (mut total, mut counted) = (0.0, 0usize);
-        for chunk in order.chunks(cfg.batch.max(1)) {
-            let refs: Vec<&QaExample> = chunk.iter().map(|&i| &train[i]).collect();
-            let (g, q) = batch_of(&refs, dim, edge_dim, &ad)?;
-            let Some(loss) = loss_of(&model, &refs, &g, q) else { continue };
-            total += f64::from(loss.clone().into_scalar::<f32>()) * refs.len() as f64;
-            counted += refs.len();
-            let grads = GradientsParams::from_grads(loss.backward(), &model);
-            model = optim.step(cfg.lr, model, grads);
-        }
-        let valid = model.valid();
-        let (val_loss, val_metric) = evaluate(&valid, val, dim, edge_dim, 64, &inner)?;
-        let train_loss = total / counted.max(1) as f64;
-        crate::train::check_losses(MODEL, cfg.seed, epoch, &[("training", train_loss), ("validation", val_loss)])?;
-        curve.push(QaEpoch { epoch: epoch as u32, train_loss, val_loss, val_metric });
-        best.offer(val_metric, val_loss, epoch as u32, valid);
-        if val_metric > best_metric {
-            best_metric = val_metric;
-            since_best = 0;
-        } else {
-            since_best += 1;
-            if since_best >= cfg.patience {
-                break;
-            }
-        }
+    let mut learner = QaLearner { train, val, dim, edge_dim, lr: t.lr, optim: t.adamw(), ad, inner };
+    let f = fit(&t.plan(MODEL, cfg.seed, train.len()), &mut learner, model, &mut rng)?;
+    Ok((f.kept, f.curve, f.best_epoch))
+}
+
+/// The answer model's training steps and evaluation for [`crate::train::fit`].
+struct QaLearner<'a> {
+    train: &'a [QaExample],
+    val: &'a [QaExample],
+    dim: usize,
+    edge_dim: usize,
+    lr: f64,
+    optim: ModuleOptimizer,
+    ad: Device,
+    inner: Device,
+}
+
+impl Learner for QaLearner<'_> {
+    type Model = GraphQa;
+    type Kept = GraphQa;
+    type Row = QaEpoch;
+
+    fn step(&mut self, model: GraphQa, batch: Option<&[usize]>, _rng: &mut Stream) -> Result<Stepped<GraphQa>> {
+        let refs: Vec<&QaExample> = batch.unwrap_or_default().iter().map(|&i| &self.train[i]).collect();
+        let (g, q) = batch_of(&refs, self.dim, self.edge_dim, &self.ad)?;
+        // A batch without a usable target (no answer node in any graph) teaches nothing.
+        let Some(loss) = loss_of(&model, &refs, &g, q) else { return Ok((model, None)) };
+        let step = (f64::from(loss.clone().into_scalar::<f32>()), refs.len() as f64);
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        Ok((self.optim.step(self.lr, model, grads), Some(step)))
     }
-    let (m, e) = best.take()?;
-    Ok((m, curve, e))
+
+    fn evaluate(&mut self, model: &GraphQa, epoch: usize, train_loss: f64) -> Result<Evaluation<GraphQa, QaEpoch>> {
+        let valid = model.valid();
+        let (val_loss, val_metric) = evaluate(&valid, self.val, self.dim, self.edge_dim, 64, &self.inner)?;
+        Ok(Evaluation {
+            score: Score::Validated { metric: val_metric, loss: Some(val_loss) },
+            keep: valid,
+            row: QaEpoch { epoch: epoch as u32, train_loss, val_loss, val_metric },
+        })
+    }
 }
 
 #[cfg(test)]
@@ -344,7 +341,11 @@ pub(crate) mod tests {
         let (tr, va) = (planted(160, 1), planted(60, 2));
         let enc = EncoderShape { kind: EncoderKind::Gt, in_dim: 4, edge_dim: 2, hidden: 16, layers: 2, heads: 2, pooling: Pooling::Mean };
         let shape = QaShape { encoder: Some(enc), question_dim: 2, head: HeadKind::Classify { classes: 2 }, head_hidden: 16 };
-        let cfg = QaConfig { lr: 5e-3, epochs: 25, patience: 25, batch: 16, head_hidden: 16, ..QaConfig::default() };
+        let cfg = QaConfig {
+            train: TrainConfig { lr: 5e-3, epochs: 25, patience: 25, batch: 16, ..TrainConfig::default() },
+            head_hidden: 16,
+            ..QaConfig::default()
+        };
         let (m, curve, best) = train(shape, &tr, &va, 4, 2, &cfg, &dev).expect("train");
         let kept = curve.iter().find(|c| c.epoch == best).expect("kept epoch").val_metric;
         assert!(kept >= 0.9, "validation accuracy {kept}: {curve:?}");
@@ -380,7 +381,11 @@ pub(crate) mod tests {
         for kind in [EncoderKind::Gcn, EncoderKind::Gat, EncoderKind::Gt2] {
             let enc = EncoderShape { kind, in_dim: 2, edge_dim: 1, hidden: 8, layers: 1, heads: 2, pooling: Pooling::Mean };
             let shape = QaShape { encoder: Some(enc), question_dim: 1, head: HeadKind::Nodes, head_hidden: 8 };
-            let cfg = QaConfig { lr: 1e-2, epochs: 20, patience: 20, batch: 8, head_hidden: 8, ..QaConfig::default() };
+            let cfg = QaConfig {
+                train: TrainConfig { lr: 1e-2, epochs: 20, patience: 20, batch: 8, ..TrainConfig::default() },
+                head_hidden: 8,
+                ..QaConfig::default()
+            };
             let (_, curve, best) = train(shape, &tr, &va, 2, 1, &cfg, &dev).expect("train");
             let kept = curve.iter().find(|c| c.epoch == best).expect("kept").val_metric;
             assert!(kept >= 0.9, "{kind:?}: hit@1 {kept}");

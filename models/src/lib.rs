@@ -1,8 +1,8 @@
 //! Neural models of tgrag, written in burn and generic over the device (the Flex CPU backend
 //! everywhere, wgpu where a GPU is present).
 //!
-//! * [`train`]: the training toolkit every model is built from (seeded stream, dense layer,
-//!   checkpoint rules, strict weight files).
+//! * [`train`]: the training toolkit every model is built from (the one training loop `fit` with
+//!   the one stopping rule, seeded stream, dense layer, strict weight files).
 //! * [`minilm`]: all-MiniLM-L6-v2 sentence embeddings (BERT, 6 layers, 384 dims), weights read
 //!   strictly from `model.safetensors`, word pieces from `tokenizer.json`; a fused CPU engine; top
 //!   layers fine-tuned as a classifier (`minilm::tune`).

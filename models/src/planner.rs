@@ -17,12 +17,12 @@
 use std::path::Path;
 
 use burn::module::Module;
-use burn::optim::{AdamConfig, GradientsParams};
+use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::activation::{log_softmax, relu};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::error::{ModelError, Result};
-use crate::train::{Dense, Stream, floats, ints};
+use crate::train::{Batches, Dense, Evaluation, Learner, Plan, Score, Stepped, Stream, fit, floats, ints};
 
 /// Token 0 starts (and pads) a sequence; token 1 ends it. Real tokens start at 2.
 pub const BOS: u32 = 0;
@@ -348,6 +348,70 @@ pub fn exact_match(model: &Planner, data: &SeqData, max_len: usize, dev: &Device
     Ok(hit as f64 / n as f64)
 }
 
+/// The planner's training steps and evaluation for [`crate::train::fit`].
+struct PlannerLearner<'a> {
+    shape: PlannerShape,
+    train: &'a SeqData,
+    val: &'a SeqData,
+    cfg: &'a PlannerConfig,
+    dev: &'a Device,
+    ad: Device,
+    optim: ModuleOptimizer,
+    rows: TargetRows,
+    prefixes: Vec<(usize, usize)>,
+    queries: Tensor<2>,
+}
+
+/// One row per (target sequence, position): the query, the two previous tokens, the position,
+/// the token to predict and the sequence's weight (see `rows_of`).
+type TargetRows = (Vec<u32>, Vec<u32>, Vec<u32>, Vec<u32>, Vec<u32>, Vec<f32>);
+
+impl Learner for PlannerLearner<'_> {
+    type Model = Planner;
+    type Kept = Planner;
+    type Row = PlannerEpoch;
+
+    fn step(&mut self, model: Planner, batch: Option<&[usize]>, _rng: &mut Stream) -> Result<Stepped<Planner>> {
+        let (ad, vocab) = (&self.ad, self.shape.vocab);
+        let chunk = batch.unwrap_or_default();
+        let (owner, prev, prev2, pos, target, w) = &self.rows;
+        let pick = |v: &[u32]| chunk.iter().map(|&i| v[i]).collect::<Vec<u32>>();
+        let pre = &self.prefixes;
+        let bag = bags(&chunk.iter().map(|&i| &self.train.targets[pre[i].0].1[..pre[i].1]).collect::<Vec<_>>(), vocab, ad);
+        let lp = model.log_probs(
+            self.queries.clone().select(0, ints(&pick(owner), ad)),
+            ints(&pick(prev), ad),
+            ints(&pick(prev2), ad),
+            bag,
+            ints(&pick(pos), ad),
+        );
+        let mut onehot = vec![0f32; chunk.len() * vocab];
+        let mut bw = 0.0f32;
+        for (r, &i) in chunk.iter().enumerate() {
+            onehot[r * vocab + target[i] as usize] = w[i];
+            bw += w[i];
+        }
+        let onehot: Tensor<2> = Tensor::from_data(TensorData::new(onehot, [chunk.len(), vocab]), ad);
+        let loss = (lp * onehot).sum().mul_scalar(-1.0 / f64::from(bw.max(f32::MIN_POSITIVE)));
+        // Weighted by the batch's summed sequence weights: the epoch's loss is the mean weighted
+        // NLL per token of its mini-batches (as trained, before each step).
+        let step = (f64::from(loss.clone().into_scalar::<f32>()), f64::from(bw));
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        Ok((self.optim.step(self.cfg.lr, model, grads), Some(step)))
+    }
+
+    fn evaluate(&mut self, model: &Planner, epoch: usize, train_loss: f64) -> Result<Evaluation<Planner, PlannerEpoch>> {
+        let valid = model.valid();
+        let val_loss = eval_loss(&valid, self.val, self.dev)?;
+        let val_exact = exact_match(&valid, self.val, self.cfg.max_len, self.dev)?;
+        Ok(Evaluation {
+            score: Score::Validated { metric: val_exact, loss: Some(val_loss) },
+            keep: valid,
+            row: PlannerEpoch { epoch: epoch as u32, train_loss, val_loss, val_exact },
+        })
+    }
+}
+
 /// Trains a planner; returns the checkpointed (best-validation) model and the curve.
 pub fn train_planner(
     shape: PlannerShape,
@@ -368,51 +432,31 @@ pub fn train_planner(
     }
     let ad = dev.clone().autodiff();
     let mut rng = Stream(cfg.seed ^ 0x6261_7463);
-    let mut model = Planner::new(shape, cfg.seed, &ad);
-    let mut optim = AdamConfig::new().with_epsilon(1e-8).init();
-    let (owner, prev, prev2, pos, target, w) = rows_of(&train.targets);
-    let pre = prefixes_of(&train.targets);
-    let q_all: Tensor<2> = Tensor::from_data(TensorData::new(train.queries.clone(), [train.n_queries(), train.dim]), &ad);
-    let rows = owner.len();
-    let mut curve = Vec::new();
-    let mut best = crate::train::Checkpoint::new();
-    for epoch in 1..=cfg.epochs {
-        let order = rng.shuffled(rows);
-        let (mut loss_sum, mut w_sum) = (0.0, 0.0);
-        for chunk in order.chunks(cfg.batch.max(1)) {
-            let pick = |v: &[u32]| chunk.iter().map(|&i| v[i]).collect::<Vec<u32>>();
-            let bag = bags(&chunk.iter().map(|&i| &train.targets[pre[i].0].1[..pre[i].1]).collect::<Vec<_>>(), shape.vocab, &ad);
-            let lp = model.log_probs(
-                q_all.clone().select(0, ints(&pick(&owner), &ad)),
-                ints(&pick(&prev), &ad),
-                ints(&pick(&prev2), &ad),
-                bag,
-                ints(&pick(&pos), &ad),
-            );
-            let mut onehot = vec![0f32; chunk.len() * shape.vocab];
-            let mut bw = 0.0f32;
-            for (r, &i) in chunk.iter().enumerate() {
-                onehot[r * shape.vocab + target[i] as usize] = w[i];
-                bw += w[i];
-            }
-            let onehot: Tensor<2> = Tensor::from_data(TensorData::new(onehot, [chunk.len(), shape.vocab]), &ad);
-            let loss = (lp * onehot).sum().mul_scalar(-1.0 / f64::from(bw.max(f32::MIN_POSITIVE)));
-            loss_sum += f64::from(loss.clone().into_scalar::<f32>()) * f64::from(bw);
-            w_sum += f64::from(bw);
-            let grads = GradientsParams::from_grads(loss.backward(), &model);
-            model = optim.step(cfg.lr, model, grads);
-        }
-        let valid = model.valid();
-        // Mean weighted NLL per token of the epoch's mini-batches (as trained, before the step).
-        let train_loss = loss_sum / w_sum.max(f64::MIN_POSITIVE);
-        let val_loss = eval_loss(&valid, val, dev)?;
-        crate::train::check_losses("planner", cfg.seed, epoch, &[("training", train_loss), ("validation", val_loss)])?;
-        let val_exact = exact_match(&valid, val, cfg.max_len, dev)?;
-        curve.push(PlannerEpoch { epoch: epoch as u32, train_loss, val_loss, val_exact });
-        best.offer(val_exact, val_loss, epoch as u32, valid);
-    }
-    let (model, epoch) = best.take()?;
-    Ok((model, curve, epoch))
+    let model = Planner::new(shape, cfg.seed, &ad);
+    let rows = rows_of(&train.targets);
+    let items = rows.0.len();
+    let queries = Tensor::from_data(TensorData::new(train.queries.clone(), [train.n_queries(), train.dim]), &ad);
+    let mut learner = PlannerLearner {
+        shape,
+        train,
+        val,
+        cfg,
+        dev,
+        optim: AdamConfig::new().with_epsilon(1e-8).init(),
+        prefixes: prefixes_of(&train.targets),
+        rows,
+        queries,
+        ad,
+    };
+    let plan = Plan {
+        model: "planner",
+        seed: cfg.seed,
+        epochs: cfg.epochs,
+        patience: None,
+        batches: Batches::Shuffled { items, size: cfg.batch },
+    };
+    let f = fit(&plan, &mut learner, model, &mut rng)?;
+    Ok((f.kept, f.curve, f.best_epoch))
 }
 
 #[cfg(test)]

@@ -15,12 +15,12 @@
 //! the epoch with the best validation hit@1.
 
 use burn::module::Module;
-use burn::optim::{AdamConfig, GradientsParams};
+use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::activation::{log_softmax, relu, softmax};
 use burn::tensor::{Device, Tensor, TensorData};
 
 use crate::error::{ModelError, Result};
-use crate::train::{Dense, Stream, floats, ints};
+use crate::train::{Batches, Dense, Evaluation, Learner, Plan, Score, Stepped, Stream, fit, floats, ints};
 
 /// Trajectory features of one candidate.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -201,44 +201,70 @@ pub fn train_reranker(
     }
     let ad = dev.clone().autodiff();
     let mut rng = Stream(cfg.seed ^ 0x6e65_6773);
-    let mut model = Reranker::new(n_types, cfg.head, cfg.seed, &ad);
-    let mut optim = AdamConfig::new().with_epsilon(1e-8).init();
-    let g_size = 1 + cfg.negatives;
-    let mut curve = Vec::new();
-    let mut best = crate::train::Checkpoint::new();
-    for epoch in 1..=cfg.epochs {
-        let order = rng.shuffled(usable.len());
-        let (mut loss_sum, mut n_groups) = (0.0, 0usize);
-        for chunk in order.chunks(cfg.batch.max(1)) {
-            let mut rows = Vec::with_capacity(chunk.len() * g_size);
-            for &gi in chunk {
-                let g = usable[gi];
-                let pos: Vec<usize> = (0..g.positive.len()).filter(|&k| g.positive[k]).collect();
-                let mut neg: Vec<usize> = (0..g.positive.len()).filter(|&k| !g.positive[k]).collect();
-                rows.push(g.candidates[pos[rng.below(pos.len())]]);
-                for k in 0..cfg.negatives {
-                    let j = k + rng.below(neg.len() - k);
-                    neg.swap(k, j);
-                    rows.push(g.candidates[neg[k]]);
-                }
+    let model = Reranker::new(n_types, cfg.head, cfg.seed, &ad);
+    let items = usable.len();
+    let mut learner = RerankerLearner { usable, val, feats, cfg, dev, ad, optim: AdamConfig::new().with_epsilon(1e-8).init() };
+    let plan = Plan {
+        model: "reranker",
+        seed: cfg.seed,
+        epochs: cfg.epochs,
+        patience: None,
+        batches: Batches::Shuffled { items, size: cfg.batch },
+    };
+    let f = fit(&plan, &mut learner, model, &mut rng)?;
+    Ok((f.kept, f.curve, f.best_epoch))
+}
+
+/// The reranker's training steps and evaluation for [`crate::train::fit`].
+struct RerankerLearner<'a> {
+    usable: Vec<&'a Group>,
+    val: &'a [Group],
+    feats: Features,
+    cfg: &'a RerankerConfig,
+    dev: &'a Device,
+    ad: Device,
+    optim: ModuleOptimizer,
+}
+
+impl Learner for RerankerLearner<'_> {
+    type Model = Reranker;
+    type Kept = Reranker;
+    type Row = RerankerEpoch;
+
+    /// One positive and `negatives` negatives drawn per group of the batch, from the run's stream.
+    fn step(&mut self, model: Reranker, batch: Option<&[usize]>, rng: &mut Stream) -> Result<Stepped<Reranker>> {
+        let chunk = batch.unwrap_or_default();
+        let g_size = 1 + self.cfg.negatives;
+        let mut rows = Vec::with_capacity(chunk.len() * g_size);
+        for &gi in chunk {
+            let g = self.usable[gi];
+            let pos: Vec<usize> = (0..g.positive.len()).filter(|&k| g.positive[k]).collect();
+            let mut neg: Vec<usize> = (0..g.positive.len()).filter(|&k| !g.positive[k]).collect();
+            rows.push(g.candidates[pos[rng.below(pos.len())]]);
+            for k in 0..self.cfg.negatives {
+                let j = k + rng.below(neg.len() - k);
+                neg.swap(k, j);
+                rows.push(g.candidates[neg[k]]);
             }
-            let s = model.forward(&rows, feats, &ad).reshape([chunk.len(), g_size]);
-            let lp = log_softmax(s, 1);
-            let loss = lp.narrow(1, 0, 1).sum().mul_scalar(-1.0 / chunk.len() as f64);
-            loss_sum += f64::from(loss.clone().into_scalar::<f32>()) * chunk.len() as f64;
-            n_groups += chunk.len();
-            let grads = GradientsParams::from_grads(loss.backward(), &model);
-            model = optim.step(cfg.lr, model, grads);
         }
-        let train_loss = loss_sum / n_groups.max(1) as f64;
-        crate::train::check_losses("reranker", cfg.seed, epoch, &[("training", train_loss)])?;
-        let valid = model.valid();
-        let val_hit1 = hit1(&valid, val, feats, dev)?;
-        curve.push(RerankerEpoch { epoch: epoch as u32, train_loss, val_hit1 });
-        best.offer(val_hit1, 0.0, epoch as u32, valid);
+        let s = model.forward(&rows, self.feats, &self.ad).reshape([chunk.len(), g_size]);
+        let lp = log_softmax(s, 1);
+        let loss = lp.narrow(1, 0, 1).sum().mul_scalar(-1.0 / chunk.len() as f64);
+        let step = (f64::from(loss.clone().into_scalar::<f32>()), chunk.len() as f64);
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        Ok((self.optim.step(self.cfg.lr, model, grads), Some(step)))
     }
-    let (model, epoch) = best.take()?;
-    Ok((model, curve, epoch))
+
+    fn evaluate(&mut self, model: &Reranker, epoch: usize, train_loss: f64) -> Result<Evaluation<Reranker, RerankerEpoch>> {
+        let valid = model.valid();
+        let val_hit1 = hit1(&valid, self.val, self.feats, self.dev)?;
+        // No validation loss: an equal hit@1 keeps the earlier epoch.
+        Ok(Evaluation {
+            score: Score::Validated { metric: val_hit1, loss: None },
+            keep: valid,
+            row: RerankerEpoch { epoch: epoch as u32, train_loss, val_hit1 },
+        })
+    }
 }
 
 #[cfg(test)]

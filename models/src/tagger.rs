@@ -16,12 +16,12 @@
 use std::path::Path;
 
 use burn::module::Module;
-use burn::optim::{AdamConfig, GradientsParams};
+use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::activation::{log_softmax, relu};
 use burn::tensor::{Device, Tensor, TensorData};
 
 use crate::error::{ModelError, Result};
-use crate::train::{Dense, Stream, floats, ints};
+use crate::train::{Batches, Dense, Evaluation, Learner, Plan, Score, Stepped, Stream, fit, floats, ints};
 
 /// Number of word shapes (0 = padding).
 pub const SHAPES: usize = 11;
@@ -317,39 +317,61 @@ pub fn train_tagger(
     }
     let ad = dev.clone().autodiff();
     let mut rng = Stream(cfg.seed ^ 0x7461_6762);
-    let mut model = Tagger::new(shape, cfg.seed, &ad);
-    let mut optim = AdamConfig::new().with_epsilon(1e-8).init();
+    let model = Tagger::new(shape, cfg.seed, &ad);
     let q_all: Tensor<2> =
         Tensor::from_data(TensorData::new(train.queries.clone(), [train.queries.len() / train.qdim.max(1), train.qdim.max(1)]), &ad);
+    let items = r.query.len();
     let gold: Vec<Vec<u32>> = val.sentences.iter().map(|s| s.labels.clone()).collect();
-    let labels = shape.labels();
-    let mut curve = Vec::new();
-    let mut best = crate::train::Checkpoint::new();
-    for epoch in 1..=cfg.epochs {
-        let order = rng.shuffled(r.query.len());
-        let (mut loss_sum, mut n) = (0.0, 0usize);
-        for chunk in order.chunks(cfg.batch.max(1)) {
-            let lp = model.log_probs(&shape, &q_all, &r, chunk, &ad);
-            let mut onehot = vec![0f32; chunk.len() * labels];
-            for (row, &i) in chunk.iter().enumerate() {
-                onehot[row * labels + r.labels[i] as usize] = 1.0;
-            }
-            let onehot: Tensor<2> = Tensor::from_data(TensorData::new(onehot, [chunk.len(), labels]), &ad);
-            let loss = (lp * onehot).sum().mul_scalar(-1.0 / chunk.len() as f64);
-            loss_sum += f64::from(loss.clone().into_scalar::<f32>()) * chunk.len() as f64;
-            n += chunk.len();
-            let grads = GradientsParams::from_grads(loss.backward(), &model);
-            model = optim.step(cfg.lr, model, grads);
+    let mut learner = TaggerLearner { shape, val, cfg, dev, ad, optim: AdamConfig::new().with_epsilon(1e-8).init(), q_all, rows: r, gold };
+    let plan =
+        Plan { model: "tagger", seed: cfg.seed, epochs: cfg.epochs, patience: None, batches: Batches::Shuffled { items, size: cfg.batch } };
+    let f = fit(&plan, &mut learner, model, &mut rng)?;
+    Ok((f.kept, f.curve, f.best_epoch))
+}
+
+/// The tagger's training steps and evaluation for [`crate::train::fit`].
+struct TaggerLearner<'a> {
+    shape: TaggerShape,
+    val: &'a TagData,
+    cfg: &'a TaggerConfig,
+    dev: &'a Device,
+    ad: Device,
+    optim: ModuleOptimizer,
+    q_all: Tensor<2>,
+    rows: Rows,
+    gold: Vec<Vec<u32>>,
+}
+
+impl Learner for TaggerLearner<'_> {
+    type Model = Tagger;
+    type Kept = Tagger;
+    type Row = TaggerEpoch;
+
+    fn step(&mut self, model: Tagger, batch: Option<&[usize]>, _rng: &mut Stream) -> Result<Stepped<Tagger>> {
+        let chunk = batch.unwrap_or_default();
+        let labels = self.shape.labels();
+        let lp = model.log_probs(&self.shape, &self.q_all, &self.rows, chunk, &self.ad);
+        let mut onehot = vec![0f32; chunk.len() * labels];
+        for (row, &i) in chunk.iter().enumerate() {
+            onehot[row * labels + self.rows.labels[i] as usize] = 1.0;
         }
-        let train_loss = loss_sum / n.max(1) as f64;
-        crate::train::check_losses("tagger", cfg.seed, epoch, &[("training", train_loss)])?;
-        let valid = model.valid();
-        let val_f1 = label_f1(&valid.predict(&shape, val, dev)?, &gold);
-        curve.push(TaggerEpoch { epoch: epoch as u32, train_loss, val_f1 });
-        best.offer(val_f1, 0.0, epoch as u32, valid);
+        let onehot: Tensor<2> = Tensor::from_data(TensorData::new(onehot, [chunk.len(), labels]), &self.ad);
+        let loss = (lp * onehot).sum().mul_scalar(-1.0 / chunk.len() as f64);
+        let step = (f64::from(loss.clone().into_scalar::<f32>()), chunk.len() as f64);
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        Ok((self.optim.step(self.cfg.lr, model, grads), Some(step)))
     }
-    let (model, epoch) = best.take()?;
-    Ok((model, curve, epoch))
+
+    fn evaluate(&mut self, model: &Tagger, epoch: usize, train_loss: f64) -> Result<Evaluation<Tagger, TaggerEpoch>> {
+        let valid = model.valid();
+        let val_f1 = label_f1(&valid.predict(&self.shape, self.val, self.dev)?, &self.gold);
+        // No validation loss: an equal F1 keeps the earlier epoch.
+        Ok(Evaluation {
+            score: Score::Validated { metric: val_f1, loss: None },
+            keep: valid,
+            row: TaggerEpoch { epoch: epoch as u32, train_loss, val_f1 },
+        })
+    }
 }
 
 #[cfg(test)]

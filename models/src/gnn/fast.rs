@@ -11,7 +11,7 @@ use crate::error::{ModelError, Result};
 use crate::gnn::graph::{Entries, normalised_entries};
 use crate::gnn::{GnnKind, LinkPredConfig, LinkPredData, NodeClassConfig, NodeClassData, hits_at_k};
 use crate::linalg::{Op, gemm_f32};
-use crate::train::{EarlyStopping, EpochRow, Stream, Trained};
+use crate::train::{Batches, EpochRow, Evaluation, Learner, Plan, Stepped, Stream, Trained, fit, gnn_evaluation};
 
 /// `out[dst] += w · x[src]` grouped by destination (the entry order of each destination kept, as
 /// the burn trainers' scatter-add applies them).
@@ -412,19 +412,42 @@ pub fn train_node_classifier(kind: GnnKind, n: usize, g: &FastGraph, data: &Node
         GnnKind::Sage => (Some(Layer::new(d, h, &mut rng)), Some(Layer::new(h, c, &mut rng))),
         _ => (None, None),
     };
-    let mut m = Classifier { kind, l1, l2, r1, r2 };
-    let mut adam = Adam { lr: cfg.lr as f32, eps: 1e-8, decay: cfg.weight_decay, t: 0 };
-    let inv_train = 1.0 / data.train.len() as f32;
+    let m = Classifier { kind, l1, l2, r1, r2 };
+    let adam = Adam { lr: cfg.lr as f32, eps: 1e-8, decay: cfg.weight_decay, t: 0 };
     let x_agg = (kind == GnnKind::Sage).then(|| {
         let mut a = vec![0f32; n * d];
         g.mean.apply(data.features, d, &mut a);
         a
     });
-    let mut stopper = EarlyStopping::default();
-    let mut spare: Option<(Cache, Cache)> = None;
-    for epoch in 1..=cfg.max_epochs {
+    let mut learner = NodeLearner { n, g, data, cfg, adam, x_agg, spare: None };
+    let plan = Plan { model: &model_name, seed: cfg.seed, epochs: cfg.max_epochs, patience: Some(cfg.patience), batches: Batches::Whole };
+    Trained::from_fitted(fit(&plan, &mut learner, m, &mut rng)?)
+}
+
+/// The host node classifier's full-batch steps and evaluation for [`crate::train::fit`].
+struct NodeLearner<'a> {
+    n: usize,
+    g: &'a FastGraph,
+    data: &'a NodeClassData<'a>,
+    cfg: &'a NodeClassConfig,
+    adam: Adam,
+    /// SAGE's mean of the input features over neighbours (the evaluation's first aggregation).
+    x_agg: Option<Vec<f32>>,
+    /// The layer caches of the step before, whose buffers the next forward pass overwrites.
+    spare: Option<(Cache, Cache)>,
+}
+
+impl Learner for NodeLearner<'_> {
+    type Model = Classifier;
+    type Kept = ();
+    type Row = EpochRow;
+
+    fn step(&mut self, mut m: Classifier, _: Option<&[usize]>, rng: &mut Stream) -> Result<Stepped<Classifier>> {
+        let (g, data, cfg, n) = (self.g, self.data, self.cfg, self.n);
+        let (kind, c) = (m.kind, data.classes);
+        let inv_train = 1.0 / data.train.len() as f32;
         let drop = cfg.dropout > 0.0;
-        let (z, c1, c2) = m.forward(g, data.features, n, drop.then_some((cfg.dropout, &mut rng)), spare.take().unwrap_or_default())?;
+        let (z, c1, c2) = m.forward(g, data.features, n, drop.then_some((cfg.dropout, rng)), self.spare.take().unwrap_or_default())?;
         // Softmax cross-entropy over the training nodes.
         let mut dz = vec![0f32; n * c];
         let mut loss = 0f64;
@@ -452,25 +475,24 @@ pub fn train_node_classifier(kind: GnnKind, n: usize, g: &FastGraph, data: &Node
             *v = if a > 0.0 { *v * scale } else { 0.0 };
         }
         Classifier::layer_back(kind, &mut m.l1, m.r1.as_mut(), g, &c1, &dh, n, false)?;
-        spare = Some((c1, c2));
+        self.spare = Some((c1, c2));
         {
             let Classifier { l1, l2, r1, r2, .. } = &mut m;
             let mut ls: Vec<&mut Layer> = vec![l1, l2];
             ls.extend(r1.as_mut());
             ls.extend(r2.as_mut());
-            adam.step(&mut ls);
+            self.adam.step(&mut ls);
         }
-        let eval = m.eval(g, data.features, x_agg.as_deref(), n)?;
+        Ok((m, Some((train_loss, 1.0))))
+    }
+
+    fn evaluate(&mut self, m: &Classifier, epoch: usize, train_loss: f64) -> Result<Evaluation<(), EpochRow>> {
+        let (data, c) = (self.data, self.data.classes);
+        let eval = m.eval(self.g, data.features, self.x_agg.as_deref(), self.n)?;
         let (val_loss, val_acc) = crate::gnn::node::loss_and_accuracy(&eval, c, data.labels, data.val);
         let (_, test_acc) = crate::gnn::node::loss_and_accuracy(&eval, c, data.labels, data.test);
-        crate::train::check_losses(&model_name, cfg.seed, epoch, &[("training", train_loss), ("validation", val_loss)])?;
-        if stopper
-            .stop_after(EpochRow { epoch: epoch as u32, train_loss, val_loss, val_metric: val_acc, test_metric: test_acc }, cfg.patience)
-        {
-            break;
-        }
+        Ok(gnn_evaluation(EpochRow { epoch: epoch as u32, train_loss, val_loss, val_metric: val_acc, test_metric: test_acc }))
     }
-    stopper.finish()
 }
 
 /// GCN encoder + MLP predictor on host buffers ([`crate::gnn::link`]'s model).
@@ -609,33 +631,81 @@ pub fn train_link_predictor(n: usize, g: &FastGraph, data: &LinkPredData<'_>, cf
     crate::train::check_lr("link predictor", cfg.lr)?;
     let mut rng = Stream(cfg.seed ^ 0x6c70);
     let hd = cfg.hidden;
-    let mut net = LinkNet {
+    let net = LinkNet {
         e1: Layer::new(data.dim, hd, &mut rng),
         e2: Layer::new(hd, hd, &mut rng),
         p1: Layer::new(hd, hd, &mut rng),
         p2: Layer::new(hd, 1, &mut rng),
     };
-    let mut adam = Adam { lr: cfg.lr as f32, eps: 1e-8, decay: 0.0, t: 0 };
-    let m = data.message.len();
-    let mut stopper = EarlyStopping::default();
-    // The encoder has no dropout: the evaluation's encoding after a step is the next epoch's
-    // training encoding (same weights, same input), so each epoch encodes once.
-    let mut next: Option<Encoded> = None;
-    let (mut pos, mut negs, mut held) = (Scored::default(), Scored::default(), Scored::default());
-    // Buffers every epoch overwrites whole (`dh` is cleared: the predictor adds into it), and the
-    // encoding of the epoch before, whose buffers the evaluation's encoding takes over.
-    let mut tmp = Vec::new();
-    let (mut dh, mut dhw, mut dh1, mut dxw) = (vec![0f32; n * hd], vec![0f32; n * hd], vec![0f32; n * hd], vec![0f32; n * hd]);
-    let mut spare: Option<Encoded> = None;
-    for epoch in 1..=cfg.max_epochs {
+    let adam = Adam { lr: cfg.lr as f32, eps: 1e-8, decay: 0.0, t: 0 };
+    let zeros = || vec![0f32; n * hd];
+    let mut learner = LinkLearner {
+        n,
+        g,
+        data,
+        cfg,
+        adam,
+        next: None,
+        current: None,
+        spare: None,
+        pos: Scored::default(),
+        negs: Scored::default(),
+        held: Scored::default(),
+        tmp: Vec::new(),
+        dh: zeros(),
+        dhw: zeros(),
+        dh1: zeros(),
+        dxw: zeros(),
+    };
+    let plan =
+        Plan { model: "link predictor", seed: cfg.seed, epochs: cfg.max_epochs, patience: Some(cfg.patience), batches: Batches::Whole };
+    Trained::from_fitted(fit(&plan, &mut learner, net, &mut rng)?)
+}
+
+/// The host link predictor's full-batch steps and evaluation for [`crate::train::fit`].
+///
+/// The encoder has no dropout: the evaluation's encoding after a step is the next step's training
+/// encoding (same weights, same input), so each epoch encodes once.
+struct LinkLearner<'a> {
+    n: usize,
+    g: &'a FastGraph,
+    data: &'a LinkPredData<'a>,
+    cfg: &'a LinkPredConfig,
+    adam: Adam,
+    /// The evaluation's encoding, the next step's training encoding.
+    next: Option<Encoded>,
+    /// The encoding the last step trained on; after the evaluation it becomes `spare`.
+    current: Option<Encoded>,
+    /// The encoding of the epoch before, whose buffers the evaluation's encoding takes over.
+    spare: Option<Encoded>,
+    pos: Scored,
+    negs: Scored,
+    held: Scored,
+    /// Buffers every epoch overwrites whole (`dh` is cleared: the predictor adds into it).
+    tmp: Vec<f32>,
+    dh: Vec<f32>,
+    dhw: Vec<f32>,
+    dh1: Vec<f32>,
+    dxw: Vec<f32>,
+}
+
+impl Learner for LinkLearner<'_> {
+    type Model = LinkNet;
+    type Kept = ();
+    type Row = EpochRow;
+
+    fn step(&mut self, mut net: LinkNet, _: Option<&[usize]>, rng: &mut Stream) -> Result<Stepped<LinkNet>> {
+        let (g, data, n) = (self.g, self.data, self.n);
+        let m = data.message.len();
+        let hd = self.cfg.hidden;
         let neg: Vec<(u32, u32)> = (0..m).map(|_| (rng.below(n) as u32, rng.below(n) as u32)).collect();
-        let enc = match next.take() {
+        let enc = match self.next.take() {
             Some(e) => e,
-            None => net.encode(g, data.features, n, Encoded::default(), &mut tmp)?,
+            None => net.encode(g, data.features, n, Encoded::default(), &mut self.tmp)?,
         };
-        net.score(&enc.h, data.message, &mut pos)?;
-        net.score(&enc.h, &neg, &mut negs)?;
-        let (sp, sn) = (&pos.s, &negs.s);
+        net.score(&enc.h, data.message, &mut self.pos)?;
+        net.score(&enc.h, &neg, &mut self.negs)?;
+        let (sp, sn) = (&self.pos.s, &self.negs.s);
         // loss = −mean log σ(pos) − mean log σ(−neg)
         let lp: f32 = sp.iter().map(|&s| log_sigmoid(s)).sum::<f32>() / m as f32;
         let ln: f32 = sn.iter().map(|&s| log_sigmoid(-s)).sum::<f32>() / m as f32;
@@ -645,55 +715,59 @@ pub fn train_link_predictor(n: usize, g: &FastGraph, data: &LinkPredData<'_>, cf
         }
         let dsp: Vec<f32> = sp.iter().map(|&s| (sigmoid(s) - 1.0) / m as f32).collect();
         let dsn: Vec<f32> = sn.iter().map(|&s| sigmoid(s) / m as f32).collect();
+        let (dh, dhw, dh1, dxw) = (&mut self.dh, &mut self.dhw, &mut self.dh1, &mut self.dxw);
         dh.fill(0.0);
-        net.score_back(&enc.h, data.message, &mut pos, &dsp, &mut dh)?;
-        net.score_back(&enc.h, &neg, &mut negs, &dsn, &mut dh)?;
+        net.score_back(&enc.h, data.message, &mut self.pos, &dsp, dh)?;
+        net.score_back(&enc.h, &neg, &mut self.negs, &dsn, dh)?;
         // Encoder: h = Â(h1 W2) + b2, h1 = relu(Â(x W1) + b1).
-        g.gcn.apply(&dh, hd, &mut dhw);
-        net.e2.grad_w(&enc.x_h1, &dhw, n)?;
-        net.e2.grad_b(&dh);
-        net.e2.back(&dhw, n, &mut dh1, false)?;
+        g.gcn.apply(dh, hd, dhw);
+        net.e2.grad_w(&enc.x_h1, dhw, n)?;
+        net.e2.grad_b(dh);
+        net.e2.back(dhw, n, dh1, false)?;
         for (g1, &a) in dh1.iter_mut().zip(&enc.x_h1) {
             if a <= 0.0 {
                 *g1 = 0.0;
             }
         }
-        g.gcn.apply(&dh1, hd, &mut dxw);
-        net.e1.grad_w(data.features, &dxw, n)?;
-        net.e1.grad_b(&dh1);
+        g.gcn.apply(dh1, hd, dxw);
+        net.e1.grad_w(data.features, dxw, n)?;
+        net.e1.grad_b(dh1);
         {
             let LinkNet { e1, e2, p1, p2 } = &mut net;
-            adam.step(&mut [e1, e2, p1, p2]);
+            self.adam.step(&mut [e1, e2, p1, p2]);
         }
-        let ev = net.encode(g, data.features, n, spare.take().unwrap_or_default(), &mut tmp)?;
+        self.current = Some(enc);
+        Ok((net, Some((train_loss, 1.0))))
+    }
+
+    fn evaluate(&mut self, net: &LinkNet, epoch: usize, train_loss: f64) -> Result<Evaluation<(), EpochRow>> {
+        let (data, n) = (self.data, self.n);
+        let ev = net.encode(self.g, data.features, n, self.spare.take().unwrap_or_default(), &mut self.tmp)?;
         let mut scores = Vec::with_capacity(4);
         for set in [data.val_pos, data.val_neg, data.test_pos, data.test_neg] {
             scores.push(if set.is_empty() {
                 Vec::new()
             } else {
-                net.score(&ev.h, set, &mut held)?;
-                held.s.clone()
+                net.score(&ev.h, set, &mut self.held)?;
+                self.held.s.clone()
             });
         }
         let bce = |s: &[f32], positive: bool| {
             s.iter().map(|&z| softplus_neg(f64::from(if positive { z } else { -z }))).sum::<f64>() / s.len().max(1) as f64
         };
         let val_loss = bce(&scores[0], true) + bce(&scores[1], false);
-        crate::train::check_losses("link predictor", cfg.seed, epoch, &[("training", train_loss), ("validation", val_loss)])?;
+        let k = self.cfg.hits_k;
         let row = EpochRow {
             epoch: epoch as u32,
             train_loss,
             val_loss,
-            val_metric: hits_at_k(&scores[0], &scores[1], cfg.hits_k),
-            test_metric: hits_at_k(&scores[2], &scores[3], cfg.hits_k),
+            val_metric: hits_at_k(&scores[0], &scores[1], k),
+            test_metric: hits_at_k(&scores[2], &scores[3], k),
         };
-        if stopper.stop_after(row, cfg.patience) {
-            break;
-        }
-        spare = Some(enc);
-        next = Some(ev);
+        self.spare = self.current.take();
+        self.next = Some(ev);
+        Ok(gnn_evaluation(row))
     }
-    stopper.finish()
 }
 
 #[cfg(test)]

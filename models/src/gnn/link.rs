@@ -1,13 +1,13 @@
 //! Link prediction with a 2-layer GCN encoder and an MLP predictor (see [`crate::gnn`]).
 
 use burn::module::Module;
-use burn::optim::{AdamConfig, GradientsParams};
+use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::activation::{log_sigmoid, relu};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::error::{ModelError, Result};
 use crate::gnn::GraphOps;
-use crate::train::{Dense, EarlyStopping, EpochRow, Stream, Trained, floats, ints};
+use crate::train::{Batches, Dense, EpochRow, Evaluation, Learner, Plan, Stepped, Stream, Trained, fit, floats, gnn_evaluation, ints};
 
 /// GCN encoder + MLP predictor.
 #[derive(Module, Debug)]
@@ -96,37 +96,65 @@ pub fn train_link_predictor(n: usize, data: &LinkPredData<'_>, cfg: &LinkPredCon
     let dev = dev.clone().autodiff();
     let mut rng = Stream(cfg.seed ^ 0x6c70);
     let g = GraphOps::new(n, data.message, &dev);
-    let gv = g.valid();
     let x: Tensor<2> = Tensor::from_data(TensorData::new(data.features.to_vec(), [n, data.dim]), &dev);
     let h = cfg.hidden;
-    let mut model = LinkModel {
+    let model = LinkModel {
         e1: Dense::new(data.dim, h, &mut rng, &dev),
         e2: Dense::new(h, h, &mut rng, &dev),
         p1: Dense::new(h, h, &mut rng, &dev),
         p2: Dense::new(h, 1, &mut rng, &dev),
     };
-    let mut optim = AdamConfig::new().with_epsilon(1e-8).init();
     let (pa, pb) = pairs_t(data.message, &dev);
-    let m = data.message.len();
     let inner = dev.clone().inner();
     let eval_sets: Vec<(Tensor<1, Int>, Tensor<1, Int>)> =
         [data.val_pos, data.val_neg, data.test_pos, data.test_neg].iter().map(|p| pairs_t(p, &inner)).collect();
-    let mut stopper = EarlyStopping::default();
-    for epoch in 1..=cfg.max_epochs {
-        let neg: Vec<(u32, u32)> = (0..m).map(|_| (rng.below(n) as u32, rng.below(n) as u32)).collect();
-        let (na, nb) = pairs_t(&neg, &dev);
-        let hid = model.encode(&g, x.clone());
-        let pos_s = model.score(hid.clone(), pa.clone(), pb.clone());
+    let optim = AdamConfig::new().with_epsilon(1e-8).init();
+    let mut learner = LinkLearner { n, data, cfg, gv: g.valid(), g, x, pa, pb, eval_sets, dev, optim };
+    let plan =
+        Plan { model: "link predictor", seed: cfg.seed, epochs: cfg.max_epochs, patience: Some(cfg.patience), batches: Batches::Whole };
+    Trained::from_fitted(fit(&plan, &mut learner, model, &mut rng)?)
+}
+
+/// The link predictor's full-batch steps (one uniform negative pair per training edge, from the
+/// run's stream) and evaluation.
+struct LinkLearner<'a> {
+    n: usize,
+    data: &'a LinkPredData<'a>,
+    cfg: &'a LinkPredConfig,
+    g: GraphOps,
+    gv: GraphOps,
+    x: Tensor<2>,
+    pa: Tensor<1, Int>,
+    pb: Tensor<1, Int>,
+    eval_sets: Vec<(Tensor<1, Int>, Tensor<1, Int>)>,
+    dev: Device,
+    optim: ModuleOptimizer,
+}
+
+impl Learner for LinkLearner<'_> {
+    type Model = LinkModel;
+    type Kept = ();
+    type Row = EpochRow;
+
+    fn step(&mut self, model: LinkModel, _: Option<&[usize]>, rng: &mut Stream) -> Result<Stepped<LinkModel>> {
+        let n = self.n;
+        let neg: Vec<(u32, u32)> = (0..self.data.message.len()).map(|_| (rng.below(n) as u32, rng.below(n) as u32)).collect();
+        let (na, nb) = pairs_t(&neg, &self.dev);
+        let hid = model.encode(&self.g, self.x.clone());
+        let pos_s = model.score(hid.clone(), self.pa.clone(), self.pb.clone());
         let neg_s = model.score(hid, na, nb);
         // −log σ(pos) − log(1 − σ(neg)) = −log σ(pos) − log σ(−neg)
         let loss = (log_sigmoid(pos_s).mean() + log_sigmoid(neg_s.neg()).mean()).neg();
         let train_loss = f64::from(loss.clone().into_scalar::<f32>());
         let grads = GradientsParams::from_grads(loss.backward(), &model);
-        model = optim.step(cfg.lr, model, grads);
+        Ok((self.optim.step(self.cfg.lr, model, grads), Some((train_loss, 1.0))))
+    }
+
+    fn evaluate(&mut self, model: &LinkModel, epoch: usize, train_loss: f64) -> Result<Evaluation<(), EpochRow>> {
         let mv = model.valid();
-        let hv = mv.encode(&gv, x.clone().inner());
+        let hv = mv.encode(&self.gv, self.x.clone().inner());
         let mut scores = Vec::with_capacity(4);
-        for (a, b) in &eval_sets {
+        for (a, b) in &self.eval_sets {
             let s = if a.dims()[0] == 0 { Vec::new() } else { floats(mv.score(hv.clone(), a.clone(), b.clone()))? };
             scores.push(s);
         }
@@ -141,15 +169,10 @@ pub fn train_link_predictor(n: usize, data: &LinkPredData<'_>, cfg: &LinkPredCon
                 / s.len().max(1) as f64
         };
         let val_loss = bce(&scores[0], true) + bce(&scores[1], false);
-        let val_hits = hits_at_k(&scores[0], &scores[1], cfg.hits_k);
-        let test_hits = hits_at_k(&scores[2], &scores[3], cfg.hits_k);
-        crate::train::check_losses("link predictor", cfg.seed, epoch, &[("training", train_loss), ("validation", val_loss)])?;
-        let row = EpochRow { epoch: epoch as u32, train_loss, val_loss, val_metric: val_hits, test_metric: test_hits };
-        if stopper.stop_after(row, cfg.patience) {
-            break;
-        }
+        let val_metric = hits_at_k(&scores[0], &scores[1], self.cfg.hits_k);
+        let test_metric = hits_at_k(&scores[2], &scores[3], self.cfg.hits_k);
+        Ok(gnn_evaluation(EpochRow { epoch: epoch as u32, train_loss, val_loss, val_metric, test_metric }))
     }
-    stopper.finish()
 }
 
 #[cfg(test)]

@@ -41,7 +41,7 @@ use crate::error::{ModelError, Result};
 use crate::gnn::batch::GraphBatch;
 use crate::gnn::encoders::{scatter_sum, segment_softmax};
 use crate::graphqa::HeadKind;
-use crate::train::{Dense, Stream, ints};
+use crate::train::{Dense, Evaluation, Learner, Score, Stepped, Stream, fit, ints};
 
 /// The three experts, in gate order.
 pub const EXPERTS: [&str; 3] = ["entity", "relation", "subgraph"];
@@ -374,7 +374,7 @@ impl Default for MixConfig {
 impl MixConfig {
     /// The temperature of a 1-based epoch: geometric from `tau_start` (epoch 1) to `tau_end` (last).
     pub fn tau(&self, epoch: usize) -> f64 {
-        let e = self.qa.epochs.max(2) as f64;
+        let e = self.qa.train.epochs.max(2) as f64;
         let t = (epoch.max(1) - 1) as f64 / (e - 1.0);
         self.tau_start * (self.tau_end / self.tau_start).powf(t.min(1.0))
     }
@@ -458,59 +458,63 @@ pub fn train(
     cfg: &MixConfig,
     dev: &Device,
 ) -> Result<(MixRag, Vec<QaEpoch>, u32)> {
-    use burn::grad_clipping::GradientClippingConfig;
-    use burn::optim::{AdamWConfig, GradientsParams};
     const MODEL: &str = "MixRAG";
-    crate::train::check_lr(MODEL, cfg.qa.lr)?;
+    let t = &cfg.qa.train;
+    crate::train::check_lr(MODEL, t.lr)?;
     if train.is_empty() {
         return Err(ModelError::Internal("no training question".into()));
     }
-    let (dim, edge_dim) = (shape.dim, shape.edge_dim);
     let ad = dev.clone().autodiff();
     let inner = ad.clone().inner();
-    let q = &cfg.qa;
-    let mut model = MixRag::new(shape, q.seed, &ad)?;
-    let mut optim = AdamWConfig::new()
-        .with_weight_decay(q.weight_decay)
-        .with_epsilon(1e-8)
-        .with_grad_clipping(Some(GradientClippingConfig::Norm(q.clip)))
-        .init();
-    let mut rng = Stream(q.seed ^ 0x6d69_7874);
-    let mut best = crate::train::Checkpoint::new();
-    let (mut curve, mut since_best, mut best_metric) = (Vec::new(), 0usize, f64::NEG_INFINITY);
-    for epoch in 1..=q.epochs {
-        let tau = cfg.tau(epoch);
-        let order = rng.shuffled(train.len());
-        let (mut total, mut counted) = (0.0, 0usize);
-        for chunk in order.chunks(q.batch.max(1)) {
-            let refs: Vec<&QaExample> = chunk.iter().map(|&i| &train[i]).collect();
-            let (g, qt) = batch_of(&refs, dim, edge_dim, &ad)?;
-            let noise = (gumbel(g.n_nodes, &mut rng, &ad), gumbel(g.n_edges, &mut rng, &ad));
-            let f = model.forward(&g, qt, tau, Some(noise));
-            let Some(loss) = loss_from(f.logits, model.nodes_head(), &refs, &g) else { continue };
-            total += f64::from(loss.clone().into_scalar::<f32>()) * refs.len() as f64;
-            counted += refs.len();
-            let grads = GradientsParams::from_grads(loss.backward(), &model);
-            model = optim.step(q.lr, model, grads);
-        }
-        let valid = model.valid();
-        let (val_loss, val_metric) = evaluate(&valid, val, dim, edge_dim, tau, &inner)?;
-        let train_loss = total / counted.max(1) as f64;
-        crate::train::check_losses(MODEL, q.seed, epoch, &[("training", train_loss), ("validation", val_loss)])?;
-        curve.push(QaEpoch { epoch: epoch as u32, train_loss, val_loss, val_metric });
-        best.offer(val_metric, val_loss, epoch as u32, valid);
-        if val_metric > best_metric {
-            best_metric = val_metric;
-            since_best = 0;
-        } else {
-            since_best += 1;
-            if since_best >= q.patience {
-                break;
-            }
-        }
+    let model = MixRag::new(shape, cfg.qa.seed, &ad)?;
+    let mut rng = Stream(cfg.qa.seed ^ 0x6d69_7874);
+    let mut learner = MixLearner { train, val, shape, cfg, tau: cfg.tau(1), optim: t.adamw(), ad, inner };
+    let f = fit(&t.plan(MODEL, cfg.qa.seed, train.len()), &mut learner, model, &mut rng)?;
+    Ok((f.kept, f.curve, f.best_epoch))
+}
+
+/// MixRAG's training steps (Gumbel noise from the run's stream, the epoch's temperature) and
+/// evaluation for [`crate::train::fit`].
+struct MixLearner<'a> {
+    train: &'a [QaExample],
+    val: &'a [QaExample],
+    shape: MixShape,
+    cfg: &'a MixConfig,
+    tau: f64,
+    optim: burn::optim::ModuleOptimizer,
+    ad: Device,
+    inner: Device,
+}
+
+impl Learner for MixLearner<'_> {
+    type Model = MixRag;
+    type Kept = MixRag;
+    type Row = QaEpoch;
+
+    fn begin_epoch(&mut self, epoch: usize) {
+        self.tau = self.cfg.tau(epoch);
     }
-    let (m, e) = best.take()?;
-    Ok((m, curve, e))
+
+    fn step(&mut self, model: MixRag, batch: Option<&[usize]>, rng: &mut Stream) -> Result<Stepped<MixRag>> {
+        let refs: Vec<&QaExample> = batch.unwrap_or_default().iter().map(|&i| &self.train[i]).collect();
+        let (g, qt) = batch_of(&refs, self.shape.dim, self.shape.edge_dim, &self.ad)?;
+        let noise = (gumbel(g.n_nodes, rng, &self.ad), gumbel(g.n_edges, rng, &self.ad));
+        let f = model.forward(&g, qt, self.tau, Some(noise));
+        let Some(loss) = loss_from(f.logits, model.nodes_head(), &refs, &g) else { return Ok((model, None)) };
+        let step = (f64::from(loss.clone().into_scalar::<f32>()), refs.len() as f64);
+        let grads = burn::optim::GradientsParams::from_grads(loss.backward(), &model);
+        Ok((self.optim.step(self.cfg.qa.train.lr, model, grads), Some(step)))
+    }
+
+    fn evaluate(&mut self, model: &MixRag, epoch: usize, train_loss: f64) -> Result<Evaluation<MixRag, QaEpoch>> {
+        let valid = model.valid();
+        let (val_loss, val_metric) = evaluate(&valid, self.val, self.shape.dim, self.shape.edge_dim, self.tau, &self.inner)?;
+        Ok(Evaluation {
+            score: Score::Validated { metric: val_metric, loss: Some(val_loss) },
+            keep: valid,
+            row: QaEpoch { epoch: epoch as u32, train_loss, val_loss, val_metric },
+        })
+    }
 }
 
 #[cfg(test)]
@@ -560,7 +564,11 @@ pub(crate) mod tests {
         let (tr, va) = (crate::graphqa::tests::planted(160, 1), crate::graphqa::tests::planted(60, 2));
         let shape = planted_shape(16, 20);
         let mut cfg = MixConfig::default();
-        cfg.qa = crate::graphqa::QaConfig { lr: 5e-3, epochs: 25, patience: 25, batch: 16, head_hidden: 16, ..cfg.qa };
+        cfg.qa = crate::graphqa::QaConfig {
+            train: crate::train::TrainConfig { lr: 5e-3, epochs: 25, patience: 25, batch: 16, ..cfg.qa.train },
+            head_hidden: 16,
+            ..cfg.qa
+        };
         let (m, curve, best) = train(shape, &tr, &va, &cfg, &dev).expect("train");
         let kept = curve.iter().find(|c| c.epoch == best).expect("kept").val_metric;
         assert!(kept >= 0.9, "validation accuracy {kept}: {curve:?}");

@@ -18,7 +18,7 @@
 //!   propagate, bias after), **GraphSAGE** (mean aggregator, PyG `SAGEConv`: W_l·mean(N(i)) + W_r·x_i)
 //!   or **MLP**; ReLU, dropout on the input and the hidden layer, softmax cross-entropy on the
 //!   training nodes, Adam with L2 weight decay (torch semantics), early stopping on validation
-//!   accuracy (ties: lower validation loss) with the test accuracy of the best epoch reported;
+//!   accuracy ([`crate::train::fit`]'s rule) with the test accuracy of the kept epoch reported;
 //! * link prediction with a 2-layer GCN encoder and an MLP predictor on h_u ⊙ h_v (OGB's
 //!   `LinkPredictor`), binary cross-entropy against one uniformly drawn negative pair per positive
 //!   per epoch, and OGB's Hits@K against a fixed set of negative pairs.

@@ -2,13 +2,15 @@
 
 use burn::module::Module;
 use burn::optim::decay::WeightDecayConfig;
-use burn::optim::{AdamConfig, GradientsParams};
+use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::activation::{log_softmax, relu};
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::error::{ModelError, Result};
 use crate::gnn::{GnnKind, GraphOps};
-use crate::train::{Dense, EarlyStopping, EpochRow, Stream, Trained, floats, ints, mask};
+use crate::train::{
+    Batches, Dense, EpochRow, Evaluation, Learner, Plan, Stepped, Stream, Trained, fit, floats, gnn_evaluation, ints, mask,
+};
 
 /// A 2-layer node classifier; `r1`/`r2` are SAGE's root weights.
 #[derive(Module, Debug)]
@@ -139,35 +141,57 @@ pub fn train_node_classifier(
     let mut rng = Stream(cfg.seed ^ 0x6e63);
     let g = GraphOps::new(n, edges, &dev);
     let x: Tensor<2> = Tensor::from_data(TensorData::new(data.features.to_vec(), [n, data.dim]), &dev);
-    let mut model = NodeClassifier::new(kind, data.dim, cfg.hidden, data.classes, &mut rng, &dev);
-    let mut optim = AdamConfig::new().with_epsilon(1e-8).with_weight_decay(Some(WeightDecayConfig::new(cfg.weight_decay))).init();
-    let train_idx = ints(data.train, &dev);
+    let model = NodeClassifier::new(kind, data.dim, cfg.hidden, data.classes, &mut rng, &dev);
+    let optim = AdamConfig::new().with_epsilon(1e-8).with_weight_decay(Some(WeightDecayConfig::new(cfg.weight_decay))).init();
     let mut onehot = vec![0f32; data.train.len() * data.classes];
     for (r, &v) in data.train.iter().enumerate() {
         onehot[r * data.classes + data.labels[v as usize] as usize] = 1.0;
     }
     let onehot: Tensor<2> = Tensor::from_data(TensorData::new(onehot, [data.train.len(), data.classes]), &dev);
-    let inv_train = 1.0 / data.train.len() as f64;
-    let mut stopper = EarlyStopping::default();
-    for epoch in 1..=cfg.max_epochs {
+    let mut learner = NodeLearner { kind, n, data, cfg, train_idx: ints(data.train, &dev), onehot, gv: g.valid(), g, x, dev, optim };
+    let plan = Plan { model: &model_name, seed: cfg.seed, epochs: cfg.max_epochs, patience: Some(cfg.patience), batches: Batches::Whole };
+    Trained::from_fitted(fit(&plan, &mut learner, model, &mut rng)?)
+}
+
+/// The node classifier's full-batch steps (dropout masks from the run's stream) and evaluation.
+struct NodeLearner<'a> {
+    kind: GnnKind,
+    n: usize,
+    data: &'a NodeClassData<'a>,
+    cfg: &'a NodeClassConfig,
+    g: GraphOps,
+    gv: GraphOps,
+    x: Tensor<2>,
+    train_idx: Tensor<1, Int>,
+    onehot: Tensor<2>,
+    dev: Device,
+    optim: ModuleOptimizer,
+}
+
+impl Learner for NodeLearner<'_> {
+    type Model = NodeClassifier;
+    type Kept = ();
+    type Row = EpochRow;
+
+    fn step(&mut self, model: NodeClassifier, _: Option<&[usize]>, rng: &mut Stream) -> Result<Stepped<NodeClassifier>> {
+        let (cfg, n, dev) = (self.cfg, self.n, &self.dev);
         let masks =
-            (cfg.dropout > 0.0).then(|| (mask(n, data.dim, cfg.dropout, &mut rng, &dev), mask(n, cfg.hidden, cfg.dropout, &mut rng, &dev)));
-        let logits = model.forward(kind, &g, x.clone(), masks);
-        let lp = log_softmax(logits.select(0, train_idx.clone()), 1);
-        let loss = (lp * onehot.clone()).sum().mul_scalar(-inv_train);
+            (cfg.dropout > 0.0).then(|| (mask(n, self.data.dim, cfg.dropout, rng, dev), mask(n, cfg.hidden, cfg.dropout, rng, dev)));
+        let logits = model.forward(self.kind, &self.g, self.x.clone(), masks);
+        let lp = log_softmax(logits.select(0, self.train_idx.clone()), 1);
+        let loss = (lp * self.onehot.clone()).sum().mul_scalar(-1.0 / self.data.train.len() as f64);
         let train_loss = f64::from(loss.clone().into_scalar::<f32>());
         let grads = GradientsParams::from_grads(loss.backward(), &model);
-        model = optim.step(cfg.lr, model, grads);
-        let eval = floats(model.valid().forward(kind, &g.valid(), x.clone().inner(), None))?;
-        let (val_loss, val_acc) = loss_and_accuracy(&eval, data.classes, data.labels, data.val);
-        let (_, test_acc) = loss_and_accuracy(&eval, data.classes, data.labels, data.test);
-        crate::train::check_losses(&model_name, cfg.seed, epoch, &[("training", train_loss), ("validation", val_loss)])?;
-        let row = EpochRow { epoch: epoch as u32, train_loss, val_loss, val_metric: val_acc, test_metric: test_acc };
-        if stopper.stop_after(row, cfg.patience) {
-            break;
-        }
+        Ok((self.optim.step(cfg.lr, model, grads), Some((train_loss, 1.0))))
     }
-    stopper.finish()
+
+    fn evaluate(&mut self, model: &NodeClassifier, epoch: usize, train_loss: f64) -> Result<Evaluation<(), EpochRow>> {
+        let d = self.data;
+        let eval = floats(model.valid().forward(self.kind, &self.gv, self.x.clone().inner(), None))?;
+        let (val_loss, val_acc) = loss_and_accuracy(&eval, d.classes, d.labels, d.val);
+        let (_, test_acc) = loss_and_accuracy(&eval, d.classes, d.labels, d.test);
+        Ok(gnn_evaluation(EpochRow { epoch: epoch as u32, train_loss, val_loss, val_metric: val_acc, test_metric: test_acc }))
+    }
 }
 
 #[cfg(test)]

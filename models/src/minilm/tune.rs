@@ -15,13 +15,13 @@
 use std::path::Path;
 
 use burn::module::Module;
-use burn::optim::{AdamConfig, GradientsParams};
+use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Tensor, TensorData};
 
 use super::{Bert, LayerWeights, key_bias, layer_forward};
 use crate::error::{ModelError, Result};
-use crate::train::{Dense, Stream, floats};
+use crate::train::{Batches, Dense, Evaluation, Learner, Plan, Score, Stepped, Stream, fit, floats};
 
 /// Hyper-parameters.
 #[derive(Debug, Clone)]
@@ -307,42 +307,82 @@ pub fn train_top(
         return Err(ModelError::Internal(format!("encoder tuning: a state of {} floats is not whole tokens of {}", s.len(), shape.dim)));
     }
     let ad = dev.clone().autodiff();
-    let mut model = TopLayers::from_bert(bert, shape, cfg.seed, &ad)?;
-    let mut optim = AdamConfig::new().with_epsilon(1e-8).init();
+    let model = TopLayers::from_bert(bert, shape, cfg.seed, &ad)?;
     let mut rng = Stream(cfg.seed ^ 0x6f72_6465);
-    let n = train.0.len();
+    let items = train.0.len();
     let batch = cfg.batch.max(1);
-    let steps = (cfg.epochs * n.div_ceil(batch)).max(1);
-    let mut step = 0usize;
-    let mut curve = Vec::new();
-    let mut best = crate::train::Checkpoint::new();
-    for epoch in 1..=cfg.epochs {
-        let order = rng.shuffled(n);
-        let mut loss_sum = 0.0;
-        for chunk in order.chunks(batch) {
-            let refs: Vec<&[f32]> = chunk.iter().map(|&i| train.0[i].as_slice()).collect();
-            let lp = model.log_probs(&shape, &refs, &ad);
-            let mut onehot = vec![0f32; chunk.len() * classes];
-            for (r, &i) in chunk.iter().enumerate() {
-                onehot[r * classes + train.1[i] as usize] = 1.0;
-            }
-            let onehot: Tensor<2> = Tensor::from_data(TensorData::new(onehot, [chunk.len(), classes]), &ad);
-            let loss = (lp * onehot).sum().mul_scalar(-1.0 / chunk.len() as f64);
-            loss_sum += f64::from(loss.clone().into_scalar::<f32>()) * chunk.len() as f64;
-            let grads = GradientsParams::from_grads(loss.backward(), &model);
-            let lr = cfg.lr * (1.0 - step as f64 / steps as f64);
-            model = optim.step(lr, model, grads);
-            step += 1;
-            on_batch(chunk.len());
+    let steps = (cfg.epochs * items.div_ceil(batch)).max(1);
+    let mut learner = TuneLearner {
+        shape,
+        classes,
+        train,
+        val,
+        cfg,
+        dev,
+        ad,
+        optim: AdamConfig::new().with_epsilon(1e-8).init(),
+        step: 0,
+        steps,
+        on_batch,
+    };
+    let plan = Plan { model: MODEL, seed: cfg.seed, epochs: cfg.epochs, patience: None, batches: Batches::Shuffled { items, size: batch } };
+    let f = fit(&plan, &mut learner, model, &mut rng)?;
+    Ok((f.kept, shape, f.curve, f.best_epoch))
+}
+
+/// The tuned layers' training steps (a learning rate decaying linearly to 0 over all steps) and
+/// evaluation for [`crate::train::fit`].
+struct TuneLearner<'a> {
+    shape: TopShape,
+    classes: usize,
+    train: (&'a [Vec<f32>], &'a [u32]),
+    val: (&'a [Vec<f32>], &'a [u32]),
+    cfg: &'a TuneConfig,
+    dev: &'a Device,
+    ad: Device,
+    optim: ModuleOptimizer,
+    step: usize,
+    steps: usize,
+    on_batch: &'a dyn Fn(usize),
+}
+
+impl Learner for TuneLearner<'_> {
+    type Model = TopLayers;
+    type Kept = TopLayers;
+    type Row = TuneEpoch;
+
+    fn step(&mut self, model: TopLayers, batch: Option<&[usize]>, _rng: &mut Stream) -> Result<Stepped<TopLayers>> {
+        let chunk = batch.unwrap_or_default();
+        let classes = self.classes;
+        let refs: Vec<&[f32]> = chunk.iter().map(|&i| self.train.0[i].as_slice()).collect();
+        let lp = model.log_probs(&self.shape, &refs, &self.ad);
+        let mut onehot = vec![0f32; chunk.len() * classes];
+        for (r, &i) in chunk.iter().enumerate() {
+            onehot[r * classes + self.train.1[i] as usize] = 1.0;
         }
-        let valid = model.valid();
-        let (val_loss, val_accuracy) = if val.0.is_empty() { (0.0, 0.0) } else { evaluate(&valid, &shape, val.0, val.1, 64, dev)? };
-        let train_loss = loss_sum / n as f64;
-        crate::train::check_losses(MODEL, cfg.seed, epoch, &[("training", train_loss), ("validation", val_loss)])?;
-        curve.push(TuneEpoch { epoch: epoch as u32, train_loss, val_loss, val_accuracy });
-        // Without validation rows every epoch ties; the later one wins on the tie-break.
-        best.offer(val_accuracy, if val.0.is_empty() { -(epoch as f64) } else { val_loss }, epoch as u32, valid);
+        let onehot: Tensor<2> = Tensor::from_data(TensorData::new(onehot, [chunk.len(), classes]), &self.ad);
+        let loss = (lp * onehot).sum().mul_scalar(-1.0 / chunk.len() as f64);
+        let step = (f64::from(loss.clone().into_scalar::<f32>()), chunk.len() as f64);
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        let lr = self.cfg.lr * (1.0 - self.step as f64 / self.steps as f64);
+        let model = self.optim.step(lr, model, grads);
+        self.step += 1;
+        (self.on_batch)(chunk.len());
+        Ok((model, Some(step)))
     }
-    let (model, epoch) = best.take()?;
-    Ok((model, shape, curve, epoch))
+
+    fn evaluate(&mut self, model: &TopLayers, epoch: usize, train_loss: f64) -> Result<Evaluation<TopLayers, TuneEpoch>> {
+        let valid = model.valid();
+        let row = |val_loss, val_accuracy| TuneEpoch { epoch: epoch as u32, train_loss, val_loss, val_accuracy };
+        if self.val.0.is_empty() {
+            // Without validation rows the last epoch is kept.
+            return Ok(Evaluation { score: Score::Unvalidated { loss: Some(0.0) }, keep: valid, row: row(0.0, 0.0) });
+        }
+        let (val_loss, val_accuracy) = evaluate(&valid, &self.shape, self.val.0, self.val.1, 64, self.dev)?;
+        Ok(Evaluation {
+            score: Score::Validated { metric: val_accuracy, loss: Some(val_loss) },
+            keep: valid,
+            row: row(val_loss, val_accuracy),
+        })
+    }
 }

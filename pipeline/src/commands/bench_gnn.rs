@@ -121,6 +121,7 @@ pub fn run(a: BenchGnnArgs) -> Result<()> {
         WhatArg::Batch => {
             use tgrag_models::gnn::encoders::{EncoderKind, EncoderShape, Pooling};
             use tgrag_models::graphqa::{HeadKind, QaConfig, QaExample, QaShape, Target, train};
+            use tgrag_models::train::TrainConfig;
             let kind = match a.encoder.as_str() {
                 "gt" => EncoderKind::Gt,
                 "gat" => EncoderKind::Gat,
@@ -145,7 +146,11 @@ pub fn run(a: BenchGnnArgs) -> Result<()> {
                 .collect();
             let enc = EncoderShape { kind, in_dim: dim, edge_dim: dim, hidden: 256, layers: 4, heads: 4, pooling: Pooling::Mean };
             let shape = QaShape { encoder: Some(enc), question_dim: dim, head: HeadKind::Classify { classes: 2 }, head_hidden: 256 };
-            let cfg = QaConfig { epochs: 1, patience: 2, batch: a.graphs, head_hidden: 256, ..QaConfig::default() };
+            let cfg = QaConfig {
+                train: TrainConfig { epochs: 1, patience: 2, batch: a.graphs, ..TrainConfig::default() },
+                head_hidden: 256,
+                ..QaConfig::default()
+            };
             let val = &examples[..a.graphs];
             let t0 = Instant::now();
             train(shape, &examples, val, dim, dim, &cfg, &device.device())?;
