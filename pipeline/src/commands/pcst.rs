@@ -9,8 +9,10 @@ use anyhow::{Context, Result};
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Float64Type, Int64Type};
 use rayon::prelude::*;
+use tgrag_schemas::io;
 use tgrag_schemas::rows::{Row, Rows};
 use tgrag_schemas::tables;
+use tgrag_schemas::validate::{InputRules, check_input};
 use tgrag_stages::graphqa::pcst::{Pruning, pcst};
 
 /// `--pruning`.
@@ -102,7 +104,37 @@ fn slot<T: Clone>(v: &mut Vec<Option<T>>, i: usize) -> &mut Option<T> {
     &mut v[i]
 }
 
+/// An instance as [`pcst`] takes it: edges, prizes by node, costs by edge.
+type Arrays = (Vec<(u32, u32)>, Vec<f64>, Vec<f64>);
+
+/// One solved instance: its id, the kept nodes and the kept edge indices, in pcst_fast's order.
+type Solved = (i64, Vec<u32>, Vec<u32>);
+
+/// `tgrag pcst`: checks the flags, reads and groups the instances, solves them in parallel, writes
+/// both files.
 pub fn run(a: PcstArgs) -> Result<()> {
+    let (pruning, root) = settings(&a)?;
+    let (nb, eb) = read_tables(&a)?;
+    let inst = instances(&a, &nb, &eb)?;
+    let t0 = Instant::now();
+    let solved: Vec<Solved> = inst
+        .par_iter()
+        .map(|(&id, x)| {
+            let (edges, prizes, costs) = arrays(&a, id, x)?;
+            let (v, e) = pcst(&edges, &prizes, &costs, root, a.clusters, pruning)
+                .map_err(|e| crate::input!("{}: instance {id}: {e}", a.nodes.display()))?;
+            Ok((id, v, e))
+        })
+        .collect::<Result<_>>()?;
+    let secs = t0.elapsed().as_secs_f64();
+    write(&a.out, &solved)?;
+    eprintln!("pcst: {} instances solved in {secs:.4}s ({:?} pruning) → {}", solved.len(), a.pruning, a.out.display());
+    Ok(())
+}
+
+/// The pruning method and the root from the flags, refusing a root or cluster count that
+/// cannot work before any file is read.
+fn settings(a: &PcstArgs) -> Result<(Pruning, Option<usize>)> {
     let pruning = match a.pruning {
         PruningArg::None => Pruning::None,
         PruningArg::Simple => Pruning::Simple,
@@ -120,9 +152,13 @@ pub fn run(a: PcstArgs) -> Result<()> {
     if a.clusters == 0 {
         bail_config!("--clusters 0: ask for at least one tree");
     }
+    Ok((pruning, root))
+}
+
+/// The nodes and edges files, read and checked against their input rules.
+fn read_tables(a: &PcstArgs) -> Result<(RecordBatch, RecordBatch)> {
     let nb = tgrag_schemas::io::read_parquet(&a.nodes)?;
     let eb = tgrag_schemas::io::read_parquet(&a.edges)?;
-    use tgrag_schemas::validate::{InputRules, check_input};
     check_input(
         &a.nodes,
         "pcst nodes",
@@ -145,13 +181,19 @@ pub fn run(a: PcstArgs) -> Result<()> {
             non_empty: false,
         },
     )?;
-    let (ni, nn, np) = (ints(&nb, &a.nodes, "instance_id")?, ints(&nb, &a.nodes, "node")?, floats(&nb, &a.nodes, "prize")?);
+    Ok((nb, eb))
+}
+
+/// The rows grouped by instance, each node and edge in its slot; a slot filled twice, a
+/// negative prize or cost, or an id that cannot be one is an error naming file, row and column.
+fn instances(a: &PcstArgs, nb: &RecordBatch, eb: &RecordBatch) -> Result<BTreeMap<i64, Instance>> {
+    let (ni, nn, np) = (ints(nb, &a.nodes, "instance_id")?, ints(nb, &a.nodes, "node")?, floats(nb, &a.nodes, "prize")?);
     let (ei, ex, es, ed, ec) = (
-        ints(&eb, &a.edges, "instance_id")?,
-        ints(&eb, &a.edges, "edge_index")?,
-        ints(&eb, &a.edges, "src")?,
-        ints(&eb, &a.edges, "dst")?,
-        floats(&eb, &a.edges, "cost")?,
+        ints(eb, &a.edges, "instance_id")?,
+        ints(eb, &a.edges, "edge_index")?,
+        ints(eb, &a.edges, "src")?,
+        ints(eb, &a.edges, "dst")?,
+        floats(eb, &a.edges, "cost")?,
     );
     non_negative(&np, &a.nodes, "prize")?;
     non_negative(&ec, &a.edges, "cost")?;
@@ -178,53 +220,56 @@ pub fn run(a: PcstArgs) -> Result<()> {
             bail_input!("{}: row {r}, column `edge_index`: edge {e} of instance {} appears twice", a.edges.display(), ei[r]);
         }
     }
-    let t0 = Instant::now();
-    let solved: Vec<(i64, Vec<u32>, Vec<u32>)> = inst
-        .par_iter()
-        .map(|(&id, x)| {
-            let prizes: Vec<f64> = x
-                .prizes
-                .iter()
-                .enumerate()
-                .map(|(v, p)| p.with_context(|| format!("{}: instance {id} has no row for node {v} (nodes are 0..n−1)", a.nodes.display())))
-                .collect::<Result<_>>()?;
-            let mut edges = Vec::with_capacity(x.edges.len());
-            let mut costs = Vec::with_capacity(x.edges.len());
-            for (j, e) in x.edges.iter().enumerate() {
-                let (s, d, c, row) =
-                    e.with_context(|| format!("{}: instance {id} has no row for edge {j} (edge indices are 0..m−1)", a.edges.display()))?;
-                for (col, v) in [("src", s), ("dst", d)] {
-                    if v as usize >= prizes.len() {
-                        bail_input!(
-                            "{}: row {row}, column `{col}`: node {v} is not a node of instance {id} (it has {} nodes: 0..{})",
-                            a.edges.display(),
-                            prizes.len(),
-                            prizes.len().saturating_sub(1)
-                        );
-                    }
-                }
-                edges.push((s, d));
-                costs.push(c);
-            }
-            let (v, e) = pcst(&edges, &prizes, &costs, root, a.clusters, pruning)
-                .map_err(|e| crate::input!("{}: instance {id}: {e}", a.nodes.display()))?;
-            Ok((id, v, e))
-        })
+    Ok(inst)
+}
+
+/// Instance `id` as arrays: every node 0..n−1 and every edge 0..m−1 present, endpoints among
+/// the instance's nodes.
+fn arrays(a: &PcstArgs, id: i64, x: &Instance) -> Result<Arrays> {
+    let prizes: Vec<f64> = x
+        .prizes
+        .iter()
+        .enumerate()
+        .map(|(v, p)| p.with_context(|| format!("{}: instance {id} has no row for node {v} (nodes are 0..n−1)", a.nodes.display())))
         .collect::<Result<_>>()?;
-    let secs = t0.elapsed().as_secs_f64();
-    // One row struct for both files: (instance, position, kept node or edge).
-    struct Kept {
-        instance_id: i64,
-        pos: u32,
-        id: i64,
-    }
-    impl Row for Kept {
-        fn put(&self, out: &mut Rows) {
-            out.put(self.instance_id).put(self.pos).put(self.id);
+    let mut edges = Vec::with_capacity(x.edges.len());
+    let mut costs = Vec::with_capacity(x.edges.len());
+    for (j, e) in x.edges.iter().enumerate() {
+        let (s, d, c, row) =
+            e.with_context(|| format!("{}: instance {id} has no row for edge {j} (edge indices are 0..m−1)", a.edges.display()))?;
+        for (col, v) in [("src", s), ("dst", d)] {
+            if v as usize >= prizes.len() {
+                bail_input!(
+                    "{}: row {row}, column `{col}`: node {v} is not a node of instance {id} (it has {} nodes: 0..{})",
+                    a.edges.display(),
+                    prizes.len(),
+                    prizes.len().saturating_sub(1)
+                );
+            }
         }
+        edges.push((s, d));
+        costs.push(c);
     }
+    Ok((edges, prizes, costs))
+}
+
+/// One row struct for both files: (instance, position, kept node or edge).
+struct Kept {
+    instance_id: i64,
+    pos: u32,
+    id: i64,
+}
+
+impl Row for Kept {
+    fn put(&self, out: &mut Rows) {
+        out.put(self.instance_id).put(self.pos).put(self.id);
+    }
+}
+
+/// `vertices.parquet` and `edges.parquet` under `out`, in the order the instances were solved.
+fn write(out: &Path, solved: &[Solved]) -> Result<()> {
     let (mut vertices, mut edges) = (Rows::new(&tables::PCST_VERTICES), Rows::new(&tables::PCST_EDGES));
-    for (id, v, e) in &solved {
+    for (id, v, e) in solved {
         for (k, &n) in v.iter().enumerate() {
             vertices.push(&Kept { instance_id: *id, pos: k as u32, id: i64::from(n) });
         }
@@ -233,13 +278,11 @@ pub fn run(a: PcstArgs) -> Result<()> {
         }
     }
     let (vertices, edges) = (vertices.finish()?, edges.finish()?);
-    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     // Both files are written before either replaces an old one: a failure leaves the old pair.
-    use tgrag_schemas::io;
-    let (vp, ep) = (a.out.join("vertices.parquet"), a.out.join("edges.parquet"));
+    let (vp, ep) = (out.join("vertices.parquet"), out.join("edges.parquet"));
     let vt = io::write_table_tmp(&tables::PCST_VERTICES, &vp, &vertices)?;
     let et = io::write_table_tmp(&tables::PCST_EDGES, &ep, &edges).inspect_err(|_| io::discard(std::slice::from_ref(&vt)))?;
     io::commit_all(&[(vt, vp), (et, ep)])?;
-    eprintln!("pcst: {} instances solved in {secs:.4}s ({:?} pruning) → {}", solved.len(), a.pruning, a.out.display());
     Ok(())
 }
