@@ -13,7 +13,7 @@ use arrow::record_batch::RecordBatch;
 use rayon::prelude::*;
 use tgrag_schemas::tables;
 use tgrag_stages::Progress;
-use tgrag_stages::retrieval::lexical::{Bm25Params, Index, Variant};
+use tgrag_stages::retrieval::bm25_index::{Bm25Params, Index, Variant};
 use tgrag_stages::shared::text::TokenizerKind;
 
 use crate::commands::{check_ids, column, texts};

@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::shared::run::by_score_then_id;
+
 /// How unretrieved candidates are scored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -101,6 +103,7 @@ impl Candidates {
 pub fn answer_ranks(retrieved: &[(u32, f32)], answers: &[u32], cands: &Candidates, mode: EvalMode) -> Vec<Option<usize>> {
     // Keep retrieved candidates only; one score per node (the best, if a run repeats a node).
     let mut r: Vec<(u32, f32)> = retrieved.iter().copied().filter(|&(n, _)| cands.contains(n)).collect();
+    // By id first (best score first within an id), for the dedup; not the ranking order.
     r.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)));
     r.dedup_by_key(|x| x.0);
     let unret_score = match mode {
@@ -109,7 +112,7 @@ pub fn answer_ranks(retrieved: &[(u32, f32)], answers: &[u32], cands: &Candidate
     };
     let by_id: Vec<u32> = r.iter().map(|x| x.0).collect();
     let mut ranked = r.clone();
-    ranked.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    ranked.sort_unstable_by(by_score_then_id);
     let n_unret = cands.len() - r.len();
     // Unretrieved candidates ahead of (score s, id a): those with U > s, or U == s and id < a.
     let unret_ahead = |s: f32, a: u32| -> usize {
@@ -182,7 +185,7 @@ mod tests {
         for &(i, s) in retrieved {
             all[i as usize].1 = s;
         }
-        all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        all.sort_by(by_score_then_id);
         let rank = |a: u32| all.iter().position(|x| x.0 == a).map(|p| p + 1);
         let ranks: Vec<usize> = answers.iter().filter_map(|&a| rank(a)).collect();
         let best = ranks.iter().copied().min();

@@ -38,6 +38,7 @@ use crate::kb::kb::{Kb, MIN_NAME_CHARS, TypedGraph, remaining_text};
 use crate::kb::rerank::{Ranked, features};
 use crate::kb::traversal::{TextIndex, Traj, TraversalConfig, parse_tokens, traverse};
 use crate::shared::curves::Curves;
+use crate::shared::run::by_score_then_id;
 use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
 
 /// Options of the `mor` stage.
@@ -204,7 +205,7 @@ pub fn reason(kb: &Kb, ti: &TextIndex, qid: u32, tokens: &[String], tcfg: &Trave
             }
         }
         let mut r: Ranked = c.into_iter().map(|(v, t)| (v, kb.dense(qid, v), t)).collect();
-        r.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        r.sort_by(by_score_then_id);
         r.truncate(tcfg.candidates);
         r
     };
@@ -286,7 +287,7 @@ pub fn organize(
                 None => reasoned[i].runs[0].iter().map(|x| x.1).collect(),
             };
             let mut r: Ranked = reasoned[i].runs[0].iter().zip(&s).map(|((v, _, t), &sc)| (*v, sc, t.clone())).collect();
-            r.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            r.sort_by(by_score_then_id);
             Ok((r, t0.elapsed().as_secs_f64()))
         })
         .collect::<Result<Vec<_>>>()?;
@@ -440,7 +441,7 @@ impl RunBuilder {
 mod tests {
     use super::*;
     use crate::kb::kb::tests::toy_kb;
-    use crate::retrieval::lexical::{Bm25Params, Index};
+    use crate::retrieval::bm25_index::{Bm25Params, Index};
     use crate::shared::text::TokenizerKind;
 
     fn text_index(kb: &Kb) -> TextIndex {

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashSet};
 use serde::{Deserialize, Serialize};
 
 use crate::kb::kb::TypedGraph;
-use crate::retrieval::lexical::Index;
+use crate::retrieval::bm25_index::Index;
 use crate::shared::text::TokenizerKind;
 use crate::{Result, StageContext, StageError};
 
@@ -186,7 +186,7 @@ pub fn traverse(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::retrieval::lexical::Bm25Params;
+    use crate::retrieval::bm25_index::Bm25Params;
 
     /// brand b0 "acme" (0), b1 "zeta" (1); products 2, 3 of b0 and 4 of b1; 3 and 4 are "waterproof".
     pub(crate) fn toy() -> (TypedGraph, TextIndex) {

@@ -1,4 +1,4 @@
-//! `bm25`: the stage that indexes every node document with BM25 ([`crate::retrieval::lexical`]),
+//! `bm25`: the stage that indexes every node document with BM25 ([`crate::retrieval::bm25_index`]),
 //! ranks every query (method `bm25`) and persists the index (`bm25_index`, `bm25_terms`,
 //! `bm25_postings`, `bm25_docs`) so that MoR and readers use this one index and its parameters.
 
@@ -7,7 +7,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use tgrag_schemas::columns;
 
-use crate::retrieval::lexical::{Bm25Params, Index};
+use crate::retrieval::bm25_index::{Bm25Params, Index};
 use crate::shared::run::run_batch;
 use crate::shared::text::TokenizerKind;
 use crate::{Result, StageContext, StageInfo, StageSpec};

@@ -138,6 +138,7 @@ impl StageSpec for DenseStage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shared::run::by_score_then_id;
 
     #[test]
     fn burn_top_k_matches_brute_force() {
@@ -149,7 +150,7 @@ mod tests {
         for (qi, hits) in got.iter().enumerate() {
             let mut all: Vec<(u32, f32)> =
                 (0..n).map(|j| (j as u32, (0..dim).map(|t| qs[qi * dim + t] * docs[j * dim + t]).sum::<f32>())).collect();
-            all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            all.sort_by(by_score_then_id);
             assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), all[..5].iter().map(|h| h.0).collect::<Vec<_>>());
             for (h, w) in hits.iter().zip(&all) {
                 assert!((h.1 - w.1).abs() < 1e-4);

@@ -1,5 +1,5 @@
-//! Text retrieval: the BM25 index ([`lexical`], a library) and the stages `bm25` and `dense`.
+//! Text retrieval: the BM25 index ([`bm25_index`], a library) and the stages `bm25` and `dense`.
 
 pub mod bm25;
+pub mod bm25_index;
 pub mod dense;
-pub mod lexical;

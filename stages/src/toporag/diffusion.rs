@@ -11,6 +11,7 @@
 use rayon::prelude::*;
 
 use crate::error::{Result, StageError};
+use crate::shared::run::{Scored, by_score_then_id};
 
 /// A CSR adjacency: `indices[indptr[i]..indptr[i+1]]` are the out-neighbours of `i` in the order
 /// the edges were given (repeated edges count twice, as scipy's CSR sums duplicates).
@@ -222,6 +223,16 @@ pub struct Neighbour {
     pub score: f64,
 }
 
+impl Scored for Neighbour {
+    type Score = f64;
+    fn id(&self) -> u32 {
+        self.node
+    }
+    fn score(&self) -> f64 {
+        self.score
+    }
+}
+
 /// Cosine top-`k` among `candidates` (ids into `p`, row-major `n × d`, f64) for each of `targets`,
 /// self excluded; cos = 0 when either row is all zero; order: cosine descending, then id ascending.
 pub fn cosine_top_k(p: &[f64], d: usize, targets: &[u32], candidates: &[u32], k: usize) -> Vec<Vec<Neighbour>> {
@@ -245,12 +256,11 @@ pub fn cosine_top_k(p: &[f64], d: usize, targets: &[u32], candidates: &[u32], k:
                     Neighbour { node: c, score }
                 })
                 .collect();
-            let by = |a: &Neighbour, b: &Neighbour| b.score.total_cmp(&a.score).then(a.node.cmp(&b.node));
             if scored.len() > k {
-                scored.select_nth_unstable_by(k, by);
+                scored.select_nth_unstable_by(k, by_score_then_id);
                 scored.truncate(k);
             }
-            scored.sort_unstable_by(by);
+            scored.sort_unstable_by(by_score_then_id);
             scored
         })
         .collect()

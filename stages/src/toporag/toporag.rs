@@ -37,6 +37,7 @@ use tgrag_models::gnn::{LinkPredConfig, NodeClassConfig};
 use tgrag_schemas::columns;
 
 use crate::shared::encoders::{DeviceChoice, Encoder, TextEncoder};
+use crate::shared::run::by_score_then_id;
 use crate::shared::scores::{ALL, Scores};
 use crate::toporag::diffusion::{Adjacency, Neighbour, cosine_top_k, diffuse_f32};
 use crate::toporag::emails::{Mails, mail_pool, people_graph, read_mails};
@@ -235,7 +236,7 @@ pub fn retrieve(
             let q: Vec<f64> = vis_emb[qi * dim..qi * dim + dim].iter().map(|&x| f64::from(x)).collect();
             let mut s: Vec<Neighbour> =
                 observed.iter().map(|&o| Neighbour { node: o, score: cos(&q, &full[o as usize * dim..o as usize * dim + dim]) }).collect();
-            s.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.node.cmp(&b.node)));
+            s.sort_by(by_score_then_id);
             s.truncate(k);
             s
         })
@@ -465,7 +466,7 @@ pub fn retrieve_emails(
     };
     let rank_by_text = |qi: usize, pool: &[u32]| {
         let mut s: Vec<Neighbour> = pool.iter().map(|&k| Neighbour { node: k, score: text_score(qi, k) }).collect();
-        s.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.node.cmp(&b.node)));
+        s.sort_by(by_score_then_id);
         s.truncate(cfg.top_k);
         s
     };
@@ -492,7 +493,7 @@ pub fn retrieve_emails(
                 Neighbour { node: o, score }
             })
             .collect();
-        s.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.node.cmp(&b.node)));
+        s.sort_by(by_score_then_id);
         s.into_iter().map(|nb| nb.node).collect()
     };
     let topo_hits = |qi: usize, role_mode: bool| {
