@@ -170,17 +170,32 @@ impl Row for LinkRow<'_> {
 /// `scores`: per retriever (the method) and model (`group` = `model=…`), test and validation
 /// accuracy (node classification) and Hits@K (link prediction).
 pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress, scores: &mut Scores) -> Result<TaskTables> {
-    let on_gpu = cfg.device.resolved() == DeviceChoice::Gpu;
-    let dev = cfg.device.device();
     let class = inp.labels.map(|(labels, classes)| {
         let (train, val, test) = class_split(labels, inp.partial, cfg.val_fraction, cfg.seed);
-        (labels, classes, train, val, test)
+        ClassSplit { labels, classes, train, val, test }
     });
-    let class = class.filter(|c| c.1 >= 2 && !c.2.is_empty() && !c.4.is_empty());
+    let class = class.filter(|c| c.classes >= 2 && !c.train.is_empty() && !c.test.is_empty());
     let links = link_split(inp.n, inp.edges, inp.partial, cfg);
+    let jobs = jobs(inp, cfg, class.is_some(), &links);
+    let results = train_all(&jobs, inp, cfg, class.as_ref(), &links, progress)?;
+    tabulate(&jobs, &results, cfg, class.as_ref(), &links, scores)
+}
+
+/// The node-classification labels, class count and index sets.
+struct ClassSplit<'a> {
+    labels: &'a [u32],
+    classes: usize,
+    train: Vec<u32>,
+    val: Vec<u32>,
+    test: Vec<u32>,
+}
+
+/// Every training, in table order: per model, retriever and seed the node classifiers (when there
+/// is a class split), then per retriever and seed the link predictors (when there are test pairs).
+fn jobs<'a>(inp: &TaskInputs<'a>, cfg: &TaskConfig, classify: bool, links: &LinkSplit) -> Vec<Job<'a>> {
     let do_links = !links.test_pos.is_empty() && !links.message.is_empty() && !links.test_neg.is_empty();
     let mut jobs = Vec::new();
-    if class.is_some() {
+    if classify {
         for kind in GnnKind::ALL {
             for (name, f) in inp.features {
                 jobs.extend(cfg.seeds.iter().map(|&s| Job::Class(kind, name.as_str(), f.as_slice(), s)));
@@ -192,42 +207,38 @@ pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress, scor
             jobs.extend(cfg.seeds.iter().map(|&s| Job::Link(name.as_str(), f.as_slice(), s)));
         }
     }
-    // The graphs of the host engine, built once and shared by every training.
-    let class_graph = gnn::fast::FastGraph::new(inp.n, inp.edges);
-    let link_graph = gnn::fast::FastGraph::new(inp.n, &links.message);
+    jobs
+}
+
+/// Where the trainings run: the graphs of the host engine (built once and shared by every
+/// training), or burn on the device.
+struct Engines {
+    on_gpu: bool,
+    dev: burn::tensor::Device,
+    class_graph: gnn::fast::FastGraph,
+    link_graph: gnn::fast::FastGraph,
+}
+
+/// Trains every job in parallel; the results in job order.
+fn train_all(
+    jobs: &[Job<'_>],
+    inp: &TaskInputs<'_>,
+    cfg: &TaskConfig,
+    class: Option<&ClassSplit<'_>>,
+    links: &LinkSplit,
+    progress: Progress,
+) -> Result<Vec<Trained>> {
+    let engines = Engines {
+        on_gpu: cfg.device.resolved() == DeviceChoice::Gpu,
+        dev: cfg.device.device(),
+        class_graph: gnn::fast::FastGraph::new(inp.n, inp.edges),
+        link_graph: gnn::fast::FastGraph::new(inp.n, &links.message),
+    };
     let pb = progress.bar(jobs.len() as u64, "toporag: train GNNs");
     let results: Vec<Trained> = jobs
         .par_iter()
         .map(|job| {
-            let out = match (job, &class) {
-                (Job::Class(kind, _, f, seed), Some((labels, classes, train, val, test))) => {
-                    let data = gnn::NodeClassData { features: f, dim: inp.dim, labels, classes: *classes, train, val, test };
-                    let nc = NodeClassConfig { seed: *seed, ..cfg.nc.clone() };
-                    if on_gpu {
-                        gnn::train_node_classifier(*kind, inp.n, inp.edges, &data, &nc, &dev)
-                    } else {
-                        gnn::fast::train_node_classifier(*kind, inp.n, &class_graph, &data, &nc)
-                    }
-                }
-                (Job::Link(_, f, seed), _) => {
-                    let data = gnn::LinkPredData {
-                        features: f,
-                        dim: inp.dim,
-                        message: &links.message,
-                        val_pos: &links.val_pos,
-                        val_neg: &links.val_neg,
-                        test_pos: &links.test_pos,
-                        test_neg: &links.test_neg,
-                    };
-                    let lp = LinkPredConfig { seed: *seed, ..cfg.lp.clone() };
-                    if on_gpu {
-                        gnn::train_link_predictor(inp.n, &data, &lp, &dev)
-                    } else {
-                        gnn::fast::train_link_predictor(inp.n, &link_graph, &data, &lp)
-                    }
-                }
-                (Job::Class(..), None) => Err(tgrag_models::ModelError::Internal("classification without labels".into())),
-            };
+            let out = train_one(job, inp, cfg, class, links, &engines);
             pb.inc(1);
             // The model as the `curves` and `scores` tables name it.
             let model = match job {
@@ -238,19 +249,78 @@ pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress, scor
         })
         .collect::<Result<_>>()?;
     pb.finish_and_clear();
+    Ok(results)
+}
 
+fn train_one(
+    job: &Job<'_>,
+    inp: &TaskInputs<'_>,
+    cfg: &TaskConfig,
+    class: Option<&ClassSplit<'_>>,
+    links: &LinkSplit,
+    e: &Engines,
+) -> std::result::Result<Trained, tgrag_models::ModelError> {
+    match (job, class) {
+        (Job::Class(kind, _, f, seed), Some(c)) => {
+            let data = gnn::NodeClassData {
+                features: f,
+                dim: inp.dim,
+                labels: c.labels,
+                classes: c.classes,
+                train: &c.train,
+                val: &c.val,
+                test: &c.test,
+            };
+            let nc = NodeClassConfig { seed: *seed, ..cfg.nc.clone() };
+            if e.on_gpu {
+                gnn::train_node_classifier(*kind, inp.n, inp.edges, &data, &nc, &e.dev)
+            } else {
+                gnn::fast::train_node_classifier(*kind, inp.n, &e.class_graph, &data, &nc)
+            }
+        }
+        (Job::Link(_, f, seed), _) => {
+            let data = gnn::LinkPredData {
+                features: f,
+                dim: inp.dim,
+                message: &links.message,
+                val_pos: &links.val_pos,
+                val_neg: &links.val_neg,
+                test_pos: &links.test_pos,
+                test_neg: &links.test_neg,
+            };
+            let lp = LinkPredConfig { seed: *seed, ..cfg.lp.clone() };
+            if e.on_gpu {
+                gnn::train_link_predictor(inp.n, &data, &lp, &e.dev)
+            } else {
+                gnn::fast::train_link_predictor(inp.n, &e.link_graph, &data, &lp)
+            }
+        }
+        (Job::Class(..), None) => Err(tgrag_models::ModelError::Internal("classification without labels".into())),
+    }
+}
+
+/// (retriever, split, group, metric): the scores whose mean and std over seeds are reported.
+type SeedKey<'a> = (&'a str, &'a str, String, &'a str);
+
+/// The tables of the trainings, and their scores (per seed, then the mean and std over seeds).
+fn tabulate(
+    jobs: &[Job<'_>],
+    results: &[Trained],
+    cfg: &TaskConfig,
+    class: Option<&ClassSplit<'_>>,
+    links: &LinkSplit,
+    scores: &mut Scores,
+) -> Result<TaskTables> {
     let (mut nc_rows, mut lp_rows): (Vec<ClassRow>, Vec<LinkRow>) = (Vec::new(), Vec::new());
     let mut curves = Curves::default();
     let hits = format!("hits_at_{}", cfg.lp.hits_k);
     // (retriever, split, group, metric) → (per-seed values, n), for the mean and std over seeds.
-    type Key<'a> = (&'a str, &'a str, String, &'a str);
-    let mut by_seed: Vec<(Key, Vec<f64>, u64)> = Vec::new();
-    for (job, t) in jobs.iter().zip(&results) {
+    let mut by_seed: Vec<(SeedKey, Vec<f64>, u64)> = Vec::new();
+    for (job, t) in jobs.iter().zip(results) {
         let (task, model, ret, seed) = match job {
             Job::Class(kind, name, _, seed) => {
-                let (train_nodes, test_nodes) = match &class {
-                    Some((_, _, train, _, test)) => (train.len() as u32, test.len() as u32),
-                    None => return Err(StageError::Internal("a node-classification training without a class split".into())),
+                let Some(c) = class else {
+                    return Err(StageError::Internal("a node-classification training without a class split".into()));
                 };
                 nc_rows.push(ClassRow {
                     model: kind.as_str(),
@@ -259,8 +329,8 @@ pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress, scor
                     val_accuracy: t.val_metric,
                     best_epoch: t.best_epoch,
                     epochs: t.curve.len() as u32,
-                    train_nodes,
-                    test_nodes,
+                    train_nodes: c.train.len() as u32,
+                    test_nodes: c.test.len() as u32,
                     seed: *seed,
                 });
                 ("node_classification", kind.as_str(), *name, *seed)
@@ -281,7 +351,7 @@ pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress, scor
             }
         };
         let (metric, n_test, n_val) = match job {
-            Job::Class(..) => ("accuracy", class.as_ref().map_or(0, |c| c.4.len()), class.as_ref().map_or(0, |c| c.3.len())),
+            Job::Class(..) => ("accuracy", class.map_or(0, |c| c.test.len()), class.map_or(0, |c| c.val.len())),
             Job::Link(..) => (hits.as_str(), links.test_pos.len(), links.val_pos.len()),
         };
         let group = format!("model={model}");
@@ -293,22 +363,7 @@ pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress, scor
                 None => by_seed.push((key, vec![value], n as u64)),
             }
         }
-        let (val_name, test_name) = (format!("val_{metric}"), format!("test_{metric}"));
-        for row in &t.curve {
-            curves.push(
-                model,
-                &format!("{task}/{ret}"),
-                seed,
-                row.epoch,
-                row.epoch == t.best_epoch,
-                &[
-                    ("train_loss", row.train_loss),
-                    ("val_loss", row.val_loss),
-                    (val_name.as_str(), row.val_metric),
-                    (test_name.as_str(), row.test_metric),
-                ],
-            );
-        }
+        curve_rows(&mut curves, t, model, &format!("{task}/{ret}"), seed, metric);
     }
     // Several seeds: the mean and the sample standard deviation, as the paper's Table 3.
     if cfg.seeds.len() > 1 {
@@ -323,6 +378,26 @@ pub fn evaluate(inp: &TaskInputs<'_>, cfg: &TaskConfig, progress: Progress, scor
         link_prediction: rows::batch(&tables::LINK_PREDICTION, &lp_rows)?,
         curves: curves.batch()?,
     })
+}
+
+/// One training's curve: losses, and the validation and test `metric`, per epoch.
+fn curve_rows(curves: &mut Curves, t: &Trained, model: &str, source: &str, seed: u64, metric: &str) {
+    let (val_name, test_name) = (format!("val_{metric}"), format!("test_{metric}"));
+    for row in &t.curve {
+        curves.push(
+            model,
+            source,
+            seed,
+            row.epoch,
+            row.epoch == t.best_epoch,
+            &[
+                ("train_loss", row.train_loss),
+                ("val_loss", row.val_loss),
+                (val_name.as_str(), row.val_metric),
+                (test_name.as_str(), row.test_metric),
+            ],
+        );
+    }
 }
 
 /// Mean and sample standard deviation (0 for one value).
