@@ -233,13 +233,7 @@ pub fn render_into(
 pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<ExitCode> {
     // Everything a night needs is checked before it starts.
     let all = tgrag_stages::all();
-    // TopoRAG's GNNs over several seeds, unless the user set them.
-    let mut sets = Vec::new();
-    if !a.set.iter().any(|s| s.starts_with("toporag.gnn_seeds=")) {
-        sets.push(format!("toporag.gnn_seeds={:?}", (0..a.toporag_seeds as u64).collect::<Vec<_>>()));
-    }
-    sets.extend(a.set.iter().cloned());
-    let configs = stage_configs(&all, &sets, a.device.map(Into::into))?;
+    let configs = stage_configs(&all, &night_sets(&a), a.device.map(Into::into))?;
     let tol = diff::Tolerances::parse(&a.tolerance, a.default_tolerance)?;
     let data_roots = roots(&a.data_root)?;
     let night_dir = outputs.join("nightly");
@@ -250,17 +244,7 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<Ex
     let started = now_ms();
     let stamp = nightly::stamp(started);
     let started_at = utc((started / 1000) as u64);
-    // The previous night, chosen before anything runs (the folder does not change under the lock).
-    let survey = nightly::survey(&night_dir);
-    survey.warn();
-    for n in survey.after((&started_at, &stamp)) {
-        eprintln!("warning: {}: claims to have run after this night (at {}); neither a baseline nor pruned", n.dir.display(), n.started_at);
-    }
-    let (previous, prev_folder) = baseline(&survey, (&started_at, &stamp)).unzip();
-    if let Some(f) = &prev_folder {
-        // A band for a metric the previous night does not have could never apply: a typo.
-        tol.check_known(&diff::metrics(&f.leaderboard)?, "the previous night's leaderboard")?;
-    }
+    let (previous, prev_folder) = previous_night(&night_dir, (&started_at, &stamp), &tol)?;
     let partial = night_dir.join(format!(".{stamp}.partial"));
     io::ensure_owned_dir(&partial)?;
     let disc = Discovery {
@@ -276,40 +260,7 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<Ex
         bail_config!("no dataset to run (--datasets {:?} matched none)", a.datasets.unwrap_or_default());
     }
     println!("tgrag nightly {stamp}: {} dataset(s) → {}", planned.len(), night_dir.join(&stamp).display());
-    let progress = Progress { quiet };
-    let mut outcomes = Vec::new();
-    let mut collected = Collected::default();
-    let mut specs = serde_json::Map::new();
-    for p in planned {
-        match p.spec {
-            Err(reason) => {
-                println!("  {:<16} unavailable ({reason})", p.name);
-                outcomes.push(Outcome { dataset: p.name, status: "unavailable", detail: reason, ran: 0, skipped: 0, seconds: 0.0 });
-            }
-            Ok(spec) => {
-                println!("  {}", p.name);
-                specs.insert(p.name.clone(), provenance::dataset(&spec));
-                let (o, ran) = run_dataset(outputs, spec, &configs, a.force, progress);
-                println!(
-                    "  {:<16} {} in {:.1}s: {} stage(s) ran, {} skipped{}",
-                    o.dataset,
-                    o.status,
-                    o.seconds,
-                    o.ran,
-                    o.skipped,
-                    if o.detail.is_empty() { String::new() } else { format!(": {}", o.detail) }
-                );
-                let mut o = o;
-                if o.status == "ok"
-                    && let Err(e) = collected.add_dataset(&o.dataset, &outputs.join(&o.dataset), &ran)
-                {
-                    println!("  {:<16} failed: collecting its results: {e:#}", o.dataset);
-                    (o.status, o.detail) = ("failed", format!("collecting its results: {e:#}"));
-                }
-                outcomes.push(o);
-            }
-        }
-    }
+    let (outcomes, collected, specs) = run_datasets(outputs, planned, &configs, a.force, Progress { quiet });
     // The tables, then the comparison with the previous night, then the report.
     let leaderboard = collected.leaderboard()?;
     let cur = diff::rows(&leaderboard)?;
@@ -337,6 +288,97 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<Ex
         regressions: diff::batch(&compared)?,
         provenance: prov,
     };
+    write_folder(&partial, &folder)?;
+    let prev_name = previous;
+    render_into(&partial, &stamp, &folder, &compared, prev_name.as_deref().map(|n| (n, prev_folder.as_ref().map(|f| &f.timings))))?;
+    let final_dir = night_dir.join(&stamp);
+    nightly::publish(&partial, &final_dir)?;
+    let ran = outcomes.iter().filter(|o| o.status == "ok").count();
+    if ran == 0 {
+        // Nothing to compare with later: it prunes nothing, and the next night skips it as a baseline.
+        println!("not pruned: no dataset ran, so this night is no baseline");
+    } else {
+        for gone in nightly::prune(&night_dir, a.keep, &final_dir)?.removed {
+            println!("pruned {}", gone.display());
+        }
+    }
+    Ok(summarize(&night_dir, &final_dir, &compared, prev_name.as_deref(), &outcomes, ran))
+}
+
+/// The `--set` options of every dataset: TopoRAG's GNNs over several seeds unless the user set
+/// them, then the user's.
+fn night_sets(a: &NightlyArgs) -> Vec<String> {
+    let mut sets = Vec::new();
+    if !a.set.iter().any(|s| s.starts_with("toporag.gnn_seeds=")) {
+        sets.push(format!("toporag.gnn_seeds={:?}", (0..a.toporag_seeds as u64).collect::<Vec<_>>()));
+    }
+    sets.extend(a.set.iter().cloned());
+    sets
+}
+
+/// The previous night, chosen before anything runs (the folder does not change under the lock):
+/// its name and tables, when there is one. Nights that claim a later start are said.
+fn previous_night(night_dir: &Path, at: (&str, &str), tol: &diff::Tolerances) -> Result<(Option<String>, Option<Folder>)> {
+    let survey = nightly::survey(night_dir);
+    survey.warn();
+    for n in survey.after(at) {
+        eprintln!("warning: {}: claims to have run after this night (at {}); neither a baseline nor pruned", n.dir.display(), n.started_at);
+    }
+    let (previous, prev_folder) = baseline(&survey, at).unzip();
+    if let Some(f) = &prev_folder {
+        // A band for a metric the previous night does not have could never apply: a typo.
+        tol.check_known(&diff::metrics(&f.leaderboard)?, "the previous night's leaderboard")?;
+    }
+    Ok((previous, prev_folder))
+}
+
+/// Runs the planned datasets in order: their outcomes, their collected tables, and the specs of
+/// those that were available (for the provenance).
+fn run_datasets(
+    outputs: &Path,
+    planned: Vec<nightly::Planned>,
+    configs: &BTreeMap<String, serde_json::Value>,
+    force: bool,
+    progress: Progress,
+) -> (Vec<Outcome>, Collected, serde_json::Map<String, serde_json::Value>) {
+    let mut outcomes = Vec::new();
+    let mut collected = Collected::default();
+    let mut specs = serde_json::Map::new();
+    for p in planned {
+        match p.spec {
+            Err(reason) => {
+                println!("  {:<16} unavailable ({reason})", p.name);
+                outcomes.push(Outcome { dataset: p.name, status: "unavailable", detail: reason, ran: 0, skipped: 0, seconds: 0.0 });
+            }
+            Ok(spec) => {
+                println!("  {}", p.name);
+                specs.insert(p.name.clone(), provenance::dataset(&spec));
+                let (o, ran) = run_dataset(outputs, spec, configs, force, progress);
+                println!(
+                    "  {:<16} {} in {:.1}s: {} stage(s) ran, {} skipped{}",
+                    o.dataset,
+                    o.status,
+                    o.seconds,
+                    o.ran,
+                    o.skipped,
+                    if o.detail.is_empty() { String::new() } else { format!(": {}", o.detail) }
+                );
+                let mut o = o;
+                if o.status == "ok"
+                    && let Err(e) = collected.add_dataset(&o.dataset, &outputs.join(&o.dataset), &ran)
+                {
+                    println!("  {:<16} failed: collecting its results: {e:#}", o.dataset);
+                    (o.status, o.detail) = ("failed", format!("collecting its results: {e:#}"));
+                }
+                outcomes.push(o);
+            }
+        }
+    }
+    (outcomes, collected, specs)
+}
+
+/// Writes the night's tables (each checked as its declared table) and `provenance.json`.
+fn write_folder(partial: &Path, folder: &Folder) -> Result<()> {
     for (file, b) in [
         ("leaderboard.parquet", &folder.leaderboard),
         ("nightly_datasets.parquet", &folder.datasets),
@@ -352,24 +394,23 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<Ex
     }
     let prov_text = serde_json::to_string_pretty(&folder.provenance).context("provenance as JSON")?;
     io::write_bytes_atomic(&partial.join("provenance.json"), prov_text.as_bytes())?;
-    let prev_name = previous;
-    render_into(&partial, &stamp, &folder, &compared, prev_name.as_deref().map(|n| (n, prev_folder.as_ref().map(|f| &f.timings))))?;
-    let final_dir = night_dir.join(&stamp);
-    nightly::publish(&partial, &final_dir)?;
-    let ran = outcomes.iter().filter(|o| o.status == "ok").count();
-    if ran == 0 {
-        // Nothing to compare with later: it prunes nothing, and the next night skips it as a baseline.
-        println!("not pruned: no dataset ran, so this night is no baseline");
-    } else {
-        for gone in nightly::prune(&night_dir, a.keep, &final_dir)?.removed {
-            println!("pruned {}", gone.display());
-        }
-    }
-    // What the night says, in a few lines.
+    Ok(())
+}
+
+/// What the night says, in a few lines, and its exit code: regressions first, then a night where
+/// no dataset ran, then failed datasets.
+fn summarize(
+    night_dir: &Path,
+    final_dir: &Path,
+    compared: &[diff::Compared],
+    prev_name: Option<&str>,
+    outcomes: &[Outcome],
+    ran: usize,
+) -> ExitCode {
     let count = |s: diff::Status| compared.iter().filter(|r| r.status == s).count();
     let failed = outcomes.iter().filter(|o| o.status == "failed").count();
     println!("report: {}", final_dir.join("report.html").display());
-    match &prev_name {
+    match prev_name {
         None => println!("first night in {}: nothing to compare", night_dir.display()),
         Some(p) => println!(
             "compared with {p}: {} regression(s), {} improvement(s), {} new, {} vanished",
@@ -386,7 +427,7 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<Ex
         println!("  improvement {}", diff::line(r));
     }
     if count(diff::Status::Regression) > 0 && prev_name.is_some() {
-        return Ok(ExitCode::from(nightly::EXIT_REGRESSION));
+        return ExitCode::from(nightly::EXIT_REGRESSION);
     }
     if ran == 0 {
         eprintln!(
@@ -394,11 +435,11 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<Ex
              it is not a baseline for the next night",
             outcomes.len()
         );
-        return Ok(ExitCode::from(nightly::EXIT_DATASET_FAILED));
+        return ExitCode::from(nightly::EXIT_DATASET_FAILED);
     }
     if failed > 0 {
         println!("{failed} dataset(s) failed: see the report");
-        return Ok(ExitCode::from(nightly::EXIT_DATASET_FAILED));
+        return ExitCode::from(nightly::EXIT_DATASET_FAILED);
     }
-    Ok(ExitCode::SUCCESS)
+    ExitCode::SUCCESS
 }

@@ -149,74 +149,13 @@ impl Collected {
             self.timings.push(timing("total", m.total_seconds));
             self.timings.extend(m.timings.iter().map(|t| timing(&t.phase, t.seconds)));
             if has("scores.parquet") {
-                let file = dir.join("scores.parquet");
-                let b = io::read_table(&file, &tables::SCORES)?;
-                {
-                    use tgrag_schemas::validate::{InputRules, check_input};
-                    let key = &crate::nightly::diff::KEY[1..];
-                    check_input(
-                        &file,
-                        "scores",
-                        &b,
-                        &InputRules { required: &key[..6], unique: &[key], finite: &["value"], non_empty: false },
-                    )?;
-                }
-                let (d, st, me, sp, g, mt) = (
-                    columns::strs(&b, "dataset")?,
-                    columns::strs(&b, "stage")?,
-                    columns::strs(&b, "method")?,
-                    columns::strs(&b, "split")?,
-                    columns::strs(&b, "group")?,
-                    columns::strs(&b, "metric")?,
-                );
-                let (v, n, seed) = (columns::f64s(&b, "value")?, columns::u64s(&b, "n")?, columns::u64s(&b, "seed")?);
-                for i in 0..b.num_rows() {
-                    self.lb.push(LbRow {
-                        source: name.into(),
-                        dataset: d.value(i).into(),
-                        stage: st.value(i).into(),
-                        method: me.value(i).into(),
-                        split: sp.value(i).into(),
-                        group: g.value(i).into(),
-                        metric: mt.value(i).into(),
-                        value: v.value(i),
-                        n: n.value(i),
-                        seed: (!seed.is_null(i)).then(|| seed.value(i)),
-                    });
-                }
+                self.read_scores(name, &dir.join("scores.parquet"))?;
             }
             if has("curves.parquet") {
-                let b = io::read_table(&dir.join("curves.parquet"), &tables::CURVES)?;
-                let (mo, va, me) = (columns::strs(&b, "model")?, columns::strs(&b, "variant")?, columns::strs(&b, "metric")?);
-                let (seed, ep, v) = (columns::u64s(&b, "seed")?, columns::u32s(&b, "epoch")?, columns::f64s(&b, "value")?);
-                let kept = columns::bools(&b, "kept")?;
-                for i in 0..b.num_rows() {
-                    self.curves.push(CurveRow {
-                        dataset: dataset.into(),
-                        source: name.into(),
-                        model: mo.value(i).into(),
-                        variant: va.value(i).into(),
-                        seed: seed.value(i),
-                        epoch: ep.value(i),
-                        metric: me.value(i).into(),
-                        value: v.value(i),
-                        kept: kept.value(i),
-                    });
-                }
+                self.read_curves(dataset, name, &dir.join("curves.parquet"))?;
             }
             if has("correlation.parquet") {
-                let b = io::read_table(&dir.join("correlation.parquet"), &tables::CORRELATION)?;
-                let (me, k, p, n) =
-                    (columns::strs(&b, "measure")?, columns::u32s(&b, "k")?, columns::f64s(&b, "pearson")?, columns::u64s(&b, "pairs")?);
-                for i in 0..b.num_rows() {
-                    self.correlation.push(CorrelationRow {
-                        dataset: dataset.into(),
-                        measure: me.value(i).into(),
-                        k: k.value(i),
-                        pearson: p.value(i),
-                        pairs: n.value(i),
-                    });
-                }
+                self.read_correlation(dataset, &dir.join("correlation.parquet"))?;
             }
             if has("latency.parquet") {
                 let b = io::read_table(&dir.join("latency.parquet"), &tables::LATENCY)?;
@@ -240,6 +179,78 @@ impl Collected {
                     ms: ms.value(i),
                 }));
             }
+        }
+        Ok(())
+    }
+
+    /// The leaderboard rows of a stage's `scores.parquet` (checked: the comparison key is given
+    /// and unique, values are finite).
+    fn read_scores(&mut self, name: &str, file: &Path) -> Result<()> {
+        let b = io::read_table(file, &tables::SCORES)?;
+        {
+            use tgrag_schemas::validate::{InputRules, check_input};
+            let key = &crate::nightly::diff::KEY[1..];
+            check_input(file, "scores", &b, &InputRules { required: &key[..6], unique: &[key], finite: &["value"], non_empty: false })?;
+        }
+        let (d, st, me, sp, g, mt) = (
+            columns::strs(&b, "dataset")?,
+            columns::strs(&b, "stage")?,
+            columns::strs(&b, "method")?,
+            columns::strs(&b, "split")?,
+            columns::strs(&b, "group")?,
+            columns::strs(&b, "metric")?,
+        );
+        let (v, n, seed) = (columns::f64s(&b, "value")?, columns::u64s(&b, "n")?, columns::u64s(&b, "seed")?);
+        for i in 0..b.num_rows() {
+            self.lb.push(LbRow {
+                source: name.into(),
+                dataset: d.value(i).into(),
+                stage: st.value(i).into(),
+                method: me.value(i).into(),
+                split: sp.value(i).into(),
+                group: g.value(i).into(),
+                metric: mt.value(i).into(),
+                value: v.value(i),
+                n: n.value(i),
+                seed: (!seed.is_null(i)).then(|| seed.value(i)),
+            });
+        }
+        Ok(())
+    }
+
+    fn read_curves(&mut self, dataset: &str, name: &str, file: &Path) -> Result<()> {
+        let b = io::read_table(file, &tables::CURVES)?;
+        let (mo, va, me) = (columns::strs(&b, "model")?, columns::strs(&b, "variant")?, columns::strs(&b, "metric")?);
+        let (seed, ep, v) = (columns::u64s(&b, "seed")?, columns::u32s(&b, "epoch")?, columns::f64s(&b, "value")?);
+        let kept = columns::bools(&b, "kept")?;
+        for i in 0..b.num_rows() {
+            self.curves.push(CurveRow {
+                dataset: dataset.into(),
+                source: name.into(),
+                model: mo.value(i).into(),
+                variant: va.value(i).into(),
+                seed: seed.value(i),
+                epoch: ep.value(i),
+                metric: me.value(i).into(),
+                value: v.value(i),
+                kept: kept.value(i),
+            });
+        }
+        Ok(())
+    }
+
+    fn read_correlation(&mut self, dataset: &str, file: &Path) -> Result<()> {
+        let b = io::read_table(file, &tables::CORRELATION)?;
+        let (me, k, p, n) =
+            (columns::strs(&b, "measure")?, columns::u32s(&b, "k")?, columns::f64s(&b, "pearson")?, columns::u64s(&b, "pairs")?);
+        for i in 0..b.num_rows() {
+            self.correlation.push(CorrelationRow {
+                dataset: dataset.into(),
+                measure: me.value(i).into(),
+                k: k.value(i),
+                pearson: p.value(i),
+                pairs: n.value(i),
+            });
         }
         Ok(())
     }

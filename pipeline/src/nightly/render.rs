@@ -66,6 +66,31 @@ fn totals(t: &RecordBatch) -> Result<BTreeMap<(String, String), f64>> {
 /// The report as Markdown (figures referenced as `plots/<file>`).
 pub fn markdown(n: &Night<'_>) -> Result<String> {
     let mut md = String::new();
+    heading(&mut md, n)?;
+    // The comparison first: what a reader of a nightly report looks for.
+    writeln!(md, "## Compared with the previous night\n")?;
+    match n.previous {
+        None => writeln!(md, "This is the first night in this folder: nothing to compare with.\n")?,
+        Some(p) => {
+            comparison(&mut md, n, p)?;
+            method_changes(&mut md, n)?;
+            if let Some(pt) = n.previous_timings {
+                stage_time(&mut md, pt, n.timings)?;
+            }
+        }
+    }
+    datasets_table(&mut md, n)?;
+    dataset_sections(&mut md, n)?;
+    timings_table(&mut md, n)?;
+    writeln!(
+        md,
+        "\n# Provenance\n\n`provenance.json` has the whole record (stage configurations and their hashes, dataset revisions and file sha256s, host).\n"
+    )?;
+    Ok(md)
+}
+
+/// The title and the provenance line: commit, version, code digest, host, start and end.
+fn heading(md: &mut String, n: &Night<'_>) -> Result<()> {
     writeln!(md, "# tgrag nightly {}\n", n.stamp)?;
     let code = &n.provenance["code"];
     let host = &n.provenance["host"];
@@ -82,91 +107,101 @@ pub fn markdown(n: &Night<'_>) -> Result<String> {
         n.provenance["started_at"].as_str().unwrap_or("?"),
         n.provenance["finished_at"].as_str().unwrap_or("?"),
     )?;
+    Ok(())
+}
 
-    // The comparison first: what a reader of a nightly report looks for.
-    writeln!(md, "## Compared with the previous night\n")?;
-    match n.previous {
-        None => writeln!(md, "This is the first night in this folder: nothing to compare with.\n")?,
-        Some(p) => {
-            let count = |s: Status| n.compared.iter().filter(|r| r.status == s).count();
-            writeln!(
-                md,
-                "Against `{p}`: **{} regression(s)**, {} improvement(s), {} unchanged, {} changed without a better direction, {} new, {} vanished.\n",
-                count(Status::Regression),
-                count(Status::Improvement),
-                count(Status::Unchanged),
-                count(Status::Changed),
-                count(Status::New),
-                count(Status::Vanished)
-            )?;
-            for (status, title) in [(Status::Regression, "Regressions"), (Status::Improvement, "Improvements")] {
-                let all: Vec<&Compared> = n.compared.iter().filter(|r| r.status == status).collect();
-                if all.is_empty() {
-                    continue;
-                }
-                // The overall rows in the table; breakdowns (by hops, pattern, …) counted, all of
-                // them in regressions.parquet.
-                let these: Vec<&Compared> = all.iter().copied().filter(|r| r.key.group == "*").collect();
-                let broken_down = all.len() - these.len();
-                writeln!(
-                    md,
-                    "### {title}\n\n| dataset | method | metric | split | group | previous | now | Δ | band |\n|---|---|---|---|---|---:|---:|---:|---:|"
-                )?;
-                for r in these {
-                    let k = &r.key;
-                    writeln!(
-                        md,
-                        "| {} | {}/{} | {} | {} | {} | {} | {} | {:+.4} | {:.4} ({}) |",
-                        k.dataset,
-                        k.source,
-                        k.method,
-                        k.metric,
-                        k.split,
-                        k.group,
-                        fmt_opt(r.previous),
-                        fmt_opt(r.current),
-                        r.delta().unwrap_or(0.0),
-                        r.tolerance,
-                        r.tolerance_from
-                    )?;
-                }
-                writeln!(md)?;
-                if broken_down > 0 {
-                    writeln!(
-                        md,
-                        "And {broken_down} in breakdowns (by hops, pattern, model, …): all of them are in `regressions.parquet`.\n"
-                    )?;
-                }
-            }
-            let prev_map: BTreeMap<diff::Key, f64> = n.compared.iter().filter_map(|r| r.previous.map(|v| (r.key.clone(), v))).collect();
-            let cur_map: BTreeMap<diff::Key, f64> = n.compared.iter().filter_map(|r| r.current.map(|v| (r.key.clone(), v))).collect();
-            let (new, gone) = diff::method_changes(&prev_map, &cur_map);
-            for (list, word) in [(new, "New methods"), (gone, "Vanished methods")] {
-                if !list.is_empty() {
-                    let items: Vec<String> = list.iter().map(|(d, s, m)| format!("`{m}` ({d}, {s})")).collect();
-                    writeln!(md, "{word}: {}.\n", items.join(", "))?;
-                }
-            }
-            if let Some(pt) = n.previous_timings {
-                let (p, c) = (totals(pt)?, totals(n.timings)?);
-                let mut by_ds: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
-                for ((d, _), s) in &p {
-                    by_ds.entry(d.as_str()).or_default().0 += s;
-                }
-                for ((d, _), s) in &c {
-                    by_ds.entry(d.as_str()).or_default().1 += s;
-                }
-                writeln!(md, "### Stage time (shown, never a failure)\n\n| dataset | previous | now | ratio |\n|---|---:|---:|---:|")?;
-                for (d, (a, b)) in by_ds {
-                    let ratio = if a > 0.0 { format!("{:.2}×", b / a) } else { "—".into() };
-                    writeln!(md, "| {d} | {} | {} | {ratio} |", secs(a), secs(b))?;
-                }
-                writeln!(md)?;
-            }
+/// The counts by status against the previous night `p`, then the regressions and improvements.
+fn comparison(md: &mut String, n: &Night<'_>, p: &str) -> Result<()> {
+    let count = |s: Status| n.compared.iter().filter(|r| r.status == s).count();
+    writeln!(
+        md,
+        "Against `{p}`: **{} regression(s)**, {} improvement(s), {} unchanged, {} changed without a better direction, {} new, {} vanished.\n",
+        count(Status::Regression),
+        count(Status::Improvement),
+        count(Status::Unchanged),
+        count(Status::Changed),
+        count(Status::New),
+        count(Status::Vanished)
+    )?;
+    for (status, title) in [(Status::Regression, "Regressions"), (Status::Improvement, "Improvements")] {
+        let all: Vec<&Compared> = n.compared.iter().filter(|r| r.status == status).collect();
+        if !all.is_empty() {
+            changes_table(md, title, &all)?;
         }
     }
+    Ok(())
+}
 
-    // The datasets of the night.
+/// One table of regressions or improvements.
+fn changes_table(md: &mut String, title: &str, all: &[&Compared]) -> Result<()> {
+    // The overall rows in the table; breakdowns (by hops, pattern, …) counted, all of
+    // them in regressions.parquet.
+    let these: Vec<&Compared> = all.iter().copied().filter(|r| r.key.group == "*").collect();
+    let broken_down = all.len() - these.len();
+    writeln!(
+        md,
+        "### {title}\n\n| dataset | method | metric | split | group | previous | now | Δ | band |\n|---|---|---|---|---|---:|---:|---:|---:|"
+    )?;
+    for r in these {
+        let k = &r.key;
+        writeln!(
+            md,
+            "| {} | {}/{} | {} | {} | {} | {} | {} | {:+.4} | {:.4} ({}) |",
+            k.dataset,
+            k.source,
+            k.method,
+            k.metric,
+            k.split,
+            k.group,
+            fmt_opt(r.previous),
+            fmt_opt(r.current),
+            r.delta().unwrap_or(0.0),
+            r.tolerance,
+            r.tolerance_from
+        )?;
+    }
+    writeln!(md)?;
+    if broken_down > 0 {
+        writeln!(md, "And {broken_down} in breakdowns (by hops, pattern, model, …): all of them are in `regressions.parquet`.\n")?;
+    }
+    Ok(())
+}
+
+/// The methods that appeared or vanished since the previous night.
+fn method_changes(md: &mut String, n: &Night<'_>) -> Result<()> {
+    let prev_map: BTreeMap<diff::Key, f64> = n.compared.iter().filter_map(|r| r.previous.map(|v| (r.key.clone(), v))).collect();
+    let cur_map: BTreeMap<diff::Key, f64> = n.compared.iter().filter_map(|r| r.current.map(|v| (r.key.clone(), v))).collect();
+    let (new, gone) = diff::method_changes(&prev_map, &cur_map);
+    for (list, word) in [(new, "New methods"), (gone, "Vanished methods")] {
+        if !list.is_empty() {
+            let items: Vec<String> = list.iter().map(|(d, s, m)| format!("`{m}` ({d}, {s})")).collect();
+            writeln!(md, "{word}: {}.\n", items.join(", "))?;
+        }
+    }
+    Ok(())
+}
+
+/// Stage time per dataset, previous night against this one.
+fn stage_time(md: &mut String, previous: &RecordBatch, now: &RecordBatch) -> Result<()> {
+    let (p, c) = (totals(previous)?, totals(now)?);
+    let mut by_ds: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
+    for ((d, _), s) in &p {
+        by_ds.entry(d.as_str()).or_default().0 += s;
+    }
+    for ((d, _), s) in &c {
+        by_ds.entry(d.as_str()).or_default().1 += s;
+    }
+    writeln!(md, "### Stage time (shown, never a failure)\n\n| dataset | previous | now | ratio |\n|---|---:|---:|---:|")?;
+    for (d, (a, b)) in by_ds {
+        let ratio = if a > 0.0 { format!("{:.2}×", b / a) } else { "—".into() };
+        writeln!(md, "| {d} | {} | {} | {ratio} |", secs(a), secs(b))?;
+    }
+    writeln!(md)?;
+    Ok(())
+}
+
+/// The datasets of the night: status, stages run and skipped, time, detail.
+fn datasets_table(md: &mut String, n: &Night<'_>) -> Result<()> {
     writeln!(md, "## Datasets\n\n| dataset | status | stages run | stages skipped | time | detail |\n|---|---|---:|---:|---:|---|")?;
     let (dn, ds, dd, dr, dk, dsec) = (
         columns::strs(n.datasets, "dataset")?,
@@ -185,8 +220,12 @@ pub fn markdown(n: &Night<'_>) -> Result<String> {
         writeln!(md, "| {} | {status} | {} | {} | {} | {detail} |", dn.value(i), dr.value(i), dk.value(i), secs(dsec.value(i)))?;
     }
     writeln!(md)?;
+    Ok(())
+}
 
-    // One section per dataset that produced scores.
+/// One section per dataset that produced scores: its bar charts, every source's scores (the
+/// `metrics` source first), its other figures.
+fn dataset_sections(md: &mut String, n: &Night<'_>) -> Result<()> {
     let (lbd, lbs) = (columns::strs(n.leaderboard, "dataset")?, columns::strs(n.leaderboard, "source")?);
     let mut order: Vec<(String, Vec<String>)> = Vec::new();
     for i in 0..n.leaderboard.num_rows() {
@@ -219,8 +258,11 @@ pub fn markdown(n: &Night<'_>) -> Result<String> {
             writeln!(md, "![{}](plots/{})\n", f.caption, f.file)?;
         }
     }
+    Ok(())
+}
 
-    // Where the time went.
+/// Where the time went: per dataset and stage, the total and whether it ran tonight.
+fn timings_table(md: &mut String, n: &Night<'_>) -> Result<()> {
     writeln!(md, "# Timings\n\n| dataset | stage | seconds | ran tonight |\n|---|---|---:|---|")?;
     let (td, ts, tp, tsec, tran) = (
         columns::strs(n.timings, "dataset")?,
@@ -239,11 +281,7 @@ pub fn markdown(n: &Night<'_>) -> Result<String> {
             if tran.value(i) { "yes" } else { "no (up to date)" }
         )?;
     }
-    writeln!(
-        md,
-        "\n# Provenance\n\n`provenance.json` has the whole record (stage configurations and their hashes, dataset revisions and file sha256s, host).\n"
-    )?;
-    Ok(md)
+    Ok(())
 }
 
 fn escape(s: &str) -> String {
@@ -310,6 +348,64 @@ rows.forEach(function(r){b.appendChild(r);});});});});\
 window.addEventListener('load',function(){document.querySelectorAll('img').forEach(function(i){\
 if(!i.naturalWidth){console.error('figure failed to load: '+i.alt);}});});";
 
+/// The cells of a Markdown table line (`\|` is a `|` inside a cell).
+fn cells(l: &str) -> Vec<String> {
+    let inner = l.trim().trim_start_matches('|').trim_end_matches('|');
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut chars = inner.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' && chars.peek() == Some(&'|') {
+            cur.push('|');
+            chars.next();
+        } else if c == '|' {
+            out.push(cur.trim().to_string());
+            cur.clear();
+        } else {
+            cur.push(c);
+        }
+    }
+    out.push(cur.trim().to_string());
+    out
+}
+
+/// The Markdown table starting at `lines[i]` (header, separator, rows) as HTML: rows of the
+/// regressions and improvements tables, and failed datasets, are marked. Returns the line after it.
+fn table(body: &mut String, lines: &[&str], mut i: usize) -> usize {
+    let header = cells(lines[i]);
+    let aligns: Vec<bool> = lines.get(i + 1).map(|s| cells(s).iter().map(|c| c.ends_with(':')).collect()).unwrap_or_default();
+    body.push_str("<table><thead><tr>");
+    for h in &header {
+        write!(body, "<th>{}</th>", inline(h)).ok();
+    }
+    body.push_str("</tr></thead><tbody>");
+    i += 2;
+    let status_col = header.iter().position(|h| h == "status");
+    let in_regressions = body.rfind("<h3>").is_some_and(|p| body[p..].starts_with("<h3>Regressions"));
+    let in_improvements = body.rfind("<h3>").is_some_and(|p| body[p..].starts_with("<h3>Improvements"));
+    while i < lines.len() && lines[i].starts_with('|') {
+        let row = cells(lines[i]);
+        let class = if in_regressions {
+            " class=\"regression\""
+        } else if in_improvements {
+            " class=\"improvement\""
+        } else if status_col.and_then(|c| row.get(c)).is_some_and(|s| s.contains("failed")) {
+            " class=\"regression\""
+        } else {
+            ""
+        };
+        write!(body, "<tr{class}>").ok();
+        for (j, c) in row.iter().enumerate() {
+            let num = if aligns.get(j).copied().unwrap_or(false) { " class=\"num\"" } else { "" };
+            write!(body, "<td{num}>{}</td>", inline(c)).ok();
+        }
+        body.push_str("</tr>");
+        i += 1;
+    }
+    body.push_str("</tbody></table>\n");
+    i
+}
+
 /// The Markdown report as a self-contained HTML page, with the figures inlined.
 pub fn html(md: &str, title: &str, figures: &[Figure]) -> String {
     let by_file: BTreeMap<&str, &Figure> = figures.iter().map(|f| (f.file.as_str(), f)).collect();
@@ -320,57 +416,7 @@ pub fn html(md: &str, title: &str, figures: &[Figure]) -> String {
     while i < lines.len() {
         let l = lines[i];
         if l.starts_with('|') {
-            // A table: header, separator, rows.
-            let cells = |l: &str| -> Vec<String> {
-                let inner = l.trim().trim_start_matches('|').trim_end_matches('|');
-                let mut out = Vec::new();
-                let mut cur = String::new();
-                let mut chars = inner.chars().peekable();
-                while let Some(c) = chars.next() {
-                    if c == '\\' && chars.peek() == Some(&'|') {
-                        cur.push('|');
-                        chars.next();
-                    } else if c == '|' {
-                        out.push(cur.trim().to_string());
-                        cur.clear();
-                    } else {
-                        cur.push(c);
-                    }
-                }
-                out.push(cur.trim().to_string());
-                out
-            };
-            let header = cells(l);
-            let aligns: Vec<bool> = lines.get(i + 1).map(|s| cells(s).iter().map(|c| c.ends_with(':')).collect()).unwrap_or_default();
-            body.push_str("<table><thead><tr>");
-            for h in &header {
-                write!(body, "<th>{}</th>", inline(h)).ok();
-            }
-            body.push_str("</tr></thead><tbody>");
-            i += 2;
-            let status_col = header.iter().position(|h| h == "status");
-            let in_regressions = body.rfind("<h3>").is_some_and(|p| body[p..].starts_with("<h3>Regressions"));
-            let in_improvements = body.rfind("<h3>").is_some_and(|p| body[p..].starts_with("<h3>Improvements"));
-            while i < lines.len() && lines[i].starts_with('|') {
-                let row = cells(lines[i]);
-                let class = if in_regressions {
-                    " class=\"regression\""
-                } else if in_improvements {
-                    " class=\"improvement\""
-                } else if status_col.and_then(|c| row.get(c)).is_some_and(|s| s.contains("failed")) {
-                    " class=\"regression\""
-                } else {
-                    ""
-                };
-                write!(body, "<tr{class}>").ok();
-                for (j, c) in row.iter().enumerate() {
-                    let num = if aligns.get(j).copied().unwrap_or(false) { " class=\"num\"" } else { "" };
-                    write!(body, "<td{num}>{}</td>", inline(c)).ok();
-                }
-                body.push_str("</tr>");
-                i += 1;
-            }
-            body.push_str("</tbody></table>\n");
+            i = table(&mut body, &lines, i);
             continue;
         }
         if let Some(rest) = l.strip_prefix("![")
