@@ -390,7 +390,7 @@ pub fn run(opts: &RunOptions, all: &[&'static dyn Stage], mut report: impl FnMut
         let timings: Vec<PhaseTiming> =
             timings.into_iter().map(|t| PhaseTiming { phase: t.phase, seconds: t.seconds, items: t.items }).collect();
         let prov = io::Provenance { dataset: Some(&opts.dataset.name), cache_key: Some(&fp) };
-        io::write_parquet_atomic_with(&dir.join(TIMINGS), &timings_batch(info.name, &timings)?, Some(&tables::TIMINGS), &prov)?;
+        io::write_table_with(&tables::TIMINGS, &dir.join(TIMINGS), &timings_batch(info.name, &timings)?, &prov)?;
         io::write_bytes_atomic(&dir.join(CONFIG), serde_json::to_string_pretty(&config)?.as_bytes())?;
         let manifest = Manifest {
             stage: info.name.to_string(),

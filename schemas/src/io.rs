@@ -180,18 +180,12 @@ pub fn create_tmp_for(path: &Path) -> Result<(PathBuf, File)> {
     Err(SchemaError::NotOwned { path: tmp, reason: "64 temporary names in a row already exist".into() })
 }
 
-/// Writes `batch` as Parquet into a fresh temporary file beside `path` ([`create_tmp_for`]) and
-/// returns its name; [`commit`] moves it into place. On any failure the temporary file is removed
-/// and the error names the cause (no space left, ...).
-/// The file's key-value metadata names the table the batch's schema declares (`tgrag.table`) and
-/// this build's commit ([`file_metadata`]).
-pub fn write_parquet_tmp(path: &Path, batch: &RecordBatch) -> Result<PathBuf> {
-    write_parquet_tmp_with(path, batch, spec_of(batch), &Provenance::default())
-}
-
-/// [`write_parquet_tmp`] as table `spec` (none: the batch's own `tgrag.table`), with the dataset and
-/// cache key of `prov` in the key-value metadata.
-pub fn write_parquet_tmp_with(path: &Path, batch: &RecordBatch, spec: Option<&TableSpec>, prov: &Provenance<'_>) -> Result<PathBuf> {
+/// Writes `batch` as Parquet into a fresh temporary file beside `path` ([`create_tmp_for`]) as
+/// table `spec` (none: the batch's own `tgrag.table`), with the dataset and cache key of `prov` in
+/// the key-value metadata ([`file_metadata`]), and returns its name; [`commit`] moves it into place.
+/// On any failure the temporary file is removed and the error names the cause (no space left, ...).
+/// Unchecked: outputs go through [`write_table_tmp_with`].
+fn write_parquet_tmp_with(path: &Path, batch: &RecordBatch, spec: Option<&TableSpec>, prov: &Provenance<'_>) -> Result<PathBuf> {
     let spec = spec.or_else(|| spec_of(batch));
     fill_tmp(path, |file, tmp| write_parquet_into(file, tmp, batch, spec, prov))
 }
@@ -244,13 +238,16 @@ pub fn discard(tmps: &[PathBuf]) {
     }
 }
 
-/// Writes Parquet atomically: a reader sees either the old file or the whole new one.
+/// Writes Parquet atomically (a reader sees either the old file or the whole new one) without any
+/// check: for files that are no tgrag table, such as the inputs, hostile ones included, that tests
+/// hand to the commands. Every file tgrag itself writes goes through [`write_table`] or
+/// [`write_table_with`] (checked against its declaration).
 pub fn write_parquet_atomic(path: &Path, batch: &RecordBatch) -> Result<()> {
     write_parquet_atomic_with(path, batch, None, &Provenance::default())
 }
 
 /// [`write_parquet_atomic`] with the table and provenance of [`write_parquet_tmp_with`].
-pub fn write_parquet_atomic_with(path: &Path, batch: &RecordBatch, spec: Option<&TableSpec>, prov: &Provenance<'_>) -> Result<()> {
+fn write_parquet_atomic_with(path: &Path, batch: &RecordBatch, spec: Option<&TableSpec>, prov: &Provenance<'_>) -> Result<()> {
     let tmp = write_parquet_tmp_with(path, batch, spec, prov)?;
     commit(&tmp, path).inspect_err(|_| discard(std::slice::from_ref(&tmp)))
 }
@@ -259,15 +256,25 @@ pub fn write_parquet_atomic_with(path: &Path, batch: &RecordBatch, spec: Option<
 /// ([`validate::check_written`]: columns, order, types, required values), so a file that is no
 /// declared table is never written. The writer of the file tools' outputs.
 pub fn write_table(spec: &TableSpec, path: &Path, batch: &RecordBatch) -> Result<()> {
-    validate::check_written(spec, batch)?;
-    write_parquet_atomic(path, batch)
+    write_table_with(spec, path, batch, &Provenance::default())
 }
 
-/// [`write_table`] into a fresh temporary file beside `path` ([`write_parquet_tmp`]), for tools
-/// that commit several files together ([`commit_all`]).
-pub fn write_table_tmp(spec: &TableSpec, path: &Path, batch: &RecordBatch) -> Result<PathBuf> {
+/// [`write_table`] with the dataset and cache key of `prov` in the file's key-value metadata.
+pub fn write_table_with(spec: &TableSpec, path: &Path, batch: &RecordBatch, prov: &Provenance<'_>) -> Result<()> {
     validate::check_written(spec, batch)?;
-    write_parquet_tmp(path, batch)
+    write_parquet_atomic_with(path, batch, Some(spec), prov)
+}
+
+/// [`write_table`] into a fresh temporary file beside `path`, for writers that commit several files
+/// together ([`commit_all`]) or later (a stage's outputs, committed by the runner).
+pub fn write_table_tmp(spec: &TableSpec, path: &Path, batch: &RecordBatch) -> Result<PathBuf> {
+    write_table_tmp_with(spec, path, batch, &Provenance::default())
+}
+
+/// [`write_table_tmp`] with the dataset and cache key of `prov` in the file's key-value metadata.
+pub fn write_table_tmp_with(spec: &TableSpec, path: &Path, batch: &RecordBatch, prov: &Provenance<'_>) -> Result<PathBuf> {
+    validate::check_written(spec, batch)?;
+    write_parquet_tmp_with(path, batch, Some(spec), prov)
 }
 
 /// Writes bytes atomically (fresh temporary file in the same folder, fsync, rename).
@@ -445,17 +452,20 @@ mod tests {
         let (a, b) = (d.path().join("a.parquet"), d.path().join("b.parquet"));
         std::fs::write(&a, b"old a").expect("old");
         std::fs::write(&b, b"old b").expect("old");
-        let ta = write_parquet_tmp(&a, &sample()).expect("tmp a");
+        let ta = write_table_tmp(&crate::tables::EDGES, &a, &sample()).expect("tmp a");
         // The second output cannot be written (its folder is gone): the first stays a temporary,
         // which the caller discards, and both old files are untouched.
         let missing = d.path().join("gone/b.parquet");
-        assert!(write_parquet_tmp(&missing, &sample()).is_err());
+        assert!(write_table_tmp(&crate::tables::EDGES, &missing, &sample()).is_err());
         discard(&[ta]);
         assert_eq!(std::fs::read(&a).expect("a"), b"old a");
         let left: Vec<String> =
             std::fs::read_dir(d.path()).expect("dir").flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
         assert!(left.iter().all(|n| !is_tmp_name(n)), "{left:?}");
-        let (ta, tb) = (write_parquet_tmp(&a, &sample()).expect("a"), write_parquet_tmp(&b, &sample()).expect("b"));
+        let (ta, tb) = (
+            write_table_tmp(&crate::tables::EDGES, &a, &sample()).expect("a"),
+            write_table_tmp(&crate::tables::EDGES, &b, &sample()).expect("b"),
+        );
         commit_all(&[(ta, a.clone()), (tb, b.clone())]).expect("commit");
         assert_eq!(std::fs::read(&a).expect("a"), std::fs::read(&b).expect("b"));
     }

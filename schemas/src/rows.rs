@@ -215,6 +215,10 @@ impl Col {
             // Row structs give ids as text; tools that pass the input's ids through build the column
             // from that array instead ([`TableSpec::batch`]).
             ColType::Id => Col::Utf8(StringBuilder::new()),
+            // A row struct gives one value of a run (a run of one column); wider runs are built
+            // column by column ([`TableSpec::batch`]).
+            ColType::Run { item: crate::table::Float::F32, .. } => Col::F32(Float32Builder::new()),
+            ColType::Run { item: crate::table::Float::F64, .. } => Col::F64(Float64Builder::new()),
         }
     }
 

@@ -46,6 +46,34 @@ pub enum ColType {
     /// An id column of the file tools, whose ids are the input's: any integer type or text, written
     /// as the input had it (a table built from the spec alone uses `utf8`).
     Id,
+    /// A run of float columns, one per dimension, named by the column's name and the dimension
+    /// zero-padded to `digits` (`p00`, `p01`, …; `p100` past 99): the matrices of `tgrag diffusion`
+    /// and `tgrag graphwave`, whose readers address dimensions by column name. The run's width is
+    /// the data's (at least one column); it is the table's last column.
+    Run {
+        /// The type of every column of the run.
+        item: Float,
+        /// The minimum number of digits of a column's dimension.
+        digits: u8,
+    },
+}
+
+/// The type of the columns of a [`ColType::Run`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Float {
+    /// `float32`.
+    F32,
+    /// `float64`.
+    F64,
+}
+
+impl From<Float> for ColType {
+    fn from(f: Float) -> ColType {
+        match f {
+            Float::F32 => ColType::F32,
+            Float::F64 => ColType::F64,
+        }
+    }
 }
 
 impl ColType {
@@ -69,6 +97,7 @@ impl ColType {
             // The width is the data's: a schema built from the spec alone uses 0.
             ColType::Vector => DataType::FixedSizeList(item(DataType::Float32), 0),
             ColType::Id => DataType::Utf8,
+            ColType::Run { item, .. } => ColType::from(item).data_type(),
         }
     }
 
@@ -92,6 +121,7 @@ impl ColType {
         match self {
             ColType::Vector => "FixedSizeList(Float32, d)".to_string(),
             ColType::Id => "integer or Utf8 (as input)".to_string(),
+            ColType::Run { .. } => format!("{} × d", self.data_type()),
             other => format!("{}", other.data_type()),
         }
     }
@@ -134,6 +164,23 @@ pub const fn opt_in(name: &'static str, values: &'static [&'static str], doc: &'
 }
 
 impl ColumnSpec {
+    /// The name of the file column that holds dimension `i` of a [`ColType::Run`] (`p07`); the
+    /// column's own name for any other type.
+    pub fn run_name(&self, i: usize) -> String {
+        match self.ty {
+            ColType::Run { digits, .. } => format!("{}{i:0w$}", self.name, w = usize::from(digits)),
+            _ => self.name.to_string(),
+        }
+    }
+
+    /// The column's name as `tgrag schema <table>` shows it: a run's first columns (`p00, p01, …`).
+    pub fn label(&self) -> String {
+        match self.ty {
+            ColType::Run { .. } => format!("{}, {}, …", self.run_name(0), self.run_name(1)),
+            _ => self.name.to_string(),
+        }
+    }
+
     /// The first row whose value is outside the column's set, with that value.
     pub fn first_outside(&self, col: &dyn arrow::array::Array) -> Option<(usize, String)> {
         use arrow::array::{Array, AsArray};
@@ -162,9 +209,15 @@ pub struct TableSpec {
 }
 
 impl TableSpec {
-    /// Arrow schema, with the table name and version in its metadata.
+    /// Arrow schema, with the table name and version in its metadata. A [`ColType::Run`] has no
+    /// columns here (its width is the data's: [`TableSpec::file_columns`]).
     pub fn schema(&self) -> SchemaRef {
-        let fields: Vec<Field> = self.columns.iter().map(|c| Field::new(c.name, c.ty.data_type(), c.nullable)).collect();
+        let fields: Vec<Field> = self
+            .columns
+            .iter()
+            .filter(|c| !matches!(c.ty, ColType::Run { .. }))
+            .map(|c| Field::new(c.name, c.ty.data_type(), c.nullable))
+            .collect();
         let meta = HashMap::from([(META_TABLE.to_string(), self.name.to_string()), (META_VERSION.to_string(), self.version.to_string())]);
         Arc::new(Schema::new_with_metadata(fields, meta))
     }
@@ -172,6 +225,21 @@ impl TableSpec {
     /// The column spec of `name`, if the table has it.
     pub fn column(&self, name: &str) -> Option<&ColumnSpec> {
         self.columns.iter().find(|c| c.name == name)
+    }
+
+    /// The file columns of a batch of this table with `n` columns, each with its declaration: the
+    /// declared columns in order, a [`ColType::Run`] expanded to the columns left (none when the
+    /// others take all `n`).
+    pub fn file_columns(&self, n: usize) -> Vec<(String, &ColumnSpec)> {
+        let fixed = self.columns.iter().filter(|c| !matches!(c.ty, ColType::Run { .. })).count();
+        let mut out = Vec::with_capacity(n.max(fixed));
+        for c in self.columns {
+            match c.ty {
+                ColType::Run { .. } => out.extend((0..n.saturating_sub(fixed)).map(|i| (c.run_name(i), c))),
+                _ => out.push((c.name.to_string(), c)),
+            }
+        }
+        out
     }
 
     /// Human-readable description, as printed by `tgrag schema <table>`.
@@ -184,7 +252,7 @@ impl TableSpec {
             if self.run_dependent { ", run-dependent" } else { "" },
             self.doc
         );
-        let w = self.columns.iter().map(|c| c.name.len()).max().unwrap_or(0);
+        let w = self.columns.iter().map(|c| c.label().chars().count()).max().unwrap_or(0);
         for c in self.columns {
             let ty = c.ty.describe();
             let null = if c.nullable { "nullable" } else { "required" };
@@ -192,27 +260,26 @@ impl TableSpec {
                 Some(v) if !c.doc.contains(v.join(" | ").as_str()) => format!("{} (one of: {})", c.doc, v.join(", ")),
                 _ => c.doc.to_string(),
             };
-            s.push_str(&format!("  {:<w$}  {:<28} {:<8}  {}\n", c.name, ty, null, doc, w = w));
+            s.push_str(&format!("  {:<w$}  {:<28} {:<8}  {}\n", c.label(), ty, null, doc, w = w));
         }
         s
     }
 }
 
 impl TableSpec {
-    /// Builds a batch of this table from columns given in spec order. A [`ColType::Vector`] or
-    /// [`ColType::Id`] column keeps its data's type (width, id type); the names, nullability and
-    /// metadata are the spec's.
+    /// Builds a batch of this table from columns given in spec order (a [`ColType::Run`]: one
+    /// column per dimension). A [`ColType::Vector`] or [`ColType::Id`] column keeps its data's type
+    /// (width, id type); the names, nullability and metadata are the spec's.
     pub fn batch(&self, columns: Vec<arrow::array::ArrayRef>) -> crate::Result<arrow::record_batch::RecordBatch> {
         let schema = self.schema();
-        let schema = if self.columns.iter().any(|c| matches!(c.ty, ColType::Vector | ColType::Id)) {
-            let fields: Vec<Field> = schema
-                .fields()
-                .iter()
-                .zip(self.columns)
+        let schema = if self.columns.iter().any(|c| matches!(c.ty, ColType::Vector | ColType::Id | ColType::Run { .. })) {
+            let fields: Vec<Field> = self
+                .file_columns(columns.len())
+                .into_iter()
                 .zip(&columns)
-                .map(|((f, c), col)| match c.ty {
-                    ColType::Vector | ColType::Id => Field::new(f.name(), col.data_type().clone(), f.is_nullable()),
-                    _ => f.as_ref().clone(),
+                .map(|((name, c), col)| match c.ty {
+                    ColType::Vector | ColType::Id => Field::new(name, col.data_type().clone(), c.nullable),
+                    _ => Field::new(name, c.ty.data_type(), c.nullable),
                 })
                 .collect();
             Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))

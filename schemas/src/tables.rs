@@ -5,7 +5,7 @@
 //! families (indexes, retrieval, knowledge-base methods, TopoRAG) and results (runs, scores, curves,
 //! metrics, timings). Tables marked `run_dependent` hold wall-clock figures.
 
-use crate::table::{ColType::*, TableSpec, opt, opt_in, req, req_in};
+use crate::table::{ColType::*, Float, TableSpec, opt, opt_in, req, req_in};
 
 /// The splits of queries and questions.
 pub const SPLITS: &[&str] = &["train", "val", "test"];
@@ -1084,6 +1084,45 @@ pub const QUERY_PLANS: TableSpec = TableSpec {
     ],
 };
 
+/// `tgrag diffusion`'s output (f32, the default).
+pub const DIFFUSION_EMBEDDINGS: TableSpec = TableSpec {
+    name: "diffusion_embeddings",
+    version: 1,
+    family: "file tools",
+    doc: "`tgrag diffusion` (--out): one row per node, in node order, its proximity embedding P = Σ α_k Â^k R.",
+    run_dependent: false,
+    columns: &[
+        req("node", U32, "node id (0..N−1)"),
+        req("p", Run { item: Float::F32, digits: 2 }, "P's columns, one per column `r00`, `r01`, … of the projection R"),
+    ],
+};
+
+/// `tgrag diffusion --f64`'s output.
+pub const DIFFUSION_EMBEDDINGS_F64: TableSpec = TableSpec {
+    name: "diffusion_embeddings_f64",
+    version: 1,
+    family: "file tools",
+    doc: "`tgrag diffusion --f64` (--out): `diffusion_embeddings` computed and written in f64.",
+    run_dependent: false,
+    columns: &[
+        req("node", U32, "node id (0..N−1)"),
+        req("p", Run { item: Float::F64, digits: 2 }, "P's columns, one per column `r00`, `r01`, … of the projection R"),
+    ],
+};
+
+/// `tgrag graphwave`'s output.
+pub const GRAPHWAVE_EMBEDDINGS: TableSpec = TableSpec {
+    name: "graphwave_embeddings",
+    version: 1,
+    family: "file tools",
+    doc: "`tgrag graphwave` (--out): one row per node, in node order, its GraphWave role embedding.",
+    run_dependent: false,
+    columns: &[
+        req("node", U32, "node id (0..N−1)"),
+        req("f", Run { item: Float::F64, digits: 3 }, "per heat scale: the T real parts, then the T imaginary parts"),
+    ],
+};
+
 /// All canonical tables, in documentation order.
 pub const ALL: &[&TableSpec] = &[
     &NODES,
@@ -1153,6 +1192,9 @@ pub const ALL: &[&TableSpec] = &[
     &BM25_RANKING,
     &EMBED_VECTORS,
     &QUERY_PLANS,
+    &DIFFUSION_EMBEDDINGS,
+    &DIFFUSION_EMBEDDINGS_F64,
+    &GRAPHWAVE_EMBEDDINGS,
 ];
 
 /// Looks a table up by name.

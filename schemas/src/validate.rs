@@ -66,6 +66,10 @@ fn cast_column(spec: &TableSpec, file: &Path, name: &str, col: &ArrayRef, to: &D
 pub fn conform(spec: &TableSpec, file: &Path, raw: &RecordBatch) -> Result<RecordBatch> {
     let mut cols: Vec<ArrayRef> = Vec::with_capacity(spec.columns.len());
     for c in spec.columns {
+        if matches!(c.ty, ColType::Run { .. }) {
+            cols.extend(conform_run(spec, file, raw, c)?);
+            continue;
+        }
         let to = c.ty.data_type();
         let col = match raw.column_by_name(c.name) {
             Some(col) if c.ty.matches(col.data_type()) => col.clone(),
@@ -105,10 +109,34 @@ pub fn conform(spec: &TableSpec, file: &Path, raw: &RecordBatch) -> Result<Recor
     // The spec's names, nullability and metadata; the data's own type where it matched (list item
     // fields, embedding widths).
     let schema = spec.schema();
-    let fields: Vec<Field> =
-        schema.fields().iter().zip(&cols).map(|(f, c)| Field::new(f.name(), c.data_type().clone(), f.is_nullable())).collect();
+    let fields: Vec<Field> = spec
+        .file_columns(cols.len())
+        .into_iter()
+        .zip(&cols)
+        .map(|((name, f), c)| Field::new(name, c.data_type().clone(), f.nullable))
+        .collect();
     RecordBatch::try_new(Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone())), cols)
         .map_err(|e| SchemaError::arrow(format!("{}: conforming to table `{}`", file.display(), spec.name), e))
+}
+
+/// The columns of a [`ColType::Run`] in `raw` (`p00`, `p01`, … while they exist), each cast to the
+/// run's type, with no missing value; a run of no column is a missing required column.
+fn conform_run(spec: &TableSpec, file: &Path, raw: &RecordBatch, c: &crate::ColumnSpec) -> Result<Vec<ArrayRef>> {
+    let to = c.ty.data_type();
+    let mut out = Vec::new();
+    while let Some(col) = raw.column_by_name(&c.run_name(out.len())) {
+        let name = c.run_name(out.len());
+        let col = cast_column(spec, file, &name, col, &to)?;
+        if let Some(row) = (0..col.len()).find(|&i| col.is_null(i)) {
+            return Err(SchemaError::violation(file, spec.name, Some(row), Some(&name), "missing value"));
+        }
+        out.push(col);
+    }
+    if out.is_empty() {
+        let msg = format!("missing required columns {} (one per dimension)", c.label());
+        return Err(SchemaError::violation(file, spec.name, None, Some(c.name), msg));
+    }
+    Ok(out)
 }
 
 /// The key of `scores` (its declaration's "one row per …"): every evaluation's results are unique on
@@ -127,29 +155,36 @@ fn written_key(spec: &TableSpec) -> Option<&'static [&'static str]> {
 pub fn check_written(spec: &TableSpec, batch: &RecordBatch) -> Result<()> {
     let schema = batch.schema();
     let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-    let want: Vec<&str> = spec.columns.iter().map(|c| c.name).collect();
+    let expected = spec.file_columns(batch.num_columns());
+    let want: Vec<&str> = expected.iter().map(|(name, _)| name.as_str()).collect();
     let here = Path::new("<written>");
     if names != want {
+        let want: Vec<String> = spec.columns.iter().map(|c| c.label()).collect();
         return Err(SchemaError::violation(here, spec.name, None, None, format!("columns {names:?}, expected {want:?}")));
     }
-    for (c, col) in spec.columns.iter().zip(batch.columns()) {
+    if let Some(run) = spec.columns.iter().find(|c| matches!(c.ty, ColType::Run { .. }))
+        && !expected.iter().any(|(_, c)| c.name == run.name)
+    {
+        return Err(SchemaError::violation(here, spec.name, None, Some(run.name), "no column of the run (one per dimension)"));
+    }
+    for ((name, c), col) in expected.iter().zip(batch.columns()) {
         if !c.ty.matches(col.data_type()) {
             return Err(SchemaError::violation(
                 here,
                 spec.name,
                 None,
-                Some(c.name),
+                Some(name),
                 format!("has type {}, expected {}", col.data_type(), c.ty.describe()),
             ));
         }
         if !c.nullable
             && let Some(row) = (0..col.len()).find(|&i| col.is_null(i))
         {
-            return Err(SchemaError::violation(here, spec.name, Some(row), Some(c.name), "missing value in a required column"));
+            return Err(SchemaError::violation(here, spec.name, Some(row), Some(name), "missing value in a required column"));
         }
         if let Some((row, v)) = c.first_outside(col.as_ref()) {
             let allowed = c.values.unwrap_or_default().join(", ");
-            return Err(SchemaError::violation(here, spec.name, Some(row), Some(c.name), format!("`{v}` is not one of: {allowed}")));
+            return Err(SchemaError::violation(here, spec.name, Some(row), Some(name), format!("`{v}` is not one of: {allowed}")));
         }
     }
     if let Some(key) = written_key(spec) {
@@ -495,6 +530,49 @@ mod tests {
     use super::*;
     use arrow::array::{Float64Array, StringArray};
     use std::path::PathBuf;
+
+    /// A run table (`diffusion_embeddings`): `node`, then `p00`, `p01`, … of the declared type.
+    #[test]
+    fn a_run_of_columns_is_checked_written_and_read_by_its_declaration() {
+        use arrow::array::{Float32Array, UInt32Array};
+        let spec = &tables::DIFFUSION_EMBEDDINGS;
+        let f32s = |v: Vec<f32>| Arc::new(Float32Array::from(v)) as ArrayRef;
+        let node = Arc::new(UInt32Array::from(vec![0, 1])) as ArrayRef;
+        let b = spec.batch(vec![node.clone(), f32s(vec![0.5, 1.0]), f32s(vec![2.0, 3.0])]).expect("batch");
+        let schema = b.schema();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(names, ["node", "p00", "p01"]);
+        check_written(spec, &b).expect("declared");
+        // Read back through the declaration: every column of the run, cast to f32.
+        let back = conform(spec, Path::new("p.parquet"), &b).expect("conform");
+        assert_eq!(back.num_columns(), 3);
+        // No column of the run, a column of another type, a gap in the names: refused.
+        let bare = spec.batch(vec![node.clone()]).expect("batch");
+        let e = check_written(spec, &bare).expect_err("no run").to_string();
+        assert!(e.contains("no column of the run"), "{e}");
+        let f64s = Arc::new(Float64Array::from(vec![0.5, 1.0])) as ArrayRef;
+        let wrong = RecordBatch::try_from_iter([("node", node.clone()), ("p00", f64s)]).expect("f64");
+        let e = check_written(spec, &wrong).expect_err("f64").to_string();
+        assert!(e.contains("p00") && e.contains("Float32 × d"), "{e}");
+        let gap = RecordBatch::try_from_iter([("node", node.clone()), ("p00", f32s(vec![0.0, 0.0])), ("p02", f32s(vec![0.0, 0.0]))]);
+        let e = check_written(spec, &gap.expect("gap")).expect_err("gap").to_string();
+        assert!(e.contains("p00, p01, …"), "{e}");
+        let e = conform(spec, Path::new("p.parquet"), &batch(vec![("node", node)])).expect_err("read").to_string();
+        assert!(e.contains("missing required columns p00, p01, …"), "{e}");
+        // The dimension is zero-padded to the declared digits, and grows past them.
+        let run = &tables::GRAPHWAVE_EMBEDDINGS.columns[1];
+        assert_eq!((run.run_name(7), run.run_name(1234)), ("f007".to_string(), "f1234".to_string()));
+    }
+
+    /// A run is the last column of its table: the columns after it could not be told apart from it.
+    #[test]
+    fn a_run_is_its_tables_last_column() {
+        for t in tables::ALL {
+            if let Some(i) = t.columns.iter().position(|c| matches!(c.ty, ColType::Run { .. })) {
+                assert_eq!(i + 1, t.columns.len(), "{}", t.name);
+            }
+        }
+    }
 
     fn batch(cols: Vec<(&str, ArrayRef)>) -> RecordBatch {
         RecordBatch::try_from_iter(cols).expect("batch")

@@ -1,6 +1,7 @@
 //! `tgrag diffusion`: TopoRAG proximity embeddings P = Σ α_k Â^k R of any graph (eq. 3). Inputs are
-//! checked (file, row, column) before work starts; the output is written to a temporary file and
-//! renamed. The edge and matrix helpers here serve `tgrag graphwave` too.
+//! checked (file, row, column) before work starts; the output is the declared table
+//! `diffusion_embeddings` (`diffusion_embeddings_f64` under `--f64`), checked and written to a
+//! temporary file and renamed. The edge and matrix helpers here serve `tgrag graphwave` too.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -8,8 +9,9 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use arrow::array::{Array, ArrayRef, AsArray, Float32Array, Float64Array, UInt32Array};
-use arrow::datatypes::{DataType, Field, Float64Type, Schema, UInt32Type};
+use arrow::datatypes::{DataType, Float64Type, UInt32Type};
 use arrow::record_batch::RecordBatch;
+use tgrag_schemas::{TableSpec, tables};
 use tgrag_stages::toporag::diffusion::{Adjacency, diffuse_f32, diffuse_f64};
 
 /// `tgrag diffusion` arguments.
@@ -59,32 +61,17 @@ pub(crate) fn read_edges(path: &Path) -> Result<(Vec<u32>, Vec<u32>)> {
     Ok((u32_column(&b, path, "src")?, u32_column(&b, path, "dst")?))
 }
 
-pub(crate) fn write_matrix(
-    out: &Path,
-    first: &str,
-    prefix: &str,
-    digits: usize,
-    n: usize,
-    d: usize,
-    values: ArrayValues<'_>,
-) -> Result<()> {
-    let mut fields = vec![Field::new(first, DataType::UInt32, false)];
+/// Writes an n × d row-major matrix as the declared table `spec`: `node` (0..n−1), then one column
+/// per dimension (the table's run: `p00`, `f000`, …).
+pub(crate) fn write_matrix(spec: &TableSpec, out: &Path, n: usize, d: usize, values: ArrayValues<'_>) -> Result<()> {
     let mut cols: Vec<ArrayRef> = vec![Arc::new(UInt32Array::from_iter_values(0..n as u32))];
     for c in 0..d {
-        let name = format!("{prefix}{c:0digits$}");
-        match &values {
-            ArrayValues::F32(v) => {
-                fields.push(Field::new(name, DataType::Float32, false));
-                cols.push(Arc::new(Float32Array::from_iter_values((0..n).map(|i| v[i * d + c]))));
-            }
-            ArrayValues::F64(v) => {
-                fields.push(Field::new(name, DataType::Float64, false));
-                cols.push(Arc::new(Float64Array::from_iter_values((0..n).map(|i| v[i * d + c]))));
-            }
-        }
+        cols.push(match &values {
+            ArrayValues::F32(v) => Arc::new(Float32Array::from_iter_values((0..n).map(|i| v[i * d + c]))),
+            ArrayValues::F64(v) => Arc::new(Float64Array::from_iter_values((0..n).map(|i| v[i * d + c]))),
+        });
     }
-    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)?;
-    tgrag_schemas::io::write_parquet_atomic(out, &batch)?;
+    tgrag_schemas::io::write_table(spec, out, &spec.batch(cols)?)?;
     Ok(())
 }
 
@@ -164,7 +151,8 @@ pub fn run(a: DiffusionArgs) -> Result<()> {
         ArrayValues::F32(&p32)
     };
     let t_diffuse = t0.elapsed().as_secs_f64();
-    write_matrix(&a.out, "node", "p", 2, n, d, values)?;
+    let spec = if a.f64 { &tables::DIFFUSION_EMBEDDINGS_F64 } else { &tables::DIFFUSION_EMBEDDINGS };
+    write_matrix(spec, &a.out, n, d, values)?;
     eprintln!(
         "diffusion: N = {n}, nnz(A) = {}, d = {d}, K = {} ({}) in {t_diffuse:.3}s (read {t_read:.2}s, csr {t_csr:.2}s) → {}",
         adj.indices.len(),

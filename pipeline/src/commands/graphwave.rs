@@ -1,4 +1,5 @@
-//! `tgrag graphwave`: GraphWave role embeddings of any graph (TopoRAG eqs. 4–6).
+//! `tgrag graphwave`: GraphWave role embeddings of any graph (TopoRAG eqs. 4–6), written as the
+//! declared table `graphwave_embeddings`.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -82,7 +83,7 @@ pub fn run(a: GraphwaveArgs) -> Result<()> {
     let ts = graphwave::sample_points(a.points, 100.0);
     let t0 = Instant::now();
     let emb = graphwave::embed(&adj, &scales, &ts, mode)?;
-    write_matrix(&a.out, "node", "f", 3, n, width, ArrayValues::F64(&emb))?;
+    write_matrix(&tgrag_schemas::tables::GRAPHWAVE_EMBEDDINGS, &a.out, n, width, ArrayValues::F64(&emb))?;
     eprintln!(
         "graphwave: N = {n}, {} scales × {} points ({:?}) in {:.3}s → {}",
         scales.len(),

@@ -17,7 +17,8 @@ pub struct SchemaArgs {
 }
 
 /// A column type as `--json` names it: `uint32`, `float64`, `utf8`, `bool`, `list<uint32>`,
-/// `fixed_size_list<float32, 384>`, `fixed_size_list<float32, *>` (any width, one per file).
+/// `fixed_size_list<float32, 384>`, `fixed_size_list<float32, *>` (any width, one per file),
+/// `run<float32>` (one column per dimension: the column's `run` entry gives the names).
 pub fn type_name(t: ColType) -> String {
     match t {
         ColType::U8 => "uint8".into(),
@@ -35,6 +36,7 @@ pub fn type_name(t: ColType) -> String {
         ColType::Embedding(n) => format!("fixed_size_list<float32, {n}>"),
         ColType::Vector => "fixed_size_list<float32, *>".into(),
         ColType::Id => "integer|utf8".into(),
+        ColType::Run { item, .. } => format!("run<{}>", type_name(ColType::from(item))),
     }
 }
 
@@ -44,13 +46,18 @@ pub fn table_json(t: &TableSpec) -> serde_json::Value {
         .columns
         .iter()
         .map(|c| {
-            serde_json::json!({
+            let mut col = serde_json::json!({
                 "name": c.name,
                 "type": type_name(c.ty),
                 "nullable": c.nullable,
                 "doc": c.doc,
                 "values": c.values,
-            })
+            });
+            // A run's file columns are its name and the dimension, zero-padded to `digits`.
+            if let (ColType::Run { digits, .. }, Some(obj)) = (c.ty, col.as_object_mut()) {
+                obj.insert("run".into(), serde_json::json!({ "prefix": c.name, "digits": digits, "first": c.run_name(0) }));
+            }
+            col
         })
         .collect();
     let metadata: serde_json::Map<String, serde_json::Value> =

@@ -129,3 +129,37 @@ fn evaluate_writes_the_declared_table_with_or_without_methods() {
         assert_listed(d.path(), table);
     }
 }
+
+#[test]
+fn diffusion_and_graphwave_write_declared_tables_one_column_per_dimension() {
+    use std::sync::Arc;
+
+    use arrow::array::{ArrayRef, Float64Array, UInt32Array};
+    let d = tempfile::tempdir().expect("tmp");
+    let o = d.path();
+    let s = |p: &Path| p.to_str().expect("utf8").to_string();
+    let (e, r) = (o.join("e.parquet"), o.join("r.parquet"));
+    let u32s = |v: Vec<u32>| Arc::new(UInt32Array::from(v)) as ArrayRef;
+    let f64s = |v: Vec<f64>| Arc::new(Float64Array::from(v)) as ArrayRef;
+    write(&e, &[("src", u32s(vec![0, 1, 2])), ("dst", u32s(vec![1, 2, 3]))]);
+    write(&r, &[("node", u32s(vec![0, 1, 2, 3])), ("r00", f64s(vec![1.0, 0.0, 0.5, 2.0])), ("r01", f64s(vec![0.0, 1.0, 1.5, 1.0]))]);
+    for (flag, name) in [(None, "diffusion_embeddings"), (Some("--f64"), "diffusion_embeddings_f64")] {
+        let p = o.join(format!("{name}.parquet"));
+        let mut args = vec!["diffusion".to_string(), "--edges".into(), s(&e), "--projection".into(), s(&r), "--out".into(), s(&p)];
+        args.extend(flag.map(String::from));
+        ok(tgrag(o, &args.iter().map(String::as_str).collect::<Vec<_>>()));
+        assert_declared(&p, name, 4);
+        assert_eq!(table(&p).num_columns(), 3, "node, p00, p01");
+        assert_listed(o, name);
+    }
+    let w = o.join("w.parquet");
+    ok(tgrag(o, &["graphwave", "--edges", &s(&e), "--scales", "1", "--points", "2", "--out", &s(&w)]));
+    assert_declared(&w, "graphwave_embeddings", 4);
+    let names: Vec<String> = table(&w).schema().fields().iter().map(|f| f.name().clone()).collect();
+    assert_eq!(names, ["node", "f000", "f001", "f002", "f003"]);
+    assert_listed(o, "graphwave_embeddings");
+    // `tgrag schema --json` names the run's columns.
+    let json: serde_json::Value = serde_json::from_str(&ok(tgrag(o, &["schema", "graphwave_embeddings", "--json"]))).expect("json");
+    assert_eq!(json["columns"][1]["type"], "run<float64>");
+    assert_eq!(json["columns"][1]["run"]["first"], "f000");
+}

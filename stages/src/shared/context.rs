@@ -152,7 +152,7 @@ impl<'a> StageContext<'a> {
         self.ensure_dir()?;
         let file = format!("{table}.parquet");
         let prov = io::Provenance { dataset: Some(&self.dataset.name), cache_key: self.cache_key.as_deref() };
-        let tmp = io::write_parquet_tmp_with(&self.dir.join(&file), batch, Some(spec), &prov)?;
+        let tmp = io::write_table_tmp_with(spec, &self.dir.join(&file), batch, &prov)?;
         self.written.push(Written { file, tmp, rows: Some(batch.num_rows()) });
         Ok(())
     }
