@@ -66,14 +66,104 @@ pub trait StageSpec: Send + Sync {
     }
 }
 
-/// Option names that hold a width (embedding, hashing or hidden units): at most `MAX_DIM`.
-const WIDTH_OPTIONS: &[&str] = &["dim", "dims", "hash_dim", "hidden", "planner_hidden", "head_hidden", "text_hidden"];
+/// A width option (embedding, hashing or hidden units): an integer of at most `MAX_DIM`. Every
+/// width field of every stage config has this type, so a width is refused above the limit by its
+/// declaration, whatever the option is called: `--set dense.dim=10000000` fails while the config
+/// is read, before any stage runs. It is a plain integer in JSON (`config.json` and cache keys are
+/// those of a `usize`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Width(usize);
+
+impl Width {
+    /// A width known when the code is written (defaults, tests); a value above `MAX_DIM` fails to
+    /// compile where it is used in a constant, as `const { Width::new(256) }` does.
+    pub const fn new(n: usize) -> Width {
+        assert!(n <= tgrag_schemas::limits::MAX_DIM, "a width is at most MAX_DIM");
+        Width(n)
+    }
+
+    /// The number of units.
+    pub const fn get(self) -> usize {
+        self.0
+    }
+}
+
+impl From<Width> for usize {
+    fn from(w: Width) -> usize {
+        w.0
+    }
+}
+
+impl std::fmt::Display for Width {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl serde::Serialize for Width {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Width {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Width, D::Error> {
+        use tgrag_schemas::limits::MAX_DIM;
+        let n = usize::deserialize(d)?;
+        if n > MAX_DIM {
+            return Err(serde::de::Error::custom(width_refusal(n)));
+        }
+        Ok(Width(n))
+    }
+}
+
+/// Why a width is refused, without the option (serde's errors name no field: [`width_option`]
+/// finds it).
+fn width_refusal(n: usize) -> String {
+    format!("must be at most {}, got {n}", tgrag_schemas::limits::MAX_DIM)
+}
+
+/// The option (`hidden`, `traversal.dim`) whose [`Width`] refusal `error` is, in config `v` of type
+/// `C`. serde's error names no field, so the option is found among the members that hold the
+/// refused value: the one that still fails alone when every other such member is set to 0.
+fn width_option<C: serde::de::DeserializeOwned>(v: &serde_json::Value, error: &str) -> Option<String> {
+    let prefix = width_refusal(0);
+    let n: u64 = error.strip_prefix(prefix.strip_suffix('0')?)?.parse().ok()?;
+    let mut members = Vec::new();
+    members_holding(v, n, &mut Vec::new(), &mut members);
+    let fails_alone = |keep: &Vec<String>| {
+        let mut w = v.clone();
+        for path in members.iter().filter(|p| *p != keep) {
+            if let Some(x) = path.iter().try_fold(&mut w, |x, k| x.get_mut(k.as_str())) {
+                *x = serde_json::json!(0);
+            }
+        }
+        serde_json::from_value::<C>(w).err().is_some_and(|e| e.to_string() == error)
+    };
+    members.iter().find(|p| fails_alone(p)).map(|p| p.join("."))
+}
+
+/// The paths of the object members under `v` that hold the number `n` (arrays are not paths to
+/// a width).
+fn members_holding(v: &serde_json::Value, n: u64, path: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    if let serde_json::Value::Object(m) = v {
+        for (k, x) in m {
+            path.push(k.clone());
+            if x.as_u64() == Some(n) {
+                out.push(path.clone());
+            }
+            members_holding(x, n, path, out);
+            path.pop();
+        }
+    }
+}
 
 /// The net under every stage's own checks: no integer option (seeds excepted) above `MAX_TOP_K`,
-/// no width above `MAX_DIM`, so that a typo such as `--set bm25.top_k=1000000000000` is refused
-/// with the limit before any stage runs, never an allocation that aborts the process.
+/// so that a typo such as `--set bm25.top_k=1000000000000` is refused with the limit before any
+/// stage runs, never an allocation that aborts the process. Widths have their own, lower limit
+/// by their type ([`Width`]).
 pub fn check_sizes(v: &serde_json::Value, path: &str) -> std::result::Result<(), String> {
-    use tgrag_schemas::limits::{MAX_DIM, MAX_TOP_K};
+    use tgrag_schemas::limits::MAX_TOP_K;
     match v {
         serde_json::Value::Object(m) => {
             for (k, x) in m {
@@ -81,12 +171,6 @@ pub fn check_sizes(v: &serde_json::Value, path: &str) -> std::result::Result<(),
                     continue;
                 }
                 let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
-                if WIDTH_OPTIONS.contains(&k.as_str())
-                    && let Some(n) = x.as_u64()
-                    && n > MAX_DIM as u64
-                {
-                    return Err(format!("{p} must be at most {MAX_DIM}, got {n}"));
-                }
                 check_sizes(x, &p)?;
             }
         }
@@ -158,7 +242,14 @@ fn parse<T: StageSpec>(v: &serde_json::Value) -> Result<T::Config> {
     let config_error = |message: String| StageError::Config { stage: T::INFO.name.into(), message };
     check_sizes(v, "").map_err(config_error)?;
     check_training_options(v, "").map_err(config_error)?;
-    let c: T::Config = serde_json::from_value(v.clone()).map_err(|e| config_error(e.to_string()))?;
+    let c: T::Config = serde_json::from_value(v.clone()).map_err(|e| {
+        let e = e.to_string();
+        // A width refused by its type: the message names the option, as the other limits do.
+        match width_option::<T::Config>(v, &e) {
+            Some(option) => config_error(format!("{option} {e}")),
+            None => config_error(e),
+        }
+    })?;
     T::validate(&c).map_err(config_error)?;
     Ok(c)
 }
@@ -210,6 +301,67 @@ pub fn check_models(stages: &[(&dyn Stage, &serde_json::Value)]) -> Result<()> {
                 options.len(),
                 sets.join(" ")
             )))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Width, width_option};
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Inner {
+        dim: Width,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Config {
+        batch: usize,
+        hidden: Width,
+        inner: Inner,
+    }
+
+    fn refusal(v: serde_json::Value) -> String {
+        let e = serde_json::from_value::<Config>(v.clone()).expect_err("refused").to_string();
+        format!("{} {e}", width_option::<Config>(&v, &e).unwrap_or_default())
+    }
+
+    #[test]
+    fn a_width_is_a_plain_integer_in_json() {
+        assert_eq!(serde_json::to_string(&Width::new(256)).expect("json"), "256");
+        let w: Width = serde_json::from_str("65536").expect("the limit");
+        assert_eq!(w.get(), 65_536);
+        assert!(serde_json::from_str::<Width>("-1").is_err());
+    }
+
+    #[test]
+    fn a_width_above_the_limit_is_refused_naming_its_option_by_declaration() {
+        use serde_json::json;
+        // Another option with the same value is not a width and is not named.
+        let e = refusal(json!({"batch": 100_000, "hidden": 100_000, "inner": {"dim": 8}}));
+        assert_eq!(e, "hidden must be at most 65536, got 100000");
+        let e = refusal(json!({"batch": 100_000, "hidden": 8, "inner": {"dim": 100_000}}));
+        assert_eq!(e, "inner.dim must be at most 65536, got 100000");
+        // Two widths with the same value: the first serde reads is named.
+        let e = refusal(json!({"batch": 1, "hidden": 70_000, "inner": {"dim": 70_000}}));
+        assert_eq!(e, "hidden must be at most 65536, got 70000");
+    }
+
+    /// The width options that `check_sizes` once knew by name are widths by type in every stage.
+    #[test]
+    fn every_width_option_of_every_stage_is_refused_above_the_limit() {
+        for s in crate::registry::all() {
+            let defaults = s.default_config();
+            for k in
+                ["dim", "dims", "hash_dim", "hidden", "planner_hidden", "head_hidden"].into_iter().filter(|k| defaults.get(k).is_some())
+            {
+                let mut c = defaults.clone();
+                c[k] = serde_json::json!(65_537);
+                let e = s.check_config(&c).expect_err(k).to_string();
+                assert!(e.contains(&format!("{k} must be at most 65536, got 65537")), "{}: {e}", s.info().name);
+            }
         }
     }
 }

@@ -34,6 +34,7 @@ use crate::graphqa::encoded::{EncodedGraph, EncodedGraphs};
 use crate::graphqa::retrieval::{Subgraph, SubgraphMethod, cosines};
 use crate::shared::curves::Curves;
 use crate::shared::scores::Scores;
+use crate::stage::Width;
 use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
 
 /// Options of the `gretriever` stage.
@@ -46,10 +47,10 @@ pub struct GretrieverConfig {
     pub encoders: Vec<EncoderKind>,
     pub efficient: bool,
     pub whole_graph: bool,
-    pub hidden: usize,
+    pub hidden: Width,
     pub layers: usize,
     pub heads: usize,
-    pub head_hidden: usize,
+    pub head_hidden: Width,
     pub lr: f64,
     pub weight_decay: f32,
     pub clip: f32,
@@ -77,10 +78,10 @@ impl Default for GretrieverConfig {
             encoders: vec![EncoderKind::Gt, EncoderKind::Gat, EncoderKind::Gcn],
             efficient: true,
             whole_graph: true,
-            hidden: 256,
+            hidden: const { Width::new(256) },
             layers: 4,
             heads: 4,
-            head_hidden: 256,
+            head_hidden: const { Width::new(256) },
             lr: 1e-3,
             weight_decay: 0.05,
             clip: 0.1,
@@ -234,14 +235,14 @@ pub fn run_task(
                     kind,
                     in_dim: enc.dim,
                     edge_dim: enc.dim,
-                    hidden: cfg.hidden,
+                    hidden: cfg.hidden.get(),
                     layers: cfg.layers,
                     heads: cfg.heads,
                     pooling,
                 }),
                 question_dim: enc.dim,
                 head,
-                head_hidden: cfg.head_hidden,
+                head_hidden: cfg.head_hidden.get(),
             };
             let qcfg = QaConfig {
                 lr: cfg.lr,
@@ -250,7 +251,7 @@ pub fn run_task(
                 batch: cfg.batch,
                 epochs: cfg.epochs,
                 patience: cfg.patience,
-                head_hidden: cfg.head_hidden,
+                head_hidden: cfg.head_hidden.get(),
                 seed: *seed,
             };
             let (model, curve, best) = train(shape, &train_x, &val_x, enc.dim, enc.dim, &qcfg, &dev)
@@ -351,13 +352,13 @@ impl StageSpec for GretrieverStage {
     const INFO: &'static StageInfo = &INFO;
     fn validate(c: &GretrieverConfig) -> std::result::Result<(), String> {
         if c.seeds.is_empty()
-            || c.hidden == 0
+            || c.hidden.get() == 0
             || c.layers == 0
             || c.heads == 0
-            || !c.hidden.is_multiple_of(c.heads)
+            || !c.hidden.get().is_multiple_of(c.heads)
             || c.batch == 0
             || c.epochs == 0
-            || c.head_hidden == 0
+            || c.head_hidden.get() == 0
         {
             return Err("seeds must be non-empty; hidden, layers, heads, batch, epochs, head_hidden ≥ 1; hidden a multiple of heads".into());
         }
@@ -441,10 +442,10 @@ mod tests {
             seeds: vec![0, 1],
             encoders: vec![EncoderKind::Gt],
             efficient: false,
-            hidden: 16,
+            hidden: Width::new(16),
             layers: 2,
             heads: 2,
-            head_hidden: 16,
+            head_hidden: Width::new(16),
             lr: 5e-3,
             epochs: 25,
             patience: 25,

@@ -34,6 +34,7 @@ use crate::graphqa::retrieval::{Subgraph, SubgraphMethod};
 use crate::shared::curves::Curves;
 use crate::shared::plots;
 use crate::shared::scores::Scores;
+use crate::stage::Width;
 use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
 
 /// Options of the `mixrag` stage.
@@ -42,12 +43,12 @@ use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
 pub struct MixragConfig {
     pub seeds: Vec<u64>,
     /// Model width `d`.
-    pub hidden: usize,
+    pub hidden: Width,
     /// Layers of the query-aware GNN of `mixrag` (the paper's best: 3).
     pub layers: usize,
     /// Elements the differentiable top-k keeps per graph (the paper: 20).
     pub top_k: usize,
-    pub head_hidden: usize,
+    pub head_hidden: Width,
     pub lr: f64,
     pub weight_decay: f32,
     pub clip: f32,
@@ -69,10 +70,10 @@ impl Default for MixragConfig {
     fn default() -> Self {
         MixragConfig {
             seeds: vec![0, 1, 2, 3],
-            hidden: 128,
+            hidden: const { Width::new(128) },
             layers: 3,
             top_k: 20,
-            head_hidden: 256,
+            head_hidden: const { Width::new(256) },
             lr: 1e-3,
             weight_decay: 0.05,
             clip: 0.1,
@@ -191,7 +192,7 @@ pub fn run_task(
             batch: cfg.batch,
             epochs: cfg.epochs,
             patience: cfg.patience,
-            head_hidden: cfg.head_hidden,
+            head_hidden: cfg.head_hidden.get(),
             seed,
         },
         tau_start: cfg.tau_start,
@@ -204,12 +205,12 @@ pub fn run_task(
                 dim: enc.dim,
                 edge_dim: enc.dim,
                 question_dim: enc.dim,
-                hidden: cfg.hidden,
+                hidden: cfg.hidden.get(),
                 layers: v.layers,
                 top_k: cfg.top_k,
                 experts: v.experts,
                 head,
-                head_hidden: cfg.head_hidden,
+                head_hidden: cfg.head_hidden.get(),
             };
             let mc = mix(*seed);
             let (model, curve, best) = mixrag::train(shape, &train_x, &val_x, &mc, &dev)
@@ -490,7 +491,14 @@ impl StageSpec for MixragStage {
     type Config = MixragConfig;
     const INFO: &'static StageInfo = &INFO;
     fn validate(c: &MixragConfig) -> std::result::Result<(), String> {
-        if c.seeds.is_empty() || c.hidden == 0 || c.layers == 0 || c.top_k == 0 || c.batch == 0 || c.epochs == 0 || c.head_hidden == 0 {
+        if c.seeds.is_empty()
+            || c.hidden.get() == 0
+            || c.layers == 0
+            || c.top_k == 0
+            || c.batch == 0
+            || c.epochs == 0
+            || c.head_hidden.get() == 0
+        {
             return Err("seeds must be non-empty; hidden, layers, top_k, batch, epochs, head_hidden ≥ 1".into());
         }
         if c.ablation_depths.iter().any(|&l| l == 0 || l > 16) {
@@ -603,8 +611,8 @@ mod tests {
             graphs.iter().map(|g| ((g.graph_id, SubgraphMethod::Pcst), Subgraph::whole(g.nodes.len(), g.edges.len()))).collect();
         let cfg = MixragConfig {
             seeds: vec![0, 1],
-            hidden: 16,
-            head_hidden: 16,
+            hidden: Width::new(16),
+            head_hidden: Width::new(16),
             epochs: 15,
             patience: 15,
             lr: 5e-3,

@@ -13,6 +13,7 @@ use tgrag_datasets::graphqa::{TextGraph, desc};
 
 use crate::graphqa::data::{QaGraph, read};
 use crate::shared::encoders::{DeviceChoice, Encoder, TextEncoder, embedding_array};
+use crate::stage::Width;
 use crate::{Result, StageContext, StageInfo, StageSpec};
 
 /// Options of the `textgraphs` stage.
@@ -24,13 +25,13 @@ pub struct TextgraphsConfig {
     #[serde(default)]
     pub model_dir: Option<String>,
     /// Width of the hashing encoder.
-    pub hash_dim: usize,
+    pub hash_dim: Width,
     pub device: DeviceChoice,
 }
 
 impl Default for TextgraphsConfig {
     fn default() -> Self {
-        TextgraphsConfig { encoder: Encoder::Minilm, model_dir: None, hash_dim: 256, device: DeviceChoice::Cpu }
+        TextgraphsConfig { encoder: Encoder::Minilm, model_dir: None, hash_dim: const { Width::new(256) }, device: DeviceChoice::Cpu }
     }
 }
 
@@ -133,7 +134,7 @@ impl StageSpec for TextgraphsStage {
     type Config = TextgraphsConfig;
     const INFO: &'static StageInfo = &INFO;
     fn validate(c: &TextgraphsConfig) -> std::result::Result<(), String> {
-        if c.hash_dim == 0 || c.hash_dim > 1 << 16 {
+        if c.hash_dim.get() == 0 || c.hash_dim.get() > 1 << 16 {
             return Err("hash_dim must be within 1..=65536".into());
         }
         Ok(())
@@ -152,7 +153,14 @@ impl StageSpec for TextgraphsStage {
         let ids = text_ids(&graphs);
         let progress = ctx.progress;
         let encoder = ctx.timed("load encoder", |_| {
-            TextEncoder::load(cfg.encoder, cfg.model_dir.as_deref(), cfg.hash_dim, cfg.device, progress, "--set textgraphs.encoder=hash")
+            TextEncoder::load(
+                cfg.encoder,
+                cfg.model_dir.as_deref(),
+                cfg.hash_dim.get(),
+                cfg.device,
+                progress,
+                "--set textgraphs.encoder=hash",
+            )
         })?;
         let refs: Vec<&str> = ids.texts.iter().map(String::as_str).collect();
         let emb = ctx.timed("embed texts", |_| encoder.encode(&refs, "textgraphs: embed texts"))?;

@@ -39,6 +39,7 @@ use crate::kb::rerank::{Ranked, features};
 use crate::kb::traversal::{TextIndex, Traj, TraversalConfig, parse_tokens, traverse};
 use crate::shared::curves::Curves;
 use crate::shared::run::by_score_then_id;
+use crate::stage::Width;
 use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
 
 /// Options of the `mor` stage.
@@ -47,7 +48,7 @@ use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
 pub struct MorConfig {
     pub traversal: TraversalConfig,
     pub planner_epochs: usize,
-    pub planner_hidden: usize,
+    pub planner_hidden: Width,
     pub reranker_epochs: usize,
     pub negatives: usize,
     /// Reranker head: `paper` (1280 → 256 → ReLU → 1) or `released` (MoR's code: 1280 → 1 → 1).
@@ -64,7 +65,7 @@ impl Default for MorConfig {
         MorConfig {
             traversal: TraversalConfig::default(),
             planner_epochs: 40,
-            planner_hidden: 256,
+            planner_hidden: const { Width::new(256) },
             reranker_epochs: 20,
             negatives: 15,
             reranker_head: Head::Paper,
@@ -140,7 +141,7 @@ pub struct Planned {
 /// training plans (no training query reaches an answer) every plan is empty, and MoR falls back to
 /// text retrieval, as it does for an invalid plan.
 pub fn plan(kb: &Kb, data: &PlanData, order: &[u32], cfg: &MorConfig, dev: &Device) -> Result<Planned> {
-    let pcfg = PlannerConfig { hidden: cfg.planner_hidden, epochs: cfg.planner_epochs, seed: cfg.seed, ..Default::default() };
+    let pcfg = PlannerConfig { hidden: cfg.planner_hidden.get(), epochs: cfg.planner_epochs, seed: cfg.seed, ..Default::default() };
     let shape = PlannerShape { dim: kb.dim, vocab: data.vocab.len(), hidden: pcfg.hidden, max_len: pcfg.max_len };
     if data.train.targets.is_empty() {
         return Ok(Planned { plans: vec![Vec::new(); order.len()], curve: Vec::new(), best: 0, seconds_each: 0.0 });
@@ -486,7 +487,7 @@ mod tests {
     #[test]
     fn planning_learns_the_training_plan_and_needs_training_plans() {
         let kb = toy_kb();
-        let cfg = MorConfig { planner_epochs: 25, planner_hidden: 16, ..MorConfig::default() };
+        let cfg = MorConfig { planner_epochs: 25, planner_hidden: Width::new(16), ..MorConfig::default() };
         let dev = burn::tensor::Device::flex();
         let empty = plan_data(&kb, &planning_graphs(&[(1, "val", "brand")])).expect("data");
         let none = plan(&kb, &empty, &[0, 1, 2], &cfg, &dev).expect("plan");

@@ -31,6 +31,7 @@ use crate::kb::kb::{Kb, MIN_NAME_CHARS, TypedGraph};
 use crate::kb::paths::topics;
 use crate::shared::curves::Curves;
 use crate::shared::run::{run_batch, top_k};
+use crate::stage::Width;
 use crate::{Result, StageContext, StageInfo, StageSpec};
 
 /// Options of the `pasemiqa` stage.
@@ -43,7 +44,7 @@ pub struct PasemiqaConfig {
     pub fallback_k: usize,
     pub candidates: usize,
     pub planner_epochs: usize,
-    pub planner_hidden: usize,
+    pub planner_hidden: Width,
     /// Nodes reached per hop are capped (hubs), keeping the lowest ids.
     pub max_frontier: usize,
     pub seed: u64,
@@ -59,7 +60,7 @@ impl Default for PasemiqaConfig {
             fallback_k: 3,
             candidates: 100,
             planner_epochs: 40,
-            planner_hidden: 256,
+            planner_hidden: const { Width::new(256) },
             max_frontier: 20_000,
             seed: 0,
             device: tgrag_models::DeviceChoice::Cpu,
@@ -197,7 +198,8 @@ pub struct Planned {
 /// Without training paths every query falls back to text.
 pub fn plan(kb: &Kb, data: &PathData, order: &[u32], cfg: &PasemiqaConfig, dev: &Device) -> Result<Planned> {
     let max_len = data.candidates.iter().map(|c| c.len() + 1).max().unwrap_or(1).max(4);
-    let pcfg = PlannerConfig { hidden: cfg.planner_hidden, epochs: cfg.planner_epochs, seed: cfg.seed, max_len, ..Default::default() };
+    let pcfg =
+        PlannerConfig { hidden: cfg.planner_hidden.get(), epochs: cfg.planner_epochs, seed: cfg.seed, max_len, ..Default::default() };
     let shape = PlannerShape { dim: kb.dim, vocab: data.vocab.len(), hidden: pcfg.hidden, max_len };
     if data.train.targets.is_empty() {
         return Ok(Planned { log_probs: vec![Vec::new(); order.len()], curve: Vec::new(), best: 0 });
@@ -294,7 +296,7 @@ impl StageSpec for PasemiqaStage {
     type Config = PasemiqaConfig;
     const INFO: &'static StageInfo = &INFO;
     fn validate(c: &PasemiqaConfig) -> std::result::Result<(), String> {
-        if c.top_paths == 0 || c.candidates == 0 || c.planner_epochs == 0 || c.planner_hidden == 0 || c.max_frontier == 0 {
+        if c.top_paths == 0 || c.candidates == 0 || c.planner_epochs == 0 || c.planner_hidden.get() == 0 || c.max_frontier == 0 {
             return Err("top_paths, candidates, planner_epochs, planner_hidden and max_frontier must be ≥ 1".into());
         }
         Ok(())

@@ -13,6 +13,7 @@ use tgrag_schemas::columns;
 
 use crate::shared::encoders::{DeviceChoice, Encoder, TextEncoder, embedding_array};
 use crate::shared::run::{heap_top_k, run_batch};
+use crate::stage::Width;
 use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
 
 /// Options of the `dense` stage.
@@ -26,7 +27,7 @@ pub struct DenseConfig {
     #[serde(default)]
     pub model_dir: Option<String>,
     /// Embedding width of the hashing encoder (MiniLM's is 384).
-    pub dim: usize,
+    pub dim: Width,
     pub top_k: usize,
     /// Queries per matrix product.
     pub batch: usize,
@@ -35,7 +36,14 @@ pub struct DenseConfig {
 
 impl Default for DenseConfig {
     fn default() -> Self {
-        DenseConfig { encoder: Encoder::Minilm, model_dir: None, dim: 256, top_k: 100, batch: 256, device: DeviceChoice::Cpu }
+        DenseConfig {
+            encoder: Encoder::Minilm,
+            model_dir: None,
+            dim: const { Width::new(256) },
+            top_k: 100,
+            batch: 256,
+            device: DeviceChoice::Cpu,
+        }
     }
 }
 
@@ -87,7 +95,7 @@ impl StageSpec for DenseStage {
     type Config = DenseConfig;
     const INFO: &'static StageInfo = &INFO;
     fn validate(c: &DenseConfig) -> std::result::Result<(), String> {
-        if c.dim == 0 || c.top_k == 0 || c.batch == 0 {
+        if c.dim.get() == 0 || c.top_k == 0 || c.batch == 0 {
             return Err("dim, top_k and batch must be ≥ 1".into());
         }
         Ok(())
@@ -107,7 +115,7 @@ impl StageSpec for DenseStage {
         let q_texts: Vec<&str> = (0..qtext.len()).map(|i| qtext.value(i)).collect();
         let progress = ctx.progress;
         let encoder = ctx.timed("load encoder", |_| {
-            TextEncoder::load(cfg.encoder, cfg.model_dir.as_deref(), cfg.dim, cfg.device, progress, "--set dense.encoder=hash")
+            TextEncoder::load(cfg.encoder, cfg.model_dir.as_deref(), cfg.dim.get(), cfg.device, progress, "--set dense.encoder=hash")
         })?;
         let (dim, method) = (encoder.dim(), if cfg.encoder == Encoder::Hash { "dense-hash" } else { "dense" });
         let demb = ctx.timed("embed nodes", |_| encoder.encode(&doc_texts, "dense: embed nodes"))?;

@@ -39,6 +39,7 @@ use tgrag_schemas::columns;
 use crate::shared::encoders::{DeviceChoice, Encoder, TextEncoder};
 use crate::shared::run::by_score_then_id;
 use crate::shared::scores::{ALL, Scores};
+use crate::stage::Width;
 use crate::toporag::diffusion::{Adjacency, Neighbour, cosine_top_k, diffuse_f32};
 use crate::toporag::emails::{Mails, mail_pool, people_graph, read_mails};
 use crate::toporag::quality::{Items, Summary, quality};
@@ -63,7 +64,7 @@ pub struct ToporagConfig {
     pub top_k: usize,
     pub seed: u64,
     /// Width of the random projection R.
-    pub dims: usize,
+    pub dims: Width,
     /// α_1..α_K of the retrieval's proximity.
     pub alphas: Vec<f64>,
     pub scales: Vec<f64>,
@@ -73,7 +74,7 @@ pub struct ToporagConfig {
     #[serde(default)]
     pub model_dir: Option<String>,
     /// Width of the hashing encoder.
-    pub hash_dim: usize,
+    pub hash_dim: Width,
     /// Pairs for the correlation analysis (all pairs when there are fewer).
     pub max_pairs: usize,
     /// Run the task-oriented evaluation (node classification, link prediction).
@@ -110,13 +111,13 @@ impl Default for ToporagConfig {
             min_chars: None,
             top_k: 3,
             seed: 42,
-            dims: 128,
+            dims: const { Width::new(128) },
             alphas: vec![1.0, 1.0, 1.0],
             scales: vec![0.5, 1.0, 3.0],
             points: 25,
             encoder: Encoder::Minilm,
             model_dir: None,
-            hash_dim: 256,
+            hash_dim: const { Width::new(256) },
             max_pairs: 2_000_000,
             tasks: true,
             nc_max_epochs: 1000,
@@ -142,7 +143,14 @@ impl ToporagConfig {
     }
 
     fn encoder(&self, ctx: &StageContext<'_>) -> Result<TextEncoder> {
-        TextEncoder::load(self.encoder, self.model_dir.as_deref(), self.hash_dim, self.device, ctx.progress, "--set toporag.encoder=hash")
+        TextEncoder::load(
+            self.encoder,
+            self.model_dir.as_deref(),
+            self.hash_dim.get(),
+            self.device,
+            ctx.progress,
+            "--set toporag.encoder=hash",
+        )
     }
 }
 
@@ -189,8 +197,8 @@ pub struct Topology {
 pub fn topology(adj: &Adjacency, cfg: &ToporagConfig) -> Result<Topology> {
     let n = adj.n;
     let mut rng = Rng::new(cfg.seed);
-    let r: Vec<f32> = (0..n * cfg.dims).map(|_| rng.normal() as f32).collect();
-    let prox = diffuse_f32(adj, &r, cfg.dims, &cfg.alphas).iter().map(|&x| f64::from(x)).collect();
+    let r: Vec<f32> = (0..n * cfg.dims.get()).map(|_| rng.normal() as f32).collect();
+    let prox = diffuse_f32(adj, &r, cfg.dims.get(), &cfg.alphas).iter().map(|&x| f64::from(x)).collect();
     let ts = graphwave::sample_points(cfg.points, 100.0);
     let mode = if n <= 2000 { graphwave::Mode::Exact } else { graphwave::DEFAULT_CHEBYSHEV };
     let role = graphwave::embed(adj, &cfg.scales, &ts, mode)?;
@@ -241,7 +249,7 @@ pub fn retrieve(
             s
         })
         .collect();
-    let prox = cosine_top_k(&topo.prox, cfg.dims, targets, observed, k);
+    let prox = cosine_top_k(&topo.prox, cfg.dims.get(), targets, observed, k);
     let role = l2_top_k(&topo.role, topo.rw, targets, observed, k);
     let random = random_hits(targets, kept, observed, k, cfg.seed);
     vec![("none", vec![Vec::new(); targets.len()]), ("random", random), ("text", text), ("topo-proximity", prox), ("topo-role", role)]
@@ -293,7 +301,7 @@ impl StageSpec for ToporagStage {
         if !(c.observed_fraction > 0.0 && c.observed_fraction < 1.0) {
             return Err("observed_fraction must be in (0, 1)".into());
         }
-        if c.top_k == 0 || c.dims == 0 || c.alphas.is_empty() || c.hash_dim == 0 {
+        if c.top_k == 0 || c.dims.get() == 0 || c.alphas.is_empty() || c.hash_dim.get() == 0 {
             return Err("top_k, dims, hash_dim must be ≥ 1 and alphas non-empty".into());
         }
         graphwave::check(&c.scales, c.points)
@@ -402,7 +410,7 @@ impl StageSpec for ToporagStage {
 
         let all: Vec<u32> = (0..n as u32).collect();
         let corr = ctx.timed("correlation", |_| {
-            correlation(&adj, &topo.r, cfg.dims, &topo.role, topo.rw, &full64, dim, &all, cfg.max_pairs, cfg.seed)
+            correlation(&adj, &topo.r, cfg.dims.get(), &topo.role, topo.rw, &full64, dim, &all, cfg.max_pairs, cfg.seed)
         })?;
         ctx.write("split", &sp.table("node_id")?)?;
         ctx.write("retrieved", &q.retrieved)?;
@@ -486,8 +494,8 @@ pub fn retrieve_emails(
                         .sqrt()
                 } else {
                     cos(
-                        &prox[p as usize * cfg.dims..(p as usize + 1) * cfg.dims],
-                        &prox[o as usize * cfg.dims..(o as usize + 1) * cfg.dims],
+                        &prox[p as usize * cfg.dims.get()..(p as usize + 1) * cfg.dims.get()],
+                        &prox[o as usize * cfg.dims.get()..(o as usize + 1) * cfg.dims.get()],
                     )
                 };
                 Neighbour { node: o, score }
@@ -580,7 +588,7 @@ fn execute_emails(ctx: &mut StageContext<'_>, cfg: &ToporagConfig) -> Result<()>
     }
     let senders: Vec<u32> = (0..people as u32).filter(|&p| sent[p as usize] > 0).collect();
     let corr = ctx.timed("correlation", |_| {
-        correlation(&adj, &topo.r, cfg.dims, &topo.role, topo.rw, &person_text, dim, &senders, cfg.max_pairs, cfg.seed)
+        correlation(&adj, &topo.r, cfg.dims.get(), &topo.role, topo.rw, &person_text, dim, &senders, cfg.max_pairs, cfg.seed)
     })?;
     ctx.write("email_split", &sp.table("email_id")?)?;
     ctx.write("email_retrieved", &q.retrieved)?;
@@ -613,7 +621,7 @@ mod tests {
     use super::*;
 
     fn small() -> ToporagConfig {
-        ToporagConfig { top_k: 2, dims: 4, scales: vec![1.0], points: 3, ..ToporagConfig::default() }
+        ToporagConfig { top_k: 2, dims: Width::new(4), scales: vec![1.0], points: 3, ..ToporagConfig::default() }
     }
 
     /// A path 0 – 1 – 2 – 3 – 4 – 5 (node 5 also joined to 0: a cycle).
@@ -659,7 +667,7 @@ mod tests {
                 assert_ne!(h[0].node, h[1].node);
             }
         }
-        assert_eq!(hits[3].1, cosine_top_k(&topo.prox, cfg.dims, &targets, &observed, 2));
+        assert_eq!(hits[3].1, cosine_top_k(&topo.prox, cfg.dims.get(), &targets, &observed, 2));
         assert_eq!(hits[4].1, l2_top_k(&topo.role, topo.rw, &targets, &observed, 2));
         assert_eq!(hits[1].1, retrieve(&targets, &observed, &kept, &vis, &full, 2, &topo, &cfg)[1].1, "random is seeded");
     }
