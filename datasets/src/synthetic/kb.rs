@@ -241,44 +241,78 @@ fn make_nodes(scale: f64, seed: u64) -> Nodes {
         starts.push(last + *c as u32);
     }
     let mut rng = Rng::for_item(seed, "names", 0);
-    let cat_names: Vec<String> = {
-        let mods = strings(CATEGORY_MODIFIERS);
-        let bases: Vec<String> = CATEGORY_BASES.iter().map(|b| b.0.to_string()).collect();
-        combos(&mut rng, counts[CATEGORY], &[mods, bases])
-    };
-    let brands =
-        unique_names(counts[BRAND], &mut rng, |r, _| format!("{}{}{}", r.word(BRAND_HEADS), r.word(BRAND_TAILS), r.word(BRAND_SUFFIXES)));
-    let colors: Vec<String> = (0..counts[COLOR]).map(|i| COLORS[i % COLORS.len()].to_string()).collect();
-    let fields = combos(&mut rng, counts[FIELD], &[strings(FIELD_MODIFIERS), strings(FIELD_BASES)]);
-    let places: Vec<String> = PLACE_HEADS.iter().flat_map(|h| PLACE_TAILS.iter().map(move |t| format!("{h}{t}"))).collect();
-    let institutions = {
-        let mut all: Vec<String> = INSTITUTION_FORMS.iter().flat_map(|f| places.iter().map(move |p| f.replace("{}", p))).collect();
-        rng.shuffle(&mut all);
-        let n = counts[INSTITUTION];
-        (0..n)
-            .map(|i| if i < all.len() { all[i].clone() } else { format!("{} {}", all[i % all.len()], roman(i / all.len() + 1)) })
-            .collect::<Vec<_>>()
-    };
-    let pathways = {
-        let forms: Vec<String> = PATHWAY_FORMS.iter().flat_map(|f| PATHWAY_MOLECULES.iter().map(move |m| f.replace("{}", m))).collect();
-        combos(&mut rng, counts[PATHWAY], &[strings(PATHWAY_CONTEXTS), forms])
-    };
-
+    let vocab = VocabularyNames::draw(&counts, &mut rng);
     // Groups first: they steer names (a product's noun is its primary category's) and edges.
-    let group_count = |t: usize| -> usize {
-        match t {
-            PRODUCT => counts[CATEGORY],
-            PAPER | AUTHOR => counts[FIELD],
-            GENE => counts[PATHWAY],
-            DISEASE => ORGANS.len(),
-            DRUG => DRUG_CLASSES.len(),
-            _ => 1,
-        }
-    };
+    let (group, keywords) = draw_groups(&counts, &starts, seed);
+    let entities = EntityNames::draw(&counts, &starts, &group, &keywords, &vocab, &mut rng);
+
+    let VocabularyNames { categories, brands, colors, fields, institutions, pathways } = vocab;
+    let EntityNames { products, papers, authors, drugs, diseases, genes } = entities;
+    let mut names = Vec::with_capacity(group.len());
+    for list in [products, brands, categories, colors, papers, authors, institutions, fields, drugs, diseases, genes, pathways] {
+        names.extend(list);
+    }
+    let members = group_members(&counts, &starts, &group);
+    Nodes { starts, names, group, keywords, members }
+}
+
+/// Number of groups of type `t` (categories for products, fields for papers and authors, ...).
+fn group_count(counts: &[usize], t: usize) -> usize {
+    match t {
+        PRODUCT => counts[CATEGORY],
+        PAPER | AUTHOR => counts[FIELD],
+        GENE => counts[PATHWAY],
+        DISEASE => ORGANS.len(),
+        DRUG => DRUG_CLASSES.len(),
+        _ => 1,
+    }
+}
+
+/// Names of the vocabulary-like types, drawn first from the shared `names` stream.
+struct VocabularyNames {
+    categories: Vec<String>,
+    brands: Vec<String>,
+    colors: Vec<String>,
+    fields: Vec<String>,
+    institutions: Vec<String>,
+    pathways: Vec<String>,
+}
+
+impl VocabularyNames {
+    /// Categories, brands, colours, fields, institutions and pathways, in that order of draws.
+    fn draw(counts: &[usize], rng: &mut Rng) -> VocabularyNames {
+        let categories: Vec<String> = {
+            let mods = strings(CATEGORY_MODIFIERS);
+            let bases: Vec<String> = CATEGORY_BASES.iter().map(|b| b.0.to_string()).collect();
+            combos(rng, counts[CATEGORY], &[mods, bases])
+        };
+        let brands =
+            unique_names(counts[BRAND], rng, |r, _| format!("{}{}{}", r.word(BRAND_HEADS), r.word(BRAND_TAILS), r.word(BRAND_SUFFIXES)));
+        let colors: Vec<String> = (0..counts[COLOR]).map(|i| COLORS[i % COLORS.len()].to_string()).collect();
+        let fields = combos(rng, counts[FIELD], &[strings(FIELD_MODIFIERS), strings(FIELD_BASES)]);
+        let places: Vec<String> = PLACE_HEADS.iter().flat_map(|h| PLACE_TAILS.iter().map(move |t| format!("{h}{t}"))).collect();
+        let institutions = {
+            let mut all: Vec<String> = INSTITUTION_FORMS.iter().flat_map(|f| places.iter().map(move |p| f.replace("{}", p))).collect();
+            rng.shuffle(&mut all);
+            let n = counts[INSTITUTION];
+            (0..n)
+                .map(|i| if i < all.len() { all[i].clone() } else { format!("{} {}", all[i % all.len()], roman(i / all.len() + 1)) })
+                .collect::<Vec<_>>()
+        };
+        let pathways = {
+            let forms: Vec<String> = PATHWAY_FORMS.iter().flat_map(|f| PATHWAY_MOLECULES.iter().map(move |m| f.replace("{}", m))).collect();
+            combos(rng, counts[PATHWAY], &[strings(PATHWAY_CONTEXTS), forms])
+        };
+        VocabularyNames { categories, brands, colors, fields, institutions, pathways }
+    }
+}
+
+/// Each node's group and keywords, from its own stream (type name, local index).
+fn draw_groups(counts: &[usize], starts: &[u32], seed: u64) -> (Vec<u32>, Vec<Vec<u16>>) {
     let mut group = vec![0u32; *starts.last().unwrap_or(&0) as usize];
     let mut keywords: Vec<Vec<u16>> = vec![Vec::new(); group.len()];
     for t in 0..TYPES.len() {
-        let gc = group_count(t);
+        let gc = group_count(counts, t);
         let kl = keyword_list(t).len();
         for i in 0..counts[t] {
             let id = starts[t] as usize + i;
@@ -287,59 +321,78 @@ fn make_nodes(scale: f64, seed: u64) -> Nodes {
             keywords[id] = r.sample_distinct(kl, keywords_per_node(t)).into_iter().map(|k| k as u16).collect();
         }
     }
-    let g = |t: usize, i: usize| group[starts[t] as usize + i] as usize;
+    (group, keywords)
+}
 
-    let products = unique_names(counts[PRODUCT], &mut rng, |r, i| {
-        let cat = &cat_names[g(PRODUCT, i)];
-        let noun = CATEGORY_BASES.iter().find(|b| cat.ends_with(b.0)).map_or("Item", |b| b.1);
-        let brand = brands.get(r.below(brands.len())).map_or("", |s| s.split(' ').next().unwrap_or(""));
-        format!("{brand} {} {noun} {}{}", r.word(PRODUCT_LINES), (b'A' + r.below(26) as u8) as char, 100 + r.below(900))
-    });
-    let papers = unique_names(counts[PAPER], &mut rng, |r, i| {
-        let kw = &keywords[starts[PAPER] as usize + i];
-        let method = kw.first().map_or("learning", |&k| PAPER_METHODS[k as usize]);
-        format!("{} {} for {}", r.word(PAPER_ADJECTIVES), title_case(method), r.word(PAPER_TASKS))
-    });
-    let authors = unique_names(counts[AUTHOR], &mut rng, |r, _| {
-        if r.chance(0.5) {
-            format!("{} {}", r.word(FIRST_NAMES), r.word(LAST_NAMES))
-        } else {
-            format!("{} {}. {}", r.word(FIRST_NAMES), (b'A' + r.below(26) as u8) as char, r.word(LAST_NAMES))
-        }
-    });
-    let drugs = unique_names(counts[DRUG], &mut rng, |r, i| {
-        let class = DRUG_CLASSES[g(DRUG, i) % DRUG_CLASSES.len()];
-        let mut s = format!("{}{}{}", r.word(DRUG_HEADS), r.word(DRUG_MIDS), class.0);
-        if let Some(c) = s.get_mut(0..1) {
-            c.make_ascii_uppercase();
-        }
-        s
-    });
-    let diseases = unique_names(counts[DISEASE], &mut rng, |r, i| {
-        if r.chance(0.15) {
-            format!("{} syndrome", r.word(LAST_NAMES))
-        } else {
-            let organ = ORGANS[g(DISEASE, i) % ORGANS.len()];
-            format!("{} {organ} {}", r.word(DISEASE_ADJECTIVES), r.word(DISEASE_NOUNS))
-        }
-    });
-    let genes = unique_names(counts[GENE], &mut rng, |r, _| {
-        format!("{}{}{}", r.word(GENE_LETTERS), ["", "A", "B", "C", "L", "R"][r.below(6)], 1 + r.below(40))
-    });
+/// Names of the entity types, drawn from the shared `names` stream after the vocabulary's.
+struct EntityNames {
+    products: Vec<String>,
+    papers: Vec<String>,
+    authors: Vec<String>,
+    drugs: Vec<String>,
+    diseases: Vec<String>,
+    genes: Vec<String>,
+}
 
-    let mut names = Vec::with_capacity(group.len());
-    for list in [products, brands, cat_names, colors, papers, authors, institutions, fields, drugs, diseases, genes, pathways] {
-        names.extend(list);
+impl EntityNames {
+    /// Products, papers, authors, drugs, diseases and genes, in that order of draws; a name may follow
+    /// its node's group (category noun, drug class, organ) or keywords (paper method).
+    fn draw(counts: &[usize], starts: &[u32], group: &[u32], keywords: &[Vec<u16>], vocab: &VocabularyNames, rng: &mut Rng) -> EntityNames {
+        let g = |t: usize, i: usize| group[starts[t] as usize + i] as usize;
+        let (cat_names, brands) = (&vocab.categories, &vocab.brands);
+        let products = unique_names(counts[PRODUCT], rng, |r, i| {
+            let cat = &cat_names[g(PRODUCT, i)];
+            let noun = CATEGORY_BASES.iter().find(|b| cat.ends_with(b.0)).map_or("Item", |b| b.1);
+            let brand = brands.get(r.below(brands.len())).map_or("", |s| s.split(' ').next().unwrap_or(""));
+            format!("{brand} {} {noun} {}{}", r.word(PRODUCT_LINES), (b'A' + r.below(26) as u8) as char, 100 + r.below(900))
+        });
+        let papers = unique_names(counts[PAPER], rng, |r, i| {
+            let kw = &keywords[starts[PAPER] as usize + i];
+            let method = kw.first().map_or("learning", |&k| PAPER_METHODS[k as usize]);
+            format!("{} {} for {}", r.word(PAPER_ADJECTIVES), title_case(method), r.word(PAPER_TASKS))
+        });
+        let authors = unique_names(counts[AUTHOR], rng, |r, _| {
+            if r.chance(0.5) {
+                format!("{} {}", r.word(FIRST_NAMES), r.word(LAST_NAMES))
+            } else {
+                format!("{} {}. {}", r.word(FIRST_NAMES), (b'A' + r.below(26) as u8) as char, r.word(LAST_NAMES))
+            }
+        });
+        let drugs = unique_names(counts[DRUG], rng, |r, i| {
+            let class = DRUG_CLASSES[g(DRUG, i) % DRUG_CLASSES.len()];
+            let mut s = format!("{}{}{}", r.word(DRUG_HEADS), r.word(DRUG_MIDS), class.0);
+            if let Some(c) = s.get_mut(0..1) {
+                c.make_ascii_uppercase();
+            }
+            s
+        });
+        let diseases = unique_names(counts[DISEASE], rng, |r, i| {
+            if r.chance(0.15) {
+                format!("{} syndrome", r.word(LAST_NAMES))
+            } else {
+                let organ = ORGANS[g(DISEASE, i) % ORGANS.len()];
+                format!("{} {organ} {}", r.word(DISEASE_ADJECTIVES), r.word(DISEASE_NOUNS))
+            }
+        });
+        let genes = unique_names(counts[GENE], rng, |r, _| {
+            format!("{}{}{}", r.word(GENE_LETTERS), ["", "A", "B", "C", "L", "R"][r.below(6)], 1 + r.below(40))
+        });
+        EntityNames { products, papers, authors, drugs, diseases, genes }
     }
+}
+
+/// Members of each group, per type, in id order.
+fn group_members(counts: &[usize], starts: &[u32], group: &[u32]) -> Vec<Vec<Vec<u32>>> {
+    let g = |t: usize, i: usize| group[starts[t] as usize + i] as usize;
     let mut members = vec![Vec::new(); TYPES.len()];
     for t in 0..TYPES.len() {
-        let mut m = vec![Vec::new(); group_count(t)];
+        let mut m = vec![Vec::new(); group_count(counts, t)];
         for i in 0..counts[t] {
             m[g(t, i)].push(starts[t] + i as u32);
         }
         members[t] = m;
     }
-    Nodes { starts, names, group, keywords, members }
+    members
 }
 
 /// Destinations of every source node of one relation, in source order.
@@ -347,11 +400,33 @@ fn draw_relation(nodes: &Nodes, r: usize, scale: f64, seed: u64) -> Vec<Vec<u32>
     let spec = &RELATIONS[r];
     let (ns, nd) = (nodes.count(spec.src), nodes.count(spec.dst));
     let stream = format!("rel:{}", spec.name);
+    let draw = RelationDraw { nodes, spec, ns, nd, stream: &stream, seed };
     match spec.draw {
-        Draw::PerSource { lo, hi, first_is_group } => (0..ns)
+        Draw::PerSource { lo, hi, first_is_group } => draw.per_source(lo, hi, first_is_group),
+        Draw::PerDestination { lo, hi, same_group } => draw.per_destination(lo, hi, same_group),
+        Draw::Dense { prime_degree, same_group } => draw.dense(prime_degree, scale, same_group),
+    }
+}
+
+/// What every way of drawing one relation reads: the nodes, the relation, its source and destination
+/// counts, and the stream name and seed that each node's own random stream derives from.
+struct RelationDraw<'a> {
+    nodes: &'a Nodes,
+    spec: &'a RelSpec,
+    ns: usize,
+    nd: usize,
+    stream: &'a str,
+    seed: u64,
+}
+
+impl RelationDraw<'_> {
+    /// `Draw::PerSource`: each source draws `lo..=hi` distinct destinations from its own stream.
+    fn per_source(&self, lo: usize, hi: usize, first_is_group: bool) -> Vec<Vec<u32>> {
+        let &RelationDraw { nodes, spec, ns, nd, stream, seed } = self;
+        (0..ns)
             .into_par_iter()
             .map(|i| {
-                let mut rng = Rng::for_item(seed, &stream, i as u64);
+                let mut rng = Rng::for_item(seed, stream, i as u64);
                 let k = rng.range(lo, hi).min(nd);
                 let mut out: Vec<u32> = Vec::with_capacity(k);
                 if first_is_group {
@@ -365,66 +440,69 @@ fn draw_relation(nodes: &Nodes, r: usize, scale: f64, seed: u64) -> Vec<Vec<u32>
                 }
                 out
             })
-            .collect(),
-        Draw::PerDestination { lo, hi, same_group } => {
-            // Draw per destination, then invert so that sources keep a stable order.
-            let per_dst: Vec<Vec<u32>> = (0..nd)
-                .into_par_iter()
-                .map(|j| {
-                    let mut rng = Rng::for_item(seed, &stream, j as u64);
-                    let k = rng.range(lo, hi).min(ns);
-                    let grp = &nodes.members[spec.src]
-                        [nodes.group[nodes.id(spec.dst, j) as usize] as usize % nodes.members[spec.src].len().max(1)];
-                    let mut out: Vec<u32> = Vec::with_capacity(k);
-                    let mut guard = 0;
-                    while out.len() < k && guard < 100 {
-                        guard += 1;
-                        let s = if rng.chance(same_group) && !grp.is_empty() {
-                            grp[rng.below(grp.len())]
-                        } else {
-                            nodes.id(spec.src, rng.below(ns))
-                        };
-                        if !out.contains(&s) {
-                            out.push(s);
-                        }
+            .collect()
+    }
+
+    /// `Draw::PerDestination`: draw per destination, then invert so that sources keep a stable order.
+    fn per_destination(&self, lo: usize, hi: usize, same_group: f64) -> Vec<Vec<u32>> {
+        let &RelationDraw { nodes, spec, ns, nd, stream, seed } = self;
+        let per_dst: Vec<Vec<u32>> = (0..nd)
+            .into_par_iter()
+            .map(|j| {
+                let mut rng = Rng::for_item(seed, stream, j as u64);
+                let k = rng.range(lo, hi).min(ns);
+                let grp =
+                    &nodes.members[spec.src][nodes.group[nodes.id(spec.dst, j) as usize] as usize % nodes.members[spec.src].len().max(1)];
+                let mut out: Vec<u32> = Vec::with_capacity(k);
+                let mut guard = 0;
+                while out.len() < k && guard < 100 {
+                    guard += 1;
+                    let s = if rng.chance(same_group) && !grp.is_empty() {
+                        grp[rng.below(grp.len())]
+                    } else {
+                        nodes.id(spec.src, rng.below(ns))
+                    };
+                    if !out.contains(&s) {
+                        out.push(s);
                     }
-                    out
-                })
-                .collect();
-            let mut per_src = vec![Vec::new(); ns];
-            for (j, srcs) in per_dst.iter().enumerate() {
-                for &s in srcs {
-                    per_src[nodes.local(spec.src, s)].push(nodes.id(spec.dst, j));
                 }
+                out
+            })
+            .collect();
+        let mut per_src = vec![Vec::new(); ns];
+        for (j, srcs) in per_dst.iter().enumerate() {
+            for &s in srcs {
+                per_src[nodes.local(spec.src, s)].push(nodes.id(spec.dst, j));
             }
-            per_src
         }
-        Draw::Dense { prime_degree, same_group } => {
-            let deg = ((prime_degree as f64 * scale.sqrt()).round() as usize).clamp(2, nd.saturating_sub(1).max(1));
-            (0..ns)
-                .into_par_iter()
-                .map(|i| {
-                    let mut rng = Rng::for_item(seed, &stream, i as u64);
-                    let me = nodes.id(spec.src, i);
-                    let k = rng.range(deg / 2, deg + deg / 2).min(nd.saturating_sub(1));
-                    let grp = &nodes.members[spec.src][nodes.group[me as usize] as usize];
-                    let mut out: Vec<u32> = Vec::with_capacity(k);
-                    let mut guard = 0;
-                    while out.len() < k && guard < 4 * k + 16 {
-                        guard += 1;
-                        let d = if rng.chance(same_group) && grp.len() > 1 {
-                            grp[rng.below(grp.len())]
-                        } else {
-                            nodes.id(spec.dst, rng.below(nd))
-                        };
-                        if d != me && !out.contains(&d) {
-                            out.push(d);
-                        }
+        per_src
+    }
+
+    /// `Draw::Dense`: about `prime_degree` (scaled by √scale) destinations per source, none the source
+    /// itself.
+    fn dense(&self, prime_degree: usize, scale: f64, same_group: f64) -> Vec<Vec<u32>> {
+        let &RelationDraw { nodes, spec, ns, nd, stream, seed } = self;
+        let deg = ((prime_degree as f64 * scale.sqrt()).round() as usize).clamp(2, nd.saturating_sub(1).max(1));
+        (0..ns)
+            .into_par_iter()
+            .map(|i| {
+                let mut rng = Rng::for_item(seed, stream, i as u64);
+                let me = nodes.id(spec.src, i);
+                let k = rng.range(deg / 2, deg + deg / 2).min(nd.saturating_sub(1));
+                let grp = &nodes.members[spec.src][nodes.group[me as usize] as usize];
+                let mut out: Vec<u32> = Vec::with_capacity(k);
+                let mut guard = 0;
+                while out.len() < k && guard < 4 * k + 16 {
+                    guard += 1;
+                    let d =
+                        if rng.chance(same_group) && grp.len() > 1 { grp[rng.below(grp.len())] } else { nodes.id(spec.dst, rng.below(nd)) };
+                    if d != me && !out.contains(&d) {
+                        out.push(d);
                     }
-                    out
-                })
-                .collect()
-        }
+                }
+                out
+            })
+            .collect()
     }
 }
 

@@ -98,21 +98,37 @@ fn splits(n: usize, seed: u64) -> Vec<&'static str> {
     crate::rng::split_60_20_20(n, seed, "splits")
 }
 
+/// The tables generated so far, each with the source named after the generator's settings.
+struct Output {
+    label: String,
+    tables: DatasetTables,
+}
+
+impl Output {
+    /// Checks `cols` against `spec` and appends the table.
+    fn push(&mut self, spec: &'static tgrag_schemas::TableSpec, cols: Vec<ArrayRef>) -> Result<()> {
+        let batch = spec.batch(cols)?;
+        self.tables.tables.push(LoadedTable { spec, source: generated_source(&self.label, spec.name), batch });
+        Ok(())
+    }
+}
+
 /// Generates every table of the synthetic dataset.
 pub fn generate(cfg: &SyntheticConfig) -> Result<DatasetTables> {
     let (scale, n_queries, n_graphs, n_tag) = cfg.size.params();
     let label = format!("synthetic[size={},seed={}]", cfg.size, cfg.seed);
-    let mut out = DatasetTables::default();
-    let mut push = |spec: &'static tgrag_schemas::TableSpec, cols: Vec<ArrayRef>| -> Result<()> {
-        let batch = spec.batch(cols)?;
-        out.tables.push(LoadedTable { spec, source: generated_source(&label, spec.name), batch });
-        Ok(())
-    };
+    let mut out = Output { label, tables: DatasetTables::default() };
+    kb_tables(&mut out, &kb::generate(scale, n_queries, cfg.seed), cfg.seed)?;
+    graph_qa_tables(&mut out, cfg, n_graphs)?;
+    tag_tables(&mut out, &tag::generate(n_tag, cfg.seed))?;
+    Ok(out.tables)
+}
 
-    let g = kb::generate(scale, n_queries, cfg.seed);
+/// The knowledge base: `nodes`, `edges`, `queries` and `answers`.
+fn kb_tables(out: &mut Output, g: &kb::Kb, seed: u64) -> Result<()> {
     let n = g.names.len() as u32;
     let types: Vec<&str> = (0..n).map(|id| kb::TYPES[g.type_of(id)]).collect();
-    push(
+    out.push(
         &tables::NODES,
         vec![
             arr(UInt32Array::from_iter_values(0..n)),
@@ -122,7 +138,7 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<DatasetTables> {
         ],
     )?;
     let rels = kb::relation_names();
-    push(
+    out.push(
         &tables::EDGES,
         vec![
             arr(UInt32Array::from_iter_values(g.edges.iter().map(|e| e.0))),
@@ -131,64 +147,82 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<DatasetTables> {
         ],
     )?;
     let nq = g.queries.len();
-    push(
+    out.push(
         &tables::QUERIES,
         vec![
             arr(UInt32Array::from_iter_values(0..nq as u32)),
             arr(StringArray::from_iter_values(g.queries.iter().map(|q| q.text.as_str()))),
-            arr(StringArray::from(splits(nq, cfg.seed))),
+            arr(StringArray::from(splits(nq, seed))),
             arr(StringArray::from_iter(g.queries.iter().map(|q| Some(q.pattern)))),
             arr(UInt8Array::from_iter(g.queries.iter().map(|q| Some(q.hops)))),
         ],
     )?;
     let pairs: Vec<(u32, u32)> = g.queries.iter().enumerate().flat_map(|(i, q)| q.answers.iter().map(move |&a| (i as u32, a))).collect();
-    push(
+    out.push(
         &tables::ANSWERS,
         vec![arr(UInt32Array::from_iter_values(pairs.iter().map(|p| p.0))), arr(UInt32Array::from_iter_values(pairs.iter().map(|p| p.1)))],
-    )?;
+    )
+}
 
-    // Graph QA: the scene-graph set (task `scenegraphs`), then the WebQSP-like set (`webqsp`), graph
-    // ids continuing.
+/// The columns of `graph_nodes` and `graph_edges`, filled graph by graph.
+#[derive(Default)]
+struct GraphColumns<'a> {
+    node_graph: Vec<u32>,
+    node_index: Vec<u32>,
+    node_text: Vec<&'a str>,
+    edge_graph: Vec<u32>,
+    edge_src: Vec<u32>,
+    edge_dst: Vec<u32>,
+    edge_relation: Vec<&'static str>,
+}
+
+impl<'a> GraphColumns<'a> {
+    /// Appends the nodes, then the edges, of graph `gid`.
+    fn add(&mut self, gid: u32, nodes: &'a [String], edges: &[(u32, u32, &'static str)]) {
+        for (i, t) in nodes.iter().enumerate() {
+            self.node_graph.push(gid);
+            self.node_index.push(i as u32);
+            self.node_text.push(t.as_str());
+        }
+        for &(s, d, r) in edges {
+            self.edge_graph.push(gid);
+            self.edge_src.push(s);
+            self.edge_dst.push(d);
+            self.edge_relation.push(r);
+        }
+    }
+}
+
+/// Graph QA: the scene-graph set (task `scenegraphs`), then the WebQSP-like set (`webqsp`), graph
+/// ids continuing; `graph_nodes`, `graph_edges` and `qa`.
+fn graph_qa_tables(out: &mut Output, cfg: &SyntheticConfig, n_graphs: usize) -> Result<()> {
     let graphs = graphqa::generate(n_graphs, cfg.seed);
     let (n_web, web_nodes) = cfg.size.webqsp();
     let web = webqsp::generate(n_web, web_nodes, cfg.seed);
-    let (mut gn, mut ge) = ((vec![], vec![], vec![]), (vec![], vec![], vec![], vec![]));
+    let mut cols = GraphColumns::default();
     for (gid, sg) in graphs.iter().enumerate() {
-        for (i, t) in sg.nodes.iter().enumerate() {
-            gn.0.push(gid as u32);
-            gn.1.push(i as u32);
-            gn.2.push(t.as_str());
-        }
-        for &(s, d, r) in &sg.edges {
-            ge.0.push(gid as u32);
-            ge.1.push(s);
-            ge.2.push(d);
-            ge.3.push(r);
-        }
+        cols.add(gid as u32, &sg.nodes, &sg.edges);
     }
     for (k, wg) in web.iter().enumerate() {
-        let gid = (graphs.len() + k) as u32;
-        for (i, t) in wg.nodes.iter().enumerate() {
-            gn.0.push(gid);
-            gn.1.push(i as u32);
-            gn.2.push(t.as_str());
-        }
-        for &(s, d, r) in &wg.edges {
-            ge.0.push(gid);
-            ge.1.push(s);
-            ge.2.push(d);
-            ge.3.push(r);
-        }
+        cols.add((graphs.len() + k) as u32, &wg.nodes, &wg.edges);
     }
-    push(&tables::GRAPH_NODES, vec![arr(UInt32Array::from(gn.0)), arr(UInt32Array::from(gn.1)), arr(StringArray::from(gn.2))])?;
-    push(
+    out.push(
+        &tables::GRAPH_NODES,
+        vec![arr(UInt32Array::from(cols.node_graph)), arr(UInt32Array::from(cols.node_index)), arr(StringArray::from(cols.node_text))],
+    )?;
+    out.push(
         &tables::GRAPH_EDGES,
-        vec![arr(UInt32Array::from(ge.0)), arr(UInt32Array::from(ge.1)), arr(UInt32Array::from(ge.2)), arr(StringArray::from(ge.3))],
+        vec![
+            arr(UInt32Array::from(cols.edge_graph)),
+            arr(UInt32Array::from(cols.edge_src)),
+            arr(UInt32Array::from(cols.edge_dst)),
+            arr(StringArray::from(cols.edge_relation)),
+        ],
     )?;
     let web_labels: Vec<String> = web.iter().map(|g| g.label()).collect();
     let mut qa_split = splits(graphs.len(), cfg.seed ^ 0x9a);
     qa_split.extend(splits(web.len(), cfg.seed ^ 0x9b));
-    push(
+    out.push(
         &tables::QA,
         vec![
             arr(UInt32Array::from_iter_values(0..(graphs.len() + web.len()) as u32)),
@@ -200,10 +234,12 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<DatasetTables> {
             )),
             arr(arrow::array::UInt8Array::from_iter(std::iter::repeat_n(None, graphs.len()).chain(web.iter().map(|g| Some(g.hops))))),
         ],
-    )?;
+    )
+}
 
-    let t = tag::generate(n_tag, cfg.seed);
-    push(
+/// The citation-like text-attributed graph: `tag_nodes` and `tag_edges`.
+fn tag_tables(out: &mut Output, t: &tag::Tag) -> Result<()> {
+    out.push(
         &tables::TAG_NODES,
         vec![
             arr(UInt32Array::from_iter_values(0..t.nodes.len() as u32)),
@@ -214,20 +250,18 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<DatasetTables> {
             arr(StringArray::from_iter(t.nodes.iter().map(|n| Some(if n.partial { "partial" } else { "observed" })))),
         ],
     )?;
-    push(
+    out.push(
         &tables::TAG_EDGES,
         vec![
             arr(UInt32Array::from_iter_values(t.edges.iter().map(|e| e.0))),
             arr(UInt32Array::from_iter_values(t.edges.iter().map(|e| e.1))),
         ],
-    )?;
-    Ok(out)
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
     #[test]
     fn tiny_dataset_validates_and_has_every_family() {
         let t = generate(&SyntheticConfig { size: Size::Tiny, seed: 1 }).expect("generate");
