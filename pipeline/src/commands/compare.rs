@@ -80,18 +80,7 @@ pub fn run(a: CompareArgs) -> Result<ExitCode> {
     tol.check_known(&known, "either leaderboard")?;
     let (ra, rb) = (diff::rows(&fa.leaderboard)?, diff::rows(&fb.leaderboard)?);
     let compared = diff::compare(&ra, &rb, &tol);
-    let count = |s: Status| compared.iter().filter(|r| r.status == s).count();
-    println!(
-        "{} → {}: {} regression(s), {} improvement(s), {} unchanged, {} changed without a better direction, {} new, {} vanished",
-        a.a.display(),
-        a.b.display(),
-        count(Status::Regression),
-        count(Status::Improvement),
-        count(Status::Unchanged),
-        count(Status::Changed),
-        count(Status::New),
-        count(Status::Vanished)
-    );
+    println!("{} → {}: {}", a.a.display(), a.b.display(), diff::status_counts(&compared, false));
     for status in Status::ALL.into_iter().filter(|s| a.all || *s != Status::Unchanged) {
         for r in compared.iter().filter(|r| r.status == status) {
             println!("  {:<11} {}", status.as_str(), diff::line(r));
@@ -125,5 +114,5 @@ pub fn run(a: CompareArgs) -> Result<ExitCode> {
             _ => println!("  time {d}: {b:.1}s (new)"),
         }
     }
-    Ok(if count(Status::Regression) > 0 { ExitCode::from(nightly::EXIT_REGRESSION) } else { ExitCode::SUCCESS })
+    Ok(if compared.iter().any(|r| r.status == Status::Regression) { ExitCode::from(nightly::EXIT_REGRESSION) } else { ExitCode::SUCCESS })
 }

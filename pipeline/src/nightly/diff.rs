@@ -155,6 +155,23 @@ impl Status {
     }
 }
 
+/// How many of `compared` have each status, as the one line the nightly report and `tgrag compare`
+/// print: `2 regression(s), 1 improvement(s), 5 unchanged, 0 changed without a better direction,
+/// 0 new, 0 vanished`; `bold` sets the regressions in Markdown bold.
+pub fn status_counts(compared: &[Compared], bold: bool) -> String {
+    let count = |s: Status| compared.iter().filter(|r| r.status == s).count();
+    let regressions = format!("{} regression(s)", count(Status::Regression));
+    format!(
+        "{}, {} improvement(s), {} unchanged, {} changed without a better direction, {} new, {} vanished",
+        if bold { format!("**{regressions}**") } else { regressions },
+        count(Status::Improvement),
+        count(Status::Unchanged),
+        count(Status::Changed),
+        count(Status::New),
+        count(Status::Vanished)
+    )
+}
+
 /// Where a row's band came from (written as the words below).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum ToleranceSource {

@@ -112,17 +112,7 @@ fn heading(md: &mut String, n: &Night<'_>) -> Result<()> {
 
 /// The counts by status against the previous night `p`, then the regressions and improvements.
 fn comparison(md: &mut String, n: &Night<'_>, p: &str) -> Result<()> {
-    let count = |s: Status| n.compared.iter().filter(|r| r.status == s).count();
-    writeln!(
-        md,
-        "Against `{p}`: **{} regression(s)**, {} improvement(s), {} unchanged, {} changed without a better direction, {} new, {} vanished.\n",
-        count(Status::Regression),
-        count(Status::Improvement),
-        count(Status::Unchanged),
-        count(Status::Changed),
-        count(Status::New),
-        count(Status::Vanished)
-    )?;
+    writeln!(md, "Against `{p}`: {}.\n", diff::status_counts(n.compared, true))?;
     for (status, title) in [(Status::Regression, "Regressions"), (Status::Improvement, "Improvements")] {
         let all: Vec<&Compared> = n.compared.iter().filter(|r| r.status == status).collect();
         if !all.is_empty() {
