@@ -218,6 +218,83 @@ fn quote(s: &str) -> String {
     format!("`{q}`")
 }
 
+/// A hub client with tgrag's retry policy.
+fn client_for(repo: &HubRepo) -> Result<HFClientSync> {
+    HFClientBuilder::new()
+        .retry_max_attempts(2)
+        .retry_base_delay(Duration::from_millis(500))
+        .build_sync()
+        .map_err(|e| DatasetError::Download { repo: repo.id(), file: "*".into(), reason: format!("cannot start the hub client: {e}") })
+}
+
+/// The commit `repo.revision` names: the revision itself when it is 40 hex digits, else what the
+/// hub's repository API answers, accepted only as 40 hex digits.
+fn resolve_commit(client: &HFClientSync, repo: &HubRepo, endpoint: &str, t: &Timeouts) -> Result<String> {
+    let fail = |reason: String| DatasetError::Download { repo: repo.id(), file: "*".into(), reason };
+    if let Some(c) = valid_commit(&repo.revision) {
+        return Ok(c);
+    }
+    let url = format!("{endpoint}/api/{}s/{}/revision/{}", repo.kind, repo.id(), repo.revision);
+    let (c, kind, owner, name, rev) = (client.clone(), repo.kind, repo.owner, repo.name, repo.revision.clone());
+    let sha = bounded(&url, t, None, move || match kind {
+        "model" => c.model(owner, name).info().revision(rev).send().map(|i| i.sha),
+        _ => c.dataset(owner, name).info().revision(rev).send().map(|i| i.sha),
+    })
+    .map_err(fail)?
+    .map_err(|e| fail(format!("{url}: {e}")))?
+    .ok_or_else(|| fail(format!("{url} names no commit for revision {}", repo.revision)))?;
+    valid_commit(&sha).ok_or_else(|| {
+        fail(format!("{url} answered commit {} for revision {}: not 40 hex digits; nothing was written", quote(&sha), repo.revision))
+    })
+}
+
+/// One file of a repository listing: its path, size and, when the hub gives one, the sha256 of
+/// its LFS payload (a pin from the same commit).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listed {
+    pub path: String,
+    pub size: u64,
+    pub sha256: Option<String>,
+}
+
+/// The files of `repo` under the folder `under` ("" for the whole repository), at the commit its
+/// revision resolves to (returned). The names are the server's: callers check them (as
+/// [`fetch_pinned`] does) before any becomes a path.
+pub fn list(repo: &HubRepo, under: &str) -> Result<(String, Vec<Listed>)> {
+    let fail = |reason: String| DatasetError::Download { repo: repo.id(), file: format!("{under}/*"), reason };
+    if offline() {
+        return Err(fail("listing a repository needs the hub and HF_HUB_OFFLINE=1 forbids it".into()));
+    }
+    let client = client_for(repo)?;
+    let t = Timeouts::from_env()?;
+    let endpoint = endpoint();
+    reachable(&endpoint, t.connect).map_err(fail)?;
+    let commit = resolve_commit(&client, repo, &endpoint, &t)?;
+    let url = format!("{endpoint}/api/{}s/{}/tree/{commit}/{under}", repo.kind, repo.id());
+    let (c, kind, owner, name, rev, dir) = (client.clone(), repo.kind, repo.owner, repo.name, commit.clone(), under.to_string());
+    let entries = bounded(&url, &t, None, move || {
+        let path = (!dir.is_empty()).then_some(dir);
+        match kind {
+            "model" => c.model(owner, name).list_tree().revision(rev).maybe_path_in_repo(path).recursive(true).send(),
+            _ => c.dataset(owner, name).list_tree().revision(rev).maybe_path_in_repo(path).recursive(true).send(),
+        }
+    })
+    .map_err(fail)?
+    .map_err(|e| fail(format!("{url}: {e}")))?;
+    let mut out: Vec<Listed> = entries
+        .into_iter()
+        .filter_map(|e| match e {
+            hf_hub::repository::RepoTreeEntry::File { path, size, lfs, .. } => {
+                let sha256 = lfs.and_then(|l| l.sha256).filter(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()));
+                Some(Listed { path, size, sha256: sha256.map(|s| s.to_ascii_lowercase()) })
+            }
+            _ => None,
+        })
+        .collect();
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok((commit, out))
+}
+
 /// Fetch `files` of `repo` into the hf-hub cache. Returns the snapshot folder (the repository
 /// layout: `root.join(file)` is each file) and the files with their sha256.
 pub fn fetch(repo: &HubRepo, files: &[String], on_file: &dyn Fn(&str)) -> Result<(PathBuf, Vec<Fetched>)> {
@@ -236,11 +313,7 @@ pub fn fetch_pinned(repo: &HubRepo, files: &[String], pins: &[(&str, &str)], on_
     let pin = |file: &str| pins.iter().find(|(n, s)| *n == file && !s.is_empty()).map(|(_, s)| *s);
     let cache = hf_hub::resolve_cache_dir();
     let repo_dir = cache.join(repo.folder());
-    let client = HFClientBuilder::new()
-        .retry_max_attempts(2)
-        .retry_base_delay(Duration::from_millis(500))
-        .build_sync()
-        .map_err(|e| fail("*", format!("cannot start the hub client: {e}")))?;
+    let client = client_for(repo)?;
 
     if offline() {
         let mut out = Vec::with_capacity(files.len());
@@ -287,26 +360,7 @@ pub fn fetch_pinned(repo: &HubRepo, files: &[String], pins: &[(&str, &str)], on_
     let t = Timeouts::from_env()?;
     let endpoint = endpoint();
     reachable(&endpoint, t.connect).map_err(|e| fail("*", e))?;
-    let commit = match valid_commit(&repo.revision) {
-        Some(c) => c,
-        None => {
-            let url = format!("{endpoint}/api/{}s/{}/revision/{}", repo.kind, repo.id(), repo.revision);
-            let (c, kind, owner, name, rev) = (client.clone(), repo.kind, repo.owner, repo.name, repo.revision.clone());
-            let sha = bounded(&url, &t, None, move || match kind {
-                "model" => c.model(owner, name).info().revision(rev).send().map(|i| i.sha),
-                _ => c.dataset(owner, name).info().revision(rev).send().map(|i| i.sha),
-            })
-            .map_err(|e| fail("*", e))?
-            .map_err(|e| fail("*", format!("{url}: {e}")))?
-            .ok_or_else(|| fail("*", format!("{url} names no commit for revision {}", repo.revision)))?;
-            valid_commit(&sha).ok_or_else(|| {
-                fail(
-                    "*",
-                    format!("{url} answered commit {} for revision {}: not 40 hex digits; nothing was written", quote(&sha), repo.revision),
-                )
-            })?
-        }
-    };
+    let commit = resolve_commit(&client, repo, &endpoint, &t)?;
     let root = repo_dir.join("snapshots").join(&commit);
     let mut out = Vec::with_capacity(files.len());
     for file in files {

@@ -13,8 +13,10 @@
 #![warn(clippy::print_stdout)]
 
 pub mod archive;
+pub mod download;
 pub mod enron;
 pub mod error;
+pub mod fetch;
 pub mod folder;
 pub mod graphqa;
 pub mod hub;
@@ -26,10 +28,12 @@ pub mod pyrepr;
 pub mod raw;
 pub mod registry;
 pub mod rng;
+pub mod sources;
 pub mod stark;
 pub mod synthetic;
 pub mod tag;
 pub mod tape;
+pub mod unpack;
 
 #[cfg(test)]
 mod real_tests;

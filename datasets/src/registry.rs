@@ -60,6 +60,8 @@ impl RawKind {
             "explagraphs" => (RawKind::ExplaGraphs, "explagraphs"),
             "scenegraphs" => (RawKind::SceneGraphs, "scenegraphs"),
             "webqsp" => (RawKind::WebQsp, "webqsp"),
+            // RoG-cwq has RoG-webqsp's layout: the WebQSP loader reads it as is.
+            "cwq" => (RawKind::WebQsp, "cwq"),
             "citeseer" => (RawKind::Tape, "citeseer-text"),
             "enron" => (RawKind::Enron, "enron-sample"),
             "primekg-paths" => (RawKind::PrimekgPaths, "primekg-drugmechdb-paths"),
@@ -114,10 +116,14 @@ impl RawKind {
 }
 
 /// The folder that holds a raw dataset when no `--data-dir` is given: `$TGRAG_DATA_ROOT/<folder>`,
-/// else `../shared/datasets/<folder>` (the project's shared data) when it exists.
+/// else `../shared/datasets/<folder>` (the project's shared data), else `data/<folder>` (where
+/// `tgrag fetch` puts a dataset without `TGRAG_DATA_ROOT`) when it exists.
 pub fn default_raw_dir(folder: &str) -> Option<PathBuf> {
-    let roots: Vec<PathBuf> =
-        std::env::var_os("TGRAG_DATA_ROOT").map(PathBuf::from).into_iter().chain([PathBuf::from("../shared/datasets")]).collect();
+    let roots: Vec<PathBuf> = std::env::var_os("TGRAG_DATA_ROOT")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([PathBuf::from("../shared/datasets"), PathBuf::from(crate::sources::DEFAULT_ROOT)])
+        .collect();
     roots.into_iter().map(|r| r.join(folder)).find(|d| d.is_dir())
 }
 
@@ -137,6 +143,7 @@ pub const KNOWN: &[(&str, &str)] = &[
     ("explagraphs", "GraphQA ExplaGraphs"),
     ("scenegraphs", "GraphQA SceneGraphs (GQA)"),
     ("webqsp", "GraphQA WebQSP"),
+    ("cwq", "GraphQA ComplexWebQuestions (RoG-cwq, the WebQSP layout)"),
     ("cora", "text-attributed graph"),
     ("citeseer", "text-attributed graph (TAPE text)"),
     ("pubmed", "text-attributed graph"),
@@ -187,7 +194,8 @@ pub fn resolve(name: &str, data_dir: Option<PathBuf>, opts: DatasetOptions) -> R
                 Some(dir) if kind.recognises(&dir) => Source::Raw { kind, dir },
                 _ => Source::NotYetAvailable {
                     reason: format!(
-                        "no local copy found; pass --data-dir with {}, or set TGRAG_DATA_ROOT to a folder holding `{folder}/`",
+                        "no local copy found; {}pass --data-dir with {}, or set TGRAG_DATA_ROOT to a folder holding `{folder}/`",
+                        crate::sources::fetch_hint(name).map(|h| format!("{h}, or ")).unwrap_or_default(),
                         kind.expects()
                     ),
                 },

@@ -59,7 +59,8 @@ pub enum Command {
     TrainPlanner(commands::train_planner::TrainPlannerArgs),
     /// Plans for any queries: `--model MODEL_DIR --queries Q.parquet --out P.parquet`.
     Plan(commands::plan::PlanArgs),
-    /// Download with hf-hub: the sentence model (`minilm`) or a STaRK dataset.
+    /// Download: the sentence model (`minilm`), a STaRK dataset, a real dataset (`webqsp`,
+    /// `explagraphs`, `enron`, ...) into the data root, or a hub model id `<owner>/<name>`.
     Fetch(commands::fetch::FetchArgs),
     /// The nightly job: every available dataset through every applicable stage, a dated result
     /// folder under `<outputs>/nightly/` (leaderboard, report, regressions, provenance) and the
@@ -93,7 +94,7 @@ pub fn dispatch(args: Args) -> Result<ExitCode> {
         Command::Pcst(a) => FolderLock::acquire(&crate::lock::owner_folder(&outputs, &a.out), wait).and_then(|_l| commands::pcst::run(a)),
         Command::TrainPlanner(a) => lock(&a.out).and_then(|_l| commands::train_planner::run(a, quiet)),
         Command::Plan(a) => lock(&a.out).and_then(|_l| commands::plan::run(a, quiet)),
-        Command::Fetch(a) => commands::fetch::run(a),
+        Command::Fetch(a) => commands::fetch::run(a, quiet),
         Command::Nightly(a) => return commands::nightly::run(&outputs, quiet, wait, a),
         Command::Report(a) => commands::report::run(a, wait),
         Command::Compare(a) => return commands::compare::run(a),

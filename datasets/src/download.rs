@@ -1,0 +1,166 @@
+//! Plain HTTP(S) downloads with the hub module's safety rules: the body goes to a `.part` file in
+//! the download folder (never to its final name), a size bound applies before and while bytes
+//! arrive, the sha256 is checked before the file is kept, and only then is it renamed into place.
+//! An interrupted download keeps its `.part` file and the next call resumes it with a `Range`
+//! request (a server that answers 200 instead of 206 restarts it from zero). The bounds are the
+//! hub's (`TGRAG_HUB_CONNECT_TIMEOUT`, `TGRAG_HUB_TIMEOUT` without a new byte,
+//! `TGRAG_HUB_TOTAL_TIMEOUT`).
+//!
+//! A wrong sha256 removes the `.part` file (its bytes are not the pinned ones, resuming would
+//! not help); a body shorter than its `Content-Length` keeps it, so that the next call resumes.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use futures::StreamExt;
+
+use crate::error::{DatasetError, Result};
+use crate::hub::Timeouts;
+
+/// A finished, checked download.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Downloaded {
+    pub path: PathBuf,
+    pub sha256: String,
+    pub bytes: u64,
+    /// Bytes that were already there from an earlier, interrupted call.
+    pub resumed_from: u64,
+}
+
+/// Progress of one download: bytes so far and the total when the server says it.
+pub type OnProgress<'a> = &'a dyn Fn(u64, Option<u64>);
+
+fn fail(url: &str, reason: String) -> DatasetError {
+    let (base, file) = url.rsplit_once('/').unwrap_or((url, ""));
+    DatasetError::Download { repo: base.to_string(), file: file.to_string(), reason }
+}
+
+/// Downloads `url` to `dir/name` (a plain file name), resuming `dir/name.part`; refuses more than
+/// `max_bytes` and bytes whose sha256 is not `sha256` (when given).
+pub fn download(url: &str, dir: &Path, name: &str, sha256: Option<&str>, max_bytes: u64, progress: OnProgress<'_>) -> Result<Downloaded> {
+    if name.is_empty() || name.contains(['/', '\\', '\0']) || name.starts_with('.') {
+        return Err(fail(url, format!("`{name}` is not a plain file name")));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| DatasetError::io(dir, e))?;
+    let (part, dest) = (dir.join(format!("{name}.part")), dir.join(name));
+    let t = Timeouts::from_env()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| fail(url, format!("cannot start the HTTP runtime: {e}")))?;
+    let resumed_from = rt.block_on(fetch_into(url, &part, max_bytes, &t, progress))?;
+    let sha = crate::hub::sha256_file(&part)?;
+    let bytes = std::fs::metadata(&part).map_err(|e| DatasetError::io(&part, e))?.len();
+    if let Some(want) = sha256
+        && !want.eq_ignore_ascii_case(&sha)
+    {
+        let _ = std::fs::remove_file(&part);
+        return Err(fail(url, format!("sha256 {sha} differs from the pinned {want} ({bytes} bytes); nothing was kept")));
+    }
+    std::fs::rename(&part, &dest).map_err(|e| DatasetError::io(&dest, e))?;
+    Ok(Downloaded { path: dest, sha256: sha, bytes, resumed_from })
+}
+
+/// Streams `url` into `part` (appending from its length when the server honours `Range`).
+/// Returns the length the download resumed from.
+async fn fetch_into(url: &str, part: &Path, max_bytes: u64, t: &Timeouts, progress: OnProgress<'_>) -> Result<u64> {
+    let client = reqwest::Client::builder()
+        .connect_timeout(t.connect)
+        .read_timeout(t.stall)
+        .timeout(t.total)
+        .user_agent(concat!("tgrag/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| fail(url, format!("cannot start the HTTP client: {e}")))?;
+    let have = std::fs::symlink_metadata(part).ok().filter(|m| m.is_file()).map_or(0, |m| m.len());
+    let mut req = client.get(url);
+    if have > 0 {
+        req = req.header(reqwest::header::RANGE, format!("bytes={have}-"));
+    }
+    let resp = req.send().await.map_err(|e| fail(url, describe(&e, t)))?;
+    let status = resp.status();
+    let resumed = match status.as_u16() {
+        206 if have > 0 => {
+            let range = resp.headers().get(reqwest::header::CONTENT_RANGE).and_then(|v| v.to_str().ok()).unwrap_or("");
+            if !range.starts_with(&format!("bytes {have}-")) {
+                return Err(fail(url, format!("asked for bytes from {have}, the server sent `Content-Range: {range}`")));
+            }
+            have
+        }
+        200 => 0,
+        // The part file already holds everything (or more than the server has): start over.
+        416 if have > 0 => {
+            let _ = std::fs::remove_file(part);
+            return Box::pin(fetch_into(url, part, max_bytes, t, progress)).await;
+        }
+        _ => return Err(fail(url, format!("HTTP {status}"))),
+    };
+    let total = resp.content_length().map(|n| n + resumed);
+    if let Some(n) = total
+        && n > max_bytes
+    {
+        return Err(fail(url, format!("{n} bytes announced, more than the {max_bytes} this dataset is allowed")));
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(resumed > 0)
+        .truncate(resumed == 0)
+        .open(part)
+        .map_err(|e| DatasetError::io(part, e))?;
+    let mut got = resumed;
+    progress(got, total);
+    let start = Instant::now();
+    let mut stream = resp.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = match chunk {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = file.flush();
+                return Err(fail(url, format!("{} after {got} bytes; run the same command again to resume", describe(&e, t))));
+            }
+        };
+        got += chunk.len() as u64;
+        if got > max_bytes {
+            drop(file);
+            let _ = std::fs::remove_file(part);
+            return Err(fail(url, format!("more than the {max_bytes} bytes this dataset is allowed; nothing was kept")));
+        }
+        file.write_all(&chunk).map_err(|e| DatasetError::io(part, e))?;
+        progress(got, total);
+    }
+    file.flush().map_err(|e| DatasetError::io(part, e))?;
+    if let Some(n) = total
+        && got != n
+    {
+        return Err(fail(
+            url,
+            format!(
+                "the body ended after {got} of {n} bytes ({:.1} s); run the same command again to resume",
+                start.elapsed().as_secs_f64()
+            ),
+        ));
+    }
+    Ok(resumed)
+}
+
+/// A reqwest error in words, naming the bound that ended it.
+fn describe(e: &reqwest::Error, t: &Timeouts) -> String {
+    if e.is_connect() {
+        format!("cannot connect ({e}; TGRAG_HUB_CONNECT_TIMEOUT {} s)", t.connect.as_secs_f64())
+    } else if e.is_timeout() {
+        format!(
+            "timed out ({e}; TGRAG_HUB_TIMEOUT {} s without a byte, TGRAG_HUB_TOTAL_TIMEOUT {} s in all)",
+            t.stall.as_secs_f64(),
+            t.total.as_secs_f64()
+        )
+    } else {
+        let mut s = e.to_string();
+        let mut src = std::error::Error::source(e);
+        while let Some(c) = src {
+            s.push_str(&format!(": {c}"));
+            src = c.source();
+        }
+        s
+    }
+}

@@ -1,0 +1,224 @@
+//! Turning downloads into a dataset folder, safely: every archive entry name is checked as
+//! `archive::ZipFiles` checks it (no absolute path, no `..`, no backslash), only regular files are
+//! written (tar links, devices and FIFOs are skipped), a total size bound applies to what is
+//! unpacked, and everything goes into a staging folder the caller renames into place only when the
+//! whole dataset is there.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::{DatasetError, Result};
+use crate::sources::Unpack;
+
+/// A relative path from an archive, checked: plain components only. `None` when it escapes.
+fn safe_rel(name: &str) -> Option<PathBuf> {
+    if name.starts_with('/') || name.contains('\\') || name.contains('\0') {
+        return None;
+    }
+    let parts: Vec<&str> = name.split('/').filter(|p| !p.is_empty() && *p != ".").collect();
+    if parts.is_empty() || parts.contains(&"..") {
+        return None;
+    }
+    Some(parts.iter().collect())
+}
+
+/// Copies at most `left` bytes of `r` into a new file `to` (its folders made inside `root`);
+/// returns the bytes written.
+fn write_entry(root: &Path, rel: &Path, r: &mut dyn Read, left: u64, archive: &Path) -> Result<u64> {
+    let to = root.join(rel);
+    if let Some(p) = to.parent() {
+        std::fs::create_dir_all(p).map_err(|e| DatasetError::io(p, e))?;
+    }
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&to).map_err(|e| DatasetError::io(&to, e))?;
+    let n = std::io::copy(&mut r.take(left.saturating_add(1)), &mut f).map_err(|e| DatasetError::io(&to, e))?;
+    if n > left {
+        return Err(DatasetError::malformed(
+            archive,
+            format!("entry {}", rel.display()),
+            "unpacks to more than the size bound of this dataset",
+        ));
+    }
+    f.flush().map_err(|e| DatasetError::io(&to, e))?;
+    Ok(n)
+}
+
+/// Unpacks the downloaded `file` into `staging` as `how` says; `max_bytes` bounds what is written.
+/// Returns the relative paths written.
+pub fn unpack(file: &Path, how: Unpack, staging: &Path, max_bytes: u64) -> Result<Vec<String>> {
+    let mut written = Vec::new();
+    match how {
+        Unpack::File(rel) => {
+            let rel_path = safe_rel(rel).ok_or_else(|| DatasetError::Config(format!("catalogue path `{rel}` is not plain")))?;
+            let to = staging.join(&rel_path);
+            if let Some(p) = to.parent() {
+                std::fs::create_dir_all(p).map_err(|e| DatasetError::io(p, e))?;
+            }
+            std::fs::rename(file, &to).map_err(|e| DatasetError::io(&to, e))?;
+            written.push(rel.to_string());
+        }
+        Unpack::Zip { strip, keep, into } => {
+            let opened = std::fs::File::open(file).map_err(|e| DatasetError::io(file, e))?;
+            let mut zip = zip::ZipArchive::new(opened)
+                .map_err(|e| DatasetError::malformed(file, "archive", format!("not a readable zip file: {e}")))?;
+            let mut left = max_bytes;
+            for i in 0..zip.len() {
+                let mut entry = zip.by_index(i).map_err(|e| DatasetError::malformed(file, format!("entry #{i}"), e.to_string()))?;
+                let name = entry.name().map(|n| n.into_owned()).unwrap_or_default();
+                if entry.is_dir() {
+                    continue;
+                }
+                let checked = safe_rel(&name).filter(|_| entry.enclosed_name().is_some());
+                let Some(_) = checked else {
+                    return Err(DatasetError::malformed(file, format!("entry `{name}`"), "escapes its folder (absolute path or `..`)"));
+                };
+                let Some(rest) = name.strip_prefix(strip) else { continue };
+                if !keep.is_empty() && !keep.iter().any(|k| rest.ends_with(k)) {
+                    continue;
+                }
+                let Some(rel) = safe_rel(&joined(into, rest)) else { continue };
+                let n = write_entry(staging, &rel, &mut entry, left, file)?;
+                left -= n;
+                written.push(rel.display().to_string());
+            }
+        }
+        Unpack::TarGz { strip, into } => {
+            let opened = std::fs::File::open(file).map_err(|e| DatasetError::io(file, e))?;
+            let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(opened));
+            let mut left = max_bytes;
+            let entries = tar.entries().map_err(|e| DatasetError::malformed(file, "archive", format!("not a readable .tar.gz: {e}")))?;
+            for entry in entries {
+                let mut entry = entry.map_err(|e| DatasetError::malformed(file, "archive", format!("not a readable .tar.gz: {e}")))?;
+                let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+                let Some(_) = safe_rel(&name) else {
+                    return Err(DatasetError::malformed(file, format!("entry `{name}`"), "escapes its folder (absolute path or `..`)"));
+                };
+                if !entry.header().entry_type().is_file() {
+                    continue;
+                }
+                let Some(rest) = name.strip_prefix(strip) else { continue };
+                let Some(rel) = safe_rel(&joined(into, rest)) else { continue };
+                let n = write_entry(staging, &rel, &mut entry, left, file)?;
+                left -= n;
+                written.push(rel.display().to_string());
+            }
+        }
+        Unpack::EnronMaildir => {
+            let opened = std::fs::File::open(file).map_err(|e| DatasetError::io(file, e))?;
+            let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(opened));
+            let out_path = staging.join("emails.csv");
+            let out =
+                std::fs::OpenOptions::new().write(true).create_new(true).open(&out_path).map_err(|e| DatasetError::io(&out_path, e))?;
+            let mut out = std::io::BufWriter::new(out);
+            out.write_all(b"file,message\n").map_err(|e| DatasetError::io(&out_path, e))?;
+            let (mut left, mut rows) = (max_bytes, 0usize);
+            let entries = tar.entries().map_err(|e| DatasetError::malformed(file, "archive", format!("not a readable .tar.gz: {e}")))?;
+            for entry in entries {
+                let mut entry = entry.map_err(|e| DatasetError::malformed(file, "archive", format!("not a readable .tar.gz: {e}")))?;
+                if !entry.header().entry_type().is_file() {
+                    continue;
+                }
+                let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+                let Some(rel) = name.split_once("maildir/").map(|(_, r)| r.to_string()).filter(|r| safe_rel(r).is_some()) else {
+                    continue;
+                };
+                let mut body = Vec::new();
+                let n = entry.by_ref().take(left.saturating_add(1)).read_to_end(&mut body).map_err(|e| DatasetError::io(file, e))?;
+                if n as u64 > left {
+                    return Err(DatasetError::malformed(
+                        file,
+                        format!("entry {name}"),
+                        "unpacks to more than the size bound of this dataset",
+                    ));
+                }
+                left -= n as u64;
+                // The messages are Latin-1 in places: kept as text, invalid bytes replaced.
+                let message = String::from_utf8_lossy(&body).replace("\r\n", "\n");
+                let row = format!("{},{}\n", csv_field(&rel), csv_field(&message));
+                out.write_all(row.as_bytes()).map_err(|e| DatasetError::io(&out_path, e))?;
+                rows += 1;
+            }
+            out.flush().map_err(|e| DatasetError::io(&out_path, e))?;
+            if rows == 0 {
+                return Err(DatasetError::malformed(file, "archive", "no message under maildir/ (not CMU's Enron tarball)"));
+            }
+            written.push("emails.csv".into());
+        }
+    }
+    Ok(written)
+}
+
+/// `into/rest`, or `rest` when `into` is empty.
+fn joined(into: &str, rest: &str) -> String {
+    if into.is_empty() { rest.to_string() } else { format!("{into}/{rest}") }
+}
+
+/// An RFC 4180 field: quoted, `"` doubled.
+fn csv_field(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_enron_maildir_tarball_becomes_emails_csv() -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let d = tempfile::tempdir()?;
+        let tgz = d.path().join("enron.tar.gz");
+        let mut b = tar::Builder::new(flate2::write::GzEncoder::new(std::fs::File::create(&tgz)?, flate2::Compression::fast()));
+        let msg = b"Message-ID: <1>\r\nFrom: a@enron.com\r\nTo: b@enron.com\r\nSubject: \"hi\"\r\n\r\nbody, with a comma\r\n";
+        for (name, body) in [("maildir/allen-p/sent/1.", &msg[..]), ("README", b"x")] {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(body.len() as u64);
+            h.set_mode(0o644);
+            h.set_cksum();
+            b.append_data(&mut h, name, body)?;
+        }
+        b.into_inner()?.finish()?;
+        let staging = d.path().join("s");
+        std::fs::create_dir(&staging)?;
+        assert_eq!(unpack(&tgz, Unpack::EnronMaildir, &staging, 1 << 20)?, vec!["emails.csv".to_string()]);
+        let emails = crate::enron::read_csv(&staging.join("emails.csv"))?;
+        assert_eq!(emails.len(), 1);
+        assert_eq!((emails[0].file.as_str(), emails[0].from.as_str()), ("allen-p/sent/1.", "a@enron.com"));
+        assert!(emails[0].body.contains("body, with a comma"), "{:?}", emails[0].body);
+        Ok(())
+    }
+
+    #[test]
+    fn archive_names_that_escape_are_not_paths() {
+        for bad in ["/etc/passwd", "../x", "a/../../x", "a\\..\\x", ""] {
+            assert_eq!(safe_rel(bad), None, "{bad}");
+        }
+        assert_eq!(safe_rel("./a//b/c.json"), Some(PathBuf::from("a/b/c.json")));
+    }
+
+    #[test]
+    fn a_zip_is_filtered_and_an_escaping_entry_refused() -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let d = tempfile::tempdir()?;
+        let write_zip = |path: &Path, entries: &[(&str, &[u8])]| -> std::result::Result<(), Box<dyn std::error::Error>> {
+            let mut w = zip::ZipWriter::new(std::fs::File::create(path)?);
+            for (n, b) in entries {
+                w.start_file(*n, zip::write::SimpleFileOptions::default())?;
+                w.write_all(b)?;
+            }
+            w.finish()?;
+            Ok(())
+        };
+        let z = d.path().join("a.zip");
+        write_zip(&z, &[("arxiv/raw/edge.csv.gz", b"x"), ("arxiv/README.md", b"y")])?;
+        let staging = d.path().join("s");
+        std::fs::create_dir(&staging)?;
+        let w = unpack(&z, Unpack::Zip { strip: "arxiv/", keep: &[".csv.gz"], into: "" }, &staging, 100)?;
+        assert_eq!(w, vec!["raw/edge.csv.gz".to_string()]);
+        assert!(!staging.join("README.md").exists());
+        let bad = d.path().join("b.zip");
+        write_zip(&bad, &[("../evil.csv.gz", b"x")])?;
+        let e = unpack(&bad, Unpack::Zip { strip: "", keep: &[], into: "" }, &staging, 100).err().ok_or("accepted")?;
+        assert!(e.to_string().contains("escapes its folder"), "{e}");
+        assert!(!d.path().join("evil.csv.gz").exists());
+        let e = unpack(&z, Unpack::Zip { strip: "", keep: &[], into: "x" }, &staging, 0).err().ok_or("unbounded")?;
+        assert!(e.to_string().contains("size bound"), "{e}");
+        Ok(())
+    }
+}
