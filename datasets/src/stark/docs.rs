@@ -30,6 +30,15 @@ impl Skb {
             "color" => return format!("color name: {}", self.s(i, "color_name")),
             _ => {}
         }
+        let doc = self.amazon_product(i);
+        let feature_text = self.amazon_features(i);
+        let review_text = self.amazon_reviews(i);
+        let qa_text = self.amazon_qa(i);
+        doc + &feature_text + &review_text + &qa_text
+    }
+
+    /// A product's title, brand, dimensions and weight, and description lines.
+    fn amazon_product(&self, i: usize) -> String {
         let mut doc = format!("- product: {}\n", self.s(i, "title"));
         if self.attr(i, "brand").is_some() {
             doc += &format!("- brand: {}\n", self.s(i, "brand"));
@@ -54,6 +63,11 @@ impl Skb {
                 doc += &format!("- description: {description}\n");
             }
         }
+        doc
+    }
+
+    /// `- features: ` and the numbered features that do not mention `asin`; empty without features.
+    fn amazon_features(&self, i: usize) -> String {
         let mut feature_text = String::new();
         if let Some(Value::List(f)) = self.attr(i, "feature").map(Value::plain)
             && !f.is_empty()
@@ -66,6 +80,12 @@ impl Skb {
                 }
             }
         }
+        feature_text
+    }
+
+    /// `- reviews: ` and the reviews by descending votes, at most `MAX_ENTRIES + 2`; empty without
+    /// reviews.
+    fn amazon_reviews(&self, i: usize) -> String {
         let mut review_text = String::new();
         if let Some(Value::List(reviews)) = self.attr(i, "review").map(Value::plain)
             && !reviews.is_empty()
@@ -91,6 +111,11 @@ impl Skb {
                 }
             }
         }
+        review_text
+    }
+
+    /// `- Q&A: ` and the questions with their answers, at most `MAX_ENTRIES + 2`; empty without any.
+    fn amazon_qa(&self, i: usize) -> String {
         let mut qa_text = String::new();
         if let Some(Value::List(qas)) = self.attr(i, "qa").map(Value::plain)
             && !qas.is_empty()
@@ -104,7 +129,7 @@ impl Skb {
                 }
             }
         }
-        doc + &feature_text + &review_text + &qa_text
+        qa_text
     }
 
     fn mag_doc(&self, i: usize) -> String {

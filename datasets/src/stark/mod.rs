@@ -17,6 +17,10 @@ pub mod qa;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, StringArray, UInt32Array};
+use tgrag_schemas::tables;
 
 use crate::archive::{self, ZipFiles};
 use crate::error::{DatasetError, Result};
@@ -128,103 +132,19 @@ impl Skb {
         let bytes = std::fs::read(&zip_path).map_err(|e| DatasetError::io(&zip_path, e))?;
         let z = ZipFiles::read(&zip_path, bytes)?;
         if kb == Kb::Mag {
-            // MagSKB needs <root>/schema/ (it would download it otherwise); check it is there.
-            for f in ["mag.json", "reduced_mag.json"] {
-                let p = root.join("skb/mag/schema").join(f);
-                let text = crate::raw::read_utf8(&p)?;
-                serde_json::from_str::<serde_json::Value>(&text)
-                    .map_err(|e| DatasetError::malformed(&p, "json", crate::raw::quote(&e.to_string())))?;
-            }
+            check_mag_schema(root)?;
         }
-        let dir = kb.processed_dir();
-        let entry = |name: &str| -> Result<(PathBuf, &[u8])> {
-            let full = format!("{dir}{name}");
-            Ok((zip_path.join(&full), z.get(&full)?))
-        };
-        let pkl = |name: &str| -> Result<Value> {
-            let (p, b) = entry(name)?;
-            pickle::load(b).map_err(|e| DatasetError::malformed(&p, "pickle", e.to_string()))
-        };
-        let pt = |name: &str| -> Result<archive::LongTensor> {
-            let (p, b) = entry(name)?;
-            archive::read_pt_long(&p, b.to_vec())
-        };
-        let info = pkl("node_info.pkl")?;
-        let node_types_t = pt("node_types.pt")?;
-        let edge_index = pt("edge_index.pt")?;
-        let edge_types_t = pt("edge_types.pt")?;
-        let (node_type_dict, edge_type_dict) = match kb {
-            Kb::Mag => (
-                vec![(0, "author".into()), (1, "institution".into()), (2, "field_of_study".into()), (3, "paper".into())],
-                vec![
-                    (0, "author___affiliated_with___institution".into()),
-                    (1, "paper___cites___paper".into()),
-                    (2, "paper___has_topic___field_of_study".into()),
-                    (3, "author___writes___paper".into()),
-                ],
-            ),
-            _ => (int_str_dict(&pkl("node_type_dict.pkl")?, &zip_path)?, int_str_dict(&pkl("edge_type_dict.pkl")?, &zip_path)?),
-        };
-        let n = node_types_t.values.len();
-        let bad = |at: &str, reason: String| DatasetError::malformed(zip_path.join(dir), at, reason);
-        // node_info: {int id: dict}, ids 0..n-1 (any order of insertion).
-        let Value::Dict(pairs) = info else { return Err(bad("node_info.pkl", "not a dict".into())) };
-        let mut node_info = vec![Value::None; n];
-        for (k, v) in pairs {
-            let id = k
-                .as_int()
-                .filter(|&i| i >= 0 && (i as usize) < n)
-                .ok_or_else(|| bad("node_info.pkl", format!("key {k:?} is not a node id in 0..{n}")))?;
-            node_info[id as usize] = if kb == Kb::Prime { clean_dict(&v) } else { v };
-        }
-        if let Some(i) = node_info.iter().position(|v| !matches!(v, Value::Dict(_))) {
-            return Err(bad("node_info.pkl", format!("node {i} has no attribute dict")));
-        }
-        if edge_index.shape.len() != 2 || edge_index.shape[0] != 2 {
-            return Err(bad("edge_index.pt", format!("shape {:?}, expected [2, E]", edge_index.shape)));
-        }
-        let e = edge_index.shape[1];
-        if edge_types_t.values.len() != e {
-            return Err(bad("edge_types.pt", format!("{} types for {e} edges", edge_types_t.values.len())));
-        }
-        let stored = Edges { src: edge_index.values[..e].to_vec(), dst: edge_index.values[e..].to_vec(), etype: edge_types_t.values };
-        if let Some(i) =
-            (0..e).find(|&i| stored.src[i] < 0 || stored.dst[i] < 0 || stored.src[i] as usize >= n || stored.dst[i] as usize >= n)
-        {
-            return Err(bad("edge_index.pt", format!("edge {i} ({} -> {}) is outside 0..{n}", stored.src[i], stored.dst[i])));
-        }
-        let node_types = node_types_t.values;
-        if let Some(i) = node_types.iter().position(|t| !node_type_dict.iter().any(|(k, _)| k == t)) {
-            return Err(bad("node_types.pt", format!("node {i} has type id {} missing from node_type_dict", node_types[i])));
-        }
-        if let Some(i) = stored.etype.iter().position(|t| !edge_type_dict.iter().any(|(k, _)| k == t)) {
-            return Err(bad("edge_types.pt", format!("edge {i} has type id {} missing from edge_type_dict", stored.etype[i])));
-        }
+        let files = ProcessedFiles::read(kb, &zip_path, &z)?;
+        let n = files.node_types.values.len();
+        let folder = zip_path.join(kb.processed_dir());
+        let node_info = node_info_by_id(files.info, n, kb, &folder)?;
+        let stored = stored_edges(files.edge_index, files.edge_types, n, &folder)?;
+        let node_types = files.node_types.values;
+        let (node_type_dict, edge_type_dict) = (files.node_type_dict, files.edge_type_dict);
+        check_type_ids(&node_types, &node_type_dict, &stored.etype, &edge_type_dict, &folder)?;
         let undirected = is_undirected(&stored);
         let edges = if undirected { stored.clone() } else { to_undirected_mean(&stored) };
-        let mut neighbors: BTreeMap<String, Vec<Vec<u32>>> = BTreeMap::new();
-        let mut all = vec![Vec::new(); n];
-        let mut by_type: BTreeMap<i64, Vec<Vec<u32>>> = edge_type_dict.iter().map(|(k, _)| (*k, vec![Vec::new(); n])).collect();
-        for i in 0..edges.src.len() {
-            let (s, d) = (edges.src[i] as usize, edges.dst[i] as u32);
-            all[s].push(d);
-            if let Some(t) = by_type.get_mut(&edges.etype[i]) {
-                t[s].push(d);
-            }
-        }
-        let norm = |mut lists: Vec<Vec<u32>>| {
-            for l in &mut lists {
-                l.sort_unstable();
-                l.dedup();
-            }
-            lists
-        };
-        neighbors.insert("*".into(), norm(all));
-        for (k, name) in &edge_type_dict {
-            if let Some(l) = by_type.remove(k) {
-                neighbors.insert(name.clone(), norm(l));
-            }
-        }
+        let neighbors = neighbor_lists(&edges, &edge_type_dict, n);
         let cand_type_ids: Vec<i64> =
             node_type_dict.iter().filter(|(_, name)| kb.candidate_types().contains(&name.as_str())).map(|(k, _)| *k).collect();
         let candidate_ids = (0..n as u32).filter(|&i| cand_type_ids.contains(&node_types[i as usize])).collect();
@@ -281,6 +201,145 @@ impl Skb {
         };
         keys.iter().find_map(|k| self.attr(i, k)).map(crate::pyrepr::py_str).unwrap_or_default()
     }
+}
+
+/// MagSKB needs `<root>/schema/` (it would download it otherwise); check it is there.
+fn check_mag_schema(root: &Path) -> Result<()> {
+    for f in ["mag.json", "reduced_mag.json"] {
+        let p = root.join("skb/mag/schema").join(f);
+        let text = crate::raw::read_utf8(&p)?;
+        serde_json::from_str::<serde_json::Value>(&text)
+            .map_err(|e| DatasetError::malformed(&p, "json", crate::raw::quote(&e.to_string())))?;
+    }
+    Ok(())
+}
+
+/// The files of `processed.zip` the loader reads, as stored (MAG's type dictionaries are
+/// `MagSKB`'s class attributes).
+struct ProcessedFiles {
+    info: Value,
+    node_types: archive::LongTensor,
+    edge_index: archive::LongTensor,
+    edge_types: archive::LongTensor,
+    node_type_dict: Vec<(i64, String)>,
+    edge_type_dict: Vec<(i64, String)>,
+}
+
+impl ProcessedFiles {
+    /// Reads node_info, node_types, edge_index, edge_types, then the type dictionaries.
+    fn read(kb: Kb, zip_path: &Path, z: &ZipFiles) -> Result<ProcessedFiles> {
+        let dir = kb.processed_dir();
+        let entry = |name: &str| -> Result<(PathBuf, &[u8])> {
+            let full = format!("{dir}{name}");
+            Ok((zip_path.join(&full), z.get(&full)?))
+        };
+        let pkl = |name: &str| -> Result<Value> {
+            let (p, b) = entry(name)?;
+            pickle::load(b).map_err(|e| DatasetError::malformed(&p, "pickle", e.to_string()))
+        };
+        let pt = |name: &str| -> Result<archive::LongTensor> {
+            let (p, b) = entry(name)?;
+            archive::read_pt_long(&p, b.to_vec())
+        };
+        let info = pkl("node_info.pkl")?;
+        let node_types = pt("node_types.pt")?;
+        let edge_index = pt("edge_index.pt")?;
+        let edge_types = pt("edge_types.pt")?;
+        let (node_type_dict, edge_type_dict) = match kb {
+            Kb::Mag => (
+                vec![(0, "author".into()), (1, "institution".into()), (2, "field_of_study".into()), (3, "paper".into())],
+                vec![
+                    (0, "author___affiliated_with___institution".into()),
+                    (1, "paper___cites___paper".into()),
+                    (2, "paper___has_topic___field_of_study".into()),
+                    (3, "author___writes___paper".into()),
+                ],
+            ),
+            _ => (int_str_dict(&pkl("node_type_dict.pkl")?, zip_path)?, int_str_dict(&pkl("edge_type_dict.pkl")?, zip_path)?),
+        };
+        Ok(ProcessedFiles { info, node_types, edge_index, edge_types, node_type_dict, edge_type_dict })
+    }
+}
+
+/// node_info: {int id: dict}, ids 0..n-1 (any order of insertion); Prime's dicts through
+/// [`clean_dict`]. Every node must have an attribute dict.
+fn node_info_by_id(info: Value, n: usize, kb: Kb, folder: &Path) -> Result<Vec<Value>> {
+    let bad = |reason: String| DatasetError::malformed(folder, "node_info.pkl", reason);
+    let Value::Dict(pairs) = info else { return Err(bad("not a dict".into())) };
+    let mut node_info = vec![Value::None; n];
+    for (k, v) in pairs {
+        let id = k.as_int().filter(|&i| i >= 0 && (i as usize) < n).ok_or_else(|| bad(format!("key {k:?} is not a node id in 0..{n}")))?;
+        node_info[id as usize] = if kb == Kb::Prime { clean_dict(&v) } else { v };
+    }
+    if let Some(i) = node_info.iter().position(|v| !matches!(v, Value::Dict(_))) {
+        return Err(bad(format!("node {i} has no attribute dict")));
+    }
+    Ok(node_info)
+}
+
+/// The stored edges: `edge_index` of shape [2, E], one type per edge, every end a node id.
+fn stored_edges(edge_index: archive::LongTensor, edge_types: archive::LongTensor, n: usize, folder: &Path) -> Result<Edges> {
+    let bad = |at: &str, reason: String| DatasetError::malformed(folder, at, reason);
+    if edge_index.shape.len() != 2 || edge_index.shape[0] != 2 {
+        return Err(bad("edge_index.pt", format!("shape {:?}, expected [2, E]", edge_index.shape)));
+    }
+    let e = edge_index.shape[1];
+    if edge_types.values.len() != e {
+        return Err(bad("edge_types.pt", format!("{} types for {e} edges", edge_types.values.len())));
+    }
+    let stored = Edges { src: edge_index.values[..e].to_vec(), dst: edge_index.values[e..].to_vec(), etype: edge_types.values };
+    if let Some(i) = (0..e).find(|&i| stored.src[i] < 0 || stored.dst[i] < 0 || stored.src[i] as usize >= n || stored.dst[i] as usize >= n)
+    {
+        return Err(bad("edge_index.pt", format!("edge {i} ({} -> {}) is outside 0..{n}", stored.src[i], stored.dst[i])));
+    }
+    Ok(stored)
+}
+
+/// Every node type id is in `node_type_dict`, every edge type id in `edge_type_dict`.
+fn check_type_ids(
+    node_types: &[i64],
+    node_type_dict: &[(i64, String)],
+    edge_types: &[i64],
+    edge_type_dict: &[(i64, String)],
+    folder: &Path,
+) -> Result<()> {
+    let bad = |at: &str, reason: String| DatasetError::malformed(folder, at, reason);
+    if let Some(i) = node_types.iter().position(|t| !node_type_dict.iter().any(|(k, _)| k == t)) {
+        return Err(bad("node_types.pt", format!("node {i} has type id {} missing from node_type_dict", node_types[i])));
+    }
+    if let Some(i) = edge_types.iter().position(|t| !edge_type_dict.iter().any(|(k, _)| k == t)) {
+        return Err(bad("edge_types.pt", format!("edge {i} has type id {} missing from edge_type_dict", edge_types[i])));
+    }
+    Ok(())
+}
+
+/// `get_neighbor_nodes`' lists: per relation name (and `"*"` for any), per node, ascending and
+/// de-duplicated.
+fn neighbor_lists(edges: &Edges, edge_type_dict: &[(i64, String)], n: usize) -> BTreeMap<String, Vec<Vec<u32>>> {
+    let mut neighbors: BTreeMap<String, Vec<Vec<u32>>> = BTreeMap::new();
+    let mut all = vec![Vec::new(); n];
+    let mut by_type: BTreeMap<i64, Vec<Vec<u32>>> = edge_type_dict.iter().map(|(k, _)| (*k, vec![Vec::new(); n])).collect();
+    for i in 0..edges.src.len() {
+        let (s, d) = (edges.src[i] as usize, edges.dst[i] as u32);
+        all[s].push(d);
+        if let Some(t) = by_type.get_mut(&edges.etype[i]) {
+            t[s].push(d);
+        }
+    }
+    let norm = |mut lists: Vec<Vec<u32>>| {
+        for l in &mut lists {
+            l.sort_unstable();
+            l.dedup();
+        }
+        lists
+    };
+    neighbors.insert("*".into(), norm(all));
+    for (k, name) in edge_type_dict {
+        if let Some(l) = by_type.remove(k) {
+            neighbors.insert(name.clone(), norm(l));
+        }
+    }
+    neighbors
 }
 
 /// `{int: str}` dictionaries (node_type_dict.pkl, edge_type_dict.pkl).
@@ -363,22 +422,53 @@ pub fn hub_repo() -> crate::hub::HubRepo {
 /// queries of `stark_qa.csv` with their split (`test-0.1` is a subset of `test` and is not a split
 /// of its own) and answers, and the candidate types.
 pub fn to_tables(skb: &Skb, qa: &Qa, root: &Path) -> Result<crate::DatasetTables> {
-    use arrow::array::{ArrayRef, StringArray, UInt32Array};
-    use std::sync::Arc;
-    use tgrag_schemas::tables;
     let n = skb.num_nodes();
     let label = root.join(format!("skb/{}", skb.kb.name()));
     let mut out = crate::DatasetTables::default();
-    let mut push = |spec: &'static tgrag_schemas::TableSpec, source: PathBuf, cols: Vec<ArrayRef>| -> Result<()> {
-        let batch = spec.batch(cols)?;
-        out.tables.push(crate::LoadedTable { spec, source, batch });
-        Ok(())
-    };
+    graph_tables(&mut out, skb, &label)?;
+    let qa_path = root.join(format!("qa/{}/stark_qa/stark_qa.csv", skb.kb.name()));
+    let q = QueryColumns::new(qa, n, &qa_path)?;
+    let nulls_u8: arrow::array::UInt8Array = std::iter::repeat_n(None::<u8>, q.ids.len()).collect();
+    let nulls_s: StringArray = std::iter::repeat_n(None::<&str>, q.ids.len()).collect();
+    push(
+        &mut out,
+        &tables::QUERIES,
+        qa_path.clone(),
+        vec![
+            Arc::new(UInt32Array::from(q.ids)) as ArrayRef,
+            Arc::new(StringArray::from(q.texts)),
+            Arc::new(StringArray::from(q.splits)),
+            Arc::new(nulls_s),
+            Arc::new(nulls_u8),
+        ],
+    )?;
+    push(
+        &mut out,
+        &tables::ANSWERS,
+        qa_path,
+        vec![Arc::new(UInt32Array::from(q.answer_query)) as ArrayRef, Arc::new(UInt32Array::from(q.answer_node))],
+    )?;
+    let cand: Vec<&str> = skb.kb.candidate_types().to_vec();
+    push(&mut out, &tables::CANDIDATE_TYPES, label, vec![Arc::new(StringArray::from(cand)) as ArrayRef])?;
+    Ok(out)
+}
+
+/// Checks `cols` against `spec` and appends the table.
+fn push(out: &mut crate::DatasetTables, spec: &'static tgrag_schemas::TableSpec, source: PathBuf, cols: Vec<ArrayRef>) -> Result<()> {
+    let batch = spec.batch(cols)?;
+    out.tables.push(crate::LoadedTable { spec, source, batch });
+    Ok(())
+}
+
+/// `nodes` (documents built in parallel) and `edges`, both from `processed.zip`.
+fn graph_tables(out: &mut crate::DatasetTables, skb: &Skb, label: &Path) -> Result<()> {
+    let n = skb.num_nodes();
     let docs: Vec<String> = {
         use rayon::prelude::*;
         (0..n).into_par_iter().map(|i| skb.doc(i)).collect()
     };
     push(
+        out,
         &tables::NODES,
         label.join("processed.zip"),
         vec![
@@ -390,6 +480,7 @@ pub fn to_tables(skb: &Skb, qa: &Qa, root: &Path) -> Result<crate::DatasetTables
     )?;
     let e = &skb.edges;
     push(
+        out,
         &tables::EDGES,
         label.join("processed.zip"),
         vec![
@@ -397,56 +488,53 @@ pub fn to_tables(skb: &Skb, qa: &Qa, root: &Path) -> Result<crate::DatasetTables
             Arc::new(UInt32Array::from_iter_values(e.dst.iter().map(|&x| x as u32))),
             Arc::new(StringArray::from_iter_values(e.etype.iter().map(|&t| skb.edge_type_name(t)))),
         ],
-    )?;
-    let qa_path = root.join(format!("qa/{}/stark_qa/stark_qa.csv", skb.kb.name()));
-    let mut split_of = vec![""; qa.rows.len()];
-    for (name, positions) in &qa.splits {
-        if name == "test-0.1" {
-            continue;
-        }
-        for &p in positions {
-            split_of[p] = name.as_str();
-        }
-    }
-    let mut ids = Vec::new();
-    let mut texts = Vec::new();
-    let mut splits = Vec::new();
-    let (mut aq, mut an) = (Vec::new(), Vec::new());
-    for (p, row) in qa.rows.iter().enumerate() {
-        let id =
-            u32::try_from(row.id).map_err(|_| DatasetError::malformed(&qa_path, format!("query id {}", row.id), "does not fit a u32"))?;
-        ids.push(id);
-        texts.push(row.query.as_str());
-        splits.push(if split_of[p].is_empty() { "unassigned" } else { split_of[p] });
-        for &a in &row.answer_ids {
-            if a < 0 || a as usize >= n {
-                return Err(DatasetError::malformed(
-                    &qa_path,
-                    format!("query id {}, column answer_ids", row.id),
-                    format!("answer {a} is not a node id"),
-                ));
+    )
+}
+
+/// The columns of `queries` (id, text, split) and `answers` (query id, node id), in CSV row order.
+struct QueryColumns<'a> {
+    ids: Vec<u32>,
+    texts: Vec<&'a str>,
+    splits: Vec<&'a str>,
+    answer_query: Vec<u32>,
+    answer_node: Vec<u32>,
+}
+
+impl<'a> QueryColumns<'a> {
+    /// Each row's id must fit a u32 and each answer be a node id in 0..n; a row in no split (other
+    /// than `test-0.1`) is `unassigned`.
+    fn new(qa: &'a Qa, n: usize, qa_path: &Path) -> Result<QueryColumns<'a>> {
+        let mut split_of = vec![""; qa.rows.len()];
+        for (name, positions) in &qa.splits {
+            if name == "test-0.1" {
+                continue;
             }
-            aq.push(id);
-            an.push(a as u32);
+            for &p in positions {
+                split_of[p] = name.as_str();
+            }
         }
+        let mut q =
+            QueryColumns { ids: Vec::new(), texts: Vec::new(), splits: Vec::new(), answer_query: Vec::new(), answer_node: Vec::new() };
+        for (p, row) in qa.rows.iter().enumerate() {
+            let id = u32::try_from(row.id)
+                .map_err(|_| DatasetError::malformed(qa_path, format!("query id {}", row.id), "does not fit a u32"))?;
+            q.ids.push(id);
+            q.texts.push(row.query.as_str());
+            q.splits.push(if split_of[p].is_empty() { "unassigned" } else { split_of[p] });
+            for &a in &row.answer_ids {
+                if a < 0 || a as usize >= n {
+                    return Err(DatasetError::malformed(
+                        qa_path,
+                        format!("query id {}, column answer_ids", row.id),
+                        format!("answer {a} is not a node id"),
+                    ));
+                }
+                q.answer_query.push(id);
+                q.answer_node.push(a as u32);
+            }
+        }
+        Ok(q)
     }
-    let nulls_u8: arrow::array::UInt8Array = std::iter::repeat_n(None::<u8>, ids.len()).collect();
-    let nulls_s: StringArray = std::iter::repeat_n(None::<&str>, ids.len()).collect();
-    push(
-        &tables::QUERIES,
-        qa_path.clone(),
-        vec![
-            Arc::new(UInt32Array::from(ids)) as ArrayRef,
-            Arc::new(StringArray::from(texts)),
-            Arc::new(StringArray::from(splits)),
-            Arc::new(nulls_s),
-            Arc::new(nulls_u8),
-        ],
-    )?;
-    push(&tables::ANSWERS, qa_path, vec![Arc::new(UInt32Array::from(aq)) as ArrayRef, Arc::new(UInt32Array::from(an))])?;
-    let cand: Vec<&str> = skb.kb.candidate_types().to_vec();
-    push(&tables::CANDIDATE_TYPES, label, vec![Arc::new(StringArray::from(cand)) as ArrayRef])?;
-    Ok(out)
 }
 
 pub use qa::Qa;

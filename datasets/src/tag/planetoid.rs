@@ -97,14 +97,30 @@ pub fn load_pubmed(dir: &Path) -> Result<TagGraph> {
     let cites_path = require(dir, &["data/Pubmed-Diabetes.DIRECTED.cites.tab", "Pubmed-Diabetes.DIRECTED.cites.tab"])?;
     let json_path = require(dir, &["pubmed.json"])?;
 
-    let node_text = read_text(&node_path)?;
+    let (keys, labels) = pubmed_labels(&node_path)?;
+    let index = key_index(&keys, &node_path)?;
+    let texts = pubmed_texts(&json_path, &index, keys.len())?;
+    let mut nodes = Vec::with_capacity(keys.len());
+    for ((key, label), text) in keys.iter().zip(labels).zip(texts) {
+        let text = text.ok_or_else(|| {
+            DatasetError::malformed(&json_path, "records", format!("no record for PMID {key} of {}", node_path.display()))
+        })?;
+        nodes.push(TagNode { key: key.clone(), text, label: Some(label), time: None });
+    }
+    let edges = pubmed_edges(&cites_path, &index)?;
+    Ok(TagGraph { nodes, edges: dedup(edges), nodes_path: node_path, edges_path: cites_path })
+}
+
+/// `NODE.paper.tab` after its two header lines: each paper's PMID and `label=<int>`, in file order.
+fn pubmed_labels(node_path: &Path) -> Result<(Vec<String>, Vec<String>)> {
+    let node_text = read_text(node_path)?;
     let mut keys = Vec::new();
     let mut labels = Vec::new();
     for (line, l) in lines(&node_text).skip(2) {
         let f: Vec<&str> = l.trim().split('\t').collect();
         let label = f.get(1).and_then(|x| x.strip_prefix("label=")).filter(|x| x.parse::<u32>().is_ok()).ok_or_else(|| {
             DatasetError::malformed(
-                &node_path,
+                node_path,
                 format!("line {line}, field 2"),
                 format!("`{}` is not `label=<int>`", crate::raw::quote(f.get(1).unwrap_or(&""))),
             )
@@ -112,23 +128,27 @@ pub fn load_pubmed(dir: &Path) -> Result<TagGraph> {
         keys.push(f[0].to_string());
         labels.push(label.to_string());
     }
-    let index = key_index(&keys, &node_path)?;
+    Ok((keys, labels))
+}
 
-    let records: Vec<serde_json::Value> = serde_json::from_str(&read_text(&json_path)?).map_err(|e| {
+/// `pubmed.json`'s records matched to nodes by PMID: each known node's `Title: … Abstract: …` text
+/// (`None` where no record names it).
+fn pubmed_texts(json_path: &Path, index: &HashMap<&str, u32>, n: usize) -> Result<Vec<Option<String>>> {
+    let records: Vec<serde_json::Value> = serde_json::from_str(&read_text(json_path)?).map_err(|e| {
         DatasetError::malformed(
-            &json_path,
+            json_path,
             format!("line {}, column {}", e.line(), e.column()),
             format!("expected a JSON list of records: {e}"),
         )
     })?;
-    let mut texts: Vec<Option<String>> = vec![None; keys.len()];
+    let mut texts: Vec<Option<String>> = vec![None; n];
     for (r, rec) in records.iter().enumerate() {
         let field = |name: &str| -> Result<String> {
             match rec.get(name) {
                 None | Some(serde_json::Value::Null) => Ok(String::new()),
                 Some(serde_json::Value::String(s)) => Ok(s.clone()),
                 Some(other) => Err(DatasetError::malformed(
-                    &json_path,
+                    json_path,
                     format!("record {r}, field {name}"),
                     format!("expected a string, found {other}"),
                 )),
@@ -139,7 +159,7 @@ pub fn load_pubmed(dir: &Path) -> Result<TagGraph> {
             Some(serde_json::Value::Number(n)) => n.to_string(),
             other => {
                 return Err(DatasetError::malformed(
-                    &json_path,
+                    json_path,
                     format!("record {r}, field PMID"),
                     format!("expected a PMID, found {other:?}"),
                 ));
@@ -149,21 +169,18 @@ pub fn load_pubmed(dir: &Path) -> Result<TagGraph> {
             texts[i as usize] = Some(super::title_abstract(&field("TI")?, &field("AB")?));
         }
     }
-    let mut nodes = Vec::with_capacity(keys.len());
-    for ((key, label), text) in keys.iter().zip(labels).zip(texts) {
-        let text = text.ok_or_else(|| {
-            DatasetError::malformed(&json_path, "records", format!("no record for PMID {key} of {}", node_path.display()))
-        })?;
-        nodes.push(TagNode { key: key.clone(), text, label: Some(label), time: None });
-    }
+    Ok(texts)
+}
 
-    let cites = read_text(&cites_path)?;
+/// `DIRECTED.cites.tab` after its two header lines: citing → cited between known papers.
+fn pubmed_edges(cites_path: &Path, index: &HashMap<&str, u32>) -> Result<Vec<(u32, u32)>> {
+    let cites = read_text(cites_path)?;
     let mut edges = Vec::new();
     for (line, l) in lines(&cites).skip(2) {
         let f: Vec<&str> = l.trim().split('\t').collect();
         if f.len() != 4 || !f[1].starts_with("paper:") || !f[3].starts_with("paper:") {
             return Err(DatasetError::malformed(
-                &cites_path,
+                cites_path,
                 format!("line {line}"),
                 "expected `id \\t paper:<citing> \\t | \\t paper:<cited>`",
             ));
@@ -173,7 +190,7 @@ pub fn load_pubmed(dir: &Path) -> Result<TagGraph> {
             edges.push((a, b));
         }
     }
-    Ok(TagGraph { nodes, edges: dedup(edges), nodes_path: node_path, edges_path: cites_path })
+    Ok(edges)
 }
 
 fn key_index<'a>(keys: &'a [String], path: &Path) -> Result<HashMap<&'a str, u32>> {
