@@ -27,6 +27,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use tgrag_models::gnn::encoders::{EncoderKind, EncoderShape, Pooling};
 use tgrag_models::graphqa::{HeadKind, QaConfig, QaExample, QaShape, correct, predict, train};
+use tgrag_models::train::TrainConfig;
 
 pub use crate::graphqa::answer::{Prediction, classes, example, loose_hit, normalise, predictions_batch, read_subgraphs, task_scores};
 use crate::graphqa::data::{Task, scored_dataset};
@@ -51,12 +52,10 @@ pub struct GretrieverConfig {
     pub layers: usize,
     pub heads: usize,
     pub head_hidden: Width,
-    pub lr: f64,
-    pub weight_decay: f32,
-    pub clip: f32,
-    pub batch: usize,
-    pub epochs: usize,
-    pub patience: usize,
+    /// The training settings (`lr`, `weight_decay`, `clip`, `batch`, `epochs`, `patience`: options of
+    /// this stage under the same names).
+    #[serde(flatten)]
+    pub train: TrainConfig,
     /// The MiniLM text head (`gretriever-minilm`) on classification tasks: off by default (minutes
     /// per seed on 2 cores); `make graphqa` turns it on for ExplaGraphs. Needs the model (`make models`).
     pub text_head: bool,
@@ -82,12 +81,7 @@ impl Default for GretrieverConfig {
             layers: 4,
             heads: 4,
             head_hidden: const { Width::new(256) },
-            lr: 1e-3,
-            weight_decay: 0.05,
-            clip: 0.1,
-            batch: 16,
-            epochs: 20,
-            patience: 5,
+            train: TrainConfig { epochs: 20, ..TrainConfig::default() },
             text_head: false,
             text_layers: 2,
             text_epochs: 5,
@@ -152,6 +146,68 @@ pub struct TaskResult {
     pub curves: Curves,
 }
 
+/// One task's questions as the methods see them: the class names, the splits and the subgraphs.
+struct TaskData<'a> {
+    enc: &'a EncodedGraphs,
+    graphs: &'a [&'a EncodedGraph],
+    subs: &'a HashMap<(u32, SubgraphMethod), Subgraph>,
+    task: Task,
+    class_names: Vec<String>,
+    class_of: HashMap<String, u32>,
+    /// Indices into `graphs`: training, validation, and evaluated (validation and test) questions.
+    tr: Vec<usize>,
+    va: Vec<usize>,
+    eval: Vec<usize>,
+}
+
+impl<'a> TaskData<'a> {
+    /// The task's data; every (question, method) the trained methods read must have been retrieved.
+    fn new(
+        enc: &'a EncodedGraphs,
+        graphs: &'a [&'a EncodedGraph],
+        subs: &'a HashMap<(u32, SubgraphMethod), Subgraph>,
+        task: Task,
+        cfg: &GretrieverConfig,
+    ) -> Result<Self> {
+        for g in graphs {
+            for m in methods(task, cfg).iter().filter(|m| m.subgraph != SubgraphMethod::Whole) {
+                if !subs.contains_key(&(g.graph_id, m.subgraph)) {
+                    return Err(StageError::Input(format!(
+                        "graph {}: no `{}` subgraph in the subgraphs stage's tables",
+                        g.graph_id, m.subgraph
+                    )));
+                }
+            }
+        }
+        let class_names = classes(graphs);
+        let class_of = class_names.iter().enumerate().map(|(i, c)| (c.clone(), i as u32)).collect();
+        let idx = |split: &str| -> Vec<usize> { (0..graphs.len()).filter(|&i| graphs[i].split == split).collect() };
+        let (tr, va) = (idx("train"), idx("val"));
+        let eval = (0..graphs.len()).filter(|&i| graphs[i].split == "val" || graphs[i].split == "test").collect();
+        Ok(TaskData { enc, graphs, subs, task, class_names, class_of, tr, va, eval })
+    }
+
+    /// The subgraph `m` reads of `g` (the whole graph for [`SubgraphMethod::Whole`]).
+    fn sub_of(&self, g: &EncodedGraph, m: SubgraphMethod) -> Subgraph {
+        if m == SubgraphMethod::Whole {
+            Subgraph::whole(g.nodes.len(), g.edges.len())
+        } else {
+            self.subs.get(&(g.graph_id, m)).cloned().unwrap_or_default()
+        }
+    }
+
+    /// The answer-model examples of questions `ids` through method `m`'s subgraph.
+    fn examples(&self, ids: &[usize], m: SubgraphMethod) -> Vec<QaExample> {
+        let class_of: HashMap<&str, u32> = self.class_of.iter().map(|(c, &i)| (c.as_str(), i)).collect();
+        ids.iter().map(|&i| example(self.enc, self.graphs[i], &self.sub_of(self.graphs[i], m), &class_of)).collect()
+    }
+
+    /// A prediction of question `i` whose answer text is `text`.
+    fn prediction(&self, i: usize, method: &str, seed: Option<u64>, text: String, correct: bool) -> Prediction {
+        Prediction { graph: i, method: method.into(), seed, loose: loose_hit(&text, &self.graphs[i].answer), text, correct }
+    }
+}
+
 /// Step: every method of one task (`graphs` all of that task), each seed trained in parallel.
 pub fn run_task(
     enc: &EncodedGraphs,
@@ -162,74 +218,52 @@ pub fn run_task(
     text_model: Option<&tgrag_models::minilm::MiniLm>,
     progress: crate::shared::context::Progress,
 ) -> Result<TaskResult> {
-    let class_names = classes(graphs);
-    let class_of: HashMap<&str, u32> = class_names.iter().enumerate().map(|(i, c)| (c.as_str(), i as u32)).collect();
-    let whole = |g: &EncodedGraph| Subgraph::whole(g.nodes.len(), g.edges.len());
-    // Every (question, method) the trained methods read must have been retrieved.
-    for g in graphs {
-        for m in methods(task, cfg).iter().filter(|m| m.subgraph != SubgraphMethod::Whole) {
-            if !subs.contains_key(&(g.graph_id, m.subgraph)) {
-                return Err(StageError::Input(format!(
-                    "graph {}: no `{}` subgraph in the subgraphs stage's tables",
-                    g.graph_id, m.subgraph
-                )));
-            }
-        }
+    let d = TaskData::new(enc, graphs, subs, task, cfg)?;
+    let mut out = TaskResult { predictions: rule_predictions(&d), curves: Curves::default() };
+    trained_methods(&d, cfg, &mut out)?;
+    if let (Some(bert), false) = (text_model, task == Task::WebQsp) {
+        text_head(&d, cfg, bert, progress, &mut out)?;
     }
-    let sub_of = |g: &EncodedGraph, m: SubgraphMethod| -> Subgraph {
-        if m == SubgraphMethod::Whole { whole(g) } else { subs.get(&(g.graph_id, m)).cloned().unwrap_or_default() }
-    };
-    let idx = |split: &str| -> Vec<usize> { (0..graphs.len()).filter(|&i| graphs[i].split == split).collect() };
-    let (tr, va) = (idx("train"), idx("val"));
-    let eval: Vec<usize> = (0..graphs.len()).filter(|&i| graphs[i].split == "val" || graphs[i].split == "test").collect();
-    let mut predictions = Vec::new();
-    let mut curves = Curves::default();
-    // Rules.
-    if task == Task::WebQsp {
-        for &i in &eval {
-            let g = graphs[i];
-            let scores = cosines(enc.vec(g.question), &enc.rows(g.nodes.iter().copied()), enc.dim);
-            let top = (0..scores.len()).max_by(|&a, &b| scores[a].total_cmp(&scores[b]).then(b.cmp(&a)));
-            let text = top.map(|v| enc.texts[g.nodes[v] as usize].clone()).unwrap_or_default();
-            let right = top.is_some_and(|v| enc.answer_nodes(g).contains(&(v as u32)));
-            predictions.push(Prediction {
-                graph: i,
-                method: "no-graph".into(),
-                seed: None,
-                loose: loose_hit(&text, &g.answer),
-                text,
-                correct: right,
-            });
-        }
-    } else {
-        let mut count: BTreeMap<&str, usize> = BTreeMap::new();
-        for &i in &tr {
-            *count.entry(graphs[i].answer.as_str()).or_default() += 1;
-        }
-        let majority = count.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))).map(|x| x.0.to_string()).unwrap_or_default();
-        for &i in &eval {
-            let g = graphs[i];
-            predictions.push(Prediction {
-                graph: i,
-                method: "majority".into(),
-                seed: None,
-                text: majority.clone(),
-                correct: g.answer == majority,
-                loose: loose_hit(&majority, &g.answer),
-            });
-        }
+    Ok(out)
+}
+
+/// The untrained rules: WebQSP's node most similar to the question (`no-graph`), the classification
+/// tasks' most frequent training answer (`majority`).
+fn rule_predictions(d: &TaskData<'_>) -> Vec<Prediction> {
+    let (enc, graphs) = (d.enc, d.graphs);
+    if d.task == Task::WebQsp {
+        return d
+            .eval
+            .iter()
+            .map(|&i| {
+                let g = graphs[i];
+                let scores = cosines(enc.vec(g.question), &enc.rows(g.nodes.iter().copied()), enc.dim);
+                let top = (0..scores.len()).max_by(|&a, &b| scores[a].total_cmp(&scores[b]).then(b.cmp(&a)));
+                let text = top.map(|v| enc.texts[g.nodes[v] as usize].clone()).unwrap_or_default();
+                let right = top.is_some_and(|v| enc.answer_nodes(g).contains(&(v as u32)));
+                d.prediction(i, "no-graph", None, text, right)
+            })
+            .collect();
     }
-    // Trained methods, every (method, seed) a job.
+    let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+    for &i in &d.tr {
+        *count.entry(graphs[i].answer.as_str()).or_default() += 1;
+    }
+    let majority = count.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))).map(|x| x.0.to_string()).unwrap_or_default();
+    d.eval.iter().map(|&i| d.prediction(i, "majority", None, majority.clone(), graphs[i].answer == majority)).collect()
+}
+
+/// The trained methods, every (method, seed) a job run in parallel; their curves and predictions
+/// in job order.
+fn trained_methods(d: &TaskData<'_>, cfg: &GretrieverConfig, out: &mut TaskResult) -> Result<()> {
+    let (enc, task) = (d.enc, d.task);
     let jobs: Vec<(Method, u64)> = methods(task, cfg).into_iter().flat_map(|m| cfg.seeds.iter().map(move |&s| (m.clone(), s))).collect();
     let dev = cfg.device.device();
     let results = jobs
         .par_iter()
         .map(|(m, seed)| {
-            let ex = |ids: &[usize]| -> Vec<QaExample> {
-                ids.iter().map(|&i| example(enc, graphs[i], &sub_of(graphs[i], m.subgraph), &class_of)).collect()
-            };
-            let (train_x, val_x, eval_x) = (ex(&tr), ex(&va), ex(&eval));
-            let head = if task == Task::WebQsp { HeadKind::Nodes } else { HeadKind::Classify { classes: class_names.len() } };
+            let (train_x, val_x, eval_x) = (d.examples(&d.tr, m.subgraph), d.examples(&d.va, m.subgraph), d.examples(&d.eval, m.subgraph));
+            let head = if task == Task::WebQsp { HeadKind::Nodes } else { HeadKind::Classify { classes: d.class_names.len() } };
             let shape = QaShape {
                 encoder: m.encoder.map(|(kind, pooling)| EncoderShape {
                     kind,
@@ -244,16 +278,7 @@ pub fn run_task(
                 head,
                 head_hidden: cfg.head_hidden.get(),
             };
-            let qcfg = QaConfig {
-                lr: cfg.lr,
-                weight_decay: cfg.weight_decay,
-                clip: cfg.clip,
-                batch: cfg.batch,
-                epochs: cfg.epochs,
-                patience: cfg.patience,
-                head_hidden: cfg.head_hidden.get(),
-                seed: *seed,
-            };
+            let qcfg = QaConfig { train: cfg.train.clone(), head_hidden: cfg.head_hidden.get(), seed: *seed };
             let (model, curve, best) = train(shape, &train_x, &val_x, enc.dim, enc.dim, &qcfg, &dev)
                 .map_err(|e| StageError::training(INFO.name, &format!("{} on {}", m.name, task.as_str()), e))?;
             let pred = predict(&model, &eval_x, enc.dim, enc.dim, 64, &dev)?;
@@ -263,88 +288,65 @@ pub fn run_task(
     for ((m, seed), r) in jobs.iter().zip(results) {
         let (curve, best, eval_x, pred) = r?;
         for c in &curve {
-            curves.push(
-                &m.name,
-                task.as_str(),
-                *seed,
-                c.epoch,
-                c.epoch == best,
-                &[("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metric", c.val_metric)],
-            );
+            let metrics = [("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metric", c.val_metric)];
+            out.curves.push(&m.name, task.as_str(), *seed, c.epoch, c.epoch == best, &metrics);
         }
-        for ((&i, x), &p) in eval.iter().zip(&eval_x).zip(&pred) {
-            let g = graphs[i];
-            let sub = sub_of(g, m.subgraph);
+        for ((&i, x), &p) in d.eval.iter().zip(&eval_x).zip(&pred) {
+            let g = d.graphs[i];
             let text = match task {
-                Task::WebQsp => sub.nodes.get(p as usize).map(|&v| enc.texts[g.nodes[v as usize] as usize].clone()).unwrap_or_default(),
-                _ => class_names.get(p as usize).cloned().unwrap_or_default(),
+                Task::WebQsp => {
+                    let sub = d.sub_of(g, m.subgraph);
+                    sub.nodes.get(p as usize).map(|&v| enc.texts[g.nodes[v as usize] as usize].clone()).unwrap_or_default()
+                }
+                _ => d.class_names.get(p as usize).cloned().unwrap_or_default(),
             };
-            predictions.push(Prediction {
-                graph: i,
-                method: m.name.clone(),
-                seed: Some(*seed),
-                loose: loose_hit(&text, &g.answer),
-                text,
-                correct: correct(x, p),
-            });
+            out.predictions.push(d.prediction(i, &m.name, Some(*seed), text, correct(x, p)));
         }
     }
-    // The MiniLM text head over the question and the `pcst` subgraph (classification tasks).
-    if let (Some(bert), false) = (text_model, task == Task::WebQsp) {
-        let texts: Vec<String> = graphs.iter().map(|g| crate::graphqa::texthead::text(enc, g, &sub_of(g, SubgraphMethod::Pcst))).collect();
-        let st = crate::graphqa::texthead::states(bert, cfg.text_layers, &texts, progress)?;
-        let label = |i: usize| class_of.get(graphs[i].answer.as_str()).copied();
-        let pick =
-            |ids: &[usize]| -> (Vec<Vec<f32>>, Vec<u32>) { ids.iter().filter_map(|&i| label(i).map(|y| (st[i].clone(), y))).unzip() };
-        let (trs, try_) = pick(&tr);
-        let (vas, vay) = pick(&va);
-        let eval_states: Vec<Vec<f32>> = eval.iter().map(|&i| st[i].clone()).collect();
-        for &seed in &cfg.seeds {
-            let tcfg = tgrag_models::minilm::tune::TuneConfig {
-                layers: cfg.text_layers,
-                epochs: cfg.text_epochs,
-                batch: cfg.text_batch,
-                lr: cfg.text_lr,
-                seed,
-            };
-            let (pred, curve, best) = crate::graphqa::texthead::train_and_predict(
-                bert,
-                class_names.len(),
-                (&trs, &try_),
-                (&vas, &vay),
-                &eval_states,
-                &tcfg,
-                &dev,
-            )
-            .map_err(|e| match e {
-                StageError::Model(e) => StageError::training(INFO.name, &format!("gretriever-minilm on {}", task.as_str()), e),
-                e => e,
-            })?;
-            for c in &curve {
-                curves.push(
-                    "gretriever-minilm",
-                    task.as_str(),
-                    seed,
-                    c.epoch,
-                    c.epoch == best,
-                    &[("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metric", c.val_accuracy)],
-                );
-            }
-            for (&i, &p) in eval.iter().zip(&pred) {
-                let g = graphs[i];
-                let text = class_names.get(p as usize).cloned().unwrap_or_default();
-                predictions.push(Prediction {
-                    graph: i,
-                    method: "gretriever-minilm".into(),
-                    seed: Some(seed),
-                    loose: loose_hit(&text, &g.answer),
-                    correct: label(i) == Some(p),
-                    text,
-                });
-            }
+    Ok(())
+}
+
+/// The MiniLM text head over the question and the `pcst` subgraph (classification tasks), per seed.
+fn text_head(
+    d: &TaskData<'_>,
+    cfg: &GretrieverConfig,
+    bert: &tgrag_models::minilm::MiniLm,
+    progress: crate::shared::context::Progress,
+    out: &mut TaskResult,
+) -> Result<()> {
+    let (graphs, task) = (d.graphs, d.task);
+    let texts: Vec<String> = graphs.iter().map(|g| crate::graphqa::texthead::text(d.enc, g, &d.sub_of(g, SubgraphMethod::Pcst))).collect();
+    let st = crate::graphqa::texthead::states(bert, cfg.text_layers, &texts, progress)?;
+    let label = |i: usize| d.class_of.get(graphs[i].answer.as_str()).copied();
+    let pick = |ids: &[usize]| -> (Vec<Vec<f32>>, Vec<u32>) { ids.iter().filter_map(|&i| label(i).map(|y| (st[i].clone(), y))).unzip() };
+    let (trs, try_) = pick(&d.tr);
+    let (vas, vay) = pick(&d.va);
+    let eval_states: Vec<Vec<f32>> = d.eval.iter().map(|&i| st[i].clone()).collect();
+    let dev = cfg.device.device();
+    for &seed in &cfg.seeds {
+        let tcfg = tgrag_models::minilm::tune::TuneConfig {
+            layers: cfg.text_layers,
+            epochs: cfg.text_epochs,
+            batch: cfg.text_batch,
+            lr: cfg.text_lr,
+            seed,
+        };
+        let (pred, curve, best) =
+            crate::graphqa::texthead::train_and_predict(bert, d.class_names.len(), (&trs, &try_), (&vas, &vay), &eval_states, &tcfg, &dev)
+                .map_err(|e| match e {
+                    StageError::Model(e) => StageError::training(INFO.name, &format!("gretriever-minilm on {}", task.as_str()), e),
+                    e => e,
+                })?;
+        for c in &curve {
+            let metrics = [("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metric", c.val_accuracy)];
+            out.curves.push("gretriever-minilm", task.as_str(), seed, c.epoch, c.epoch == best, &metrics);
+        }
+        for (&i, &p) in d.eval.iter().zip(&pred) {
+            let text = d.class_names.get(p as usize).cloned().unwrap_or_default();
+            out.predictions.push(d.prediction(i, "gretriever-minilm", Some(seed), text, label(i) == Some(p)));
         }
     }
-    Ok(TaskResult { predictions, curves })
+    Ok(())
 }
 
 impl StageSpec for GretrieverStage {
@@ -356,13 +358,13 @@ impl StageSpec for GretrieverStage {
             || c.layers == 0
             || c.heads == 0
             || !c.hidden.get().is_multiple_of(c.heads)
-            || c.batch == 0
-            || c.epochs == 0
+            || c.train.batch == 0
+            || c.train.epochs == 0
             || c.head_hidden.get() == 0
         {
             return Err("seeds must be non-empty; hidden, layers, heads, batch, epochs, head_hidden ≥ 1; hidden a multiple of heads".into());
         }
-        if !(c.lr > 0.0 && c.lr.is_finite() && c.text_lr > 0.0 && c.text_lr.is_finite()) {
+        if !(c.train.lr > 0.0 && c.train.lr.is_finite() && c.text_lr > 0.0 && c.text_lr.is_finite()) {
             return Err("lr and text_lr must be > 0".into());
         }
         if c.text_head && (c.text_layers == 0 || c.text_layers > 6 || c.text_epochs == 0 || c.text_batch == 0) {
@@ -446,9 +448,7 @@ mod tests {
             layers: 2,
             heads: 2,
             head_hidden: Width::new(16),
-            lr: 5e-3,
-            epochs: 25,
-            patience: 25,
+            train: TrainConfig { lr: 5e-3, epochs: 25, patience: 25, ..TrainConfig::default() },
             ..GretrieverConfig::default()
         };
         assert!(

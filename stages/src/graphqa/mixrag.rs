@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use tgrag_models::DeviceChoice;
 use tgrag_models::gnn::mixrag::{self, EXPERTS, MixConfig, MixShape};
 use tgrag_models::graphqa::{HeadKind, QaConfig, QaExample, correct};
+use tgrag_models::train::TrainConfig;
 use tgrag_schemas::{columns, tables};
 
 use crate::graphqa::answer::{Prediction, classes, example, loose_hit, predictions_batch, read_subgraphs, task_scores};
@@ -49,12 +50,10 @@ pub struct MixragConfig {
     /// Elements the differentiable top-k keeps per graph (the paper: 20).
     pub top_k: usize,
     pub head_hidden: Width,
-    pub lr: f64,
-    pub weight_decay: f32,
-    pub clip: f32,
-    pub batch: usize,
-    pub epochs: usize,
-    pub patience: usize,
+    /// The training settings (`lr`, `weight_decay`, `clip`, `batch`, `epochs`, `patience`: options of
+    /// this stage under the same names).
+    #[serde(flatten)]
+    pub train: TrainConfig,
     /// Gumbel-softmax temperature, annealed geometrically over the epochs.
     pub tau_start: f64,
     pub tau_end: f64,
@@ -74,12 +73,7 @@ impl Default for MixragConfig {
             layers: 3,
             top_k: 20,
             head_hidden: const { Width::new(256) },
-            lr: 1e-3,
-            weight_decay: 0.05,
-            clip: 0.1,
-            batch: 16,
-            epochs: 20,
-            patience: 5,
+            train: TrainConfig { epochs: 20, ..TrainConfig::default() },
             tau_start: 1.0,
             tau_end: 0.1,
             ablation_experts: true,
@@ -182,63 +176,24 @@ pub fn run_task(
     let (train_x, val_x, eval_x) = (ex(&tr), ex(&va), ex(&ev));
     let head = if task == Task::WebQsp { HeadKind::Nodes } else { HeadKind::Classify { classes: class_names.len() } };
     let jobs: Vec<(Variant, u64)> = variants(cfg).into_iter().flat_map(|v| cfg.seeds.iter().map(move |&s| (v.clone(), s))).collect();
-    let dev = cfg.device.device();
-    let inner = dev.clone().autodiff().inner();
-    let mix = |seed: u64| MixConfig {
-        qa: QaConfig {
-            lr: cfg.lr,
-            weight_decay: cfg.weight_decay,
-            clip: cfg.clip,
-            batch: cfg.batch,
-            epochs: cfg.epochs,
-            patience: cfg.patience,
-            head_hidden: cfg.head_hidden.get(),
-            seed,
-        },
-        tau_start: cfg.tau_start,
-        tau_end: cfg.tau_end,
-    };
-    let results = jobs
-        .par_iter()
-        .map(|(v, seed)| {
-            let shape = MixShape {
-                dim: enc.dim,
-                edge_dim: enc.dim,
-                question_dim: enc.dim,
-                hidden: cfg.hidden.get(),
-                layers: v.layers,
-                top_k: cfg.top_k,
-                experts: v.experts,
-                head,
-                head_hidden: cfg.head_hidden.get(),
-            };
-            let mc = mix(*seed);
-            let (model, curve, best) = mixrag::train(shape, &train_x, &val_x, &mc, &dev)
-                .map_err(|e| StageError::training(INFO.name, &format!("{} on {}", v.name, task.as_str()), e))?;
-            let p = mixrag::predict(&model, &eval_x, enc.dim, enc.dim, mc.tau(best as usize), 64, &inner)?;
-            Ok::<_, StageError>((curve, best, p))
-        })
-        .collect::<Vec<_>>();
+    let sets = Sets { train: &train_x, val: &val_x, eval: &eval_x };
+    let results = train_jobs(&jobs, &sets, enc.dim, head, task, cfg);
     let mut out = TaskOut { predictions: Vec::new(), curves: Curves::default(), gates: Vec::new() };
     let first_seed = cfg.seeds.first().copied();
     for ((v, seed), r) in jobs.iter().zip(results) {
         let (curve, best, p) = r?;
         for c in &curve {
-            out.curves.push(
-                &v.name,
-                task.as_str(),
-                *seed,
-                c.epoch,
-                c.epoch == best,
-                &[("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metric", c.val_metric)],
-            );
+            let metrics = [("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metric", c.val_metric)];
+            out.curves.push(&v.name, task.as_str(), *seed, c.epoch, c.epoch == best, &metrics);
         }
         for (k, (&i, x)) in ev.iter().zip(&eval_x).enumerate() {
             let g = graphs[i];
             let pred = p.pred[k];
-            let sub = sub_of(g);
             let text = match task {
-                Task::WebQsp => sub.nodes.get(pred as usize).map(|&n| enc.texts[g.nodes[n as usize] as usize].clone()).unwrap_or_default(),
+                Task::WebQsp => {
+                    let sub = sub_of(g);
+                    sub.nodes.get(pred as usize).map(|&n| enc.texts[g.nodes[n as usize] as usize].clone()).unwrap_or_default()
+                }
                 _ => class_names.get(pred as usize).cloned().unwrap_or_default(),
             };
             out.predictions.push(Prediction {
@@ -255,6 +210,47 @@ pub fn run_task(
         }
     }
     Ok(out)
+}
+
+/// A task's training, validation and evaluated examples.
+struct Sets<'a> {
+    train: &'a [QaExample],
+    val: &'a [QaExample],
+    eval: &'a [QaExample],
+}
+
+/// What one (variant, seed) job gives: its curve, the kept epoch and its predictions.
+type JobResult = Result<(Vec<tgrag_models::graphqa::QaEpoch>, u32, mixrag::MixPredictions)>;
+
+/// Trains every (variant, seed) job in parallel and predicts the evaluated questions with the
+/// kept model (at the kept epoch's temperature); results in job order.
+fn train_jobs(jobs: &[(Variant, u64)], sets: &Sets<'_>, dim: usize, head: HeadKind, task: Task, cfg: &MixragConfig) -> Vec<JobResult> {
+    let dev = cfg.device.device();
+    let inner = dev.clone().autodiff().inner();
+    jobs.par_iter()
+        .map(|(v, seed)| {
+            let shape = MixShape {
+                dim,
+                edge_dim: dim,
+                question_dim: dim,
+                hidden: cfg.hidden.get(),
+                layers: v.layers,
+                top_k: cfg.top_k,
+                experts: v.experts,
+                head,
+                head_hidden: cfg.head_hidden.get(),
+            };
+            let mc = MixConfig {
+                qa: QaConfig { train: cfg.train.clone(), head_hidden: cfg.head_hidden.get(), seed: *seed },
+                tau_start: cfg.tau_start,
+                tau_end: cfg.tau_end,
+            };
+            let (model, curve, best) = mixrag::train(shape, sets.train, sets.val, &mc, &dev)
+                .map_err(|e| StageError::training(INFO.name, &format!("{} on {}", v.name, task.as_str()), e))?;
+            let p = mixrag::predict(&model, sets.eval, dim, dim, mc.tau(best as usize), 64, &inner)?;
+            Ok((curve, best, p))
+        })
+        .collect()
 }
 
 /// Mean and sample standard deviation.
@@ -291,6 +287,15 @@ pub fn ablations(
     gt: &BTreeMap<String, (f64, f64, u64, u32)>,
 ) -> Vec<AblationRow> {
     let metric = if task == Task::WebQsp { "hit1" } else { "accuracy" };
+    let mut rows = method_ablations(dataset, metric, graphs, out, cfg);
+    rows.extend(graph_transformer_rows(dataset, metric, gt));
+    rows.extend(gate_rows(dataset, graphs, out));
+    rows
+}
+
+/// The experts, depth and encoder ablations: accuracy (or hit@1) per variant and split, mean and
+/// std over seeds.
+fn method_ablations(dataset: &str, metric: &str, graphs: &[&EncodedGraph], out: &TaskOut, cfg: &MixragConfig) -> Vec<AblationRow> {
     // (method, split) → seed → (right, n)
     type PerSeed = BTreeMap<u64, (u64, u64)>;
     let mut acc: BTreeMap<(&str, &str), PerSeed> = BTreeMap::new();
@@ -331,9 +336,15 @@ pub fn ablations(
         }
         push("encoder", "query-aware-gnn".into(), "mixrag-subgraph", split);
     }
-    for split in ["val", "test"] {
-        if let Some(&(mean, std, n, seeds)) = gt.get(split) {
-            rows.push(AblationRow {
+    rows
+}
+
+/// The encoder ablation's other arm: `gretriever-gt`'s figures per split (read from its scores).
+fn graph_transformer_rows(dataset: &str, metric: &str, gt: &BTreeMap<String, (f64, f64, u64, u32)>) -> Vec<AblationRow> {
+    ["val", "test"]
+        .into_iter()
+        .filter_map(|split| {
+            gt.get(split).map(|&(mean, std, n, seeds)| AblationRow {
                 dataset: dataset.into(),
                 ablation: "encoder",
                 setting: "graph-transformer".into(),
@@ -344,10 +355,14 @@ pub fn ablations(
                 std,
                 seeds,
                 n,
-            });
-        }
-    }
-    // Mean gate weight per expert by question type (over questions; the full model's first seed).
+            })
+        })
+        .collect()
+}
+
+/// Mean gate weight per expert by question type (over questions; the full model's first seed).
+fn gate_rows(dataset: &str, graphs: &[&EncodedGraph], out: &TaskOut) -> Vec<AblationRow> {
+    let mut rows = Vec::new();
     for split in ["val", "test"] {
         let mut groups: BTreeMap<String, Vec<[f32; 3]>> = BTreeMap::new();
         for (i, g, _) in &out.gates {
@@ -495,8 +510,8 @@ impl StageSpec for MixragStage {
             || c.hidden.get() == 0
             || c.layers == 0
             || c.top_k == 0
-            || c.batch == 0
-            || c.epochs == 0
+            || c.train.batch == 0
+            || c.train.epochs == 0
             || c.head_hidden.get() == 0
         {
             return Err("seeds must be non-empty; hidden, layers, top_k, batch, epochs, head_hidden ≥ 1".into());
@@ -504,7 +519,13 @@ impl StageSpec for MixragStage {
         if c.ablation_depths.iter().any(|&l| l == 0 || l > 16) {
             return Err("ablation_depths must be within 1..=16".into());
         }
-        if !(c.lr > 0.0 && c.lr.is_finite() && c.tau_start > 0.0 && c.tau_end > 0.0 && c.tau_start.is_finite() && c.tau_end.is_finite()) {
+        if !(c.train.lr > 0.0
+            && c.train.lr.is_finite()
+            && c.tau_start > 0.0
+            && c.tau_end > 0.0
+            && c.tau_start.is_finite()
+            && c.tau_end.is_finite())
+        {
             return Err("lr, tau_start and tau_end must be finite and > 0".into());
         }
         Ok(())
@@ -613,9 +634,7 @@ mod tests {
             seeds: vec![0, 1],
             hidden: Width::new(16),
             head_hidden: Width::new(16),
-            epochs: 15,
-            patience: 15,
-            lr: 5e-3,
+            train: TrainConfig { epochs: 15, patience: 15, lr: 5e-3, ..TrainConfig::default() },
             ablation_depths: vec![1, 3],
             ..MixragConfig::default()
         };
