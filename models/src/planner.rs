@@ -22,7 +22,7 @@ use burn::tensor::activation::{log_softmax, relu};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::error::{ModelError, Result};
-use crate::train::{Batches, Dense, Evaluation, Learner, Plan, Score, Stepped, Stream, fit, floats, ints};
+use crate::train::{Dense, Evaluation, Learner, Plan, Score, Stepped, Stream, fit, floats, ints};
 
 /// Token 0 starts (and pads) a sequence; token 1 ends it. Real tokens start at 2.
 pub const BOS: u32 = 0;
@@ -448,13 +448,7 @@ pub fn train_planner(
         queries,
         ad,
     };
-    let plan = Plan {
-        model: "planner",
-        seed: cfg.seed,
-        epochs: cfg.epochs,
-        patience: None,
-        batches: Batches::Shuffled { items, size: cfg.batch },
-    };
+    let plan = Plan::every_epoch("planner", cfg.seed, cfg.epochs, items, cfg.batch);
     let f = fit(&plan, &mut learner, model, &mut rng)?;
     Ok((f.kept, f.curve, f.best_epoch))
 }

@@ -20,7 +20,7 @@ use burn::tensor::activation::{log_softmax, relu, softmax};
 use burn::tensor::{Device, Tensor, TensorData};
 
 use crate::error::{ModelError, Result};
-use crate::train::{Batches, Dense, Evaluation, Learner, Plan, Score, Stepped, Stream, fit, floats, ints};
+use crate::train::{Dense, Evaluation, Learner, Plan, Score, Stepped, Stream, fit, floats, ints};
 
 /// Trajectory features of one candidate.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -204,13 +204,7 @@ pub fn train_reranker(
     let model = Reranker::new(n_types, cfg.head, cfg.seed, &ad);
     let items = usable.len();
     let mut learner = RerankerLearner { usable, val, feats, cfg, dev, ad, optim: AdamConfig::new().with_epsilon(1e-8).init() };
-    let plan = Plan {
-        model: "reranker",
-        seed: cfg.seed,
-        epochs: cfg.epochs,
-        patience: None,
-        batches: Batches::Shuffled { items, size: cfg.batch },
-    };
+    let plan = Plan::every_epoch("reranker", cfg.seed, cfg.epochs, items, cfg.batch);
     let f = fit(&plan, &mut learner, model, &mut rng)?;
     Ok((f.kept, f.curve, f.best_epoch))
 }

@@ -21,7 +21,7 @@ use burn::tensor::activation::{log_softmax, relu};
 use burn::tensor::{Device, Tensor, TensorData};
 
 use crate::error::{ModelError, Result};
-use crate::train::{Batches, Dense, Evaluation, Learner, Plan, Score, Stepped, Stream, fit, floats, ints};
+use crate::train::{Dense, Evaluation, Learner, Plan, Score, Stepped, Stream, fit, floats, ints};
 
 /// Number of word shapes (0 = padding).
 pub const SHAPES: usize = 11;
@@ -323,8 +323,7 @@ pub fn train_tagger(
     let items = r.query.len();
     let gold: Vec<Vec<u32>> = val.sentences.iter().map(|s| s.labels.clone()).collect();
     let mut learner = TaggerLearner { shape, val, cfg, dev, ad, optim: AdamConfig::new().with_epsilon(1e-8).init(), q_all, rows: r, gold };
-    let plan =
-        Plan { model: "tagger", seed: cfg.seed, epochs: cfg.epochs, patience: None, batches: Batches::Shuffled { items, size: cfg.batch } };
+    let plan = Plan::every_epoch("tagger", cfg.seed, cfg.epochs, items, cfg.batch);
     let f = fit(&plan, &mut learner, model, &mut rng)?;
     Ok((f.kept, f.curve, f.best_epoch))
 }

@@ -11,7 +11,7 @@ use crate::error::{ModelError, Result};
 use crate::gnn::graph::{Entries, normalised_entries};
 use crate::gnn::{GnnKind, LinkPredConfig, LinkPredData, NodeClassConfig, NodeClassData, hits_at_k};
 use crate::linalg::{Op, gemm_f32};
-use crate::train::{Batches, EpochRow, Evaluation, Learner, Plan, Stepped, Stream, Trained, fit, gnn_evaluation};
+use crate::train::{EpochRow, Evaluation, Learner, Plan, Stepped, Stream, Trained, fit, gnn_evaluation};
 
 /// `out[dst] += w · x[src]` grouped by destination (the entry order of each destination kept, as
 /// the burn trainers' scatter-add applies them).
@@ -420,7 +420,7 @@ pub fn train_node_classifier(kind: GnnKind, n: usize, g: &FastGraph, data: &Node
         a
     });
     let mut learner = NodeLearner { n, g, data, cfg, adam, x_agg, spare: None };
-    let plan = Plan { model: &model_name, seed: cfg.seed, epochs: cfg.max_epochs, patience: Some(cfg.patience), batches: Batches::Whole };
+    let plan = Plan::full_batch(&model_name, cfg.seed, cfg.max_epochs, cfg.patience);
     Trained::from_fitted(fit(&plan, &mut learner, m, &mut rng)?)
 }
 
@@ -657,8 +657,7 @@ pub fn train_link_predictor(n: usize, g: &FastGraph, data: &LinkPredData<'_>, cf
         dh1: zeros(),
         dxw: zeros(),
     };
-    let plan =
-        Plan { model: "link predictor", seed: cfg.seed, epochs: cfg.max_epochs, patience: Some(cfg.patience), batches: Batches::Whole };
+    let plan = Plan::full_batch("link predictor", cfg.seed, cfg.max_epochs, cfg.patience);
     Trained::from_fitted(fit(&plan, &mut learner, net, &mut rng)?)
 }
 

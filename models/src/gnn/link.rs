@@ -7,7 +7,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::error::{ModelError, Result};
 use crate::gnn::GraphOps;
-use crate::train::{Batches, Dense, EpochRow, Evaluation, Learner, Plan, Stepped, Stream, Trained, fit, floats, gnn_evaluation, ints};
+use crate::train::{Dense, EpochRow, Evaluation, Learner, Plan, Stepped, Stream, Trained, fit, floats, gnn_evaluation, ints};
 
 /// GCN encoder + MLP predictor.
 #[derive(Module, Debug)]
@@ -110,8 +110,7 @@ pub fn train_link_predictor(n: usize, data: &LinkPredData<'_>, cfg: &LinkPredCon
         [data.val_pos, data.val_neg, data.test_pos, data.test_neg].iter().map(|p| pairs_t(p, &inner)).collect();
     let optim = AdamConfig::new().with_epsilon(1e-8).init();
     let mut learner = LinkLearner { n, data, cfg, gv: g.valid(), g, x, pa, pb, eval_sets, dev, optim };
-    let plan =
-        Plan { model: "link predictor", seed: cfg.seed, epochs: cfg.max_epochs, patience: Some(cfg.patience), batches: Batches::Whole };
+    let plan = Plan::full_batch("link predictor", cfg.seed, cfg.max_epochs, cfg.patience);
     Trained::from_fitted(fit(&plan, &mut learner, model, &mut rng)?)
 }
 

@@ -8,9 +8,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::error::{ModelError, Result};
 use crate::gnn::{GnnKind, GraphOps};
-use crate::train::{
-    Batches, Dense, EpochRow, Evaluation, Learner, Plan, Stepped, Stream, Trained, fit, floats, gnn_evaluation, ints, mask,
-};
+use crate::train::{Dense, EpochRow, Evaluation, Learner, Plan, Stepped, Stream, Trained, fit, floats, gnn_evaluation, ints, mask};
 
 /// A 2-layer node classifier; `r1`/`r2` are SAGE's root weights.
 #[derive(Module, Debug)]
@@ -149,7 +147,7 @@ pub fn train_node_classifier(
     }
     let onehot: Tensor<2> = Tensor::from_data(TensorData::new(onehot, [data.train.len(), data.classes]), &dev);
     let mut learner = NodeLearner { kind, n, data, cfg, train_idx: ints(data.train, &dev), onehot, gv: g.valid(), g, x, dev, optim };
-    let plan = Plan { model: &model_name, seed: cfg.seed, epochs: cfg.max_epochs, patience: Some(cfg.patience), batches: Batches::Whole };
+    let plan = Plan::full_batch(&model_name, cfg.seed, cfg.max_epochs, cfg.patience);
     Trained::from_fitted(fit(&plan, &mut learner, model, &mut rng)?)
 }
 

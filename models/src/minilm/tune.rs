@@ -21,7 +21,7 @@ use burn::tensor::{Device, Tensor, TensorData};
 
 use super::{Bert, LayerWeights, key_bias, layer_forward};
 use crate::error::{ModelError, Result};
-use crate::train::{Batches, Dense, Evaluation, Learner, Plan, Score, Stepped, Stream, fit, floats};
+use crate::train::{Dense, Evaluation, Learner, Plan, Score, Stepped, Stream, fit, floats};
 
 /// Hyper-parameters.
 #[derive(Debug, Clone)]
@@ -325,7 +325,7 @@ pub fn train_top(
         steps,
         on_batch,
     };
-    let plan = Plan { model: MODEL, seed: cfg.seed, epochs: cfg.epochs, patience: None, batches: Batches::Shuffled { items, size: batch } };
+    let plan = Plan::every_epoch(MODEL, cfg.seed, cfg.epochs, items, batch);
     let f = fit(&plan, &mut learner, model, &mut rng)?;
     Ok((f.kept, shape, f.curve, f.best_epoch))
 }

@@ -74,6 +74,19 @@ pub(crate) struct Plan<'a> {
     pub batches: Batches,
 }
 
+impl<'a> Plan<'a> {
+    /// Every epoch runs (the checkpoint is kept, no early stopping), over seeded mini-batches of
+    /// `size` among `items`.
+    pub(crate) fn every_epoch(model: &'a str, seed: u64, epochs: usize, items: usize, size: usize) -> Self {
+        Plan { model, seed, epochs, patience: None, batches: Batches::Shuffled { items, size } }
+    }
+
+    /// Full-batch epochs (one step over the whole training set each) with early stopping.
+    pub(crate) fn full_batch(model: &'a str, seed: u64, epochs: usize, patience: usize) -> Self {
+        Plan { model, seed, epochs, patience: Some(patience), batches: Batches::Whole }
+    }
+}
+
 /// The validation figures the stopping rule compares.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Score {
