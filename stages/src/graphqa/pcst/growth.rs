@@ -453,6 +453,20 @@ impl<'a> Solver<'a> {
         }
     }
 
+    /// Puts edge part `part` back into cluster `ci`'s heap with its next event at `time`, and
+    /// moves the cluster's entry in the queue of next edge events to its new minimum.
+    fn requeue_edge_part(&mut self, ci: u32, part: u32, time: f64) {
+        let cu = ci as usize;
+        if self.clusters[cu].edge_parts != NONE {
+            self.clusters_next_edge_event.delete_element(ci);
+        }
+        let root = self.heaps.insert(self.clusters[cu].edge_parts, part, time);
+        self.clusters[cu].edge_parts = root;
+        if let Some((val, _)) = self.heaps.get_min(root) {
+            self.clusters_next_edge_event.insert(val, ci);
+        }
+    }
+
     /// Growth event, both sides active: they meet in the middle, so both parts
     /// are rescheduled to when half the remainder has been covered.
     fn grow_towards_active(&mut self, ev: &EdgeView) {
@@ -460,19 +474,12 @@ impl<'a> Solver<'a> {
         let (part, other_part) = (ev.part, ev.other_part);
         let (pi, oi) = (part as usize, other_part as usize);
         let (current_ci, other_ci) = (ev.current_ci, ev.other_ci);
-        let (cur_u, other_u) = (current_ci as usize, other_ci as usize);
+        let other_u = other_ci as usize;
         let remainder = ev.remainder;
 
         let next_event_time = current_time + remainder / 2.0;
         self.edge_parts[pi].next_event_val = ev.sum_current_edge_part + remainder / 2.0;
-        if self.clusters[cur_u].edge_parts != NONE {
-            self.clusters_next_edge_event.delete_element(current_ci);
-        }
-        let root = self.heaps.insert(self.clusters[cur_u].edge_parts, part, next_event_time);
-        self.clusters[cur_u].edge_parts = root;
-        if let Some((val, _)) = self.heaps.get_min(root) {
-            self.clusters_next_edge_event.insert(val, current_ci);
-        }
+        self.requeue_edge_part(current_ci, part, next_event_time);
 
         self.clusters_next_edge_event.delete_element(other_ci);
         let oc = self.clusters[other_u];
@@ -492,19 +499,12 @@ impl<'a> Solver<'a> {
         let (part, other_part) = (ev.part, ev.other_part);
         let (pi, oi) = (part as usize, other_part as usize);
         let current_ci = ev.current_ci;
-        let (cur_u, other_u) = (current_ci as usize, ev.other_ci as usize);
+        let other_u = ev.other_ci as usize;
         let other_finished_moat_sum = ev.other_finished_moat_sum;
 
         let next_event_time = current_time + ev.remainder;
         self.edge_parts[pi].next_event_val = ev.cost - other_finished_moat_sum;
-        if self.clusters[cur_u].edge_parts != NONE {
-            self.clusters_next_edge_event.delete_element(current_ci);
-        }
-        let root = self.heaps.insert(self.clusters[cur_u].edge_parts, part, next_event_time);
-        self.clusters[cur_u].edge_parts = root;
-        if let Some((val, _)) = self.heaps.get_min(root) {
-            self.clusters_next_edge_event.insert(val, current_ci);
-        }
+        self.requeue_edge_part(current_ci, part, next_event_time);
 
         let oc = self.clusters[other_u];
         let from_value = oc.active_end_time + self.edge_parts[oi].next_event_val - other_finished_moat_sum;
