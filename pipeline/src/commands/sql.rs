@@ -93,10 +93,7 @@ pub fn run(outputs: &Path, a: SqlArgs) -> Result<()> {
         eprintln!("warning: {w}");
     }
     if a.list {
-        for t in &catalog.tables {
-            let name = if t.name.contains('/') { format!("\"{}\"", t.name) } else { t.name.clone() };
-            println!("{name:<40} {}", t.path.display());
-        }
+        list(&catalog.tables);
         return Ok(());
     }
     statement::check_read_only(&a.query)?;
@@ -106,16 +103,47 @@ pub fn run(outputs: &Path, a: SqlArgs) -> Result<()> {
     };
     let timeout = Duration::from_secs(a.timeout);
     let deadline = Instant::now() + timeout;
-    let stopped = || {
-        crate::config!(
-            "the query ran longer than --timeout {} s and was stopped (a recursive query that never ends, or a very large \
-             input: add LIMIT or WHERE, or raise --timeout)",
-            a.timeout
-        )
-    };
+    let panicked = keep_query_panics();
+    // The files the query reads (set once it is parsed), for the message of a panic.
+    let reads: Arc<Mutex<Vec<PathBuf>>> = Arc::default();
+    let rx = spawn_query(&catalog.tables, &a.query, limits, Arc::clone(&reads))?;
 
-    // A panic inside DataFusion or Parquet (a damaged file the checks let through) is caught on the
-    // query thread and reported; its message is kept here rather than printed.
+    let wait = |deadline: Instant| rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
+    let first = match wait(deadline) {
+        Ok(m) => m,
+        Err(mpsc::RecvTimeoutError::Timeout) => return Err(stopped(a.timeout)),
+        Err(mpsc::RecvTimeoutError::Disconnected) => Message::Panicked,
+    };
+    let first = first_rows(first, &panicked, &reads)?;
+    println!("{}", first.text);
+    if !first.more {
+        return Ok(());
+    }
+    // The rows left out are counted from the same run of the query, within what is left of the time.
+    report_left_out(wait(deadline).ok(), first.shown, a.timeout);
+    Ok(())
+}
+
+/// `--list`: each table's name (quoted when it holds a `/`) and file.
+fn list(tables: &[tables::Table]) {
+    for t in tables {
+        let name = if t.name.contains('/') { format!("\"{}\"", t.name) } else { t.name.clone() };
+        println!("{name:<40} {}", t.path.display());
+    }
+}
+
+/// The error of a query stopped at `--timeout`.
+fn stopped(timeout: u64) -> anyhow::Error {
+    crate::config!(
+        "the query ran longer than --timeout {} s and was stopped (a recursive query that never ends, or a very large \
+         input: add LIMIT or WHERE, or raise --timeout)",
+        timeout
+    )
+}
+
+/// A panic inside DataFusion or Parquet (a damaged file the checks let through) is caught on the
+/// query thread and reported; its message is kept in the returned slot rather than printed.
+fn keep_query_panics() -> Arc<Mutex<Option<String>>> {
     let panicked: Arc<Mutex<Option<String>>> = Arc::default();
     let seen = Arc::clone(&panicked);
     let previous = std::panic::take_hook();
@@ -129,36 +157,38 @@ pub fn run(outputs: &Path, a: SqlArgs) -> Result<()> {
             *m = Some(info.to_string());
         }
     }));
-    // The files the query reads (set once it is parsed), for that message.
-    let reads: Arc<Mutex<Vec<PathBuf>>> = Arc::default();
-    let worker_reads = Arc::clone(&reads);
+    panicked
+}
 
+/// Starts the query thread (large stack, panics caught); its messages come through the receiver.
+fn spawn_query(tables: &[tables::Table], query: &str, limits: Limits, reads: Arc<Mutex<Vec<PathBuf>>>) -> Result<mpsc::Receiver<Message>> {
     let (tx, rx) = mpsc::channel::<Message>();
-    let query = a.query.clone();
-    let registered = catalog.tables.clone();
+    let query = query.to_string();
+    let registered = tables.to_vec();
     std::thread::Builder::new().name(THREAD.into()).stack_size(STACK_BYTES).spawn(move || {
         let worker = tx.clone();
-        let outcome =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| execute(&registered, &query, limits, &worker, &worker_reads)));
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| execute(&registered, &query, limits, &worker, &reads)));
         if outcome.is_err() {
             let _ = tx.send(Message::Panicked);
         }
     })?;
+    Ok(rx)
+}
 
-    let wait = |deadline: Instant| rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
-    let first = match wait(deadline) {
-        Ok(m) => m,
-        Err(mpsc::RecvTimeoutError::Timeout) => return Err(stopped()),
-        Err(mpsc::RecvTimeoutError::Disconnected) => Message::Panicked,
-    };
-    let (text, shown) = match first {
-        Message::Rows { text, more: false, .. } => {
-            println!("{text}");
-            return Ok(());
-        }
-        Message::Rows { text, shown, more: true } => (text, shown),
-        Message::Failed(e) => return Err(e),
-        Message::Total(_) => return Err(crate::internal!("the query thread sent a row count before the rows")),
+/// The rows the query thread sent first: the table to print, how many rows it shows, and whether
+/// there are more.
+struct FirstRows {
+    text: String,
+    shown: usize,
+    more: bool,
+}
+
+/// The first message as rows, or the error it stands for (a panic names the files the query read).
+fn first_rows(first: Message, panicked: &Mutex<Option<String>>, reads: &Mutex<Vec<PathBuf>>) -> Result<FirstRows> {
+    match first {
+        Message::Rows { text, shown, more } => Ok(FirstRows { text, shown, more }),
+        Message::Failed(e) => Err(e),
+        Message::Total(_) => Err(crate::internal!("the query thread sent a row count before the rows")),
         Message::Panicked => {
             let why = panicked.lock().ok().and_then(|m| m.clone()).unwrap_or_else(|| "no message".into());
             let files: Vec<String> = reads.lock().map(|r| r.iter().map(|p| p.display().to_string()).collect()).unwrap_or_default();
@@ -171,21 +201,23 @@ pub fn run(outputs: &Path, a: SqlArgs) -> Result<()> {
                 }
             )
         }
-    };
-    println!("{text}");
-    // The rows left out are counted from the same run of the query, within what is left of the time.
-    match wait(deadline) {
-        Ok(Message::Total(n)) => eprintln!(
+    }
+}
+
+/// Tells how many rows `--max-rows` left out (`second`: the thread's next message, if it came in
+/// time).
+fn report_left_out(second: Option<Message>, shown: usize, timeout: u64) {
+    match second {
+        Some(Message::Total(n)) => eprintln!(
             "({n} rows: the first {shown} are shown, {} left out by --max-rows {shown}; add LIMIT/OFFSET or raise --max-rows)",
             n.saturating_sub(shown)
         ),
         _ => eprintln!(
             "(more than {shown} rows: the first {shown} are shown, the rest left out by --max-rows {shown}; counting them passed \
              --timeout {} s)",
-            a.timeout
+            timeout
         ),
     }
-    Ok(())
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -84,59 +84,91 @@ pub fn discover(outputs: &Path) -> Result<Catalog> {
     if !outputs.is_dir() {
         return Ok(catalog);
     }
+    let candidates = find_candidates(outputs, &mut catalog.warnings)?;
+    let by_name = check_candidates(candidates, &mut catalog.warnings);
+    register(by_name, &mut catalog);
+    catalog.tables.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(catalog)
+}
+
+/// The candidate files of every `<dataset>/<stage>` folder, in path order.
+fn find_candidates(outputs: &Path, warnings: &mut Vec<String>) -> Result<Vec<Candidate>> {
     let stage_names: Vec<&str> = tgrag_stages::all().iter().map(|s| s.info().name).collect();
     let mut candidates = Vec::new();
     for ds in entries(outputs, true)? {
         let Some(d) = utf8_name(&ds) else { continue };
         for st in entries(&ds, true)? {
             let Some(s) = utf8_name(&st) else { continue };
-            let files: Vec<(PathBuf, String)> = entries(&st, false)?
-                .into_iter()
-                .filter_map(|f| {
-                    let name = utf8_name(&f)?;
-                    let table = name.strip_suffix(".parquet")?;
-                    (!name.starts_with('.') && !table.is_empty()).then(|| (f.clone(), table.to_string()))
-                })
-                .collect();
-            if files.is_empty() {
-                continue;
+            folder_candidates(&st, (d, s), &stage_names, warnings, &mut candidates)?;
+        }
+    }
+    Ok(candidates)
+}
+
+/// The `<table>.parquet` files of one folder (not hidden, with a name before the suffix).
+fn parquet_files(folder: &Path) -> Result<Vec<(PathBuf, String)>> {
+    Ok(entries(folder, false)?
+        .into_iter()
+        .filter_map(|f| {
+            let name = utf8_name(&f)?;
+            let table = name.strip_suffix(".parquet")?;
+            (!name.starts_with('.') && !table.is_empty()).then(|| (f.clone(), table.to_string()))
+        })
+        .collect())
+}
+
+/// The candidates of the folder `st` (dataset `d`, stage `s`): in a stage folder only what its
+/// valid manifest lists (and the timings table), elsewhere every Parquet file.
+fn folder_candidates(
+    st: &Path,
+    (d, s): (&str, &str),
+    stage_names: &[&str],
+    warnings: &mut Vec<String>,
+    candidates: &mut Vec<Candidate>,
+) -> Result<()> {
+    let files = parquet_files(st)?;
+    if files.is_empty() {
+        return Ok(());
+    }
+    let is_stage = stage_names.contains(&s) || st.join(MANIFEST).exists();
+    let manifest = if is_stage {
+        match runner::read_manifest(st).filter(|m| m.stage == s) {
+            Some(m) => Some(m),
+            None => {
+                warnings.push(format!(
+                    "skipping {} (a stage folder without a valid {MANIFEST}: the stage failed, was interrupted or is running; \
+                     run `tgrag run` to finish it)",
+                    st.display()
+                ));
+                return Ok(());
             }
-            let is_stage = stage_names.contains(&s) || st.join(MANIFEST).exists();
-            let manifest = if is_stage {
-                match runner::read_manifest(&st).filter(|m| m.stage == s) {
-                    Some(m) => Some(m),
+        }
+    } else {
+        None
+    };
+    for (path, table) in files {
+        let listed = match &manifest {
+            None => None,
+            Some(m) => {
+                let file = format!("{table}.parquet");
+                match m.outputs.get(&file) {
+                    Some(info) => Some(Listed::Output { bytes: info.bytes, sha256: info.sha256.clone() }),
+                    None if file == TIMINGS => Some(Listed::Timings),
                     None => {
-                        catalog.warnings.push(format!(
-                            "skipping {} (a stage folder without a valid {MANIFEST}: the stage failed, was interrupted or is running; \
-                             run `tgrag run` to finish it)",
-                            st.display()
-                        ));
+                        warnings.push(format!("skipping {} (not an output listed in {MANIFEST})", path.display()));
                         continue;
                     }
                 }
-            } else {
-                None
-            };
-            for (path, table) in files {
-                let listed = match &manifest {
-                    None => None,
-                    Some(m) => {
-                        let file = format!("{table}.parquet");
-                        match m.outputs.get(&file) {
-                            Some(info) => Some(Listed::Output { bytes: info.bytes, sha256: info.sha256.clone() }),
-                            None if file == TIMINGS => Some(Listed::Timings),
-                            None => {
-                                catalog.warnings.push(format!("skipping {} (not an output listed in {MANIFEST})", path.display()));
-                                continue;
-                            }
-                        }
-                    }
-                };
-                candidates.push(Candidate { path, parts: [d.to_string(), s.to_string(), table], listed });
             }
-        }
+        };
+        candidates.push(Candidate { path, parts: [d.to_string(), s.to_string(), table], listed });
     }
-    // Checking files (a sha256 each, the Parquet metadata) is the slow part: in parallel.
+    Ok(())
+}
+
+/// Checks every candidate (a sha256 each, the Parquet metadata: the slow part, in parallel); the
+/// good ones grouped by the name they would get, a warning for each other.
+fn check_candidates(candidates: Vec<Candidate>, warnings: &mut Vec<String>) -> BTreeMap<String, Vec<Candidate>> {
     let checked: Vec<(Candidate, Option<String>)> = candidates
         .into_par_iter()
         .map(|c| {
@@ -147,10 +179,16 @@ pub fn discover(outputs: &Path) -> Result<Catalog> {
     let mut by_name: BTreeMap<String, Vec<Candidate>> = BTreeMap::new();
     for (c, p) in checked {
         match p {
-            Some(why) => catalog.warnings.push(format!("skipping {} ({why})", c.path.display())),
+            Some(why) => warnings.push(format!("skipping {} ({why})", c.path.display())),
             None => by_name.entry(table_name(&c.parts[0], &c.parts[1], &c.parts[2])).or_default().push(c),
         }
     }
+    by_name
+}
+
+/// Registers each name held by one file; files that would share a name are registered under their
+/// quoted paths instead, with a warning.
+fn register(by_name: BTreeMap<String, Vec<Candidate>>, catalog: &mut Catalog) {
     for (name, group) in by_name {
         if group.len() == 1 {
             catalog.tables.extend(group.into_iter().map(|c| Table { name: name.clone(), path: c.path }));
@@ -166,8 +204,6 @@ pub fn discover(outputs: &Path) -> Result<Catalog> {
         ));
         catalog.tables.extend(group.into_iter().map(|c| Table { name: c.parts.join("/"), path: c.path }));
     }
-    catalog.tables.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(catalog)
 }
 
 /// Why a candidate is left out, if it is.
