@@ -71,93 +71,131 @@ fn u32s(b: &arrow::array::RecordBatch, path: &std::path::Path, c: &str) -> Resul
 pub fn run(a: BenchGnnArgs) -> Result<()> {
     let device: DeviceChoice = a.device.into();
     match a.what {
-        WhatArg::Node => {
-            let (Some(ep), Some(fp), Some(lp)) = (&a.edges, &a.features, &a.labels) else {
-                bail_config!("bench-gnn node needs --edges, --features and --labels");
-            };
-            let (eb, fb, lb) =
-                (tgrag_schemas::io::read_parquet(ep)?, tgrag_schemas::io::read_parquet(fp)?, tgrag_schemas::io::read_parquet(lp)?);
-            let edges: Vec<(u32, u32)> = u32s(&eb, ep, "src")?.into_iter().zip(u32s(&eb, ep, "dst")?).collect();
-            let n = fb.num_rows();
-            let fcols: Vec<String> = fb.schema().fields().iter().map(|f| f.name().clone()).filter(|c| c.starts_with('f')).collect();
-            let dim = fcols.len();
-            let mut x = vec![0f32; n * dim];
-            for (j, c) in fcols.iter().enumerate() {
-                let col = arrow::compute::cast(fb.column_by_name(c).context("feature column")?, &DataType::Float32)?;
-                for (i, v) in col.as_primitive::<Float32Type>().values().iter().enumerate() {
-                    x[i * dim + j] = *v;
-                }
-            }
-            let (nodes, labels_in) = (u32s(&lb, lp, "node")?, u32s(&lb, lp, "label")?);
-            let split = lb.column_by_name("split").context("labels: no `split`")?.as_string::<i32>().clone();
-            let mut labels = vec![u32::MAX; n];
-            let (mut tr, mut va, mut te) = (Vec::new(), Vec::new(), Vec::new());
-            for i in 0..lb.num_rows() {
-                labels[nodes[i] as usize] = labels_in[i];
-                match split.value(i) {
-                    "train" => tr.push(nodes[i]),
-                    "val" => va.push(nodes[i]),
-                    _ => te.push(nodes[i]),
-                }
-            }
-            let classes = labels_in.iter().max().map_or(1, |m| *m as usize + 1);
-            let data = NodeClassData { features: &x, dim, labels: &labels, classes, train: &tr, val: &va, test: &te };
-            let cfg = NodeClassConfig { max_epochs: a.epochs, patience: a.epochs + 1, ..NodeClassConfig::default() };
-            let kind = match a.model {
-                ModelArg::Gcn => GnnKind::Gcn,
-                ModelArg::Sage => GnnKind::Sage,
-                ModelArg::Mlp => GnnKind::Mlp,
-            };
-            let t0 = Instant::now();
-            let t = if device.resolved() == DeviceChoice::Gpu {
-                gnn::train_node_classifier(kind, n, &edges, &data, &cfg, &device.device())?
-            } else {
-                let g = gnn::fast::FastGraph::new(n, &edges);
-                gnn::fast::train_node_classifier(kind, n, &g, &data, &cfg)?
-            };
-            let ms = t0.elapsed().as_secs_f64() * 1e3 / t.curve.len().max(1) as f64;
-            println!("{{\"ms_per_epoch\": {ms:.4}, \"epochs\": {}, \"accuracy\": {:.4}}}", t.curve.len(), t.test_metric);
-        }
-        WhatArg::Batch => {
-            use tgrag_models::gnn::encoders::{EncoderKind, EncoderShape, Pooling};
-            use tgrag_models::graphqa::{HeadKind, QaConfig, QaExample, QaShape, Target, train};
-            use tgrag_models::train::TrainConfig;
-            let kind = match a.encoder.as_str() {
-                "gt" => EncoderKind::Gt,
-                "gat" => EncoderKind::Gat,
-                "gcn" => EncoderKind::Gcn,
-                "gt2" => EncoderKind::Gt2,
-                other => bail_config!("--encoder {other}: gt, gat, gcn or gt2"),
-            };
-            let (dim, k) = (384usize, a.nodes);
-            let mut state = 7u64;
-            let mut rnd = || {
-                state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-                ((state >> 11) as f64 / (1u64 << 53) as f64) as f32
-            };
-            let examples: Vec<QaExample> = (0..a.graphs * a.steps)
-                .map(|i| {
-                    let mut edges: Vec<(u32, u32)> = (1..k as u32).map(|v| (v - 1, v)).collect();
-                    edges.push((0, (k - 1) as u32));
-                    let x = (0..k * dim).map(|_| rnd()).collect();
-                    let edge_x = (0..edges.len() * dim).map(|_| rnd()).collect();
-                    QaExample { x, n: k, edges, edge_x, question: (0..dim).map(|_| rnd()).collect(), target: Target::Class((i % 2) as u32) }
-                })
-                .collect();
-            let enc = EncoderShape { kind, in_dim: dim, edge_dim: dim, hidden: 256, layers: 4, heads: 4, pooling: Pooling::Mean };
-            let shape = QaShape { encoder: Some(enc), question_dim: dim, head: HeadKind::Classify { classes: 2 }, head_hidden: 256 };
-            let cfg = QaConfig {
-                train: TrainConfig { epochs: 1, patience: 2, batch: a.graphs, ..TrainConfig::default() },
-                head_hidden: 256,
-                ..QaConfig::default()
-            };
-            let val = &examples[..a.graphs];
-            let t0 = Instant::now();
-            train(shape, &examples, val, dim, dim, &cfg, &device.device())?;
-            // One epoch = `steps` optimiser steps plus one validation batch.
-            let ms = t0.elapsed().as_secs_f64() * 1e3 / a.steps as f64;
-            println!("{{\"ms_per_step\": {ms:.4}, \"steps\": {}, \"graphs\": {}}}", a.steps, a.graphs);
-        }
+        WhatArg::Node => bench_node(&a, device)?,
+        WhatArg::Batch => bench_batch(&a, device)?,
     }
     Ok(())
+}
+
+/// A node-classification graph read from `--edges`, `--features` and `--labels`.
+struct NodeGraph {
+    n: usize,
+    edges: Vec<(u32, u32)>,
+    /// Row-major `n × dim` features (the `f…` columns in file order).
+    x: Vec<f32>,
+    dim: usize,
+    /// Per node; `u32::MAX` for a node without a label.
+    labels: Vec<u32>,
+    classes: usize,
+    train: Vec<u32>,
+    val: Vec<u32>,
+    test: Vec<u32>,
+}
+
+impl NodeGraph {
+    fn read(ep: &std::path::Path, fp: &std::path::Path, lp: &std::path::Path) -> Result<NodeGraph> {
+        let (eb, fb, lb) =
+            (tgrag_schemas::io::read_parquet(ep)?, tgrag_schemas::io::read_parquet(fp)?, tgrag_schemas::io::read_parquet(lp)?);
+        let edges: Vec<(u32, u32)> = u32s(&eb, ep, "src")?.into_iter().zip(u32s(&eb, ep, "dst")?).collect();
+        let n = fb.num_rows();
+        let fcols: Vec<String> = fb.schema().fields().iter().map(|f| f.name().clone()).filter(|c| c.starts_with('f')).collect();
+        let dim = fcols.len();
+        let mut x = vec![0f32; n * dim];
+        for (j, c) in fcols.iter().enumerate() {
+            let col = arrow::compute::cast(fb.column_by_name(c).context("feature column")?, &DataType::Float32)?;
+            for (i, v) in col.as_primitive::<Float32Type>().values().iter().enumerate() {
+                x[i * dim + j] = *v;
+            }
+        }
+        let (nodes, labels_in) = (u32s(&lb, lp, "node")?, u32s(&lb, lp, "label")?);
+        let split = lb.column_by_name("split").context("labels: no `split`")?.as_string::<i32>().clone();
+        let mut labels = vec![u32::MAX; n];
+        let (mut tr, mut va, mut te) = (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..lb.num_rows() {
+            labels[nodes[i] as usize] = labels_in[i];
+            match split.value(i) {
+                "train" => tr.push(nodes[i]),
+                "val" => va.push(nodes[i]),
+                _ => te.push(nodes[i]),
+            }
+        }
+        let classes = labels_in.iter().max().map_or(1, |m| *m as usize + 1);
+        Ok(NodeGraph { n, edges, x, dim, labels, classes, train: tr, val: va, test: te })
+    }
+}
+
+/// `node`: `--epochs` epochs of the node classifier without early stopping.
+fn bench_node(a: &BenchGnnArgs, device: DeviceChoice) -> Result<()> {
+    let (Some(ep), Some(fp), Some(lp)) = (&a.edges, &a.features, &a.labels) else {
+        bail_config!("bench-gnn node needs --edges, --features and --labels");
+    };
+    let NodeGraph { n, edges, x, dim, labels, classes, train: tr, val: va, test: te } = NodeGraph::read(ep, fp, lp)?;
+    let data = NodeClassData { features: &x, dim, labels: &labels, classes, train: &tr, val: &va, test: &te };
+    let cfg = NodeClassConfig { max_epochs: a.epochs, patience: a.epochs + 1, ..NodeClassConfig::default() };
+    let kind = match a.model {
+        ModelArg::Gcn => GnnKind::Gcn,
+        ModelArg::Sage => GnnKind::Sage,
+        ModelArg::Mlp => GnnKind::Mlp,
+    };
+    let t0 = Instant::now();
+    let t = if device.resolved() == DeviceChoice::Gpu {
+        gnn::train_node_classifier(kind, n, &edges, &data, &cfg, &device.device())?
+    } else {
+        let g = gnn::fast::FastGraph::new(n, &edges);
+        gnn::fast::train_node_classifier(kind, n, &g, &data, &cfg)?
+    };
+    let ms = t0.elapsed().as_secs_f64() * 1e3 / t.curve.len().max(1) as f64;
+    println!("{{\"ms_per_epoch\": {ms:.4}, \"epochs\": {}, \"accuracy\": {:.4}}}", t.curve.len(), t.test_metric);
+    Ok(())
+}
+
+/// `batch`: `--steps` optimiser steps of G-Retriever's `--encoder` and classification head over
+/// mini-batches of `--graphs` small random graphs.
+fn bench_batch(a: &BenchGnnArgs, device: DeviceChoice) -> Result<()> {
+    use tgrag_models::gnn::encoders::{EncoderKind, EncoderShape, Pooling};
+    use tgrag_models::graphqa::{HeadKind, QaConfig, QaShape, train};
+    use tgrag_models::train::TrainConfig;
+    let kind = match a.encoder.as_str() {
+        "gt" => EncoderKind::Gt,
+        "gat" => EncoderKind::Gat,
+        "gcn" => EncoderKind::Gcn,
+        "gt2" => EncoderKind::Gt2,
+        other => bail_config!("--encoder {other}: gt, gat, gcn or gt2"),
+    };
+    let dim = 384usize;
+    let examples = random_examples(a.graphs * a.steps, a.nodes, dim);
+    let enc = EncoderShape { kind, in_dim: dim, edge_dim: dim, hidden: 256, layers: 4, heads: 4, pooling: Pooling::Mean };
+    let shape = QaShape { encoder: Some(enc), question_dim: dim, head: HeadKind::Classify { classes: 2 }, head_hidden: 256 };
+    let cfg = QaConfig {
+        train: TrainConfig { epochs: 1, patience: 2, batch: a.graphs, ..TrainConfig::default() },
+        head_hidden: 256,
+        ..QaConfig::default()
+    };
+    let val = &examples[..a.graphs];
+    let t0 = Instant::now();
+    train(shape, &examples, val, dim, dim, &cfg, &device.device())?;
+    // One epoch = `steps` optimiser steps plus one validation batch.
+    let ms = t0.elapsed().as_secs_f64() * 1e3 / a.steps as f64;
+    println!("{{\"ms_per_step\": {ms:.4}, \"steps\": {}, \"graphs\": {}}}", a.steps, a.graphs);
+    Ok(())
+}
+
+/// `count` graphs of `k` nodes (a path plus the chord from the first node to the last), node, edge
+/// and question features from one seeded generator, classes alternating.
+fn random_examples(count: usize, k: usize, dim: usize) -> Vec<tgrag_models::graphqa::QaExample> {
+    use tgrag_models::graphqa::{QaExample, Target};
+    let mut state = 7u64;
+    let mut rnd = || {
+        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        ((state >> 11) as f64 / (1u64 << 53) as f64) as f32
+    };
+    (0..count)
+        .map(|i| {
+            let mut edges: Vec<(u32, u32)> = (1..k as u32).map(|v| (v - 1, v)).collect();
+            edges.push((0, (k - 1) as u32));
+            let x = (0..k * dim).map(|_| rnd()).collect();
+            let edge_x = (0..edges.len() * dim).map(|_| rnd()).collect();
+            QaExample { x, n: k, edges, edge_x, question: (0..dim).map(|_| rnd()).collect(), target: Target::Class((i % 2) as u32) }
+        })
+        .collect()
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use arrow::array::{Array, AsArray, Float32Array, UInt32Array};
+use arrow::array::{Array, ArrayRef, AsArray, Float32Array, UInt32Array};
 use arrow::compute::take;
 use arrow::record_batch::RecordBatch;
 use rayon::prelude::*;
@@ -113,9 +113,52 @@ pub fn run(a: Bm25Args, quiet: bool) -> Result<()> {
     if !(a.k1 >= 0.0 && (0.0..=1.0).contains(&a.b)) {
         bail_config!("--k1 must be ≥ 0 and --b within [0, 1]");
     }
+    let inputs = read_inputs(&a)?;
+    let k = a.k.min(inputs.corpus.num_rows());
+    if k < a.k {
+        eprintln!("note: --k {} is more than the {} documents of {}: every document is ranked", a.k, k, a.corpus.display());
+    }
+    // Reading the columns is I/O, not tokenisation: it stays outside the timings.
+    let docs = lexical(&inputs.corpus, &a.corpus)?;
+    let qs = lexical(&inputs.queries, &a.queries)?;
+    let params = Bm25Params { k1: a.k1, b: a.b, variant, epsilon: 0.25 };
+    let t1 = Instant::now();
+    let index = match &docs {
+        Lexical::Tokens(t) => Index::build(t, params),
+        Lexical::Texts(t) => Index::build_texts(&t.iter().map(String::as_str).collect::<Vec<_>>(), kind, params),
+    };
+    let t_index = t1.elapsed().as_secs_f64();
+    let t2 = Instant::now();
+    let hits = search_all(&index, &qs, kind, k, quiet);
+    let t_search = t2.elapsed().as_secs_f64();
+    let batch = ranking(&hits, &inputs)?;
+    tgrag_schemas::io::write_table(&tables::BM25_RANKING, &a.out, &batch)?;
+    eprintln!(
+        "bm25: {} docs ({} terms), {} queries; tokenisation + index build {:.3}s, search {:.3}s ({:.1} µs/query incl. tokenisation) → {}",
+        docs.len(),
+        index.vocab_size(),
+        qs.len(),
+        t_index,
+        t_search,
+        1e6 * t_search / qs.len().max(1) as f64,
+        a.out.display()
+    );
+    Ok(())
+}
+
+/// The corpus and the queries, checked, with their id columns.
+struct Inputs {
+    corpus: RecordBatch,
+    queries: RecordBatch,
+    doc_ids: ArrayRef,
+    query_ids: ArrayRef,
+}
+
+/// Reads both files and runs the checks ingest runs: ids present, unique and never null; a corpus
+/// with documents (no queries is a warning).
+fn read_inputs(a: &Bm25Args) -> Result<Inputs> {
     let corpus = tgrag_schemas::io::read_parquet(&a.corpus)?;
     let queries = tgrag_schemas::io::read_parquet(&a.queries)?;
-    // The checks ingest runs: ids present, unique and never null; a corpus with documents.
     use tgrag_schemas::validate::{InputRules, check_input};
     check_input(
         &a.corpus,
@@ -136,24 +179,14 @@ pub fn run(a: Bm25Args, quiet: bool) -> Result<()> {
     if queries.num_rows() == 0 {
         eprintln!("warning: {}: no queries; the output has no rows", a.queries.display());
     }
-    let k = a.k.min(corpus.num_rows());
-    if k < a.k {
-        eprintln!("note: --k {} is more than the {} documents of {}: every document is ranked", a.k, k, a.corpus.display());
-    }
-    // Reading the columns is I/O, not tokenisation: it stays outside the timings.
-    let docs = lexical(&corpus, &a.corpus)?;
-    let qs = lexical(&queries, &a.queries)?;
-    let params = Bm25Params { k1: a.k1, b: a.b, variant, epsilon: 0.25 };
-    let t1 = Instant::now();
-    let index = match &docs {
-        Lexical::Tokens(t) => Index::build(t, params),
-        Lexical::Texts(t) => Index::build_texts(&t.iter().map(String::as_str).collect::<Vec<_>>(), kind, params),
-    };
-    let t_index = t1.elapsed().as_secs_f64();
-    let t2 = Instant::now();
+    Ok(Inputs { corpus, queries, doc_ids, query_ids })
+}
+
+/// The top `k` (document position, score) of every query, in parallel, with a progress bar.
+fn search_all(index: &Index, qs: &Lexical, kind: TokenizerKind, k: usize, quiet: bool) -> Vec<Vec<(u32, f32)>> {
     let bar = Progress { quiet }.bar(qs.len() as u64, "bm25 search");
     let search = |i: usize| {
-        let h = match &qs {
+        let h = match qs {
             Lexical::Tokens(t) => index.search(&t[i], k, None),
             Lexical::Texts(t) => index.search_text(&t[i], kind, k, None),
         };
@@ -162,7 +195,11 @@ pub fn run(a: Bm25Args, quiet: bool) -> Result<()> {
     };
     let hits: Vec<Vec<(u32, f32)>> = (0..qs.len()).into_par_iter().map(search).collect();
     bar.finish_and_clear();
-    let t_search = t2.elapsed().as_secs_f64();
+    hits
+}
+
+/// The `bm25_ranking` table: each hit with the ids of its query and document, 1-based ranks.
+fn ranking(hits: &[Vec<(u32, f32)>], inputs: &Inputs) -> Result<RecordBatch> {
     let (mut qi, mut di, mut rank, mut score) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (q, h) in hits.iter().enumerate() {
         for (r, &(d, s)) in h.iter().enumerate() {
@@ -172,19 +209,7 @@ pub fn run(a: Bm25Args, quiet: bool) -> Result<()> {
             score.push(s);
         }
     }
-    let qcol = take(&query_ids, &UInt32Array::from(qi), None)?;
-    let dcol = take(&doc_ids, &UInt32Array::from(di), None)?;
-    let batch = tables::BM25_RANKING.batch(vec![qcol, dcol, Arc::new(UInt32Array::from(rank)), Arc::new(Float32Array::from(score))])?;
-    tgrag_schemas::io::write_table(&tables::BM25_RANKING, &a.out, &batch)?;
-    eprintln!(
-        "bm25: {} docs ({} terms), {} queries; tokenisation + index build {:.3}s, search {:.3}s ({:.1} µs/query incl. tokenisation) → {}",
-        docs.len(),
-        index.vocab_size(),
-        qs.len(),
-        t_index,
-        t_search,
-        1e6 * t_search / qs.len().max(1) as f64,
-        a.out.display()
-    );
-    Ok(())
+    let qcol = take(&inputs.query_ids, &UInt32Array::from(qi), None)?;
+    let dcol = take(&inputs.doc_ids, &UInt32Array::from(di), None)?;
+    Ok(tables::BM25_RANKING.batch(vec![qcol, dcol, Arc::new(UInt32Array::from(rank)), Arc::new(Float32Array::from(score))])?)
 }

@@ -33,6 +33,78 @@ const SIZE: (u32, u32) = (760, 380);
 /// breakdown, one bar chart per (dataset, source, split) with a group per method and a bar per
 /// metric (at most six; seeded methods by their mean over seeds).
 pub fn metric_bars(lb: &RecordBatch) -> Result<Vec<Figure>> {
+    let (panels, order) = panels(lb)?;
+    // Per (dataset, source): the test split when there is one, else the first split seen.
+    let mut out = Vec::new();
+    let mut done: Vec<(String, String)> = Vec::new();
+    let mut keys = order.clone();
+    keys.sort_by_key(|k| (k.dataset.clone(), k.source.clone(), k.split != "test" && k.split != "all"));
+    for key in keys {
+        let ds = (key.dataset.clone(), key.source.clone());
+        if done.contains(&ds) {
+            continue;
+        }
+        done.push(ds);
+        let p = &panels[&key];
+        let title = format!("{} — {} ({})", key.dataset, key.source, key.split);
+        let png = bars(&title, "value", &p.methods, &p.series(), SIZE)?;
+        out.push(Figure {
+            file: format!("bars-{}-{}-{}.png", slug(&key.dataset), slug(&key.source), slug(&key.split)),
+            dataset: key.dataset.clone(),
+            caption: title,
+            png,
+        });
+    }
+    Ok(out)
+}
+
+/// Which bar chart a leaderboard row belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct PanelKey {
+    dataset: String,
+    source: String,
+    split: String,
+}
+
+/// One (method, metric) value: the unseeded value, or the values over seeds.
+#[derive(Default)]
+struct Cell {
+    mean: Option<f64>,
+    seeds: Vec<f64>,
+}
+
+/// One bar chart: methods and metrics in the order first seen, and their values.
+#[derive(Default)]
+struct Panel {
+    methods: Vec<String>,
+    metrics: Vec<String>,
+    cells: BTreeMap<(String, String), Cell>,
+}
+
+impl Panel {
+    /// A series per metric: each method's value (the mean over seeds for a seeded method).
+    fn series(&self) -> Vec<(&str, Vec<Option<f64>>)> {
+        self.metrics
+            .iter()
+            .map(|m| {
+                let vals = self
+                    .methods
+                    .iter()
+                    .map(|me| {
+                        self.cells.get(&(me.clone(), m.clone())).and_then(|Cell { mean, seeds }| {
+                            mean.or_else(|| (!seeds.is_empty()).then(|| seeds.iter().sum::<f64>() / seeds.len() as f64))
+                        })
+                    })
+                    .collect();
+                (m.as_str(), vals)
+            })
+            .collect()
+    }
+}
+
+/// The panels of the rows without a breakdown whose metric is better higher (not `_std`), and
+/// their keys in the order first seen.
+fn panels(lb: &RecordBatch) -> Result<(BTreeMap<PanelKey, Panel>, Vec<PanelKey>)> {
     let (so, d, me, sp, g, mt) = (
         columns::strs(lb, "source")?,
         columns::strs(lb, "dataset")?,
@@ -42,16 +114,8 @@ pub fn metric_bars(lb: &RecordBatch) -> Result<Vec<Figure>> {
         columns::strs(lb, "metric")?,
     );
     let (v, seed) = (columns::f64s(lb, "value")?, columns::u64s(lb, "seed")?);
-    // (dataset, source, split) → method order, metric order, (method, metric) → (mean, seeds)
-    type Cell = (Option<f64>, Vec<f64>);
-    #[derive(Default)]
-    struct Panel {
-        methods: Vec<String>,
-        metrics: Vec<String>,
-        cells: BTreeMap<(String, String), Cell>,
-    }
-    let mut panels: BTreeMap<(String, String, String), Panel> = BTreeMap::new();
-    let mut order: Vec<(String, String, String)> = Vec::new();
+    let mut panels: BTreeMap<PanelKey, Panel> = BTreeMap::new();
+    let mut order: Vec<PanelKey> = Vec::new();
     for i in 0..lb.num_rows() {
         let metric = mt.value(i);
         if g.value(i) != "*" || metric.ends_with("_std") || crate::nightly::diff::higher_is_better(metric) != Some(true) {
@@ -62,7 +126,7 @@ pub fn metric_bars(lb: &RecordBatch) -> Result<Vec<Figure>> {
         if so.value(i) == "metrics" && split != "all" {
             continue;
         }
-        let key = (d.value(i).to_string(), so.value(i).to_string(), split.to_string());
+        let key = PanelKey { dataset: d.value(i).to_string(), source: so.value(i).to_string(), split: split.to_string() };
         if !panels.contains_key(&key) {
             order.push(key.clone());
         }
@@ -75,49 +139,12 @@ pub fn metric_bars(lb: &RecordBatch) -> Result<Vec<Figure>> {
         }
         let c = p.cells.entry((me.value(i).to_string(), metric.to_string())).or_default();
         if seed.is_null(i) {
-            c.0 = Some(v.value(i));
+            c.mean = Some(v.value(i));
         } else {
-            c.1.push(v.value(i));
+            c.seeds.push(v.value(i));
         }
     }
-    // Per (dataset, source): the test split when there is one, else the first split seen.
-    let mut out = Vec::new();
-    let mut done: Vec<(String, String)> = Vec::new();
-    let mut keys = order.clone();
-    keys.sort_by_key(|k| (k.0.clone(), k.1.clone(), k.2 != "test" && k.2 != "all"));
-    for key in keys {
-        let ds = (key.0.clone(), key.1.clone());
-        if done.contains(&ds) {
-            continue;
-        }
-        done.push(ds);
-        let p = &panels[&key];
-        let series: Vec<(&str, Vec<Option<f64>>)> = p
-            .metrics
-            .iter()
-            .map(|m| {
-                let vals = p
-                    .methods
-                    .iter()
-                    .map(|me| {
-                        p.cells.get(&(me.clone(), m.clone())).and_then(|(mean, seeds)| {
-                            mean.or_else(|| (!seeds.is_empty()).then(|| seeds.iter().sum::<f64>() / seeds.len() as f64))
-                        })
-                    })
-                    .collect();
-                (m.as_str(), vals)
-            })
-            .collect();
-        let title = format!("{} — {} ({})", key.0, key.1, key.2);
-        let png = bars(&title, "value", &p.methods, &series, SIZE)?;
-        out.push(Figure {
-            file: format!("bars-{}-{}-{}.png", slug(&key.0), slug(&key.1), slug(&key.2)),
-            dataset: key.0.clone(),
-            caption: title,
-            png,
-        });
-    }
-    Ok(out)
+    Ok((panels, order))
 }
 
 /// One histogram per (dataset, stage, what) of the per-item latencies.
