@@ -7,12 +7,11 @@
 
 use std::collections::BTreeMap;
 
-use arrow::array::{Array, RecordBatch};
+use arrow::array::RecordBatch;
 use serde::{Deserialize, Serialize};
-use tgrag_schemas::columns;
 
 use crate::evaluation::ranking::EvalMode;
-use crate::shared::scores::{ALL, ALL_SPLITS};
+use crate::shared::scores::{ALL, ALL_SPLITS, ScoreRow, score_rows};
 use crate::{Result, StageContext, StageInfo, StageSpec};
 
 /// Options of the `report` stage (none yet).
@@ -21,39 +20,10 @@ use crate::{Result, StageContext, StageInfo, StageSpec};
 pub struct ReportConfig {}
 
 /// One `scores` row, borrowed.
-#[derive(Debug, Clone, Copy)]
-struct Row<'a> {
-    dataset: &'a str,
-    method: &'a str,
-    split: &'a str,
-    group: &'a str,
-    metric: &'a str,
-    value: f64,
-    n: u64,
-    seed: Option<u64>,
-}
+type Row<'a> = ScoreRow<'a>;
 
 fn rows(scores: &RecordBatch) -> Result<Vec<Row<'_>>> {
-    let (d, m, sp, g, me) = (
-        columns::strs(scores, "dataset")?,
-        columns::strs(scores, "method")?,
-        columns::strs(scores, "split")?,
-        columns::strs(scores, "group")?,
-        columns::strs(scores, "metric")?,
-    );
-    let (v, n, seed) = (columns::f64s(scores, "value")?, columns::u64s(scores, "n")?, columns::u64s(scores, "seed")?);
-    Ok((0..scores.num_rows())
-        .map(|i| Row {
-            dataset: d.value(i),
-            method: m.value(i),
-            split: sp.value(i),
-            group: g.value(i),
-            metric: me.value(i),
-            value: v.value(i),
-            n: n.value(i),
-            seed: (!seed.is_null(i)).then(|| seed.value(i)),
-        })
-        .collect())
+    score_rows(scores)
 }
 
 /// The ranking section: the `metrics` stage's rows (in aggregate order) as tables of all queries, by
@@ -126,94 +96,136 @@ fn cell(v: f64, sd: Option<f64>) -> String {
 /// only where no mean exists (one seed: its value; several: their mean, with the seed count).
 pub fn stage_section(stage: &str, scores: &RecordBatch) -> Result<String> {
     let all = rows(scores)?;
-    // (dataset, split, group key) in first-seen order → rows in first-seen order.
-    type Key<'a> = (&'a str, &'a str, &'a str);
-    let mut tables: Vec<(Key<'_>, Vec<Row<'_>>)> = Vec::new();
-    for r in &all {
+    let mut out = String::new();
+    for (key, rs) in &group_tables(&all) {
+        let metrics = table_metrics(rs);
+        let lines = table_lines(rs);
+        table_header(&mut out, stage, key, &metrics);
+        for (id, cells) in &lines {
+            table_line(&mut out, key, &metrics, id, cells);
+        }
+    }
+    Ok(out)
+}
+
+/// Which table of a stage section a row belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct TableKey<'a> {
+    dataset: &'a str,
+    split: &'a str,
+    /// The group key (`ALL` for rows without a breakdown).
+    group_key: &'a str,
+}
+
+/// The rows of each (dataset, split, group key), tables and rows in first-seen order.
+fn group_tables<'a>(all: &[Row<'a>]) -> Vec<(TableKey<'a>, Vec<Row<'a>>)> {
+    let mut tables: Vec<(TableKey<'_>, Vec<Row<'_>>)> = Vec::new();
+    for r in all {
         let key = r.group.split_once('=').map_or(ALL, |(k, _)| k);
-        let t = (r.dataset, r.split, key);
+        let t = TableKey { dataset: r.dataset, split: r.split, group_key: key };
         match tables.iter_mut().find(|(k, _)| *k == t) {
             Some((_, v)) => v.push(*r),
             None => tables.push((t, vec![*r])),
         }
     }
-    let mut out = String::new();
-    for ((dataset, split, key), rs) in &tables {
-        let metrics: Vec<&str> = {
-            let mut m: Vec<&str> = Vec::new();
-            for r in rs {
-                if !r.metric.ends_with("_std") && !m.contains(&r.metric) {
-                    m.push(r.metric);
-                }
-            }
-            m
-        };
-        // (method, group value) in first-seen order → metric → (unseeded value, std, per-seed values, n).
-        type Cells<'a> = BTreeMap<&'a str, (Option<f64>, Option<f64>, Vec<f64>, u64)>;
-        let mut lines: Vec<((&str, &str), Cells<'_>)> = Vec::new();
-        for r in rs {
-            let gv = r.group.split_once('=').map_or("", |(_, v)| v);
-            let id = (r.method, gv);
-            let idx = match lines.iter().position(|(k, _)| *k == id) {
-                Some(i) => i,
-                None => {
-                    lines.push((id, BTreeMap::new()));
-                    lines.len() - 1
-                }
-            };
-            let cells = &mut lines[idx].1;
-            if let Some(base) = r.metric.strip_suffix("_std") {
-                cells.entry(base).or_insert((None, None, Vec::new(), r.n)).1 = Some(r.value);
-                continue;
-            }
-            let c = cells.entry(r.metric).or_insert((None, None, Vec::new(), r.n));
-            match r.seed {
-                None => {
-                    c.0 = Some(r.value);
-                    c.3 = r.n;
-                }
-                Some(_) => c.2.push(r.value),
-            }
-        }
-        let split_words = if *split == ALL_SPLITS { "all splits".to_string() } else { format!("split `{split}`") };
-        let by = if *key == ALL { String::new() } else { format!(", by {key}") };
-        out.push_str(&format!("\n## {stage}: {dataset}, {split_words}{by}\n\n| method |"));
-        if *key != ALL {
-            out.push_str(&format!(" {key} |"));
-        }
-        out.push_str(" n |");
-        for m in &metrics {
-            out.push_str(&format!(" {m} |"));
-        }
-        out.push_str("\n|---|");
-        if *key != ALL {
-            out.push_str("---|");
-        }
-        out.push_str("---:|");
-        out.push_str(&"---:|".repeat(metrics.len()));
-        out.push('\n');
-        for ((method, gv), cells) in &lines {
-            let n = metrics.iter().find_map(|m| cells.get(m).map(|c| c.3)).unwrap_or(0);
-            out.push_str(&format!("| {method} |"));
-            if *key != ALL {
-                out.push_str(&format!(" {gv} |"));
-            }
-            out.push_str(&format!(" {n} |"));
-            for m in &metrics {
-                let text = match cells.get(m) {
-                    Some((Some(v), sd, _, _)) => cell(*v, *sd),
-                    Some((None, _, seeds, _)) if seeds.len() == 1 => cell(seeds[0], None),
-                    Some((None, _, seeds, _)) if !seeds.is_empty() => {
-                        format!("{:.4} ({} seeds)", seeds.iter().sum::<f64>() / seeds.len() as f64, seeds.len())
-                    }
-                    _ => String::new(),
-                };
-                out.push_str(&format!(" {text} |"));
-            }
-            out.push('\n');
+    tables
+}
+
+/// A table's metric columns in first-seen order (`_std` rows are not columns of their own).
+fn table_metrics<'a>(rs: &[Row<'a>]) -> Vec<&'a str> {
+    let mut m: Vec<&str> = Vec::new();
+    for r in rs {
+        if !r.metric.ends_with("_std") && !m.contains(&r.metric) {
+            m.push(r.metric);
         }
     }
-    Ok(out)
+    m
+}
+
+/// One metric of one line: the unseeded value, its std, the per-seed values and the row count.
+struct Cell {
+    value: Option<f64>,
+    sd: Option<f64>,
+    seeds: Vec<f64>,
+    n: u64,
+}
+
+/// A table's lines: (method, group value) in first-seen order → metric → cell.
+type Lines<'a> = Vec<((&'a str, &'a str), BTreeMap<&'a str, Cell>)>;
+
+fn table_lines<'a>(rs: &[Row<'a>]) -> Lines<'a> {
+    let mut lines: Lines<'a> = Vec::new();
+    for r in rs {
+        let gv = r.group.split_once('=').map_or("", |(_, v)| v);
+        let id = (r.method, gv);
+        let idx = match lines.iter().position(|(k, _)| *k == id) {
+            Some(i) => i,
+            None => {
+                lines.push((id, BTreeMap::new()));
+                lines.len() - 1
+            }
+        };
+        let cells = &mut lines[idx].1;
+        let empty = || Cell { value: None, sd: None, seeds: Vec::new(), n: r.n };
+        if let Some(base) = r.metric.strip_suffix("_std") {
+            cells.entry(base).or_insert_with(empty).sd = Some(r.value);
+            continue;
+        }
+        let c = cells.entry(r.metric).or_insert_with(empty);
+        match r.seed {
+            None => {
+                c.value = Some(r.value);
+                c.n = r.n;
+            }
+            Some(_) => c.seeds.push(r.value),
+        }
+    }
+    lines
+}
+
+/// A table's heading, column names and alignment row.
+fn table_header(out: &mut String, stage: &str, key: &TableKey<'_>, metrics: &[&str]) {
+    let TableKey { dataset, split, group_key: key } = *key;
+    let split_words = if split == ALL_SPLITS { "all splits".to_string() } else { format!("split `{split}`") };
+    let by = if key == ALL { String::new() } else { format!(", by {key}") };
+    out.push_str(&format!("\n## {stage}: {dataset}, {split_words}{by}\n\n| method |"));
+    if key != ALL {
+        out.push_str(&format!(" {key} |"));
+    }
+    out.push_str(" n |");
+    for m in metrics {
+        out.push_str(&format!(" {m} |"));
+    }
+    out.push_str("\n|---|");
+    if key != ALL {
+        out.push_str("---|");
+    }
+    out.push_str("---:|");
+    out.push_str(&"---:|".repeat(metrics.len()));
+    out.push('\n');
+}
+
+/// One line of a table: method, group value, row count (of the first metric that has a cell) and
+/// a cell per metric.
+fn table_line(out: &mut String, key: &TableKey<'_>, metrics: &[&str], (method, gv): &(&str, &str), cells: &BTreeMap<&str, Cell>) {
+    let n = metrics.iter().find_map(|m| cells.get(m).map(|c| c.n)).unwrap_or(0);
+    out.push_str(&format!("| {method} |"));
+    if key.group_key != ALL {
+        out.push_str(&format!(" {gv} |"));
+    }
+    out.push_str(&format!(" {n} |"));
+    for m in metrics {
+        let text = match cells.get(m) {
+            Some(Cell { value: Some(v), sd, .. }) => cell(*v, *sd),
+            Some(Cell { value: None, seeds, .. }) if seeds.len() == 1 => cell(seeds[0], None),
+            Some(Cell { value: None, seeds, .. }) if !seeds.is_empty() => {
+                format!("{:.4} ({} seeds)", seeds.iter().sum::<f64>() / seeds.len() as f64, seeds.len())
+            }
+            _ => String::new(),
+        };
+        out.push_str(&format!(" {text} |"));
+    }
+    out.push('\n');
 }
 
 pub struct ReportStage;

@@ -44,88 +44,113 @@ pub fn embed(adj: &Adjacency, scales: &[f64], ts: &[f64], mode: Mode) -> Result<
         return Ok(out);
     }
     match mode {
-        Mode::Exact => {
-            let mut l = vec![0.0; n * n];
-            for i in 0..n {
-                l[i * n + i] = adj.degree(i) as f64;
-                for &j in &adj.indices[adj.indptr[i]..adj.indptr[i + 1]] {
-                    l[i * n + j as usize] -= 1.0;
-                }
-            }
-            let (lam, u) = tgrag_models::linalg::sym_eigen(n, &l)?;
-            // uᵀ as a row-major matrix: ut[m][k] = u_k[m].
-            let mut ut = vec![0.0; n * n];
-            for k in 0..n {
-                for m in 0..n {
-                    ut[m * n + k] = u[k * n + m];
-                }
-            }
-            for (si, &s) in scales.iter().enumerate() {
-                let mut scaled = u.clone();
-                for (k, row) in scaled.chunks_exact_mut(n).enumerate() {
-                    let w = (-s * lam[k]).exp();
-                    row.iter_mut().for_each(|v| *v *= w);
-                }
-                let psi = tgrag_models::linalg::matmul_f64(n, n, n, &ut, &scaled)?;
-                // Ψ is symmetric: row a is column a.
-                out.par_chunks_mut(width).enumerate().for_each(|(a, row)| {
-                    charfn(psi[a * n..a * n + n].iter().copied(), n, ts, &mut row[si * 2 * ts.len()..(si + 1) * 2 * ts.len()])
-                });
-            }
-        }
-        Mode::Chebyshev { tol, max_order } => {
-            let bound = adj
-                .indptr
-                .windows(2)
-                .enumerate()
-                .flat_map(|(u, w)| adj.indices[w[0]..w[1]].iter().map(move |&v| (u, v as usize)))
-                .map(|(u, v)| adj.degree(u) + adj.degree(v))
-                .max()
-                .unwrap_or(0) as f64;
-            if bound == 0.0 {
-                // No edges: L = 0 and Ψ = I for every scale.
-                out.par_chunks_mut(width).enumerate().for_each(|(a, row)| {
-                    for si in 0..scales.len() {
-                        charfn((0..n).map(|m| if m == a { 1.0 } else { 0.0 }), n, ts, &mut row[si * 2 * ts.len()..(si + 1) * 2 * ts.len()]);
-                    }
-                });
-                return Ok(out);
-            }
-            let coeffs: Vec<Vec<f64>> = scales.iter().map(|&s| heat_coefficients(s, bound, tol, max_order)).collect();
-            let order = coeffs.iter().map(Vec::len).max().unwrap_or(1);
-            const B: usize = 32;
-            out.par_chunks_mut(width * B).enumerate().for_each(|(block, rows)| {
-                let a0 = block * B;
-                let b = rows.len() / width;
-                // Column blocks as n × b row-major: T_{k-1}, T_k, and Ψ per scale.
-                let mut prev = vec![0.0; n * b];
-                for c in 0..b {
-                    prev[(a0 + c) * b + c] = 1.0;
-                }
-                let mut cur = apply_shifted(adj, &prev, b, bound);
-                let mut psi: Vec<Vec<f64>> = coeffs
-                    .iter()
-                    .map(|c| prev.iter().zip(&cur).map(|(t0, t1)| c[0] / 2.0 * t0 + c.get(1).copied().unwrap_or(0.0) * t1).collect())
-                    .collect();
-                for k in 2..order {
-                    let mut next = apply_shifted(adj, &cur, b, bound);
-                    next.iter_mut().zip(&prev).for_each(|(x, p)| *x = 2.0 * *x - p);
-                    for (c, ps) in coeffs.iter().zip(psi.iter_mut()) {
-                        if let Some(&ck) = c.get(k) {
-                            ps.iter_mut().zip(&next).for_each(|(p, t)| *p += ck * t);
-                        }
-                    }
-                    prev = std::mem::replace(&mut cur, next);
-                }
-                for (c, row) in rows.chunks_exact_mut(width).enumerate() {
-                    for (si, ps) in psi.iter().enumerate() {
-                        charfn((0..n).map(|m| ps[m * b + c]), n, ts, &mut row[si * 2 * ts.len()..(si + 1) * 2 * ts.len()]);
-                    }
-                }
-            });
-        }
+        Mode::Exact => embed_exact(adj, scales, ts, &mut out)?,
+        Mode::Chebyshev { tol, max_order } => embed_chebyshev(adj, scales, ts, tol, max_order, &mut out),
     }
     Ok(out)
+}
+
+/// The exact mode: Ψ_s = U e^{−sΛ} Uᵀ from the eigendecomposition of the dense Laplacian.
+fn embed_exact(adj: &Adjacency, scales: &[f64], ts: &[f64], out: &mut [f64]) -> Result<()> {
+    let n = adj.n;
+    let width = scales.len() * 2 * ts.len();
+    let mut l = vec![0.0; n * n];
+    for i in 0..n {
+        l[i * n + i] = adj.degree(i) as f64;
+        for &j in &adj.indices[adj.indptr[i]..adj.indptr[i + 1]] {
+            l[i * n + j as usize] -= 1.0;
+        }
+    }
+    let (lam, u) = tgrag_models::linalg::sym_eigen(n, &l)?;
+    // uᵀ as a row-major matrix: ut[m][k] = u_k[m].
+    let mut ut = vec![0.0; n * n];
+    for k in 0..n {
+        for m in 0..n {
+            ut[m * n + k] = u[k * n + m];
+        }
+    }
+    for (si, &s) in scales.iter().enumerate() {
+        let mut scaled = u.clone();
+        for (k, row) in scaled.chunks_exact_mut(n).enumerate() {
+            let w = (-s * lam[k]).exp();
+            row.iter_mut().for_each(|v| *v *= w);
+        }
+        let psi = tgrag_models::linalg::matmul_f64(n, n, n, &ut, &scaled)?;
+        // Ψ is symmetric: row a is column a.
+        out.par_chunks_mut(width).enumerate().for_each(|(a, row)| {
+            charfn(psi[a * n..a * n + n].iter().copied(), n, ts, &mut row[si * 2 * ts.len()..(si + 1) * 2 * ts.len()])
+        });
+    }
+    Ok(())
+}
+
+/// Columns of Ψ computed per block at once.
+const BLOCK: usize = 32;
+
+/// The Chebyshev mode: per block of `BLOCK` nodes, the three-term recurrence over the sparse
+/// Laplacian, every scale's Ψ columns summed from its own coefficients.
+fn embed_chebyshev(adj: &Adjacency, scales: &[f64], ts: &[f64], tol: f64, max_order: usize, out: &mut [f64]) {
+    let n = adj.n;
+    let width = scales.len() * 2 * ts.len();
+    let bound = laplacian_bound(adj);
+    if bound == 0.0 {
+        // No edges: L = 0 and Ψ = I for every scale.
+        out.par_chunks_mut(width).enumerate().for_each(|(a, row)| {
+            for si in 0..scales.len() {
+                charfn((0..n).map(|m| if m == a { 1.0 } else { 0.0 }), n, ts, &mut row[si * 2 * ts.len()..(si + 1) * 2 * ts.len()]);
+            }
+        });
+        return;
+    }
+    let coeffs: Vec<Vec<f64>> = scales.iter().map(|&s| heat_coefficients(s, bound, tol, max_order)).collect();
+    let order = coeffs.iter().map(Vec::len).max().unwrap_or(1);
+    out.par_chunks_mut(width * BLOCK).enumerate().for_each(|(block, rows)| {
+        let b = rows.len() / width;
+        let psi = chebyshev_block(adj, &coeffs, order, bound, block * BLOCK, b);
+        for (c, row) in rows.chunks_exact_mut(width).enumerate() {
+            for (si, ps) in psi.iter().enumerate() {
+                charfn((0..n).map(|m| ps[m * b + c]), n, ts, &mut row[si * 2 * ts.len()..(si + 1) * 2 * ts.len()]);
+            }
+        }
+    });
+}
+
+/// λ̄ = max over edges of d_u + d_v (Anderson–Morley), 0 without edges.
+fn laplacian_bound(adj: &Adjacency) -> f64 {
+    adj.indptr
+        .windows(2)
+        .enumerate()
+        .flat_map(|(u, w)| adj.indices[w[0]..w[1]].iter().map(move |&v| (u, v as usize)))
+        .map(|(u, v)| adj.degree(u) + adj.degree(v))
+        .max()
+        .unwrap_or(0) as f64
+}
+
+/// Ψ's columns `a0..a0 + b` for every scale, each as n × b row-major, by the recurrence
+/// T_{k+1} = 2 L̃ T_k − T_{k−1} up to `order` terms.
+fn chebyshev_block(adj: &Adjacency, coeffs: &[Vec<f64>], order: usize, bound: f64, a0: usize, b: usize) -> Vec<Vec<f64>> {
+    let n = adj.n;
+    // Column blocks as n × b row-major: T_{k-1}, T_k, and Ψ per scale.
+    let mut prev = vec![0.0; n * b];
+    for c in 0..b {
+        prev[(a0 + c) * b + c] = 1.0;
+    }
+    let mut cur = apply_shifted(adj, &prev, b, bound);
+    let mut psi: Vec<Vec<f64>> = coeffs
+        .iter()
+        .map(|c| prev.iter().zip(&cur).map(|(t0, t1)| c[0] / 2.0 * t0 + c.get(1).copied().unwrap_or(0.0) * t1).collect())
+        .collect();
+    for k in 2..order {
+        let mut next = apply_shifted(adj, &cur, b, bound);
+        next.iter_mut().zip(&prev).for_each(|(x, p)| *x = 2.0 * *x - p);
+        for (c, ps) in coeffs.iter().zip(psi.iter_mut()) {
+            if let Some(&ck) = c.get(k) {
+                ps.iter_mut().zip(&next).for_each(|(p, t)| *p += ck * t);
+            }
+        }
+        prev = std::mem::replace(&mut cur, next);
+    }
+    psi
 }
 
 /// [Re φ(t_0..), Im φ(t_0..)] of one wavelet.

@@ -53,93 +53,147 @@ pub fn quality(
     hidden: &[&str],
     hid_emb: &[f32],
 ) -> Result<Quality> {
-    let (mut r_t, mut r_ret, mut r_rank, mut r_node, mut r_score, mut r_text) = (vec![], vec![], vec![], vec![], vec![], vec![]);
+    let (found, contexts) = retrieved_rows(hits, items);
+    let ctx_refs: Vec<&str> = contexts.iter().map(String::as_str).collect();
+    let ctx_emb = encoder.encode(&ctx_refs, "toporag: embed contexts")?;
+    let scoring = Scoring { dim, ctx_refs: &ctx_refs, ctx_emb: &ctx_emb, hidden, hid_emb };
+    let mut per_target: Vec<(u32, &str, Scores)> = Vec::new();
+    let mut summary = Vec::new();
+    for (ri, (name, _)) in hits.iter().enumerate() {
+        let rows = scoring.scores(ri);
+        for (qi, sc) in rows.iter().enumerate() {
+            per_target.push((items.target_ids[qi], *name, *sc));
+        }
+        summary.push(scoring.summary(name, ri, &rows));
+    }
+    let retrieved = found.batch(items.id_column)?;
+    let context_quality = RecordBatch::try_from_iter(vec![
+        ("target", u32a(per_target.iter().map(|r| r.0).collect())),
+        ("retriever", strs(per_target.iter().map(|r| r.1).collect())),
+        ("bleu4", f64a(per_target.iter().map(|r| r.2.bleu).collect())),
+        ("rouge_l_f1", f64a(per_target.iter().map(|r| r.2.rouge).collect())),
+        ("minilm_cosine", f64a(per_target.iter().map(|r| r.2.cosine).collect())),
+    ])?;
+    let context_summary = RecordBatch::try_from_iter(vec![
+        ("retriever", strs(summary.iter().map(|s| s.retriever.as_str()).collect())),
+        ("targets", Arc::new(UInt64Array::from(summary.iter().map(|s| s.targets).collect::<Vec<_>>())) as ArrayRef),
+        ("bleu4_mean", f64a(summary.iter().map(|s| s.bleu4_mean).collect())),
+        ("bleu4_corpus", f64a(summary.iter().map(|s| s.bleu4_corpus).collect())),
+        ("rouge_l_f1_mean", f64a(summary.iter().map(|s| s.rouge_l_f1_mean).collect())),
+        ("cosine_mean", f64a(summary.iter().map(|s| s.cosine_mean).collect())),
+    ])?;
+    Ok(Quality { retrieved, context_quality, context_summary, summary, contexts })
+}
+
+fn strs(v: Vec<&str>) -> ArrayRef {
+    Arc::new(StringArray::from(v))
+}
+
+fn u32a(v: Vec<u32>) -> ArrayRef {
+    Arc::new(UInt32Array::from(v))
+}
+
+fn f64a(v: Vec<f64>) -> ArrayRef {
+    Arc::new(Float64Array::from(v))
+}
+
+/// The rows of `retrieved`: one per (retriever, target, rank).
+#[derive(Default)]
+struct Retrieved<'a> {
+    target: Vec<u32>,
+    retriever: Vec<&'a str>,
+    rank: Vec<u32>,
+    item: Vec<u32>,
+    score: Vec<f64>,
+    text: Vec<&'a str>,
+}
+
+impl Retrieved<'_> {
+    fn batch(self, id_column: &str) -> Result<RecordBatch> {
+        Ok(RecordBatch::try_from_iter(vec![
+            ("target", u32a(self.target)),
+            ("retriever", strs(self.retriever)),
+            ("rank", u32a(self.rank)),
+            (id_column, u32a(self.item)),
+            ("score", f64a(self.score)),
+            ("text", strs(self.text)),
+        ])?)
+    }
+}
+
+/// Every hit as a `retrieved` row, and each (retriever, target)'s context: its retrieved texts
+/// joined by spaces, retriever-major.
+fn retrieved_rows<'a>(hits: &[(&'a str, Vec<Vec<Neighbour>>)], items: &Items<'a>) -> (Retrieved<'a>, Vec<String>) {
+    let mut r = Retrieved::default();
     let mut contexts: Vec<String> = Vec::new();
     for (name, hs) in hits {
         for (qi, h) in hs.iter().enumerate() {
             for (rank, nb) in h.iter().enumerate() {
-                r_t.push(items.target_ids[qi]);
-                r_ret.push(*name);
-                r_rank.push(rank as u32 + 1);
-                r_node.push(items.ids[nb.node as usize]);
-                r_score.push(nb.score);
-                r_text.push(items.texts[nb.node as usize]);
+                r.target.push(items.target_ids[qi]);
+                r.retriever.push(*name);
+                r.rank.push(rank as u32 + 1);
+                r.item.push(items.ids[nb.node as usize]);
+                r.score.push(nb.score);
+                r.text.push(items.texts[nb.node as usize]);
             }
             contexts.push(h.iter().map(|nb| items.texts[nb.node as usize]).collect::<Vec<_>>().join(" "));
         }
     }
-    let ctx_refs: Vec<&str> = contexts.iter().map(String::as_str).collect();
-    let ctx_emb = encoder.encode(&ctx_refs, "toporag: embed contexts")?;
-    let m = hidden.len();
-    let f64v = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<f64>>();
-    let (mut q_t, mut q_ret, mut q_bleu, mut q_rouge, mut q_cos) = (vec![], vec![], vec![], vec![], vec![]);
-    let (mut s_ret, mut s_n, mut s_bleu, mut s_cbleu, mut s_rouge, mut s_cos) = (vec![], vec![], vec![], vec![], vec![], vec![]);
-    for (ri, (name, _)) in hits.iter().enumerate() {
-        let rows: Vec<(f64, f64, f64)> = (0..m)
+    (r, contexts)
+}
+
+/// One context's scores against its target's hidden text.
+#[derive(Debug, Clone, Copy)]
+struct Scores {
+    bleu: f64,
+    rouge: f64,
+    cosine: f64,
+}
+
+/// The contexts (retriever-major, `hidden.len()` per retriever) with their embeddings, and the
+/// hidden texts with theirs.
+struct Scoring<'a> {
+    dim: usize,
+    ctx_refs: &'a [&'a str],
+    ctx_emb: &'a [f32],
+    hidden: &'a [&'a str],
+    hid_emb: &'a [f32],
+}
+
+impl Scoring<'_> {
+    /// Retriever `ri`'s scores per target, in parallel: sentence BLEU-4, ROUGE-L F1 and the cosine
+    /// (0 for an empty context).
+    fn scores(&self, ri: usize) -> Vec<Scores> {
+        let (m, dim) = (self.hidden.len(), self.dim);
+        let f64v = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<f64>>();
+        (0..m)
             .into_par_iter()
             .map(|qi| {
-                let c = ctx_refs[ri * m + qi];
-                let bleu = textmetrics::sentence_bleu(c, hidden[qi]).score;
-                let rouge = textmetrics::rouge_l(hidden[qi], c).2;
+                let c = self.ctx_refs[ri * m + qi];
+                let bleu = textmetrics::sentence_bleu(c, self.hidden[qi]).score;
+                let rouge = textmetrics::rouge_l(self.hidden[qi], c).2;
                 let cs = if c.is_empty() {
                     0.0
                 } else {
-                    cos(&f64v(&ctx_emb[(ri * m + qi) * dim..(ri * m + qi + 1) * dim]), &f64v(&hid_emb[qi * dim..qi * dim + dim]))
+                    cos(&f64v(&self.ctx_emb[(ri * m + qi) * dim..(ri * m + qi + 1) * dim]), &f64v(&self.hid_emb[qi * dim..qi * dim + dim]))
                 };
-                (bleu, rouge, cs)
+                Scores { bleu, rouge, cosine: cs }
             })
-            .collect();
-        for (qi, (b, r, c)) in rows.iter().enumerate() {
-            q_t.push(items.target_ids[qi]);
-            q_ret.push(*name);
-            q_bleu.push(*b);
-            q_rouge.push(*r);
-            q_cos.push(*c);
-        }
-        let pairs_: Vec<(&str, &str)> = (0..m).map(|qi| (ctx_refs[ri * m + qi], hidden[qi])).collect();
-        let mean = |f: fn(&(f64, f64, f64)) -> f64| rows.iter().map(f).sum::<f64>() / m.max(1) as f64;
-        s_ret.push(*name);
-        s_n.push(m as u64);
-        s_bleu.push(mean(|x| x.0));
-        s_cbleu.push(textmetrics::corpus_bleu(&pairs_).score);
-        s_rouge.push(mean(|x| x.1));
-        s_cos.push(mean(|x| x.2));
+            .collect()
     }
-    let strs = |v: Vec<&str>| Arc::new(StringArray::from(v)) as ArrayRef;
-    let u32a = |v: Vec<u32>| Arc::new(UInt32Array::from(v)) as ArrayRef;
-    let f64a = |v: Vec<f64>| Arc::new(Float64Array::from(v)) as ArrayRef;
-    let summary = (0..s_ret.len())
-        .map(|i| Summary {
-            retriever: s_ret[i].to_string(),
-            targets: s_n[i],
-            bleu4_mean: s_bleu[i],
-            bleu4_corpus: s_cbleu[i],
-            rouge_l_f1_mean: s_rouge[i],
-            cosine_mean: s_cos[i],
-        })
-        .collect();
-    let retrieved = RecordBatch::try_from_iter(vec![
-        ("target", u32a(r_t)),
-        ("retriever", strs(r_ret)),
-        ("rank", u32a(r_rank)),
-        (items.id_column, u32a(r_node)),
-        ("score", f64a(r_score)),
-        ("text", strs(r_text)),
-    ])?;
-    let context_quality = RecordBatch::try_from_iter(vec![
-        ("target", u32a(q_t)),
-        ("retriever", strs(q_ret)),
-        ("bleu4", f64a(q_bleu)),
-        ("rouge_l_f1", f64a(q_rouge)),
-        ("minilm_cosine", f64a(q_cos)),
-    ])?;
-    let context_summary = RecordBatch::try_from_iter(vec![
-        ("retriever", strs(s_ret)),
-        ("targets", Arc::new(UInt64Array::from(s_n)) as ArrayRef),
-        ("bleu4_mean", f64a(s_bleu)),
-        ("bleu4_corpus", f64a(s_cbleu)),
-        ("rouge_l_f1_mean", f64a(s_rouge)),
-        ("cosine_mean", f64a(s_cos)),
-    ])?;
-    Ok(Quality { retrieved, context_quality, context_summary, summary, contexts })
+
+    /// Retriever `ri`'s means over the targets and its corpus BLEU.
+    fn summary(&self, name: &str, ri: usize, rows: &[Scores]) -> Summary {
+        let m = self.hidden.len();
+        let pairs_: Vec<(&str, &str)> = (0..m).map(|qi| (self.ctx_refs[ri * m + qi], self.hidden[qi])).collect();
+        let mean = |f: fn(&Scores) -> f64| rows.iter().map(f).sum::<f64>() / m.max(1) as f64;
+        Summary {
+            retriever: name.to_string(),
+            targets: m as u64,
+            bleu4_mean: mean(|x| x.bleu),
+            bleu4_corpus: textmetrics::corpus_bleu(&pairs_).score,
+            rouge_l_f1_mean: mean(|x| x.rouge),
+            cosine_mean: mean(|x| x.cosine),
+        }
+    }
 }
