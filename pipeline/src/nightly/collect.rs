@@ -5,11 +5,12 @@
 use std::path::Path;
 
 use anyhow::Result;
-use arrow::array::{Array, RecordBatch};
+use arrow::array::RecordBatch;
 use tgrag_schemas::rows::{self, Row, Rows};
 use tgrag_schemas::{columns, io, tables};
 
 use crate::runner::read_manifest;
+use tgrag_stages::shared::scores::score_rows;
 
 /// A `leaderboard` row: a `scores` row and the stage folder it came from.
 #[derive(Debug, Clone, PartialEq)]
@@ -192,27 +193,18 @@ impl Collected {
             let key = &crate::nightly::diff::KEY[1..];
             check_input(file, "scores", &b, &InputRules { required: &key[..6], unique: &[key], finite: &["value"], non_empty: false })?;
         }
-        let (d, st, me, sp, g, mt) = (
-            columns::strs(&b, "dataset")?,
-            columns::strs(&b, "stage")?,
-            columns::strs(&b, "method")?,
-            columns::strs(&b, "split")?,
-            columns::strs(&b, "group")?,
-            columns::strs(&b, "metric")?,
-        );
-        let (v, n, seed) = (columns::f64s(&b, "value")?, columns::u64s(&b, "n")?, columns::u64s(&b, "seed")?);
-        for i in 0..b.num_rows() {
+        for r in score_rows(&b)? {
             self.lb.push(LbRow {
                 source: name.into(),
-                dataset: d.value(i).into(),
-                stage: st.value(i).into(),
-                method: me.value(i).into(),
-                split: sp.value(i).into(),
-                group: g.value(i).into(),
-                metric: mt.value(i).into(),
-                value: v.value(i),
-                n: n.value(i),
-                seed: (!seed.is_null(i)).then(|| seed.value(i)),
+                dataset: r.dataset.into(),
+                stage: r.stage.into(),
+                method: r.method.into(),
+                split: r.split.into(),
+                group: r.group.into(),
+                metric: r.metric.into(),
+                value: r.value,
+                n: r.n,
+                seed: r.seed,
             });
         }
         Ok(())

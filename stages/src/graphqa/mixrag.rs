@@ -26,7 +26,7 @@ use tgrag_models::DeviceChoice;
 use tgrag_models::gnn::mixrag::{self, EXPERTS, MixConfig, MixShape};
 use tgrag_models::graphqa::{HeadKind, QaConfig, QaExample, correct};
 use tgrag_models::train::TrainConfig;
-use tgrag_schemas::{columns, tables};
+use tgrag_schemas::tables;
 
 use crate::graphqa::answer::{Prediction, classes, example, loose_hit, predictions_batch, read_subgraphs, task_scores};
 use crate::graphqa::data::{Task, scored_dataset};
@@ -34,7 +34,7 @@ use crate::graphqa::encoded::{EncodedGraph, EncodedGraphs};
 use crate::graphqa::retrieval::{Subgraph, SubgraphMethod};
 use crate::shared::curves::Curves;
 use crate::shared::plots;
-use crate::shared::scores::Scores;
+use crate::shared::scores::{Scores, score_rows};
 use crate::stage::Width;
 use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
 
@@ -476,24 +476,16 @@ pub fn task_plots(task: Task, rows: &[AblationRow]) -> Result<Vec<(String, Vec<u
 /// G-Retriever's graph transformer rows (`gretriever-gt`, the mean over seeds) of a task's dataset
 /// in the `gretriever` stage's `scores`: split → (mean, std, n, seeds).
 fn gt_rows(scores: &RecordBatch, dataset: &str, metric: &str) -> Result<BTreeMap<String, (f64, f64, u64, u32)>> {
-    let (d, m, sp, mt) = (
-        columns::strs(scores, "dataset")?,
-        columns::strs(scores, "method")?,
-        columns::strs(scores, "split")?,
-        columns::strs(scores, "metric")?,
-    );
-    let (v, n, seed) = (columns::f64s(scores, "value")?, columns::u64s(scores, "n")?, columns::u64s(scores, "seed")?);
     let mut out: BTreeMap<String, (f64, f64, u64, u32)> = BTreeMap::new();
     let std_name = format!("{metric}_std");
-    for i in 0..scores.num_rows() {
-        if d.value(i) != dataset || m.value(i) != "gretriever-gt" {
+    for r in score_rows(scores)? {
+        if r.dataset != dataset || r.method != "gretriever-gt" {
             continue;
         }
-        let e = out.entry(sp.value(i).to_string()).or_insert((f64::NAN, 0.0, n.value(i), 0));
-        use arrow::array::Array;
-        match (mt.value(i), seed.is_null(i)) {
-            (x, true) if x == metric => e.0 = v.value(i),
-            (x, true) if x == std_name => e.1 = v.value(i),
+        let e = out.entry(r.split.to_string()).or_insert((f64::NAN, 0.0, r.n, 0));
+        match (r.metric, r.seed.is_none()) {
+            (x, true) if x == metric => e.0 = r.value,
+            (x, true) if x == std_name => e.1 = r.value,
             (x, false) if x == metric => e.3 += 1,
             _ => {}
         }

@@ -14,6 +14,45 @@ pub const ALL_SPLITS: &str = "all";
 /// The `group` of a score computed over the whole split.
 pub const ALL: &str = "*";
 
+/// One row of a `scores` table, borrowed from its batch (what every reader of the table sees:
+/// the report, MixRAG's encoder ablation, `tgrag run`'s summary, the nightly's collection).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScoreRow<'a> {
+    pub dataset: &'a str,
+    pub stage: &'a str,
+    pub method: &'a str,
+    pub split: &'a str,
+    pub group: &'a str,
+    pub metric: &'a str,
+    pub value: f64,
+    pub n: u64,
+    /// `None`: a result over every seed (or of an unseeded method).
+    pub seed: Option<u64>,
+}
+
+/// Every row of a `scores` batch, in order.
+pub fn score_rows(b: &RecordBatch) -> Result<Vec<ScoreRow<'_>>> {
+    use arrow::array::Array;
+    use tgrag_schemas::columns;
+    let (d, st, me, sp) =
+        (columns::strs(b, "dataset")?, columns::strs(b, "stage")?, columns::strs(b, "method")?, columns::strs(b, "split")?);
+    let (g, mt) = (columns::strs(b, "group")?, columns::strs(b, "metric")?);
+    let (v, n, seed) = (columns::f64s(b, "value")?, columns::u64s(b, "n")?, columns::u64s(b, "seed")?);
+    Ok((0..b.num_rows())
+        .map(|i| ScoreRow {
+            dataset: d.value(i),
+            stage: st.value(i),
+            method: me.value(i),
+            split: sp.value(i),
+            group: g.value(i),
+            metric: mt.value(i),
+            value: v.value(i),
+            n: n.value(i),
+            seed: (!seed.is_null(i)).then(|| seed.value(i)),
+        })
+        .collect())
+}
+
 /// Rows of a `scores` table for one dataset and stage, in the order they are pushed.
 #[derive(Debug)]
 pub struct Scores {

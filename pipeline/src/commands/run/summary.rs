@@ -9,14 +9,14 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use arrow::array::Array;
 use sha2::{Digest, Sha256};
-use tgrag_schemas::{columns, io, tables};
+use tgrag_schemas::{io, tables};
 
 use crate::nightly::collect::Collected;
 use crate::nightly::plots::{self, Figure};
 use crate::nightly::render;
 use crate::runner::read_manifest;
+use tgrag_stages::shared::scores::score_rows;
 
 /// A method family on the last screen: which stages' scores it shows (by the stages' family folder,
 /// so that a new stage of the family appears without a list), how its columns are made and which
@@ -99,25 +99,17 @@ fn read_scores(root: &Path) -> Result<Vec<Score>> {
             continue;
         }
         let b = io::read_table(&dir.join("scores.parquet"), &tables::SCORES)?;
-        let (d, m, sp, g, mt) = (
-            columns::strs(&b, "dataset")?,
-            columns::strs(&b, "method")?,
-            columns::strs(&b, "split")?,
-            columns::strs(&b, "group")?,
-            columns::strs(&b, "metric")?,
-        );
-        let (v, n, seed) = (columns::f64s(&b, "value")?, columns::u64s(&b, "n")?, columns::u64s(&b, "seed")?);
-        for i in 0..b.num_rows() {
+        for r in score_rows(&b)? {
             out.push(Score {
                 family,
-                dataset: d.value(i).into(),
-                method: m.value(i).into(),
-                split: sp.value(i).into(),
-                group: g.value(i).into(),
-                metric: mt.value(i).into(),
-                value: v.value(i),
-                n: n.value(i),
-                seeded: !seed.is_null(i),
+                dataset: r.dataset.into(),
+                method: r.method.into(),
+                split: r.split.into(),
+                group: r.group.into(),
+                metric: r.metric.into(),
+                value: r.value,
+                n: r.n,
+                seeded: r.seed.is_some(),
             });
         }
     }
