@@ -45,106 +45,140 @@ fn write_entry(root: &Path, rel: &Path, r: &mut dyn Read, left: u64, archive: &P
 /// Unpacks the downloaded `file` into `staging` as `how` says; `max_bytes` bounds what is written.
 /// Returns the relative paths written.
 pub fn unpack(file: &Path, how: Unpack, staging: &Path, max_bytes: u64) -> Result<Vec<String>> {
-    let mut written = Vec::new();
     match how {
-        Unpack::File(rel) => {
-            let rel_path = safe_rel(rel).ok_or_else(|| DatasetError::Config(format!("catalogue path `{rel}` is not plain")))?;
-            let to = staging.join(&rel_path);
-            if let Some(p) = to.parent() {
-                std::fs::create_dir_all(p).map_err(|e| DatasetError::io(p, e))?;
-            }
-            std::fs::rename(file, &to).map_err(|e| DatasetError::io(&to, e))?;
-            written.push(rel.to_string());
+        Unpack::File(rel) => keep_file(file, rel, staging),
+        Unpack::Zip { strip, keep, into } => unpack_zip(file, Filter { strip, keep, into }, staging, max_bytes),
+        Unpack::TarGz { strip, into } => unpack_tar_gz(file, Filter { strip, keep: &[], into }, staging, max_bytes),
+        Unpack::EnronMaildir => unpack_enron(file, staging, max_bytes),
+    }
+}
+
+/// Which archive entries go where: `strip` removed from the front, kept when the rest ends with
+/// one of `keep` (all when empty), written to `into/<rest>`.
+#[derive(Clone, Copy)]
+struct Filter {
+    strip: &'static str,
+    keep: &'static [&'static str],
+    into: &'static str,
+}
+
+/// `Unpack::File`: the download moved to `staging/rel`.
+fn keep_file(file: &Path, rel: &str, staging: &Path) -> Result<Vec<String>> {
+    let rel_path = safe_rel(rel).ok_or_else(|| DatasetError::Config(format!("catalogue path `{rel}` is not plain")))?;
+    let to = staging.join(&rel_path);
+    if let Some(p) = to.parent() {
+        std::fs::create_dir_all(p).map_err(|e| DatasetError::io(p, e))?;
+    }
+    std::fs::rename(file, &to).map_err(|e| DatasetError::io(&to, e))?;
+    Ok(vec![rel.to_string()])
+}
+
+/// The error for an archive entry whose name escapes its folder.
+fn escapes(file: &Path, name: &str) -> DatasetError {
+    DatasetError::malformed(file, format!("entry `{name}`"), "escapes its folder (absolute path or `..`)")
+}
+
+/// The error for an unreadable `.tar.gz`.
+fn bad_tar_gz(file: &Path, e: &std::io::Error) -> DatasetError {
+    DatasetError::malformed(file, "archive", format!("not a readable .tar.gz: {e}"))
+}
+
+/// `Unpack::Zip`: the file entries `filter` keeps.
+fn unpack_zip(file: &Path, filter: Filter, staging: &Path, max_bytes: u64) -> Result<Vec<String>> {
+    let mut written = Vec::new();
+    let opened = std::fs::File::open(file).map_err(|e| DatasetError::io(file, e))?;
+    let mut zip =
+        zip::ZipArchive::new(opened).map_err(|e| DatasetError::malformed(file, "archive", format!("not a readable zip file: {e}")))?;
+    let mut left = max_bytes;
+    for i in 0..zip.len() {
+        let mut entry = zip.by_index(i).map_err(|e| DatasetError::malformed(file, format!("entry #{i}"), e.to_string()))?;
+        let name = entry.name().map(|n| n.into_owned()).unwrap_or_default();
+        if entry.is_dir() {
+            continue;
         }
-        Unpack::Zip { strip, keep, into } => {
-            let opened = std::fs::File::open(file).map_err(|e| DatasetError::io(file, e))?;
-            let mut zip = zip::ZipArchive::new(opened)
-                .map_err(|e| DatasetError::malformed(file, "archive", format!("not a readable zip file: {e}")))?;
-            let mut left = max_bytes;
-            for i in 0..zip.len() {
-                let mut entry = zip.by_index(i).map_err(|e| DatasetError::malformed(file, format!("entry #{i}"), e.to_string()))?;
-                let name = entry.name().map(|n| n.into_owned()).unwrap_or_default();
-                if entry.is_dir() {
-                    continue;
-                }
-                let checked = safe_rel(&name).filter(|_| entry.enclosed_name().is_some());
-                let Some(_) = checked else {
-                    return Err(DatasetError::malformed(file, format!("entry `{name}`"), "escapes its folder (absolute path or `..`)"));
-                };
-                let Some(rest) = name.strip_prefix(strip) else { continue };
-                if !keep.is_empty() && !keep.iter().any(|k| rest.ends_with(k)) {
-                    continue;
-                }
-                let Some(rel) = safe_rel(&joined(into, rest)) else { continue };
-                let n = write_entry(staging, &rel, &mut entry, left, file)?;
-                left -= n;
-                written.push(rel.display().to_string());
-            }
+        let checked = safe_rel(&name).filter(|_| entry.enclosed_name().is_some());
+        let Some(_) = checked else {
+            return Err(escapes(file, &name));
+        };
+        let Some(rest) = name.strip_prefix(filter.strip) else { continue };
+        if !filter.keep.is_empty() && !filter.keep.iter().any(|k| rest.ends_with(k)) {
+            continue;
         }
-        Unpack::TarGz { strip, into } => {
-            let opened = std::fs::File::open(file).map_err(|e| DatasetError::io(file, e))?;
-            let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(opened));
-            let mut left = max_bytes;
-            let entries = tar.entries().map_err(|e| DatasetError::malformed(file, "archive", format!("not a readable .tar.gz: {e}")))?;
-            for entry in entries {
-                let mut entry = entry.map_err(|e| DatasetError::malformed(file, "archive", format!("not a readable .tar.gz: {e}")))?;
-                let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-                let Some(_) = safe_rel(&name) else {
-                    return Err(DatasetError::malformed(file, format!("entry `{name}`"), "escapes its folder (absolute path or `..`)"));
-                };
-                if !entry.header().entry_type().is_file() {
-                    continue;
-                }
-                let Some(rest) = name.strip_prefix(strip) else { continue };
-                let Some(rel) = safe_rel(&joined(into, rest)) else { continue };
-                let n = write_entry(staging, &rel, &mut entry, left, file)?;
-                left -= n;
-                written.push(rel.display().to_string());
-            }
-        }
-        Unpack::EnronMaildir => {
-            let opened = std::fs::File::open(file).map_err(|e| DatasetError::io(file, e))?;
-            let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(opened));
-            let out_path = staging.join("emails.csv");
-            let out =
-                std::fs::OpenOptions::new().write(true).create_new(true).open(&out_path).map_err(|e| DatasetError::io(&out_path, e))?;
-            let mut out = std::io::BufWriter::new(out);
-            out.write_all(b"file,message\n").map_err(|e| DatasetError::io(&out_path, e))?;
-            let (mut left, mut rows) = (max_bytes, 0usize);
-            let entries = tar.entries().map_err(|e| DatasetError::malformed(file, "archive", format!("not a readable .tar.gz: {e}")))?;
-            for entry in entries {
-                let mut entry = entry.map_err(|e| DatasetError::malformed(file, "archive", format!("not a readable .tar.gz: {e}")))?;
-                if !entry.header().entry_type().is_file() {
-                    continue;
-                }
-                let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-                let Some(rel) = name.split_once("maildir/").map(|(_, r)| r.to_string()).filter(|r| safe_rel(r).is_some()) else {
-                    continue;
-                };
-                let mut body = Vec::new();
-                let n = entry.by_ref().take(left.saturating_add(1)).read_to_end(&mut body).map_err(|e| DatasetError::io(file, e))?;
-                if n as u64 > left {
-                    return Err(DatasetError::malformed(
-                        file,
-                        format!("entry {name}"),
-                        "unpacks to more than the size bound of this dataset",
-                    ));
-                }
-                left -= n as u64;
-                // The messages are Latin-1 in places: kept as text, invalid bytes replaced.
-                let message = String::from_utf8_lossy(&body).replace("\r\n", "\n");
-                let row = format!("{},{}\n", csv_field(&rel), csv_field(&message));
-                out.write_all(row.as_bytes()).map_err(|e| DatasetError::io(&out_path, e))?;
-                rows += 1;
-            }
-            out.flush().map_err(|e| DatasetError::io(&out_path, e))?;
-            if rows == 0 {
-                return Err(DatasetError::malformed(file, "archive", "no message under maildir/ (not CMU's Enron tarball)"));
-            }
-            written.push("emails.csv".into());
-        }
+        let Some(rel) = safe_rel(&joined(filter.into, rest)) else { continue };
+        let n = write_entry(staging, &rel, &mut entry, left, file)?;
+        left -= n;
+        written.push(rel.display().to_string());
     }
     Ok(written)
+}
+
+/// `Unpack::TarGz`: the regular-file entries, `filter.strip` removed, under `filter.into`.
+fn unpack_tar_gz(file: &Path, filter: Filter, staging: &Path, max_bytes: u64) -> Result<Vec<String>> {
+    let mut written = Vec::new();
+    let opened = std::fs::File::open(file).map_err(|e| DatasetError::io(file, e))?;
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(opened));
+    let mut left = max_bytes;
+    let entries = tar.entries().map_err(|e| bad_tar_gz(file, &e))?;
+    for entry in entries {
+        let mut entry = entry.map_err(|e| bad_tar_gz(file, &e))?;
+        let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let Some(_) = safe_rel(&name) else {
+            return Err(escapes(file, &name));
+        };
+        if !entry.header().entry_type().is_file() {
+            continue;
+        }
+        let Some(rest) = name.strip_prefix(filter.strip) else { continue };
+        let Some(rel) = safe_rel(&joined(filter.into, rest)) else { continue };
+        let n = write_entry(staging, &rel, &mut entry, left, file)?;
+        left -= n;
+        written.push(rel.display().to_string());
+    }
+    Ok(written)
+}
+
+/// `Unpack::EnronMaildir`: one `emails.csv` row per message file under `maildir/`.
+fn unpack_enron(file: &Path, staging: &Path, max_bytes: u64) -> Result<Vec<String>> {
+    let opened = std::fs::File::open(file).map_err(|e| DatasetError::io(file, e))?;
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(opened));
+    let out_path = staging.join("emails.csv");
+    let out = std::fs::OpenOptions::new().write(true).create_new(true).open(&out_path).map_err(|e| DatasetError::io(&out_path, e))?;
+    let mut out = std::io::BufWriter::new(out);
+    out.write_all(b"file,message\n").map_err(|e| DatasetError::io(&out_path, e))?;
+    let (mut left, mut rows) = (max_bytes, 0usize);
+    let entries = tar.entries().map_err(|e| bad_tar_gz(file, &e))?;
+    for entry in entries {
+        let mut entry = entry.map_err(|e| bad_tar_gz(file, &e))?;
+        if !entry.header().entry_type().is_file() {
+            continue;
+        }
+        let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let Some(rel) = name.split_once("maildir/").map(|(_, r)| r.to_string()).filter(|r| safe_rel(r).is_some()) else {
+            continue;
+        };
+        let row = message_row(file, &name, &rel, &mut entry, &mut left)?;
+        out.write_all(row.as_bytes()).map_err(|e| DatasetError::io(&out_path, e))?;
+        rows += 1;
+    }
+    out.flush().map_err(|e| DatasetError::io(&out_path, e))?;
+    if rows == 0 {
+        return Err(DatasetError::malformed(file, "archive", "no message under maildir/ (not CMU's Enron tarball)"));
+    }
+    Ok(vec!["emails.csv".into()])
+}
+
+/// One message's `emails.csv` row (`rel`, the message as text); reads at most `left` bytes of it
+/// and takes them off `left`.
+fn message_row(file: &Path, name: &str, rel: &str, entry: &mut dyn Read, left: &mut u64) -> Result<String> {
+    let mut body = Vec::new();
+    let n = entry.take(left.saturating_add(1)).read_to_end(&mut body).map_err(|e| DatasetError::io(file, e))?;
+    if n as u64 > *left {
+        return Err(DatasetError::malformed(file, format!("entry {name}"), "unpacks to more than the size bound of this dataset"));
+    }
+    *left -= n as u64;
+    // The messages are Latin-1 in places: kept as text, invalid bytes replaced.
+    let message = String::from_utf8_lossy(&body).replace("\r\n", "\n");
+    Ok(format!("{},{}\n", csv_field(rel), csv_field(&message)))
 }
 
 /// `into/rest`, or `rest` when `into` is empty.
