@@ -267,79 +267,17 @@ impl MixRag {
     /// (training), `tau` the temperature.
     pub fn forward(&self, g: &GraphBatch, q: Tensor<2>, tau: f64, noise: Option<(Tensor<2>, Tensor<2>)>) -> Forward {
         let dev = q.device();
-        let n = g.n_nodes;
         let both = Both::new(g, &dev);
         let h = self.px.forward(g.x.clone());
         let hq = self.pq.forward(q);
         let hqn = hq.clone().select(0, g.node_graph.clone());
-        let d = self.px.d_out();
-        let mut outs: Vec<Tensor<2>> = Vec::with_capacity(3);
-        // Entity expert.
-        {
-            let phi = self.ent_score.forward(h.clone(), hqn.clone());
-            let phi = match &noise {
-                Some((nn, _)) => phi + nn.clone(),
-                None => phi,
-            };
-            let m = soft_top_k(phi.div_scalar(tau), &g.node_graph_h, g.n_graphs, self.top_k);
-            let x = h.clone() * m.clone();
-            let x = relu(self.ent_gcn1.bias(both.gcn(self.ent_gcn1.linear(x), n)));
-            let x = self.ent_gcn2.bias(both.gcn(self.ent_gcn2.linear(x), n));
-            outs.push(x * m);
-        }
-        // Relation expert.
-        {
-            let he = if g.n_edges > 0 { self.pe.forward(g.edge_x.clone()) } else { Tensor::zeros([0, d], &dev) };
-            let out = if g.n_edges == 0 {
-                Tensor::zeros([n, d], &dev)
-            } else {
-                let z =
-                    self.rel_t.forward(Tensor::cat(vec![h.clone().select(0, g.src.clone()), he, h.clone().select(0, g.dst.clone())], 1));
-                let hqe = hq.clone().select(0, both.edge_graph.clone());
-                let phi = self.rel_score.forward(z.clone(), hqe);
-                let phi = match &noise {
-                    Some((_, ne)) => phi + ne.clone(),
-                    None => phi,
-                };
-                let w = soft_top_k(phi.div_scalar(tau), &both.edge_graph_h, g.n_graphs, self.top_k);
-                // Mask-weighted mean of the incident triples (head and tail).
-                let wz = z * w.clone();
-                let ends = Tensor::cat(vec![g.src.clone(), g.dst.clone()], 0);
-                let num = scatter_sum(Tensor::cat(vec![wz.clone(), wz], 0), ends.clone(), n);
-                let den = scatter_sum(Tensor::cat(vec![w.clone(), w], 0), ends, n).clamp_min(1e-6);
-                relu(self.rel_out.forward(num / den))
-            };
-            outs.push(out);
-        }
-        // Subgraph expert: the query-aware GNN.
-        {
-            let he = if g.n_edges > 0 { self.pe.forward(g.edge_x.clone()) } else { Tensor::zeros([0, d], &dev) };
-            let mut z = h.clone();
-            if g.n_edges > 0 {
-                let ze = he.select(0, both.edge.clone());
-                let qe = hq.clone().select(0, g.node_graph.clone()).select(0, both.dst.clone());
-                let layers = self.qgnn.len();
-                for (li, l) in self.qgnn.iter().enumerate() {
-                    let zi = z.clone().select(0, both.src.clone());
-                    let zj = z.clone().select(0, both.dst.clone());
-                    let a = l.alpha.forward(Tensor::cat(vec![zi.clone(), qe.clone()], 1));
-                    let b = l.beta.forward(Tensor::cat(vec![zj.clone(), qe.clone()], 1));
-                    let c = l.gamma.forward(Tensor::cat(vec![ze.clone(), qe.clone()], 1));
-                    let zeta = tanh(a + c - b);
-                    let msg = l.msg.forward(Tensor::cat(vec![zi, zj, ze.clone(), qe.clone()], 1));
-                    let upd = scatter_sum(msg * zeta * both.inv_deg.clone(), both.dst.clone(), n);
-                    z = if li + 1 < layers { relu(upd) } else { upd };
-                }
-            }
-            outs.push(z);
-        }
-        // The node-wise gate over the experts in use.
-        let ctx = relu(self.gate_ctx.bias(both.gcn(self.gate_ctx.linear(h.clone()), n)));
-        let logits = self.gate2.forward(relu(self.gate1.forward(h + ctx)));
-        let off: Vec<f32> = self.experts_mask.iter().map(|&on| if on == 1 { 0.0 } else { -1e4 }).collect();
-        let off = Tensor::<2>::from_data(TensorData::new(off, [1, 3]), &dev);
-        let gates = softmax(logits + off, 1);
-        let fused = (0..3).fold(Tensor::<2>::zeros([n, d], &dev), |acc, i| acc + outs[i].clone() * gates.clone().slice([0..n, i..i + 1]));
+        let (node_noise, edge_noise) = noise.map_or((None, None), |(nn, ne)| (Some(nn), Some(ne)));
+        let outs = [
+            self.entity_expert(g, &both, &h, &hqn, tau, node_noise),
+            self.relation_expert(g, &both, &h, &hq, tau, edge_noise),
+            self.subgraph_expert(g, &both, &h, &hq),
+        ];
+        let (fused, gates) = self.gated(g, &both, h, &outs);
         let logits = if self.nodes_head == 1 {
             self.h2.forward(relu(self.h1.forward(Tensor::cat(vec![fused, hqn], 1))))
         } else {
@@ -349,6 +287,80 @@ impl MixRag {
             self.h2.forward(relu(self.h1.forward(Tensor::cat(vec![prompt, hq], 1))))
         };
         Forward { logits, gates }
+    }
+
+    /// The entity expert: a Gumbel top-k of nodes by their question score, a masked 2-layer GCN.
+    fn entity_expert(&self, g: &GraphBatch, both: &Both, h: &Tensor<2>, hqn: &Tensor<2>, tau: f64, noise: Option<Tensor<2>>) -> Tensor<2> {
+        let n = g.n_nodes;
+        let phi = self.ent_score.forward(h.clone(), hqn.clone());
+        let phi = match noise {
+            Some(nn) => phi + nn,
+            None => phi,
+        };
+        let m = soft_top_k(phi.div_scalar(tau), &g.node_graph_h, g.n_graphs, self.top_k);
+        let x = h.clone() * m.clone();
+        let x = relu(self.ent_gcn1.bias(both.gcn(self.ent_gcn1.linear(x), n)));
+        let x = self.ent_gcn2.bias(both.gcn(self.ent_gcn2.linear(x), n));
+        x * m
+    }
+
+    /// The relation expert: triples `W_t[h; r; t]`, a Gumbel top-k by their question score, and per
+    /// node the mask-weighted mean of its incident triples (head and tail).
+    fn relation_expert(&self, g: &GraphBatch, both: &Both, h: &Tensor<2>, hq: &Tensor<2>, tau: f64, noise: Option<Tensor<2>>) -> Tensor<2> {
+        let (n, d, dev) = (g.n_nodes, self.px.d_out(), h.device());
+        if g.n_edges == 0 {
+            return Tensor::zeros([n, d], &dev);
+        }
+        let he = self.pe.forward(g.edge_x.clone());
+        let z = self.rel_t.forward(Tensor::cat(vec![h.clone().select(0, g.src.clone()), he, h.clone().select(0, g.dst.clone())], 1));
+        let hqe = hq.clone().select(0, both.edge_graph.clone());
+        let phi = self.rel_score.forward(z.clone(), hqe);
+        let phi = match noise {
+            Some(ne) => phi + ne,
+            None => phi,
+        };
+        let w = soft_top_k(phi.div_scalar(tau), &both.edge_graph_h, g.n_graphs, self.top_k);
+        let wz = z * w.clone();
+        let ends = Tensor::cat(vec![g.src.clone(), g.dst.clone()], 0);
+        let num = scatter_sum(Tensor::cat(vec![wz.clone(), wz], 0), ends.clone(), n);
+        let den = scatter_sum(Tensor::cat(vec![w.clone(), w], 0), ends, n).clamp_min(1e-6);
+        relu(self.rel_out.forward(num / den))
+    }
+
+    /// The subgraph expert: the query-aware GNN over the whole (retrieved) graph.
+    fn subgraph_expert(&self, g: &GraphBatch, both: &Both, h: &Tensor<2>, hq: &Tensor<2>) -> Tensor<2> {
+        let n = g.n_nodes;
+        let mut z = h.clone();
+        if g.n_edges == 0 {
+            return z;
+        }
+        let ze = self.pe.forward(g.edge_x.clone()).select(0, both.edge.clone());
+        let qe = hq.clone().select(0, g.node_graph.clone()).select(0, both.dst.clone());
+        let layers = self.qgnn.len();
+        for (li, l) in self.qgnn.iter().enumerate() {
+            let zi = z.clone().select(0, both.src.clone());
+            let zj = z.clone().select(0, both.dst.clone());
+            let a = l.alpha.forward(Tensor::cat(vec![zi.clone(), qe.clone()], 1));
+            let b = l.beta.forward(Tensor::cat(vec![zj.clone(), qe.clone()], 1));
+            let c = l.gamma.forward(Tensor::cat(vec![ze.clone(), qe.clone()], 1));
+            let zeta = tanh(a + c - b);
+            let msg = l.msg.forward(Tensor::cat(vec![zi, zj, ze.clone(), qe.clone()], 1));
+            let upd = scatter_sum(msg * zeta * both.inv_deg.clone(), both.dst.clone(), n);
+            z = if li + 1 < layers { relu(upd) } else { upd };
+        }
+        z
+    }
+
+    /// The node-wise gate over the experts in use: the fused node states and the gate weights.
+    fn gated(&self, g: &GraphBatch, both: &Both, h: Tensor<2>, outs: &[Tensor<2>; 3]) -> (Tensor<2>, Tensor<2>) {
+        let (n, d, dev) = (g.n_nodes, self.px.d_out(), h.device());
+        let ctx = relu(self.gate_ctx.bias(both.gcn(self.gate_ctx.linear(h.clone()), n)));
+        let logits = self.gate2.forward(relu(self.gate1.forward(h + ctx)));
+        let off: Vec<f32> = self.experts_mask.iter().map(|&on| if on == 1 { 0.0 } else { -1e4 }).collect();
+        let off = Tensor::<2>::from_data(TensorData::new(off, [1, 3]), &dev);
+        let gates = softmax(logits + off, 1);
+        let fused = (0..3).fold(Tensor::<2>::zeros([n, d], &dev), |acc, i| acc + outs[i].clone() * gates.clone().slice([0..n, i..i + 1]));
+        (fused, gates)
     }
 
     pub fn nodes_head(&self) -> bool {

@@ -410,10 +410,7 @@ impl FusedBert {
 
     /// Mean-pooled, L2-normalised embeddings of a batch of id sequences (row-major), packed.
     pub fn forward_pooled(&self, batch: &[&[u32]]) -> Result<Vec<f32>> {
-        let d = self.cfg.hidden_size;
-        let di = self.cfg.intermediate_size;
-        let h = self.cfg.num_attention_heads;
-        let dh = d / h;
+        let (d, di) = (self.cfg.hidden_size, self.cfg.intermediate_size);
         let eps = self.cfg.layer_norm_eps as f32;
         let mut starts = Vec::with_capacity(batch.len() + 1);
         starts.push(0usize);
@@ -421,53 +418,17 @@ impl FusedBert {
             starts.push(starts[starts.len() - 1] + s.len());
         }
         let t = starts[batch.len()];
-        // Embeddings: word + position + token type 0, then LayerNorm.
-        let mut x = vec![0f32; t * d];
-        for (si, s) in batch.iter().enumerate() {
-            for (p, &id) in s.iter().enumerate() {
-                let row = &mut x[(starts[si] + p) * d..(starts[si] + p + 1) * d];
-                let (w, pe) = (&self.word[id as usize * d..(id as usize + 1) * d], &self.position[p * d..(p + 1) * d]);
-                for j in 0..d {
-                    row[j] = w[j] + pe[j] + self.token_type0[j];
-                }
-            }
-        }
+        let mut x = self.embed(batch, &starts, t);
         layer_norm(&mut x, d, &self.emb_ln, eps);
-        let scale = 1.0 / (dh as f32).sqrt();
         let mut qkv = vec![0f32; t * 3 * d];
         let mut ctx = vec![0f32; t * d];
         let mut inter = vec![0f32; t * di];
-        // (sentence, head) jobs for attention.
-        let jobs: Vec<(usize, usize)> = (0..batch.len()).flat_map(|s| (0..h).map(move |hh| (s, hh))).collect();
         for (li, layer) in self.layers.iter().enumerate() {
             for row in qkv.chunks_exact_mut(3 * d) {
                 row.copy_from_slice(&layer.bqkv);
             }
             self.product(li, Weight::Qkv, t, &mut qkv, &x)?;
-            // Attention per (sentence, head): softmax(Q·Kᵀ/√dh)·V into that head's columns of ctx.
-            let heads: Vec<(usize, usize, Vec<f32>)> = jobs
-                .par_iter()
-                .map(|&(si, hh)| -> Result<(usize, usize, Vec<f32>)> {
-                    let (a, len) = (starts[si], starts[si + 1] - starts[si]);
-                    let base = &qkv[a * 3 * d..];
-                    let q = &base[hh * dh..];
-                    let k = &base[d + hh * dh..];
-                    let v = &base[2 * d + hh * dh..];
-                    let mut s = vec![0f32; len * len];
-                    // S = Q·Kᵀ: rhs element (i, j) = K[j][i] → row stride 1, column stride 3d.
-                    matmul(len, len, dh, &mut s, len, q, 3 * d, k, 1, 3 * d, false, false)?;
-                    simd(Pass::Softmax { s: &mut s, len, scale });
-                    let mut out = vec![0f32; len * dh];
-                    matmul(len, dh, len, &mut out, dh, &s, len, v, 3 * d, 1, false, false)?;
-                    Ok((si, hh, out))
-                })
-                .collect::<Result<_>>()?;
-            for (si, hh, out) in heads {
-                let a = starts[si];
-                for (r, o) in out.chunks_exact(dh).enumerate() {
-                    ctx[(a + r) * d + hh * dh..(a + r) * d + (hh + 1) * dh].copy_from_slice(o);
-                }
-            }
+            self.attention(&qkv, &starts, &mut ctx)?;
             // x = LN(x + ctx·Wo + bo)
             for row in x.chunks_exact_mut(d) {
                 row.iter_mut().zip(&layer.bo).for_each(|(v, b)| *v += b);
@@ -486,18 +447,73 @@ impl FusedBert {
             self.product(li, Weight::Out2, t, &mut x, &inter)?;
             layer_norm(&mut x, d, &layer.ln2, eps);
         }
-        // Mean over each sentence's tokens, then L2 normalisation.
-        let mut out = vec![0f32; batch.len() * d];
-        for (si, o) in out.chunks_exact_mut(d).enumerate() {
-            let (a, b) = (starts[si], starts[si + 1]);
-            for row in x[a * d..b * d].chunks_exact(d) {
-                o.iter_mut().zip(row).for_each(|(s, v)| *s += v);
-            }
-            let n = ((b - a) as f32).max(1e-9);
-            o.iter_mut().for_each(|s| *s /= n);
-            let norm = o.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
-            o.iter_mut().for_each(|s| *s /= norm);
-        }
-        Ok(out)
+        Ok(mean_pooled(&x, &starts, d))
     }
+
+    /// Embeddings of the packed tokens (`starts`: each sentence's first row, then the total `t`):
+    /// word + position + token type 0, before the LayerNorm.
+    fn embed(&self, batch: &[&[u32]], starts: &[usize], t: usize) -> Vec<f32> {
+        let d = self.cfg.hidden_size;
+        let mut x = vec![0f32; t * d];
+        for (si, s) in batch.iter().enumerate() {
+            for (p, &id) in s.iter().enumerate() {
+                let row = &mut x[(starts[si] + p) * d..(starts[si] + p + 1) * d];
+                let (w, pe) = (&self.word[id as usize * d..(id as usize + 1) * d], &self.position[p * d..(p + 1) * d]);
+                for j in 0..d {
+                    row[j] = w[j] + pe[j] + self.token_type0[j];
+                }
+            }
+        }
+        x
+    }
+
+    /// Self-attention per (sentence, head), in parallel: softmax(Q·Kᵀ/√dh)·V into that head's
+    /// columns of `ctx`, from the packed `[Q K V]` rows of `qkv`.
+    fn attention(&self, qkv: &[f32], starts: &[usize], ctx: &mut [f32]) -> Result<()> {
+        let d = self.cfg.hidden_size;
+        let h = self.cfg.num_attention_heads;
+        let dh = d / h;
+        let scale = 1.0 / (dh as f32).sqrt();
+        let jobs: Vec<(usize, usize)> = (0..starts.len() - 1).flat_map(|s| (0..h).map(move |hh| (s, hh))).collect();
+        let heads: Vec<(usize, usize, Vec<f32>)> = jobs
+            .par_iter()
+            .map(|&(si, hh)| -> Result<(usize, usize, Vec<f32>)> {
+                let (a, len) = (starts[si], starts[si + 1] - starts[si]);
+                let base = &qkv[a * 3 * d..];
+                let q = &base[hh * dh..];
+                let k = &base[d + hh * dh..];
+                let v = &base[2 * d + hh * dh..];
+                let mut s = vec![0f32; len * len];
+                // S = Q·Kᵀ: rhs element (i, j) = K[j][i] → row stride 1, column stride 3d.
+                matmul(len, len, dh, &mut s, len, q, 3 * d, k, 1, 3 * d, false, false)?;
+                simd(Pass::Softmax { s: &mut s, len, scale });
+                let mut out = vec![0f32; len * dh];
+                matmul(len, dh, len, &mut out, dh, &s, len, v, 3 * d, 1, false, false)?;
+                Ok((si, hh, out))
+            })
+            .collect::<Result<_>>()?;
+        for (si, hh, out) in heads {
+            let a = starts[si];
+            for (r, o) in out.chunks_exact(dh).enumerate() {
+                ctx[(a + r) * d + hh * dh..(a + r) * d + (hh + 1) * dh].copy_from_slice(o);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The mean over each sentence's token states (`starts` as in `embed`), then L2 normalisation.
+fn mean_pooled(x: &[f32], starts: &[usize], d: usize) -> Vec<f32> {
+    let mut out = vec![0f32; (starts.len() - 1) * d];
+    for (si, o) in out.chunks_exact_mut(d).enumerate() {
+        let (a, b) = (starts[si], starts[si + 1]);
+        for row in x[a * d..b * d].chunks_exact(d) {
+            o.iter_mut().zip(row).for_each(|(s, v)| *s += v);
+        }
+        let n = ((b - a) as f32).max(1e-9);
+        o.iter_mut().for_each(|s| *s /= n);
+        let norm = o.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+        o.iter_mut().for_each(|s| *s /= norm);
+    }
+    out
 }
