@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tgrag_datasets::DatasetSpec;
 use tgrag_schemas::{io, tables};
-use tgrag_stages::{Progress, Stage, StageContext};
+use tgrag_stages::{Progress, Stage, StageContext, StageError, Written};
 
 /// Name of the manifest file in every stage folder.
 pub const MANIFEST: &str = "manifest.json";
@@ -326,90 +326,147 @@ pub fn run(opts: &RunOptions, all: &[&'static dyn Stage], mut report: impl FnMut
     let explicitly: Option<Vec<&str>> = opts.stages.as_ref().map(|v| v.iter().map(String::as_str).collect());
     let mut outcomes = Vec::new();
     for stage in stages {
-        let info = stage.info();
-        let dir = root.join(info.name);
-        let config = opts.configs.get(info.name).cloned().unwrap_or_else(|| stage.default_config());
-        let code = code_version(stage);
-        if let Some(why) = applicability(&root, stage) {
-            let o = StageOutcome { stage: info.name, decision: Decision::NotApplicable(why), seconds: 0.0, outputs: BTreeMap::new() };
-            report(&o);
-            outcomes.push(o);
-            continue;
-        }
-        let inputs = stage_inputs(&root, stage, all, &opts.dataset, &opts.outputs)?;
-        let fp = fingerprint(info.name, &code, &config, &inputs);
-        let force = opts.force && explicitly.as_ref().is_none_or(|e| e.contains(&info.name));
-        let decision = decide(&dir, &fp, &code, &config, &inputs, force);
-        if let Decision::Skip(_) = decision {
-            let outputs = read_manifest(&dir).map(|m| m.outputs).unwrap_or_default();
-            let o = StageOutcome { stage: info.name, decision, seconds: 0.0, outputs };
-            report(&o);
-            outcomes.push(o);
-            continue;
-        }
-        let previous = read_manifest(&dir);
-        io::ensure_owned_dir(&dir)?;
-        let manifest_path = dir.join(MANIFEST);
-        if manifest_path.exists() {
-            std::fs::remove_file(&manifest_path).with_context(|| format!("removing {}", manifest_path.display()))?;
-        }
-        clean_tmp(&dir)?;
-        let t0 = Instant::now();
-        let mut ctx =
-            StageContext::new(info, tgrag_stages::deps_of(stage, all), &opts.dataset, &config, &root, opts.progress).with_cache_key(&fp);
-        let result = stage.run(&mut ctx);
-        let (written, timings) = ctx.finish();
-        if let Err(e) = result {
-            for w in &written {
-                let _ = std::fs::remove_file(&w.tmp);
-            }
-            let _ = clean_tmp(&dir);
-            // Leave no empty folder behind for a stage that never succeeded.
-            if previous.is_none() {
-                let _ = std::fs::remove_dir(&dir);
-            }
-            // An error that already names the stage is not prefixed a second time.
-            let named = e.to_string().starts_with(&format!("stage `{}`", info.name));
-            let e = anyhow::Error::new(e);
-            return Err(if named { e } else { e.context(format!("stage `{}` failed", info.name)) });
-        }
-        let mut outputs = BTreeMap::new();
-        for w in &written {
-            let final_path = dir.join(&w.file);
-            let sha256 = io::sha256_file(&w.tmp)?;
-            let bytes = std::fs::metadata(&w.tmp).map(|m| m.len()).unwrap_or(0);
-            io::commit(&w.tmp, &final_path)?;
-            outputs.insert(w.file.clone(), OutputInfo { sha256, bytes, rows: w.rows });
-        }
-        if let Some(prev) = previous {
-            for file in prev.outputs.keys().filter(|f| !outputs.contains_key(*f)) {
-                let _ = std::fs::remove_file(dir.join(file));
-            }
-        }
-        let seconds = t0.elapsed().as_secs_f64();
-        let timings: Vec<PhaseTiming> =
-            timings.into_iter().map(|t| PhaseTiming { phase: t.phase, seconds: t.seconds, items: t.items }).collect();
-        let prov = io::Provenance { dataset: Some(&opts.dataset.name), cache_key: Some(&fp) };
-        io::write_table_with(&tables::TIMINGS, &dir.join(TIMINGS), &timings_batch(info.name, &timings)?, &prov)?;
-        io::write_bytes_atomic(&dir.join(CONFIG), serde_json::to_string_pretty(&config)?.as_bytes())?;
-        let manifest = Manifest {
-            stage: info.name.to_string(),
-            code_version: code,
-            fingerprint: fp,
-            config,
-            inputs,
-            outputs: outputs.clone(),
-            timings,
-            total_seconds: seconds,
-            finished_at_unix: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
-        };
-        let text = serde_json::to_string_pretty(&manifest)?;
-        io::write_bytes_atomic(&manifest_path, text.as_bytes())?;
-        let o = StageOutcome { stage: info.name, decision, seconds, outputs };
+        let o = run_stage(opts, all, &root, explicitly.as_deref(), stage)?;
         report(&o);
         outcomes.push(o);
     }
     Ok(outcomes)
+}
+
+/// What a stage run is keyed on, and what its manifest records of it.
+struct StageKey {
+    code: String,
+    fingerprint: String,
+    config: serde_json::Value,
+    inputs: BTreeMap<String, String>,
+}
+
+/// One stage: not applicable, skipped (up to date) or run; `explicitly` names the stages asked
+/// for (`--force` applies to those only).
+fn run_stage(
+    opts: &RunOptions,
+    all: &[&'static dyn Stage],
+    root: &Path,
+    explicitly: Option<&[&str]>,
+    stage: &'static dyn Stage,
+) -> Result<StageOutcome> {
+    let info = stage.info();
+    let dir = root.join(info.name);
+    let config = opts.configs.get(info.name).cloned().unwrap_or_else(|| stage.default_config());
+    let code = code_version(stage);
+    if let Some(why) = applicability(root, stage) {
+        return Ok(StageOutcome { stage: info.name, decision: Decision::NotApplicable(why), seconds: 0.0, outputs: BTreeMap::new() });
+    }
+    let inputs = stage_inputs(root, stage, all, &opts.dataset, &opts.outputs)?;
+    let fp = fingerprint(info.name, &code, &config, &inputs);
+    let force = opts.force && explicitly.is_none_or(|e| e.contains(&info.name));
+    let decision = decide(&dir, &fp, &code, &config, &inputs, force);
+    if let Decision::Skip(_) = decision {
+        let outputs = read_manifest(&dir).map(|m| m.outputs).unwrap_or_default();
+        return Ok(StageOutcome { stage: info.name, decision, seconds: 0.0, outputs });
+    }
+    let key = StageKey { code, fingerprint: fp, config, inputs };
+    execute(opts, all, root, stage, key, decision)
+}
+
+/// Runs a stage that must run: its manifest and leftover temporary files removed first, its
+/// outputs committed, stale outputs removed, then its timings, config and manifest written.
+fn execute(
+    opts: &RunOptions,
+    all: &[&'static dyn Stage],
+    root: &Path,
+    stage: &'static dyn Stage,
+    key: StageKey,
+    decision: Decision,
+) -> Result<StageOutcome> {
+    let info = stage.info();
+    let dir = root.join(info.name);
+    let previous = read_manifest(&dir);
+    io::ensure_owned_dir(&dir)?;
+    let manifest_path = dir.join(MANIFEST);
+    if manifest_path.exists() {
+        std::fs::remove_file(&manifest_path).with_context(|| format!("removing {}", manifest_path.display()))?;
+    }
+    clean_tmp(&dir)?;
+    let t0 = Instant::now();
+    let mut ctx = StageContext::new(info, tgrag_stages::deps_of(stage, all), &opts.dataset, &key.config, root, opts.progress)
+        .with_cache_key(&key.fingerprint);
+    let result = stage.run(&mut ctx);
+    let (written, timings) = ctx.finish();
+    if let Err(e) = result {
+        return Err(failed(&dir, info.name, &written, previous.is_none(), e));
+    }
+    let outputs = commit_outputs(&dir, &written, previous)?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let timings: Vec<PhaseTiming> =
+        timings.into_iter().map(|t| PhaseTiming { phase: t.phase, seconds: t.seconds, items: t.items }).collect();
+    write_records(opts, &dir, info.name, key, &outputs, timings, seconds)?;
+    Ok(StageOutcome { stage: info.name, decision, seconds, outputs })
+}
+
+/// After a failed stage: its temporary files removed (and its folder, when it never succeeded);
+/// the error, prefixed with the stage unless it already names it.
+fn failed(dir: &Path, stage: &str, written: &[Written], first_run: bool, e: StageError) -> anyhow::Error {
+    for w in written {
+        let _ = std::fs::remove_file(&w.tmp);
+    }
+    let _ = clean_tmp(dir);
+    // Leave no empty folder behind for a stage that never succeeded.
+    if first_run {
+        let _ = std::fs::remove_dir(dir);
+    }
+    // An error that already names the stage is not prefixed a second time.
+    let named = e.to_string().starts_with(&format!("stage `{stage}`"));
+    let e = anyhow::Error::new(e);
+    if named { e } else { e.context(format!("stage `{stage}` failed")) }
+}
+
+/// Renames the written outputs into place (hashing each first) and removes the outputs of the
+/// previous run that this one no longer writes.
+fn commit_outputs(dir: &Path, written: &[Written], previous: Option<Manifest>) -> Result<BTreeMap<String, OutputInfo>> {
+    let mut outputs = BTreeMap::new();
+    for w in written {
+        let final_path = dir.join(&w.file);
+        let sha256 = io::sha256_file(&w.tmp)?;
+        let bytes = std::fs::metadata(&w.tmp).map(|m| m.len()).unwrap_or(0);
+        io::commit(&w.tmp, &final_path)?;
+        outputs.insert(w.file.clone(), OutputInfo { sha256, bytes, rows: w.rows });
+    }
+    if let Some(prev) = previous {
+        for file in prev.outputs.keys().filter(|f| !outputs.contains_key(*f)) {
+            let _ = std::fs::remove_file(dir.join(file));
+        }
+    }
+    Ok(outputs)
+}
+
+/// Writes the timings table, the config and, last, the manifest of a stage that succeeded.
+fn write_records(
+    opts: &RunOptions,
+    dir: &Path,
+    stage: &str,
+    key: StageKey,
+    outputs: &BTreeMap<String, OutputInfo>,
+    timings: Vec<PhaseTiming>,
+    seconds: f64,
+) -> Result<()> {
+    let prov = io::Provenance { dataset: Some(&opts.dataset.name), cache_key: Some(&key.fingerprint) };
+    io::write_table_with(&tables::TIMINGS, &dir.join(TIMINGS), &timings_batch(stage, &timings)?, &prov)?;
+    io::write_bytes_atomic(&dir.join(CONFIG), serde_json::to_string_pretty(&key.config)?.as_bytes())?;
+    let manifest = Manifest {
+        stage: stage.to_string(),
+        code_version: key.code,
+        fingerprint: key.fingerprint,
+        config: key.config,
+        inputs: key.inputs,
+        outputs: outputs.clone(),
+        timings,
+        total_seconds: seconds,
+        finished_at_unix: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+    };
+    let text = serde_json::to_string_pretty(&manifest)?;
+    io::write_bytes_atomic(&dir.join(MANIFEST), text.as_bytes())?;
+    Ok(())
 }
 
 #[cfg(test)]
