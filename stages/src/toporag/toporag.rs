@@ -42,8 +42,8 @@ use crate::shared::scores::{ALL, Scores};
 use crate::stage::Width;
 use crate::toporag::diffusion::{Adjacency, Neighbour, cosine_top_k, diffuse_f32};
 use crate::toporag::emails::{Mails, mail_pool, people_graph, read_mails};
-use crate::toporag::quality::{Items, Summary, quality};
-use crate::toporag::similarity::{correlation, cos, l2_top_k};
+use crate::toporag::quality::{Items, Quality, Summary, quality};
+use crate::toporag::similarity::{Correlation, correlation, cos, l2_top_k};
 use crate::toporag::split::{Split, SplitRule, paper_thresholds, split};
 use crate::toporag::{graphwave, tasks};
 use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
@@ -316,117 +316,212 @@ impl StageSpec for ToporagStage {
         }
         let nodes = ctx.input("ingest", "tag_nodes")?;
         let edges_b = ctx.input("ingest", "tag_edges")?;
-        let ids = columns::u32s(&nodes, "node_id")?.values().to_vec();
-        let text_col = columns::strs(&nodes, "text")?;
-        let texts: Vec<&str> = (0..text_col.len()).map(|i| text_col.value(i)).collect();
-        let times = times_of(&nodes)?;
-        let (src, dst) = (columns::u32s(&edges_b, "src")?, columns::u32s(&edges_b, "dst")?);
-        let edges: Vec<(u32, u32)> = src.values().iter().copied().zip(dst.values().iter().copied()).collect();
-        let paper = paper_thresholds(&ctx.dataset.name);
-        let limits = (cfg.min_words.unwrap_or(paper.0), cfg.min_chars.unwrap_or(paper.1));
-        let sp = ctx.timed("split", |_| Ok(split(&ids, &texts, times.as_deref(), &edges, limits, &cfg.rule())))?;
+        let graph = TagGraph::read(&nodes, &edges_b)?;
+        let TagSplit { sp, observed, targets } = split_tag(ctx, &graph, &cfg)?;
         let n = sp.kept.len();
-        let (observed, targets) = parts(&sp);
-        if targets.is_empty() || observed.len() < cfg.top_k {
-            return Err(StageError::Input(format!(
-                "toporag: {n} of {} nodes have at least {} words and {} characters, too few to split (lower --set toporag.min_words=…)",
-                ids.len(),
-                limits.0,
-                limits.1
-            )));
-        }
-        let id_pos: HashMap<u32, usize> = ids.iter().enumerate().map(|(i, &id)| (id, i)).collect();
-        let full: Vec<&str> = sp.kept.iter().map(|id| id_pos.get(id).map_or("", |&i| texts[i])).collect();
-
-        // Text embeddings: full texts of every kept node, the visible words of the targets.
-        let visible: Vec<&str> = targets.iter().map(|&t| sp.visible[t as usize].as_str()).collect();
-        let hidden: Vec<&str> = targets.iter().map(|&t| sp.hidden[t as usize].as_str()).collect();
-        let encoder = cfg.encoder(ctx)?;
-        let dim = encoder.dim();
-        let full_emb = ctx.timed("embed texts", |_| encoder.encode(&full, "toporag: embed texts"))?;
-        let vis_emb = ctx.timed("embed visible words", |_| encoder.encode(&visible, "toporag: embed visible words"))?;
-        let hid_emb = ctx.timed("embed hidden texts", |_| encoder.encode(&hidden, "toporag: embed hidden texts"))?;
-        let full64: Vec<f64> = full_emb.iter().map(|&x| f64::from(x)).collect();
+        let id_pos: HashMap<u32, usize> = graph.ids.iter().enumerate().map(|(i, &id)| (id, i)).collect();
+        let full: Vec<&str> = sp.kept.iter().map(|id| id_pos.get(id).map_or("", |&i| graph.texts[i])).collect();
+        let t = embed_texts(ctx, &cfg, &sp, &targets, full)?;
 
         let (s, d): (Vec<u32>, Vec<u32>) = sp.edges.iter().copied().unzip();
         let adj = Adjacency::from_edges(n, &s, &d, false)?;
         let topo = ctx.timed("topology", |_| topology(&adj, &cfg))?;
-        let hits = ctx.timed("retrieve", |_| Ok(retrieve(&targets, &observed, &sp.kept, &vis_emb, &full64, dim, &topo, &cfg)))?;
+        let hits = ctx.timed("retrieve", |_| Ok(retrieve(&targets, &observed, &sp.kept, &t.vis_emb, &t.full64, t.dim, &topo, &cfg)))?;
 
-        let items =
-            Items { target_ids: targets.iter().map(|&t| sp.kept[t as usize]).collect(), ids: &sp.kept, texts: &full, id_column: "node_id" };
-        let q = ctx.timed("context quality", |_| quality(&encoder, dim, &hits, &items, &hidden, &hid_emb))?;
+        let items = Items {
+            target_ids: targets.iter().map(|&t| sp.kept[t as usize]).collect(),
+            ids: &sp.kept,
+            texts: &t.full,
+            id_column: "node_id",
+        };
+        let q = ctx.timed("context quality", |_| quality(&t.encoder, t.dim, &hits, &items, &t.hidden, &t.hid_emb))?;
         ctx.set_items(targets.len() as u64);
         let mut scores = Scores::new(&ctx.dataset.name, INFO.name);
         quality_scores(&q.summary, &mut scores);
-        let m = targets.len();
 
-        // Task-oriented evaluation: the partial nodes' features rebuilt from their visible words plus
-        // each retriever's texts (`none`: the visible words alone; `oracle`: the full text).
         let tasks = if cfg.tasks {
-            let rebuilt: Vec<String> = (1..hits.len())
-                .flat_map(|ri| (0..m).map(move |qi| (ri, qi)))
-                .map(|(ri, qi)| format!("{} {}", visible[qi], q.contexts[ri * m + qi]))
-                .collect();
-            let refs: Vec<&str> = rebuilt.iter().map(String::as_str).collect();
-            let re_emb = ctx.timed("embed rebuilt texts", |_| encoder.encode(&refs, "toporag: embed rebuilt texts"))?;
-            let names: Vec<&str> = hits.iter().skip(1).map(|h| h.0).collect();
-            let features = task_features(&full_emb, &vis_emb, &re_emb, &targets, dim, &names);
-            let labels = node_labels(&nodes, &sp.kept, &id_pos)?;
-            let tcfg = tasks::TaskConfig {
-                nc: NodeClassConfig {
-                    max_epochs: cfg.nc_max_epochs,
-                    patience: cfg.nc_patience,
-                    seed: cfg.seed,
-                    ..NodeClassConfig::default()
-                },
-                lp: LinkPredConfig {
-                    max_epochs: cfg.lp_max_epochs,
-                    patience: cfg.lp_patience,
-                    hits_k: cfg.lp_hits_k,
-                    seed: cfg.seed,
-                    ..LinkPredConfig::default()
-                },
-                val_fraction: cfg.nc_val_fraction,
-                lp_val_fraction: cfg.lp_val_fraction,
-                lp_negatives: cfg.lp_negatives,
-                seed: cfg.seed,
-                seeds: if cfg.gnn_seeds.is_empty() { vec![cfg.seed] } else { cfg.gnn_seeds.clone() },
-                device: cfg.device,
-            };
-            let inputs = tasks::TaskInputs {
-                n,
-                edges: &sp.edges,
-                partial: &sp.partial,
-                labels: labels.as_ref().map(|(l, c)| (l.as_slice(), *c)),
-                dim,
-                features: &features,
-            };
-            let progress = ctx.progress;
-            Some(ctx.timed("train GNNs", |_| tasks::evaluate(&inputs, &tcfg, progress, &mut scores))?)
+            let partial = PartialNodes { nodes: &nodes, sp: &sp, targets: &targets, id_pos: &id_pos };
+            Some(evaluate_tasks(ctx, &cfg, &t, &hits, &q.contexts, &partial, &mut scores)?)
         } else {
             None
         };
 
         let all: Vec<u32> = (0..n as u32).collect();
         let corr = ctx.timed("correlation", |_| {
-            correlation(&adj, &topo.r, cfg.dims.get(), &topo.role, topo.rw, &full64, dim, &all, cfg.max_pairs, cfg.seed)
+            correlation(&adj, &topo.r, cfg.dims.get(), &topo.role, topo.rw, &t.full64, t.dim, &all, cfg.max_pairs, cfg.seed)
         })?;
-        ctx.write("split", &sp.table("node_id")?)?;
-        ctx.write("retrieved", &q.retrieved)?;
-        ctx.write("context_quality", &q.context_quality)?;
-        ctx.write("context_summary", &q.context_summary)?;
-        ctx.write("correlation", &corr.table)?;
-        for (file, png) in corr.plots(&ctx.dataset.name)? {
-            ctx.write_bytes(file, &png)?;
-        }
-        if let Some(t) = tasks {
-            ctx.write("node_classification", &t.node_classification)?;
-            ctx.write("link_prediction", &t.link_prediction)?;
-            ctx.write("curves", &t.curves)?;
-        }
-        ctx.write("scores", &scores.batch()?)
+        write_tag(ctx, &sp, &q, &corr, tasks, scores)
     }
+}
+
+/// The nodes (ids, texts, times when every node has one) and the edges of a text-attributed graph.
+struct TagGraph<'a> {
+    ids: Vec<u32>,
+    texts: Vec<&'a str>,
+    times: Option<Vec<i64>>,
+    edges: Vec<(u32, u32)>,
+}
+
+impl<'a> TagGraph<'a> {
+    /// Reads the `tag_nodes` and `tag_edges` tables.
+    fn read(nodes: &'a RecordBatch, edges_b: &RecordBatch) -> Result<Self> {
+        let ids = columns::u32s(nodes, "node_id")?.values().to_vec();
+        let text_col = columns::strs(nodes, "text")?;
+        let texts: Vec<&str> = (0..text_col.len()).map(|i| text_col.value(i)).collect();
+        let times = times_of(nodes)?;
+        let (src, dst) = (columns::u32s(edges_b, "src")?, columns::u32s(edges_b, "dst")?);
+        let edges: Vec<(u32, u32)> = src.values().iter().copied().zip(dst.values().iter().copied()).collect();
+        Ok(TagGraph { ids, texts, times, edges })
+    }
+}
+
+/// A split of a text-attributed graph, with its observed and partial (target) items by index.
+struct TagSplit {
+    sp: Split,
+    observed: Vec<u32>,
+    targets: Vec<u32>,
+}
+
+/// Step 1 on a text-attributed graph: the split, refused when it leaves no target or fewer
+/// observed nodes than `top_k`.
+fn split_tag(ctx: &mut StageContext<'_>, g: &TagGraph<'_>, cfg: &ToporagConfig) -> Result<TagSplit> {
+    let paper = paper_thresholds(&ctx.dataset.name);
+    let limits = (cfg.min_words.unwrap_or(paper.0), cfg.min_chars.unwrap_or(paper.1));
+    let sp = ctx.timed("split", |_| Ok(split(&g.ids, &g.texts, g.times.as_deref(), &g.edges, limits, &cfg.rule())))?;
+    let n = sp.kept.len();
+    let (observed, targets) = parts(&sp);
+    if targets.is_empty() || observed.len() < cfg.top_k {
+        return Err(StageError::Input(format!(
+            "toporag: {n} of {} nodes have at least {} words and {} characters, too few to split (lower --set toporag.min_words=…)",
+            g.ids.len(),
+            limits.0,
+            limits.1
+        )));
+    }
+    Ok(TagSplit { sp, observed, targets })
+}
+
+/// The texts of a text-attributed graph run and their embeddings.
+struct Texts<'a> {
+    /// Full texts of every kept node.
+    full: Vec<&'a str>,
+    /// Visible words and hidden text of every target.
+    visible: Vec<&'a str>,
+    hidden: Vec<&'a str>,
+    encoder: TextEncoder,
+    dim: usize,
+    full_emb: Vec<f32>,
+    vis_emb: Vec<f32>,
+    hid_emb: Vec<f32>,
+    /// `full_emb` as f64.
+    full64: Vec<f64>,
+}
+
+/// Text embeddings: full texts of every kept node, the visible words of the targets (and their
+/// hidden texts, for the context quality).
+fn embed_texts<'a>(
+    ctx: &mut StageContext<'_>,
+    cfg: &ToporagConfig,
+    sp: &'a Split,
+    targets: &[u32],
+    full: Vec<&'a str>,
+) -> Result<Texts<'a>> {
+    let visible: Vec<&str> = targets.iter().map(|&t| sp.visible[t as usize].as_str()).collect();
+    let hidden: Vec<&str> = targets.iter().map(|&t| sp.hidden[t as usize].as_str()).collect();
+    let encoder = cfg.encoder(ctx)?;
+    let dim = encoder.dim();
+    let full_emb = ctx.timed("embed texts", |_| encoder.encode(&full, "toporag: embed texts"))?;
+    let vis_emb = ctx.timed("embed visible words", |_| encoder.encode(&visible, "toporag: embed visible words"))?;
+    let hid_emb = ctx.timed("embed hidden texts", |_| encoder.encode(&hidden, "toporag: embed hidden texts"))?;
+    let full64: Vec<f64> = full_emb.iter().map(|&x| f64::from(x)).collect();
+    Ok(Texts { full, visible, hidden, encoder, dim, full_emb, vis_emb, hid_emb, full64 })
+}
+
+/// What the task-oriented evaluation needs of the split graph.
+struct PartialNodes<'a> {
+    nodes: &'a RecordBatch,
+    sp: &'a Split,
+    targets: &'a [u32],
+    id_pos: &'a HashMap<u32, usize>,
+}
+
+/// Task-oriented evaluation: the partial nodes' features rebuilt from their visible words plus
+/// each retriever's texts (`none`: the visible words alone; `oracle`: the full text).
+fn evaluate_tasks(
+    ctx: &mut StageContext<'_>,
+    cfg: &ToporagConfig,
+    t: &Texts<'_>,
+    hits: &Hits,
+    contexts: &[String],
+    p: &PartialNodes<'_>,
+    scores: &mut Scores,
+) -> Result<tasks::TaskTables> {
+    let m = p.targets.len();
+    let rebuilt: Vec<String> = (1..hits.len())
+        .flat_map(|ri| (0..m).map(move |qi| (ri, qi)))
+        .map(|(ri, qi)| format!("{} {}", t.visible[qi], contexts[ri * m + qi]))
+        .collect();
+    let refs: Vec<&str> = rebuilt.iter().map(String::as_str).collect();
+    let re_emb = ctx.timed("embed rebuilt texts", |_| t.encoder.encode(&refs, "toporag: embed rebuilt texts"))?;
+    let names: Vec<&str> = hits.iter().skip(1).map(|h| h.0).collect();
+    let features = task_features(&t.full_emb, &t.vis_emb, &re_emb, p.targets, t.dim, &names);
+    let labels = node_labels(p.nodes, &p.sp.kept, p.id_pos)?;
+    let tcfg = task_config(cfg);
+    let inputs = tasks::TaskInputs {
+        n: p.sp.kept.len(),
+        edges: &p.sp.edges,
+        partial: &p.sp.partial,
+        labels: labels.as_ref().map(|(l, c)| (l.as_slice(), *c)),
+        dim: t.dim,
+        features: &features,
+    };
+    let progress = ctx.progress;
+    ctx.timed("train GNNs", |_| tasks::evaluate(&inputs, &tcfg, progress, scores))
+}
+
+/// The node classification and link prediction options of the stage's config.
+fn task_config(cfg: &ToporagConfig) -> tasks::TaskConfig {
+    tasks::TaskConfig {
+        nc: NodeClassConfig { max_epochs: cfg.nc_max_epochs, patience: cfg.nc_patience, seed: cfg.seed, ..NodeClassConfig::default() },
+        lp: LinkPredConfig {
+            max_epochs: cfg.lp_max_epochs,
+            patience: cfg.lp_patience,
+            hits_k: cfg.lp_hits_k,
+            seed: cfg.seed,
+            ..LinkPredConfig::default()
+        },
+        val_fraction: cfg.nc_val_fraction,
+        lp_val_fraction: cfg.lp_val_fraction,
+        lp_negatives: cfg.lp_negatives,
+        seed: cfg.seed,
+        seeds: if cfg.gnn_seeds.is_empty() { vec![cfg.seed] } else { cfg.gnn_seeds.clone() },
+        device: cfg.device,
+    }
+}
+
+/// Writes the tables and plots of a text-attributed graph run.
+fn write_tag(
+    ctx: &mut StageContext<'_>,
+    sp: &Split,
+    q: &Quality,
+    corr: &Correlation,
+    tasks: Option<tasks::TaskTables>,
+    scores: Scores,
+) -> Result<()> {
+    ctx.write("split", &sp.table("node_id")?)?;
+    ctx.write("retrieved", &q.retrieved)?;
+    ctx.write("context_quality", &q.context_quality)?;
+    ctx.write("context_summary", &q.context_summary)?;
+    ctx.write("correlation", &corr.table)?;
+    for (file, png) in corr.plots(&ctx.dataset.name)? {
+        ctx.write_bytes(file, &png)?;
+    }
+    if let Some(t) = tasks {
+        ctx.write("node_classification", &t.node_classification)?;
+        ctx.write("link_prediction", &t.link_prediction)?;
+        ctx.write("curves", &t.curves)?;
+    }
+    ctx.write("scores", &scores.batch()?)
 }
 
 /// The observed and the partial (target) items of a split, by index.
