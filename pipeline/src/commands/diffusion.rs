@@ -86,54 +86,7 @@ pub fn run(a: DiffusionArgs) -> Result<()> {
         bail_config!("--alpha {}: give K finite weights, e.g. 1,1,1", a.alpha);
     }
     let t_read = Instant::now();
-    let proj = tgrag_schemas::io::read_parquet(&a.projection)?;
-    tgrag_schemas::validate::check_not_empty(&a.projection, "diffusion projection", &proj)?;
-    let nodes = u32_column(&proj, &a.projection, "node")?;
-    let n = nodes.len();
-    let mut slot = vec![usize::MAX; n];
-    for (row, &node) in nodes.iter().enumerate() {
-        let s = slot
-            .get_mut(node as usize)
-            .with_context(|| format!("{}: row {row}, column `node`: {node} is not in 0..{n} (one row per node)", a.projection.display()))?;
-        if *s != usize::MAX {
-            bail_input!("{}: row {row}, column `node`: node {node} appears twice (first at row {})", a.projection.display(), *s);
-        }
-        *s = row;
-    }
-    let rcols: Vec<String> = proj
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.name().clone())
-        .filter(|c| c.starts_with('r') && c.len() > 1 && c[1..].chars().all(|x| x.is_ascii_digit()))
-        .collect();
-    if rcols.is_empty() {
-        bail_input!("{}: no projection columns `r00`, `r01`, …", a.projection.display());
-    }
-    let d = rcols.len();
-    let mut r = vec![0.0f64; n * d];
-    for (c, name) in rcols.iter().enumerate() {
-        let col = proj.column_by_name(name).with_context(|| format!("{}: column `{name}`", a.projection.display()))?;
-        if !col.data_type().is_floating() && !col.data_type().is_integer() {
-            bail_input!("{}: column `{name}` is {}, expected floats", a.projection.display(), col.data_type());
-        }
-        let col = arrow::compute::cast(col, &DataType::Float64)?;
-        if col.null_count() > 0
-            && let Some(row) = (0..col.len()).find(|&i| col.is_null(i))
-        {
-            bail_input!("{}: row {row}, column `{name}`: missing value", a.projection.display());
-        }
-        tgrag_schemas::validate::check_finite(
-            &a.projection,
-            "diffusion projection",
-            &arrow::record_batch::RecordBatch::try_from_iter([(name.as_str(), col.clone())])?,
-            name,
-        )?;
-        let v = col.as_primitive::<Float64Type>().values();
-        for (node, &row) in slot.iter().enumerate() {
-            r[node * d + c] = v[row];
-        }
-    }
+    let Projection { n, d, r } = read_projection(&a.projection)?;
     let (src, dst) = read_edges(&a.edges)?;
     let t_read = t_read.elapsed().as_secs_f64();
     let t_csr = Instant::now();
@@ -161,4 +114,83 @@ pub fn run(a: DiffusionArgs) -> Result<()> {
         a.out.display()
     );
     Ok(())
+}
+
+/// The projection R: n nodes × d columns, row-major in node order.
+struct Projection {
+    n: usize,
+    d: usize,
+    r: Vec<f64>,
+}
+
+/// Reads and checks the projection Parquet: one row per node 0..N−1, columns `r00`, `r01`, ….
+fn read_projection(path: &Path) -> Result<Projection> {
+    let proj = tgrag_schemas::io::read_parquet(path)?;
+    tgrag_schemas::validate::check_not_empty(path, "diffusion projection", &proj)?;
+    let nodes = u32_column(&proj, path, "node")?;
+    let n = nodes.len();
+    let slot = node_rows(&nodes, path)?;
+    let rcols = projection_columns(&proj, path)?;
+    let d = rcols.len();
+    let mut r = vec![0.0f64; n * d];
+    for (c, name) in rcols.iter().enumerate() {
+        let col = float_column(&proj, path, name)?;
+        let v = col.as_primitive::<Float64Type>().values();
+        for (node, &row) in slot.iter().enumerate() {
+            r[node * d + c] = v[row];
+        }
+    }
+    Ok(Projection { n, d, r })
+}
+
+/// The row of each node 0..N−1 (N = rows), refusing a node out of range or given twice.
+fn node_rows(nodes: &[u32], path: &Path) -> Result<Vec<usize>> {
+    let n = nodes.len();
+    let mut slot = vec![usize::MAX; n];
+    for (row, &node) in nodes.iter().enumerate() {
+        let s = slot
+            .get_mut(node as usize)
+            .with_context(|| format!("{}: row {row}, column `node`: {node} is not in 0..{n} (one row per node)", path.display()))?;
+        if *s != usize::MAX {
+            bail_input!("{}: row {row}, column `node`: node {node} appears twice (first at row {})", path.display(), *s);
+        }
+        *s = row;
+    }
+    Ok(slot)
+}
+
+/// The names of the projection columns (`r` then digits), in schema order; at least one.
+fn projection_columns(proj: &RecordBatch, path: &Path) -> Result<Vec<String>> {
+    let rcols: Vec<String> = proj
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .filter(|c| c.starts_with('r') && c.len() > 1 && c[1..].chars().all(|x| x.is_ascii_digit()))
+        .collect();
+    if rcols.is_empty() {
+        bail_input!("{}: no projection columns `r00`, `r01`, …", path.display());
+    }
+    Ok(rcols)
+}
+
+/// A projection column cast to f64, refusing a non-numeric type, a missing or a non-finite value.
+fn float_column(proj: &RecordBatch, path: &Path, name: &str) -> Result<ArrayRef> {
+    let col = proj.column_by_name(name).with_context(|| format!("{}: column `{name}`", path.display()))?;
+    if !col.data_type().is_floating() && !col.data_type().is_integer() {
+        bail_input!("{}: column `{name}` is {}, expected floats", path.display(), col.data_type());
+    }
+    let col = arrow::compute::cast(col, &DataType::Float64)?;
+    if col.null_count() > 0
+        && let Some(row) = (0..col.len()).find(|&i| col.is_null(i))
+    {
+        bail_input!("{}: row {row}, column `{name}`: missing value", path.display());
+    }
+    tgrag_schemas::validate::check_finite(
+        path,
+        "diffusion projection",
+        &arrow::record_batch::RecordBatch::try_from_iter([(name, col.clone())])?,
+        name,
+    )?;
+    Ok(col)
 }
