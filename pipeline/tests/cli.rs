@@ -32,6 +32,33 @@ mod nightly;
 #[path = "cli/outputs.rs"]
 mod outputs;
 
+/// A test server on 127.0.0.1 (the local mirrors of the hub tests): every connection is handled
+/// on its own thread by `handle(stream, endpoint, stop)`; it accepts until the returned flag is set
+/// (a mirror sets it when dropped) or for 120 s at most. Returns the endpoint (`http://127.0.0.1:P`).
+fn serve_local(
+    handle: impl Fn(std::net::TcpStream, &str, &std::sync::atomic::AtomicBool) + Send + Sync + 'static,
+) -> (String, Arc<std::sync::atomic::AtomicBool>) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let endpoint = format!("http://{}", listener.local_addr().expect("addr"));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (stop2, base, handle) = (stop.clone(), endpoint.clone(), Arc::new(handle));
+    std::thread::spawn(move || {
+        let start = Instant::now();
+        while !stop2.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(120) {
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    let (handle, base, stop) = (handle.clone(), base.clone(), stop2.clone());
+                    std::thread::spawn(move || handle(stream, &base, &stop));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    });
+    (endpoint, stop)
+}
+
 fn tgrag(outputs: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tgrag"))
         // The MiniLM model that `make models` (a prerequisite of `make test`) puts in weights/.

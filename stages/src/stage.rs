@@ -348,20 +348,4 @@ mod tests {
         let e = refusal(json!({"batch": 1, "hidden": 70_000, "inner": {"dim": 70_000}}));
         assert_eq!(e, "hidden must be at most 65536, got 70000");
     }
-
-    /// The width options that `check_sizes` once knew by name are widths by type in every stage.
-    #[test]
-    fn every_width_option_of_every_stage_is_refused_above_the_limit() {
-        for s in crate::registry::all() {
-            let defaults = s.default_config();
-            for k in
-                ["dim", "dims", "hash_dim", "hidden", "planner_hidden", "head_hidden"].into_iter().filter(|k| defaults.get(k).is_some())
-            {
-                let mut c = defaults.clone();
-                c[k] = serde_json::json!(65_537);
-                let e = s.check_config(&c).expect_err(k).to_string();
-                assert!(e.contains(&format!("{k} must be at most 65536, got 65537")), "{}: {e}", s.info().name);
-            }
-        }
-    }
 }

@@ -6,7 +6,7 @@
 //! clear error and leave no partial dataset folder.
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -42,26 +42,11 @@ impl Drop for Mirror {
 type Files = BTreeMap<String, Vec<u8>>;
 
 fn mirror(files: Files, mode: Mode) -> Mirror {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.set_nonblocking(true).expect("nonblocking");
-    let endpoint = format!("http://{}", listener.local_addr().expect("addr"));
-    let stop = Arc::new(AtomicBool::new(false));
     let log = Arc::new(Mutex::new(Vec::new()));
     let mode = Arc::new(Mutex::new(mode));
-    let cuts = Arc::new(AtomicUsize::new(0));
-    let (stop2, log2, mode2, files) = (stop.clone(), log.clone(), mode.clone(), Arc::new(files));
-    std::thread::spawn(move || {
-        let start = Instant::now();
-        while !stop2.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(120) {
-            match listener.accept() {
-                Ok((stream, _)) => {
-                    let (files, log, mode, cuts) = (files.clone(), log2.clone(), mode2.clone(), cuts.clone());
-                    std::thread::spawn(move || serve(stream, &files, &log, &mode, &cuts));
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(20)),
-            }
-        }
-    });
+    let cuts = AtomicUsize::new(0);
+    let (log2, mode2) = (log.clone(), mode.clone());
+    let (endpoint, stop) = serve_local(move |stream, _, _| serve(stream, &files, &log2, &mode2, &cuts));
     Mirror { endpoint, stop, log, mode }
 }
 

@@ -72,24 +72,7 @@ impl Drop for Mirror {
 }
 
 fn mirror(files: BTreeMap<String, Vec<u8>>, mode: Mode) -> Mirror {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.set_nonblocking(true).expect("nonblocking");
-    let endpoint = format!("http://{}", listener.local_addr().expect("addr"));
-    let stop = Arc::new(AtomicBool::new(false));
-    let (stop2, base) = (stop.clone(), endpoint.clone());
-    let files = Arc::new(files);
-    std::thread::spawn(move || {
-        let start = Instant::now();
-        while !stop2.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(120) {
-            match listener.accept() {
-                Ok((stream, _)) => {
-                    let (files, mode, base, stop) = (files.clone(), mode.clone(), base.clone(), stop2.clone());
-                    std::thread::spawn(move || serve(stream, &files, &mode, &base, &stop));
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(20)),
-            }
-        }
-    });
+    let (endpoint, stop) = serve_local(move |stream, base, stop| serve(stream, &files, &mode, base, stop));
     Mirror { endpoint, stop }
 }
 
