@@ -62,16 +62,61 @@ pub fn download(url: &str, dir: &Path, name: &str, sha256: Option<&str>, max_byt
     Ok(Downloaded { path: dest, sha256: sha, bytes, resumed_from })
 }
 
-/// Streams `url` into `part` (appending from its length when the server honours `Range`).
-/// Returns the length the download resumed from.
-async fn fetch_into(url: &str, part: &Path, max_bytes: u64, t: &Timeouts, progress: OnProgress<'_>) -> Result<u64> {
-    let client = reqwest::Client::builder()
+/// The HTTP client of every plain request, with the hub's bounds.
+fn client(url: &str, t: &Timeouts) -> Result<reqwest::Client> {
+    reqwest::Client::builder()
         .connect_timeout(t.connect)
         .read_timeout(t.stall)
         .timeout(t.total)
         .user_agent(concat!("tgrag/", env!("CARGO_PKG_VERSION")))
         .build()
-        .map_err(|e| fail(url, format!("cannot start the HTTP client: {e}")))?;
+        .map_err(|e| fail(url, format!("cannot start the HTTP client: {e}")))
+}
+
+/// One JSON document from `url` (at most `max_bytes`), with `Authorization: Bearer <token>` when a
+/// token is given, and the `rel="next"` target of its `Link` header (how the hub pages listings).
+pub(crate) fn get_json(url: &str, token: Option<&str>, max_bytes: usize) -> Result<(serde_json::Value, Option<String>)> {
+    let t = Timeouts::from_env()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| fail(url, format!("cannot start the HTTP runtime: {e}")))?;
+    rt.block_on(async {
+        let mut req = client(url, &t)?.get(url);
+        if let Some(tok) = token {
+            req = req.bearer_auth(tok);
+        }
+        let resp = req.send().await.map_err(|e| fail(url, describe(&e, &t)))?;
+        if !resp.status().is_success() {
+            return Err(fail(url, format!("HTTP {}", resp.status())));
+        }
+        let next = resp.headers().get(reqwest::header::LINK).and_then(|v| v.to_str().ok()).and_then(next_link);
+        let mut body = Vec::new();
+        let mut stream = resp.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            body.extend_from_slice(&chunk.map_err(|e| fail(url, describe(&e, &t)))?);
+            if body.len() > max_bytes {
+                return Err(fail(url, format!("an answer of more than {max_bytes} bytes")));
+            }
+        }
+        let json = serde_json::from_slice(&body).map_err(|e| fail(url, format!("not JSON: {e}")))?;
+        Ok((json, next))
+    })
+}
+
+/// The `rel="next"` URL of a `Link` header (`<url>; rel="next", <url>; rel="last"`).
+fn next_link(link: &str) -> Option<String> {
+    link.split(',').find_map(|part| {
+        let (target, params) = part.split_once(';')?;
+        let is_next = params.split(';').any(|p| p.trim().replace(' ', "") == "rel=\"next\"");
+        is_next.then(|| target.trim().trim_start_matches('<').trim_end_matches('>').to_string())
+    })
+}
+
+/// Streams `url` into `part` (appending from its length when the server honours `Range`).
+/// Returns the length the download resumed from.
+async fn fetch_into(url: &str, part: &Path, max_bytes: u64, t: &Timeouts, progress: OnProgress<'_>) -> Result<u64> {
+    let client = client(url, t)?;
     let have = std::fs::symlink_metadata(part).ok().filter(|m| m.is_file()).map_or(0, |m| m.len());
     let mut req = client.get(url);
     if have > 0 {
@@ -162,5 +207,19 @@ fn describe(e: &reqwest::Error, t: &Timeouts) -> String {
             src = c.source();
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_link;
+
+    #[test]
+    fn next_link_follows_the_hubs_paging_header() {
+        let h = "<https://huggingface.co/api/datasets/a/b/tree/c?cursor=xyz&recursive=true>; rel=\"next\"";
+        assert_eq!(next_link(h).as_deref(), Some("https://huggingface.co/api/datasets/a/b/tree/c?cursor=xyz&recursive=true"));
+        assert_eq!(next_link("<https://x/1>; rel=\"prev\", <https://x/3>; rel=\"next\"").as_deref(), Some("https://x/3"));
+        assert_eq!(next_link("<https://x/1>; rel=\"last\""), None);
+        assert_eq!(next_link(""), None);
     }
 }

@@ -13,9 +13,10 @@
 //! absolute header walks out of any folder, so a private staging cache would NOT contain it: the
 //! header only needs more `..`. Validating the headers with a HEAD of our own first is not enough
 //! either: hf-hub sends its own HEAD afterwards, and a hostile server answers the second one
-//! differently. (A HEAD of our own is also out of reach: the crate has no HTTP client but hf-hub's,
-//! whose `get_file_metadata` follows absolute redirects and so loses `X-Repo-Commit` on the real
-//! hub's LFS redirects.)
+//! differently. (hf-hub's `get_file_metadata` follows absolute redirects and so loses
+//! `X-Repo-Commit` on the real hub's LFS redirects.) The repository listing is read with the
+//! plain-HTTP client of `download` instead of hf-hub's `list_tree`, because the hub names an LFS
+//! file's sha256 `lfs.oid` and hf-hub 1.0.0 reads `lfs.sha256`: through hf-hub every pin was lost.
 //!
 //! What is safe by construction is hf-hub's `local_dir` download (`download_file_to_local_dir`):
 //! it writes `local_dir.join(filename)` with OUR file name and never makes a path out of a header.
@@ -270,29 +271,72 @@ pub fn list(repo: &HubRepo, under: &str) -> Result<(String, Vec<Listed>)> {
     let endpoint = endpoint();
     reachable(&endpoint, t.connect).map_err(fail)?;
     let commit = resolve_commit(&client, repo, &endpoint, &t)?;
-    let url = format!("{endpoint}/api/{}s/{}/tree/{commit}/{under}", repo.kind, repo.id());
-    let (c, kind, owner, name, rev, dir) = (client.clone(), repo.kind, repo.owner, repo.name, commit.clone(), under.to_string());
-    let entries = bounded(&url, &t, None, move || {
-        let path = (!dir.is_empty()).then_some(dir);
-        match kind {
-            "model" => c.model(owner, name).list_tree().revision(rev).maybe_path_in_repo(path).recursive(true).send(),
-            _ => c.dataset(owner, name).list_tree().revision(rev).maybe_path_in_repo(path).recursive(true).send(),
+    let folder = if under.is_empty() { String::new() } else { format!("/{under}") };
+    let mut url = Some(format!("{endpoint}/api/{}s/{}/tree/{commit}{folder}?recursive=true", repo.kind, repo.id()));
+    let token = token();
+    let mut out = Vec::new();
+    // The hub pages long listings (`Link: <…>; rel="next"`); a bound on the pages keeps a hostile
+    // server from looping.
+    for _ in 0..10_000 {
+        let Some(page) = url.take() else { break };
+        let (json, next) = crate::download::get_json(&page, token.as_deref(), 64 << 20)?;
+        let entries = json.as_array().ok_or_else(|| fail(format!("{page} answered {} instead of a list", json_kind(&json))))?;
+        out.extend(entries.iter().filter_map(listed));
+        if let Some(n) = &next
+            && !n.starts_with(&format!("{endpoint}/"))
+        {
+            return Err(fail(format!("{page} pages on to {}, outside {endpoint}", quote(n))));
         }
-    })
-    .map_err(fail)?
-    .map_err(|e| fail(format!("{url}: {e}")))?;
-    let mut out: Vec<Listed> = entries
-        .into_iter()
-        .filter_map(|e| match e {
-            hf_hub::repository::RepoTreeEntry::File { path, size, lfs, .. } => {
-                let sha256 = lfs.and_then(|l| l.sha256).filter(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()));
-                Some(Listed { path, size, sha256: sha256.map(|s| s.to_ascii_lowercase()) })
-            }
-            _ => None,
-        })
-        .collect();
+        url = next;
+    }
+    if url.is_some() {
+        return Err(fail("the listing did not end after 10,000 pages".into()));
+    }
     out.sort_by(|a, b| a.path.cmp(&b.path));
     Ok((commit, out))
+}
+
+/// One file entry of the hub's tree API: `{"type": "file", "path", "size", "lfs": {"oid", "size",
+/// "pointerSize"}}`. The LFS payload's sha256 is `lfs.oid` in the hub's answer (hf-hub 1.0.0's
+/// `BlobLfsInfo` reads `lfs.sha256`, which the hub does not send: that is why the listing is read
+/// here); `lfs.sha256` is accepted too. Anything but 64 hex digits is no pin.
+fn listed(e: &serde_json::Value) -> Option<Listed> {
+    if e.get("type")?.as_str()? != "file" {
+        return None;
+    }
+    let path = e.get("path")?.as_str()?.to_string();
+    let size = e.get("size").and_then(|s| s.as_u64()).unwrap_or(0);
+    let lfs = e.get("lfs");
+    let sha256 = ["oid", "sha256"]
+        .iter()
+        .find_map(|k| lfs.and_then(|l| l.get(*k)).and_then(|v| v.as_str()))
+        .filter(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()))
+        .map(|s| s.to_ascii_lowercase());
+    Some(Listed { path, size, sha256 })
+}
+
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Object(_) => "an object",
+        serde_json::Value::Array(_) => "a list",
+        serde_json::Value::String(_) => "a string",
+        _ => "a scalar",
+    }
+}
+
+/// The hub token, as hf-hub finds it: `HF_TOKEN`, else the token file (`HF_TOKEN_PATH`, else
+/// `$HF_HOME/token`, else `~/.cache/huggingface/token`).
+fn token() -> Option<String> {
+    let from_env = std::env::var("HF_TOKEN").ok().filter(|t| !t.trim().is_empty());
+    from_env.or_else(|| {
+        let file = std::env::var_os("HF_TOKEN_PATH").map(PathBuf::from).or_else(|| {
+            std::env::var_os("HF_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/huggingface")))
+                .map(|h| h.join("token"))
+        })?;
+        std::fs::read_to_string(file).ok().map(|t| t.trim().to_string()).filter(|t| !t.is_empty())
+    })
 }
 
 /// Fetch `files` of `repo` into the hf-hub cache. Returns the snapshot folder (the repository
@@ -490,6 +534,29 @@ pub fn sha256_file(path: &Path) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listed_reads_the_hubs_lfs_oid_as_the_pin() {
+        // The shape of `GET /api/datasets/<id>/tree/<commit>/data?recursive=true` on the hub.
+        let sha = "A3".repeat(32);
+        let json: serde_json::Value = serde_json::from_str(&format!(
+            r#"[{{"type":"file","oid":"4f1c0e7","size":1048,"path":"data/train-00000-of-00002.parquet",
+                 "lfs":{{"oid":"{sha}","size":1048,"pointerSize":134}}}},
+               {{"type":"file","oid":"9b2","size":12,"path":"README.md"}},
+               {{"type":"directory","oid":"77","size":0,"path":"data/sub"}},
+               {{"type":"file","oid":"1","size":5,"path":"x.bin","lfs":{{"sha256":"{}"}}}},
+               {{"type":"file","oid":"2","size":5,"path":"y.bin","lfs":{{"oid":"not-a-sha"}}}}]"#,
+            "0f".repeat(32)
+        ))
+        .expect("json");
+        let got: Vec<Listed> = json.as_array().expect("list").iter().filter_map(listed).collect();
+        assert_eq!(got.len(), 4, "{got:?}");
+        assert_eq!(got[0].path, "data/train-00000-of-00002.parquet");
+        assert_eq!((got[0].size, got[0].sha256.as_deref()), (1048, Some(sha.to_ascii_lowercase().as_str())));
+        assert_eq!(got[1].sha256, None, "a plain git file has no pin");
+        assert_eq!(got[2].sha256.as_deref(), Some("0f".repeat(32).as_str()));
+        assert_eq!(got[3].sha256, None, "anything but 64 hex digits is no pin");
+    }
 
     #[test]
     fn commits_are_40_hex_digits_never_paths() {

@@ -4,10 +4,12 @@
 //! (`registry::RawKind::for_name` names that folder under the data root).
 //!
 //! Pins: a hub repository is pinned by its revision (the commit it resolves to is printed, and the
-//! hub's listing may carry each file's LFS sha256, which is then checked); a URL is pinned by a
-//! sha256 where one is known. The official servers are not reachable from where this table was
-//! written, so no sha256 is filled in that was not measured: those are `None`, every download
-//! prints the sha256 of the bytes it got, and a user pins them here (or checks them by hand).
+//! hub's listing carries each LFS file's sha256, which is then checked); a URL is pinned by a
+//! commit in the URL (GitHub raw files) and a sha256. The sha256s filled in were measured on the
+//! bytes of those files at those commits (the project's shared copies: ExplaGraphs, CiteSeer,
+//! PrimeKG paths); the official servers of the others (GQA, OGB, LINQS/UMass, CMU, the hub) are
+//! not reachable from where this table was written, so their sha256 is `None` rather than a
+//! guess: every download prints the sha256 of the bytes it got, for a user to pin here.
 //!
 //! Where fetched data goes: `--dest`, else `$TGRAG_DATA_ROOT/<folder>`, else `data/<folder>` (the
 //! registry looks in all three). Plain-HTTP mirrors: `TGRAG_DATA_MIRROR=<base URL>` replaces
@@ -109,23 +111,23 @@ pub const CATALOGUE: &[DatasetSource] = &[
     },
     DatasetSource {
         name: "explagraphs",
-        // The ExplaGraphs repository's data files (G-Retriever's `train_dev.tsv` is these two
-        // concatenated); the loader reads `train.tsv` + `dev.tsv`. Branch `main` (not a commit).
+        // The ExplaGraphs repository's data files at its HEAD commit (2022-11-05); G-Retriever's
+        // `train_dev.tsv` is these two concatenated. The loader reads `train.tsv` + `dev.tsv`.
         origin: Origin::Http(&[
             Remote {
-                url: "https://raw.githubusercontent.com/swarnaHub/ExplaGraphs/main/data/train.tsv",
-                sha256: None,
+                url: "https://raw.githubusercontent.com/swarnaHub/ExplaGraphs/67ecab19d9a13ab91e09e99bd94e0480b705c1b7/data/train.tsv",
+                sha256: Some("83eb96f38b1d91d0299924f6050c3ec173a7c5c5a7a3921908cc7fd46d27bba3"),
                 max_bytes: 64 * MB,
                 unpack: Unpack::File("train.tsv"),
             },
             Remote {
-                url: "https://raw.githubusercontent.com/swarnaHub/ExplaGraphs/main/data/dev.tsv",
-                sha256: None,
+                url: "https://raw.githubusercontent.com/swarnaHub/ExplaGraphs/67ecab19d9a13ab91e09e99bd94e0480b705c1b7/data/dev.tsv",
+                sha256: Some("1b7e069501cf6f2d7f5d98fe6f0950ee8bd9a0f1986054ecb23873854993745a"),
                 max_bytes: 64 * MB,
                 unpack: Unpack::File("dev.tsv"),
             },
         ]),
-        note: "ExplaGraphs (Saha et al. 2021), train and dev with gold graphs",
+        note: "ExplaGraphs (Saha et al. 2021), train and dev with gold graphs (MIT)",
     },
     DatasetSource {
         name: "scenegraphs",
@@ -171,8 +173,8 @@ pub const CATALOGUE: &[DatasetSource] = &[
             max_bytes: 4 * GB,
             unpack: Unpack::Zip { strip: "products/", keep: &[".csv.gz"], into: "" },
         }]),
-        note: "ogbn-products (OGB) graph only: its texts (Amazon-3M trn.json/tst.json) are on Google Drive, \
-               not fetched; put them in the folder, or nodes have empty texts",
+        note: "ogbn-products (OGB) graph only: its texts (Amazon-3M trn.json / tst.json) are on Google Drive, \
+               not fetched; the loader asks for them: put them in the folder",
     },
     DatasetSource {
         name: "cora",
@@ -204,11 +206,22 @@ pub const CATALOGUE: &[DatasetSource] = &[
     },
     DatasetSource {
         name: "citeseer",
-        origin: Origin::Manual(
-            "the texts (citeseer_texts.txt) exist only in TAPE's Google Drive release; put TAPE's CiteSeer-Orig \
-             folder under the data root",
-        ),
-        note: "CiteSeer with text (TAPE)",
+        // TAPE's `CiteSeer-Orig` at the commit that added it (the files left TAPE's tree later).
+        origin: Origin::Http(&[
+            Remote {
+                url: "https://raw.githubusercontent.com/XiaoxinHe/TAPE/331e61664be928847af439b27de661eb8f182205/dataset/CiteSeer-Orig/citeseer_texts.txt",
+                sha256: Some("9070723640766aaa09875ce72397a4325feecac968ed9fb44152820b651f1f17"),
+                max_bytes: 64 * MB,
+                unpack: Unpack::File("citeseer_texts.txt"),
+            },
+            Remote {
+                url: "https://raw.githubusercontent.com/XiaoxinHe/TAPE/331e61664be928847af439b27de661eb8f182205/dataset/CiteSeer-Orig/citeseer.cites",
+                sha256: Some("cd9730630eaaa745058c2cd2cce6b9afb79ca71278a479aebec55f4cf5eb7f30"),
+                max_bytes: 64 * MB,
+                unpack: Unpack::File("citeseer.cites"),
+            },
+        ]),
+        note: "CiteSeer with title and abstract texts (TAPE's CiteSeer-Orig; LINQS data, MIT-licensed repository)",
     },
     DatasetSource {
         name: "enron",
@@ -222,11 +235,29 @@ pub const CATALOGUE: &[DatasetSource] = &[
     },
     DatasetSource {
         name: "primekg-paths",
-        origin: Origin::Manual(
-            "the PrimeKG x DrugMechDB benchmark_pathways_*.csv files have no canonical public download; \
-             put them in primekg-drugmechdb-paths/ under the data root",
-        ),
-        note: "PrimeKG x DrugMechDB mechanism paths",
+        // The benchmark repository's data files: edges at its HEAD (2026-03-12), nodes and
+        // metadata at the commit of the blobs the project measured.
+        origin: Origin::Http(&[
+            Remote {
+                url: "https://raw.githubusercontent.com/maxxyhc/PrimeKG-Pathfinding-Algorithm-Benchmark-Laboratory/b1750dcddc4eb3da0775d107bbc7d86051bc72a1/data/benchmark_pathways_nodes.csv",
+                sha256: Some("013868f5d2b1491cef05c307c7fc352e0f810752745f9672a3f66b17115c3775"),
+                max_bytes: 64 * MB,
+                unpack: Unpack::File("benchmark_pathways_nodes.csv"),
+            },
+            Remote {
+                url: "https://raw.githubusercontent.com/maxxyhc/PrimeKG-Pathfinding-Algorithm-Benchmark-Laboratory/97f24f7738f2ef9868e59e2a2736cb684dae1a67/data/benchmark_pathways_edges.csv",
+                sha256: Some("c45d756e414a28f4b7e02b7dd964c9b12bde620fefcce7e678b91f7c0c600654"),
+                max_bytes: 64 * MB,
+                unpack: Unpack::File("benchmark_pathways_edges.csv"),
+            },
+            Remote {
+                url: "https://raw.githubusercontent.com/maxxyhc/PrimeKG-Pathfinding-Algorithm-Benchmark-Laboratory/b1750dcddc4eb3da0775d107bbc7d86051bc72a1/data/benchmark_pathways_metadata.csv",
+                sha256: Some("1ff0337e6e4d486b5a06292dad38aa37e7a98cf7bab67a2ac60aff0e6e5df0e2"),
+                max_bytes: 64 * MB,
+                unpack: Unpack::File("benchmark_pathways_metadata.csv"),
+            },
+        ]),
+        note: "PrimeKG x DrugMechDB mechanism paths (PrimeKG CC BY 4.0, DrugMechDB CC0; the repository has no licence file)",
     },
 ];
 

@@ -151,7 +151,11 @@ fn arxiv_texts(dir: &Path) -> Result<HashMap<String, String>> {
 fn product_texts(dir: &Path) -> Result<HashMap<String, String>> {
     let files: Vec<PathBuf> = ["trn.json", "tst.json"].iter().filter_map(|n| text_file(dir, n)).collect();
     if files.is_empty() {
-        return Err(DatasetError::malformed(dir, "folder", "no trn.json / tst.json (Amazon-3M texts), here or under raw/"));
+        return Err(DatasetError::malformed(
+            dir,
+            "folder",
+            "no trn.json / tst.json, here or under raw/: the Amazon-3M texts of ogbn-products are on Google Drive (TAPE links them), so `tgrag fetch products` fetches the graph only; put them in this folder",
+        ));
     }
     let mut out = HashMap::new();
     for path in files {

@@ -95,7 +95,7 @@ fn serve(stream: TcpStream, files: &Files, log: &Mutex<Vec<String>>, mode: &Mute
                 .map(|(p, b)| {
                     let sha = if mode == Mode::WrongLfsPin { "0".repeat(64) } else { sha256_hex(b) };
                     format!(
-                        "{{\"type\":\"file\",\"oid\":\"x\",\"size\":{},\"path\":\"{p}\",\"lfs\":{{\"sha256\":\"{sha}\",\"size\":{}}}}}",
+                        "{{\"type\":\"file\",\"oid\":\"x\",\"size\":{},\"path\":\"{p}\",\"lfs\":{{\"oid\":\"{sha}\",\"size\":{},\"pointerSize\":134}}}}",
                         b.len(),
                         b.len()
                     )
@@ -204,20 +204,26 @@ fn webqsp_files() -> Files {
     f
 }
 
-const EXPLA: &str = "raw.githubusercontent.com/swarnaHub/ExplaGraphs/main/data";
+/// The catalogue's URLs of `name`, as the mirror's keys (`<host>/<path>`).
+fn remote_keys(name: &str) -> Vec<String> {
+    match tgrag_datasets::sources::find(name).map(|d| d.origin) {
+        Some(tgrag_datasets::sources::Origin::Http(remotes)) => {
+            remotes.iter().map(|r| r.url.split_once("://").map_or(r.url, |(_, k)| k).to_string()).collect()
+        }
+        other => panic!("{name} is not a plain-HTTP entry: {other:?}"),
+    }
+}
 
-fn explagraphs_files() -> Files {
-    let row = |i: usize, label: &str| {
-        format!(
-            "belief {i} is right.\targument {i} says so.\t{label}\t(belief {i}; capable of; being right)(argument {i}; causes; belief {i})\n"
-        )
-    };
-    let train: String = (0..20).map(|i| row(i, if i % 2 == 0 { "support" } else { "counter" })).collect();
-    let dev: String = (20..26).map(|i| row(i, if i % 2 == 0 { "support" } else { "counter" })).collect();
+/// The real ExplaGraphs files (the catalogue pins their sha256), from the shared data.
+fn explagraphs_files() -> Option<Files> {
+    let dir = super::shared_or_skip("datasets/explagraphs", "train.tsv")?;
+    let keys = remote_keys("explagraphs");
     let mut f = Files::new();
-    f.insert(format!("{EXPLA}/train.tsv"), train.into_bytes());
-    f.insert(format!("{EXPLA}/dev.tsv"), dev.into_bytes());
-    f
+    for (key, file) in keys.iter().zip(["train.tsv", "dev.tsv"]) {
+        assert!(key.ends_with(file), "{key}");
+        f.insert(key.clone(), std::fs::read(dir.join(file)).expect("read"));
+    }
+    Some(f)
 }
 
 struct Case {
@@ -280,12 +286,21 @@ fn fetch_webqsp_from_the_hub_then_it_loads_and_a_wrong_pin_keeps_nothing() {
     // A second fetch finds it there.
     let again = ok(tgrag_at(&c, &m.endpoint, &["fetch", "webqsp"]));
     assert!(again.contains("already in"), "{again}");
+    // Every stage a GraphQA dataset runs, on the fetched files (the hashing encoder: no model
+    // in the case's folder), and the end-of-run GraphQA table.
+    let run = ok(tgrag_at(&c, &m.endpoint, &["run", "--dataset", "webqsp", "--set", "textgraphs.encoder=hash"]));
+    for stage in ["textgraphs", "subgraphs", "gretriever", "mixrag"] {
+        assert!(run.lines().any(|l| l.split_whitespace().take(2).eq([stage, "ran"])), "{stage} did not run:\n{run}");
+        assert!(c.outputs.join("webqsp").join(stage).is_dir(), "{stage}");
+    }
+    assert!(run.contains("webqsp hit@1") && run.contains("gretriever-gt") && run.contains("mixrag "), "{run}");
 }
 
 #[test]
 fn fetch_explagraphs_over_http_resumes_a_cut_download() {
+    let Some(files) = explagraphs_files() else { return };
     let c = case();
-    let m = mirror(explagraphs_files(), Mode::CutFirst);
+    let m = mirror(files.clone(), Mode::CutFirst);
     // The first body ends half way: a clear error, the part kept for resuming, no dataset folder.
     let o = tgrag_at(&c, &m.endpoint, &["fetch", "explagraphs"]);
     super::hostile::failed_cleanly(&o, &["train.tsv", "run the same command again to resume"]);
@@ -294,17 +309,210 @@ fn fetch_explagraphs_over_http_resumes_a_cut_download() {
         std::fs::read_dir(c.data.join(".tgrag-downloads/explagraphs")).expect("downloads").flatten().map(|e| e.file_name()).collect();
     assert_eq!(parts.len(), 1, "{parts:?}");
 
-    // Run again: the download resumes with a Range request and the dataset loads.
+    // Run again: the download resumes with a Range request, the bytes match the catalogue's pin,
+    // and the dataset loads (G-Retriever's 2,766 rows of train + dev).
     let out = ok(tgrag_at(&c, &m.endpoint, &["fetch", "explagraphs"]));
     assert!(out.contains("resumed from byte"), "{out}");
     let log = m.log.lock().expect("log").join("\n");
     assert!(log.contains("train.tsv HTTP/1.1 range=Some("), "{log}");
     no_partial(&c, "explagraphs", true);
     assert!(!c.data.join(".tgrag-downloads").exists(), "downloads folder left");
-    let want = sha256_hex(&explagraphs_files()[&format!("{EXPLA}/train.tsv")]);
-    assert!(out.contains(&want), "the sha256 of the bytes is printed: {out}");
+    let key = &remote_keys("explagraphs")[0];
+    assert!(out.contains(&sha256_hex(&files[key])), "the sha256 of the bytes is printed: {out}");
     let run = ok(tgrag_at(&c, &m.endpoint, &["run", "--dataset", "explagraphs", "--stages", "ingest"]));
     assert!(c.outputs.join("explagraphs/ingest/qa.parquet").is_file(), "{run}");
+    let n = ok(tgrag_at(&c, &m.endpoint, &["sql", "SELECT count(*) AS n FROM explagraphs_ingest_qa"]));
+    assert!(n.contains("| 2766 "), "{n}");
+
+    // Bytes that are not the pinned ones (a changed upstream file): refused, nothing kept.
+    let mut changed = files;
+    changed.get_mut(key).expect("train").extend_from_slice(b"x\ty\tsupport\t(a; is a; b)\n");
+    let c2 = case();
+    let m2 = mirror(changed, Mode::Honest);
+    let o = tgrag_at(&c2, &m2.endpoint, &["fetch", "explagraphs"]);
+    super::hostile::failed_cleanly(&o, &["train.tsv", "differs from the pinned", "nothing was kept"]);
+    no_partial(&c2, "explagraphs", false);
+}
+
+/// A zip archive of `(name, bytes)` entries.
+fn zip_of(entries: &[(&str, Vec<u8>)]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    for (n, b) in entries {
+        w.start_file(*n, zip::write::SimpleFileOptions::default()).expect("zip entry");
+        w.write_all(b).expect("zip write");
+    }
+    w.finish().expect("zip").into_inner()
+}
+
+/// A `.tar.gz` of `(name, bytes)` regular files.
+fn tgz_of(entries: &[(&str, Vec<u8>)]) -> Vec<u8> {
+    let mut b = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast()));
+    for (n, body) in entries {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(body.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        b.append_data(&mut h, n, body.as_slice()).expect("tar entry");
+    }
+    b.into_inner().expect("tar").finish().expect("gzip")
+}
+
+fn gz(text: &str) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(text.as_bytes()).expect("gzip");
+    e.finish().expect("gzip")
+}
+
+/// An OGB node-property zip (`<name>/raw/*.csv.gz`, `<name>/mapping/*.csv.gz`) of a 12-node ring
+/// with chords, plus a README the catalogue's filter leaves out.
+fn ogb_zip(name: &str, mapping: &str, key: &dyn Fn(usize) -> String) -> Vec<u8> {
+    let n = 12;
+    let edges: String = (0..n).flat_map(|i| [format!("{i},{}\n", (i + 1) % n), format!("{i},{}\n", (i + 5) % n)]).collect();
+    let labels: String = (0..n).map(|i| format!("{}\n", i % 3)).collect();
+    let years: String = (0..n).map(|i| format!("{}\n", 2010 + i % 5)).collect();
+    let map: String = std::iter::once("node idx,id\n".to_string()).chain((0..n).map(|i| format!("{i},{}\n", key(i)))).collect();
+    zip_of(&[
+        (&format!("{name}/raw/edge.csv.gz"), gz(&edges)),
+        (&format!("{name}/raw/node-label.csv.gz"), gz(&labels)),
+        (&format!("{name}/raw/node_year.csv.gz"), gz(&years)),
+        (&format!("{name}/mapping/{mapping}.csv.gz"), gz(&map)),
+        (&format!("{name}/README.md"), b"OGB".to_vec()),
+    ])
+}
+
+/// Small samples, in the official archive layouts, of every plain-HTTP dataset whose upstream is
+/// not in the shared data: the archives the catalogue names, at its URLs.
+fn official_samples(name: &str) -> Files {
+    let keys = remote_keys(name);
+    let bodies: Vec<Vec<u8>> = match name {
+        "scenegraphs" => {
+            let scene = |img: usize| {
+                format!(
+                    r#""{img}": {{"width": 500, "height": 333, "objects": {{
+  "o{img}": {{"name": "man", "x": 10, "y": 20, "w": 30, "h": 40, "attributes": ["tall"], "relations": [{{"name": "left of", "object": "p{img}"}}]}},
+  "p{img}": {{"name": "bench", "x": 1, "y": 0, "w": 3, "h": 4, "attributes": [], "relations": []}}}}}}"#
+                )
+            };
+            let questions = |from: usize, to: usize| {
+                let qs: Vec<String> = (from..to)
+                    .map(|i| {
+                        format!(r#""q{i}": {{"imageId": "{}", "question": "Who is left of the bench {i}?", "answer": "man"}}"#, 100 + i % 4)
+                    })
+                    .collect();
+                format!("{{{}}}", qs.join(","))
+            };
+            vec![
+                zip_of(&[
+                    ("train_sceneGraphs.json", format!("{{{},{}}}", scene(100), scene(101)).into_bytes()),
+                    ("val_sceneGraphs.json", format!("{{{},{}}}", scene(102), scene(103)).into_bytes()),
+                ]),
+                zip_of(&[
+                    ("train_balanced_questions.json", questions(0, 8).into_bytes()),
+                    ("val_balanced_questions.json", questions(8, 12).into_bytes()),
+                    ("testdev_all_questions.json", b"{not kept".to_vec()),
+                ]),
+            ]
+        }
+        "arxiv" => {
+            let titles: String = (0..12).map(|i| format!("{}\tPaper {i}\tAbout graphs, part {i}.\n", 9000 + i)).collect();
+            vec![ogb_zip("arxiv", "nodeidx2paperid", &|i| (9000 + i).to_string()), gz(&format!("paper id\ttitle\tabstract\n{titles}"))]
+        }
+        "products" => vec![ogb_zip("products", "nodeidx2asin", &|i| format!("B00{i:05}"))],
+        "cora" => {
+            let content: String = (0..6).map(|i| format!("{}\t0\t1\t0\tTheory{}\n", 31 + i, i % 2)).collect();
+            let cites: String = (0..6).map(|i| format!("{}\t{}\n", 31 + i, 31 + (i + 1) % 6)).collect();
+            let papers: String = (0..6).map(|i| format!("{}\tpaper{i}.txt\tx\n", 31 + i)).collect();
+            let mut mcc = vec![("cora/papers".to_string(), papers.into_bytes())];
+            for i in 0..6 {
+                mcc.push((
+                    format!("cora/extractions/paper{i}.txt"),
+                    format!("Title: Paper {i}\nAbstract: Learning, part {i}.\n").into_bytes(),
+                ));
+            }
+            let mcc: Vec<(&str, Vec<u8>)> = mcc.iter().map(|(n, b)| (n.as_str(), b.clone())).collect();
+            vec![tgz_of(&[("cora/cora.content", content.into_bytes()), ("cora/cora.cites", cites.into_bytes())]), tgz_of(&mcc)]
+        }
+        "enron" => {
+            let people = ["allen-p", "lay-k", "skilling-j"];
+            let mut files = Vec::new();
+            for (i, p) in people.iter().enumerate() {
+                for j in 0..3 {
+                    let to = people[(i + j + 1) % 3];
+                    let msg = format!(
+                        "Message-ID: <{i}.{j}>\r\nDate: Mon, 14 May 2001 16:39:00 -0700 (PDT)\r\nFrom: {p}@enron.com\r\nTo: {to}@enron.com\r\nSubject: note {j}\r\n\r\nbody {i} {j}\r\n"
+                    );
+                    files.push((format!("maildir/{p}/sent/{}.", j + 1), msg.into_bytes()));
+                }
+            }
+            let files: Vec<(&str, Vec<u8>)> = files.iter().map(|(n, b)| (n.as_str(), b.clone())).collect();
+            vec![tgz_of(&files)]
+        }
+        other => panic!("no sample for {other}"),
+    };
+    assert_eq!(keys.len(), bodies.len(), "{name}: one sample per catalogue URL");
+    keys.into_iter().zip(bodies).collect()
+}
+
+/// The real files of the datasets the shared data holds (the catalogue pins their sha256).
+fn shared_files(name: &str, rel: &str) -> Option<Files> {
+    let keys = remote_keys(name);
+    let dir = super::shared_or_skip(rel, keys[0].rsplit('/').next().unwrap_or(""))?;
+    Some(keys.into_iter().map(|k| (k.clone(), std::fs::read(dir.join(k.rsplit('/').next().unwrap_or(""))).expect("read"))).collect())
+}
+
+#[test]
+fn fetch_every_plain_http_dataset_from_its_official_layout_then_it_ingests() {
+    let mut cases: Vec<(&str, Files)> =
+        ["scenegraphs", "arxiv", "products", "cora", "enron"].into_iter().map(|n| (n, official_samples(n))).collect();
+    for (name, rel) in [("citeseer", "datasets/citeseer-text"), ("primekg-paths", "datasets/primekg-drugmechdb-paths")] {
+        if let Some(f) = shared_files(name, rel) {
+            cases.push((name, f));
+        }
+    }
+    for (name, files) in cases {
+        let c = case();
+        let m = mirror(files, Mode::Honest);
+        let out = ok(tgrag_at(&c, &m.endpoint, &["fetch", name]));
+        let folder = tgrag_datasets::fetch::default_dest(Path::new(""), name).expect("a folder");
+        let folder = folder.to_str().expect("utf-8");
+        no_partial(&c, folder, true);
+        assert!(!c.data.join(".tgrag-downloads").exists(), "{name}: downloads folder left");
+        // Only what the loader reads is kept out of the archives.
+        assert!(!walk(&c.data.join(folder)).iter().any(|p| p.ends_with("README.md") || p.contains("testdev")), "{name}: {out}");
+        if name == "products" {
+            // The graph only: ingest names the texts it lacks and where they are; with them it runs.
+            let o = tgrag_at(&c, &m.endpoint, &["run", "--dataset", name, "--stages", "ingest"]);
+            super::hostile::failed_cleanly(&o, &["trn.json", "Google Drive", "tgrag fetch products"]);
+            let texts: String =
+                (0..12).map(|i| format!("{{\"uid\": \"B00{i:05}\", \"title\": \"Item {i}\", \"content\": \"A thing.\"}}\n")).collect();
+            std::fs::write(c.data.join(folder).join("trn.json"), texts).expect("trn.json");
+        }
+        let run = ok(tgrag_at(&c, &m.endpoint, &["run", "--dataset", name, "--stages", "ingest"]));
+        let ingest = c.outputs.join(name).join("ingest");
+        let tables = walk(&ingest).into_iter().filter(|p| p.ends_with(".parquet")).count();
+        assert!(tables >= 2, "{name}: {tables} tables in {}: {run}", ingest.display());
+        // Fetched again: found, nothing downloaded.
+        assert!(ok(tgrag_at(&c, &m.endpoint, &["fetch", name])).contains("already in"), "{name}");
+    }
+}
+
+/// Every file under `dir`, relative, `/`-separated.
+fn walk(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(rel) = p.strip_prefix(dir) {
+                out.push(rel.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    out
 }
 
 #[test]
