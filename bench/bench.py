@@ -39,6 +39,19 @@
   (hidden 256, 4 heads, edge features) and a classification head: PyG vs `tgrag bench-gnn batch`
   (burn on the CPU). Times are medians over the epochs after two warm-up epochs.
 
+* polars (`polars`, issue 31 item 4; run last): the project's own readers (`tgrag bench-read`,
+  the functions the loaders call) against polars 1.35.2 (lazy scan, one collect, the columns the
+  tgrag reader keeps, POLARS_MAX_THREADS = the machine's cores, in a child process) on generated
+  inputs of BENCH_POLARS_MB MiB each (default 1024) under outputs/bench/polars/, reused while their
+  `.done` marker matches: Amazon-2018 review JSON lines (`scan_ndjson`, text-less reviews
+  dropped), an OGB `raw/edge.csv.gz` (the size is that of the uncompressed CSV; polars cannot scan
+  gzip lazily, so `read_csv` gunzips in memory, then self-loops and repeats are dropped in first-seen
+  order as the loader does), a STaRK QA folder (`stark_qa.csv` with the `answer_ids` lists parsed,
+  sorted by id, and the three split files) and many nights' `scores.parquet` (`scan_parquet` over
+  the glob; tgrag also checks keys and values as the nightly does). Best of BENCH_POLARS_RUNS runs
+  (default 2) each; rows must agree (a warning otherwise); the peak resident memory (VmHWM) of each
+  reading process; the ratio is tgrag time / polars time.
+
 Results: printed, and written to outputs/bench/bench.parquet (one row per measurement).
 """
 import json
@@ -495,8 +508,235 @@ def bench_gnn():
     record("gnn", "ratio", "batch32_gt4_vs_pyg", ref / ms, "x", "PyG time / tgrag time")
 
 
+# --- polars against the project's own readers (issue 31 item 4) -------------------------------
+
+POLARS_MB = int(os.environ.get("BENCH_POLARS_MB", "1024"))
+POLARS_RUNS = int(os.environ.get("BENCH_POLARS_RUNS", "2"))
+POLARS_DIR = f"{OUT}/polars"
+
+# Run in a child process (its own peak memory, POLARS_MAX_THREADS set before polars starts): one
+# lazy query per kind, one collect, the columns the tgrag reader keeps and the work it does.
+POLARS_CHILD = r"""
+import json, sys, time
+import polars as pl
+kind, path = sys.argv[1], sys.argv[2]
+t0 = time.perf_counter()
+if kind == "reviews":
+    cols = ["reviewerID", "asin", "reviewText", "unixReviewTime", "overall"]
+    df = pl.scan_ndjson(path).select(cols).filter(pl.col("reviewText").str.strip_chars().str.len_bytes() > 0).collect()
+elif kind == "ogb-edges":
+    # polars scans no compressed CSV lazily: read_csv gunzips the whole file in memory first.
+    df = (pl.read_csv(path, has_header=False, new_columns=["src", "dst"], schema_overrides={"src": pl.UInt32, "dst": pl.UInt32})
+          .lazy().filter(pl.col("src") != pl.col("dst")).unique(maintain_order=True).collect())
+elif kind == "stark-csv":
+    ids = pl.col("answer_ids").str.strip_chars("[]").str.split(",").list.eval(pl.element().str.strip_chars().cast(pl.Int64))
+    qa = pl.scan_csv(f"{path}/stark_qa/stark_qa.csv").select(pl.col("id"), pl.col("query"), ids).sort("id")
+    splits = [pl.scan_csv(f"{path}/split/{s}.index", has_header=False, new_columns=["id"]) for s in ("train", "val", "test")]
+    df = pl.collect_all([qa, *splits])[0]
+elif kind == "nightly-scores":
+    cols = ["dataset", "stage", "method", "split", "group", "metric", "value", "n", "seed"]
+    df = pl.scan_parquet(f"{path}/*/scores.parquet").select(cols).collect()
+seconds = time.perf_counter() - t0
+hwm = next((float(l.split()[1]) / 1024 for l in open("/proc/self/status") if l.startswith("VmHWM:")), None)
+print(json.dumps(dict(kind=kind, rows=df.height, seconds=seconds, peak_rss_mb=hwm)))
+"""
+
+
+def _polars_ready(path, mb):
+    """Whether `path` was generated to completion for a target of `mb` MiB (its `.done` marker)."""
+    try:
+        return open(path + ".done").read().split()[0] == str(mb) and os.path.exists(path)
+    except OSError:
+        return False
+
+
+def _polars_done(path, mb, raw_bytes):
+    """Marks `path` complete: the target in MiB and the bytes written (uncompressed, for gzip)."""
+    with open(path + ".done", "w") as f:
+        f.write(f"{mb} {raw_bytes}")
+
+
+def _text_blob(rng, n_words=2_000_000):
+    """~14 MB of Zipf-distributed synthetic words (a few non-ASCII, quotes and commas among them)."""
+    vocab = words(rng, 20_000) + ["café", "naïve", "jalapeño", "\"great\"", "well,", "it's", "10/10"]
+    p = 1.0 / np.arange(1, len(vocab) + 1) ** 1.1
+    idx = rng.choice(len(vocab), size=n_words, p=p / p.sum())
+    return " ".join(vocab[i] for i in idx)
+
+
+def _slices(rng, blob, n, mean):
+    """`n` texts cut from `blob` at random offsets, lengths log-normal around `mean` characters."""
+    lens = np.clip(rng.lognormal(np.log(mean), 0.7, n).astype(np.int64), 8, 20_000)
+    starts = rng.integers(0, len(blob) - 20_001, n)
+    return [blob[s:s + l] for s, l in zip(starts.tolist(), lens.tolist())]
+
+
+def _gen_reviews(path, target, rng, blob):
+    """Amazon-2018 review JSON lines (the fields of the real dumps) until `target` bytes."""
+    written, k = 0, 0
+    with open(path, "wb") as f:
+        while written < target:
+            n = 20_000
+            texts, summaries = _slices(rng, blob, n, 450), _slices(rng, blob, n, 30)
+            users, items = rng.integers(0, 400_000, n).tolist(), rng.integers(0, 80_000, n).tolist()
+            times, stars = rng.integers(1_000_000_000, 1_540_000_000, n).tolist(), rng.integers(1, 6, n).tolist()
+            lines = []
+            for i in range(n):
+                lines.append(json.dumps({
+                    "overall": float(stars[i]), "verified": bool(i % 3), "reviewTime": "09 23, 2016",
+                    "reviewerID": f"A{users[i]:013X}", "asin": f"B{items[i]:09X}", "reviewerName": f"user {users[i]}",
+                    "reviewText": texts[i], "summary": summaries[i], "unixReviewTime": times[i],
+                }, ensure_ascii=False))
+            chunk = ("\n".join(lines) + "\n").encode("utf-8")
+            f.write(chunk)
+            written += len(chunk)
+            k += n
+    return written
+
+
+def _gen_ogb_edges(path, target, rng):
+    """OGB `raw/edge.csv.gz`: `src,dst` lines (ogbn-products' 2,449,029 nodes) until `target`
+    uncompressed bytes; gzip level 1 so that generation is quick (level barely changes gunzip time)."""
+    import gzip
+    import io
+    import pyarrow.csv as pacsv
+    written = 0
+    with gzip.open(path, "wb", compresslevel=1) as f:
+        while written < target:
+            n = 1_000_000
+            t = pa.table({"src": rng.integers(0, 2_449_029, n, dtype=np.uint32), "dst": rng.integers(0, 2_449_029, n, dtype=np.uint32)})
+            buf = io.BytesIO()
+            pacsv.write_csv(t, buf, pacsv.WriteOptions(include_header=False))
+            chunk = buf.getvalue()
+            f.write(chunk)
+            written += len(chunk)
+    return written
+
+
+def _gen_stark_qa(folder, target, rng, blob):
+    """A STaRK QA folder: `stark_qa/stark_qa.csv` (`id,query,answer_ids`, pandas-style quoting)
+    until `target` bytes, and `split/{train,val,test}.index` covering every id (80/10/10)."""
+    import csv
+    import io
+    os.makedirs(f"{folder}/stark_qa", exist_ok=True)
+    os.makedirs(f"{folder}/split", exist_ok=True)
+    written, next_id = 0, 0
+    with open(f"{folder}/stark_qa/stark_qa.csv", "w", encoding="utf-8", newline="") as f:
+        f.write("id,query,answer_ids\n")
+        while written < target:
+            n = 20_000
+            queries = _slices(rng, blob, n, 300)
+            counts = rng.integers(1, 20, n).tolist()
+            answers = rng.integers(0, 1_000_000, int(sum(counts))).tolist()
+            buf, at = io.StringIO(), 0
+            w = csv.writer(buf, lineterminator="\n")
+            for i in range(n):
+                w.writerow([next_id + i, queries[i], "[" + ", ".join(map(str, answers[at:at + counts[i]])) + "]"])
+                at += counts[i]
+            chunk = buf.getvalue()
+            f.write(chunk)
+            written += len(chunk.encode("utf-8"))
+            next_id += n
+    order = rng.permutation(next_id)
+    cut = [0, int(0.8 * next_id), int(0.9 * next_id), next_id]
+    for s, (a, b) in zip(["train", "val", "test"], zip(cut, cut[1:])):
+        with open(f"{folder}/split/{s}.index", "w") as f:
+            f.write("\n".join(map(str, np.sort(order[a:b]).tolist())) + "\n")
+    return written
+
+
+def _gen_nightly(folder, target, rng):
+    """Night folders `<folder>/night-NNNN/scores.parquet` (the `scores` table; pyarrow, snappy)
+    until `target` bytes in all. Each night: 40,000 score rows over 12 datasets, 15 stages, 40
+    methods, 4 splits and 10 metrics with unique, long group keys (`query=<96 hex>`), so that a GiB
+    holds ~10M rows rather than the ~70M that short dictionary-encoded keys would."""
+    datasets = [f"dataset{i}" for i in range(12)]
+    stages = [f"stage{i}" for i in range(15)]
+    methods = [f"method-{i}" for i in range(40)]
+    splits, metrics = ["train", "val", "test", "all"], ["hit1", "hit5", "recall20", "mrr", "accuracy", "hits_at_100", "bleu4", "rouge", "f1", "auc"]
+    schema = pa.schema([("dataset", pa.string()), ("stage", pa.string()), ("method", pa.string()), ("split", pa.string()),
+                        ("group", pa.string()), ("metric", pa.string()), ("value", pa.float64()), ("n", pa.uint64()), ("seed", pa.uint64())])
+    written, night, rows = 0, 0, 0
+    while written < target:
+        n = 40_000
+        hexes = rng.bytes(48 * n).hex()
+        pick = lambda names: pa.array(names).take(pa.array(rng.integers(0, len(names), n)))
+        seed = rng.integers(0, 5, n).astype(np.uint64)
+        t = pa.table([pick(datasets), pick(stages), pick(methods), pick(splits),
+                      pa.array(["query=" + hexes[96 * i:96 * (i + 1)] for i in range(n)]), pick(metrics),
+                      pa.array(rng.random(n)), pa.array(rng.integers(1, 100_000, n).astype(np.uint64)),
+                      pa.array(seed, mask=seed == 0)], schema=schema)
+        d = f"{folder}/night-{night:04d}"
+        os.makedirs(d, exist_ok=True)
+        pq.write_table(t, f"{d}/scores.parquet", compression="snappy")
+        written += os.path.getsize(f"{d}/scores.parquet")
+        night, rows = night + 1, rows + n
+    return written
+
+
+def _du(path):
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs if not f.endswith(".done"))
+
+
+def bench_polars():
+    """The project's raw-file and Parquet readers (`tgrag bench-read`) against polars (lazy scan,
+    one collect) on generated inputs of BENCH_POLARS_MB MiB each."""
+    import polars
+    os.makedirs(POLARS_DIR, exist_ok=True)
+    rng = np.random.default_rng(31)
+    target = POLARS_MB << 20
+    blob = None
+    inputs = [
+        ("reviews", f"{POLARS_DIR}/reviews.json", "JSON lines"),
+        ("ogb-edges", f"{POLARS_DIR}/edge.csv.gz", "gzip file (level 1); polars read_csv (no lazy scan of gzip)"),
+        ("stark-csv", f"{POLARS_DIR}/stark_qa", "stark_qa.csv + split files"),
+        ("nightly-scores", f"{POLARS_DIR}/nights", "scores.parquet of every night"),
+    ]
+    for kind, path, what in inputs:
+        if not _polars_ready(path, POLARS_MB):
+            t0 = time.perf_counter()
+            if kind in ("reviews", "stark-csv") and blob is None:
+                blob = _text_blob(rng)
+            if kind == "reviews":
+                raw = _gen_reviews(path, target, rng, blob)
+            elif kind == "ogb-edges":
+                raw = _gen_ogb_edges(path, target, rng)
+            elif kind == "stark-csv":
+                raw = _gen_stark_qa(path, target, rng, blob)
+            else:
+                raw = _gen_nightly(path, target, rng)
+            _polars_done(path, POLARS_MB, raw)
+            print(f"  generated {path} in {time.perf_counter() - t0:.1f} s")
+        record("polars", "input", f"{kind}_file_mb", _du(path) / 2**20, "MiB", what)
+        if kind == "ogb-edges":
+            raw = int(open(path + ".done").read().split()[1])
+            record("polars", "input", f"{kind}_csv_mb", raw / 2**20, "MiB", "the CSV inside the gzip file")
+        best = {}
+        env = dict(os.environ, POLARS_MAX_THREADS=str(THREADS))
+        for run in range(POLARS_RUNS):
+            for system, cmd in [("tgrag", [TGRAG, "--quiet", "bench-read", kind, path]),
+                                (f"polars-{polars.__version__}", [sys.executable, "-c", POLARS_CHILD, kind, path])]:
+                res = subprocess.run(cmd, capture_output=True, text=True, env=env)
+                if res.returncode != 0:
+                    sys.exit(f"{system} {kind}: {res.stderr}")
+                out = json.loads(res.stdout.strip().splitlines()[-1])
+                if system not in best or out["seconds"] < best[system]["seconds"]:
+                    best[system] = out
+        (tg, tgo), (pl_name, plo) = list(best.items())
+        if tgo["rows"] != plo["rows"]:
+            print(f"  WARNING {kind}: tgrag read {tgo['rows']} rows, polars {plo['rows']}")
+        for system, o in best.items():
+            record("polars", system, f"{kind}_seconds", o["seconds"], "s", f"best of {POLARS_RUNS}")
+            record("polars", system, f"{kind}_rows", o["rows"], "rows")
+            if o.get("peak_rss_mb") is not None:
+                record("polars", system, f"{kind}_peak_rss_mb", o["peak_rss_mb"], "MiB", "VmHWM of the reading process")
+        record("polars", "ratio", f"{kind}_tgrag_vs_polars", tgo["seconds"] / plo["seconds"], "x", "tgrag time / polars time (> 1: polars faster)")
+
+
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["bm25", "minilm", "diffusion", "latency", "pcst", "gnn"]
+    which = sys.argv[1:] or ["bm25", "minilm", "diffusion", "latency", "pcst", "gnn", "polars"]
     if "gnn" in which:
         bench_gnn()
     if "pcst" in which:
@@ -509,5 +749,7 @@ if __name__ == "__main__":
         bench_bm25()
     if "minilm" in which:
         bench_minilm()
+    if "polars" in which:
+        bench_polars()
     pq.write_table(pa.Table.from_pylist(rows), f"{OUT}/bench.parquet")
     print(f"wrote {OUT}/bench.parquet")

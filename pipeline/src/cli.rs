@@ -73,6 +73,9 @@ pub enum Command {
     /// Epoch times of the GNN trainings (`make bench`, next to PyG).
     #[command(hide = true)]
     BenchGnn(commands::bench_gnn::BenchGnnArgs),
+    /// Time the project's own readers on one large input (`make bench`, next to polars).
+    #[command(hide = true)]
+    BenchRead(commands::bench_read::BenchReadArgs),
 }
 
 /// Runs one command. Commands that write hold the lock of the folder they write into
@@ -99,6 +102,7 @@ pub fn dispatch(args: Args) -> Result<ExitCode> {
         Command::Report(a) => commands::report::run(a, wait),
         Command::Compare(a) => return commands::compare::run(a),
         Command::BenchGnn(a) => commands::bench_gnn::run(a),
+        Command::BenchRead(a) => commands::bench_read::run(a),
     }
     .map(|()| ExitCode::SUCCESS)
 }

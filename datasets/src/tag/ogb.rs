@@ -93,17 +93,24 @@ pub fn load(dir: &Path, which: OgbGraph) -> Result<TagGraph> {
         })
         .collect();
 
-    let edge_text = read_text(&edges_path)?;
+    let edges = read_edges(&edges_path, n)?;
+    Ok(TagGraph { nodes, edges, nodes_path: labels_path, edges_path })
+}
+
+/// The edges of `raw/edge.csv(.gz)` (`src,dst` per line, no header) for a graph of `n` nodes:
+/// de-duplicated, without self-loops, in first-seen order; an id `>= n` is an error.
+pub fn read_edges(path: &Path, n: usize) -> Result<Vec<(u32, u32)>> {
+    let edge_text = read_text(path)?;
     let mut edges = Vec::new();
     for (line, l) in lines(&edge_text) {
-        let (a, b) = l.split_once(',').ok_or_else(|| DatasetError::malformed(&edges_path, format!("line {line}"), "expected `src,dst`"))?;
-        let (a, b) = (int::<u32>(a.trim(), &edges_path, line, "src")?, int::<u32>(b.trim(), &edges_path, line, "dst")?);
+        let (a, b) = l.split_once(',').ok_or_else(|| DatasetError::malformed(path, format!("line {line}"), "expected `src,dst`"))?;
+        let (a, b) = (int::<u32>(a.trim(), path, line, "src")?, int::<u32>(b.trim(), path, line, "dst")?);
         if a as usize >= n || b as usize >= n {
-            return Err(DatasetError::malformed(&edges_path, format!("line {line}"), format!("node id beyond the {n} nodes")));
+            return Err(DatasetError::malformed(path, format!("line {line}"), format!("node id beyond the {n} nodes")));
         }
         edges.push((a, b));
     }
-    Ok(TagGraph { nodes, edges: dedup(edges), nodes_path: labels_path, edges_path })
+    Ok(dedup(edges))
 }
 
 fn int<T: std::str::FromStr>(s: &str, path: &Path, line: usize, what: &str) -> Result<T> {

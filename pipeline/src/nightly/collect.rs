@@ -186,7 +186,7 @@ impl Collected {
 
     /// The leaderboard rows of a stage's `scores.parquet` (checked: the comparison key is given
     /// and unique, values are finite).
-    fn read_scores(&mut self, name: &str, file: &Path) -> Result<()> {
+    pub fn read_scores(&mut self, name: &str, file: &Path) -> Result<()> {
         let b = io::read_table(file, &tables::SCORES)?;
         {
             use tgrag_schemas::validate::{InputRules, check_input};
