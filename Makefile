@@ -103,7 +103,7 @@ planner-finetune-baseline: venv
 # ../shared/datasets): every encoder and baseline over seeds 0-3, plus the MiniLM text head, then
 # MixRAG with its expert and depth ablations (on 2 cores: ~14 min of encoders, ~38 min of text head, ~14 min of MixRAG).
 GRAPHQA ?= explagraphs
-GRAPHQA_SET ?= --set gretriever.text_head=true
+GRAPHQA_SET ?= --set gretriever.text_head=true --set 'gretriever.seeds=[0,1,2,3]' --set 'mixrag.seeds=[0,1,2,3]'
 
 graphqa: build models
 	$(TGRAG) --outputs $(OUTPUTS) $(QUIET) run --dataset $(GRAPHQA) $(GRAPHQA_SET)

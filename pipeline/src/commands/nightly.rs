@@ -58,6 +58,10 @@ pub struct NightlyArgs {
     /// Training seeds of TopoRAG's GNNs (mean ± std over them, as the paper's Table 3).
     #[arg(long, default_value_t = 5, allow_negative_numbers = true, value_parser = crate::commands::num::count)]
     pub toporag_seeds: usize,
+    /// Training seeds of the GraphQA methods (`gretriever`, `mixrag`: mean ± std over them, as the
+    /// papers report; a plain `tgrag run` trains one).
+    #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = crate::commands::num::count)]
+    pub graphqa_seeds: usize,
 }
 
 /// The data roots: the given ones, else `$TGRAG_DATA_ROOT`, else `../shared/datasets` when it
@@ -305,12 +309,14 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<Ex
     Ok(summarize(&night_dir, &final_dir, &compared, prev_name.as_deref(), &outcomes, ran))
 }
 
-/// The `--set` options of every dataset: TopoRAG's GNNs over several seeds unless the user set
-/// them, then the user's.
+/// The `--set` options of every dataset: TopoRAG's GNNs and the GraphQA methods over several
+/// seeds unless the user set them, then the user's.
 fn night_sets(a: &NightlyArgs) -> Vec<String> {
     let mut sets = Vec::new();
-    if !a.set.iter().any(|s| s.starts_with("toporag.gnn_seeds=")) {
-        sets.push(format!("toporag.gnn_seeds={:?}", (0..a.toporag_seeds as u64).collect::<Vec<_>>()));
+    for (key, n) in [("toporag.gnn_seeds", a.toporag_seeds), ("gretriever.seeds", a.graphqa_seeds), ("mixrag.seeds", a.graphqa_seeds)] {
+        if !a.set.iter().any(|s| s.starts_with(&format!("{key}="))) {
+            sets.push(format!("{key}={:?}", (0..n as u64).collect::<Vec<_>>()));
+        }
     }
     sets.extend(a.set.iter().cloned());
     sets

@@ -125,13 +125,12 @@ pub fn task_scores(dataset: &str, task: Task, graphs: &[&EncodedGraph], preds: &
             if by_seed.keys().any(Option::is_some) {
                 let n = by_seed.values().next().map_or(0, |x| x.1);
                 let mean = vals.iter().sum::<f64>() / vals.len() as f64;
-                let sd = if vals.len() > 1 {
-                    (vals.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (vals.len() - 1) as f64).sqrt()
-                } else {
-                    0.0
-                };
                 scores.push(method, split, ALL, metric, mean, n, None);
-                scores.push(method, split, ALL, &format!("{metric}_std"), sd, n, None);
+                // A standard deviation needs two seeds: one seed has none (not a zero).
+                if vals.len() > 1 {
+                    let sd = (vals.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (vals.len() - 1) as f64).sqrt();
+                    scores.push(method, split, ALL, &format!("{metric}_std"), sd, n, None);
+                }
             }
         }
     }
