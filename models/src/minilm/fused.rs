@@ -18,8 +18,8 @@
 use rayon::prelude::*;
 
 use super::BertConfig;
-use super::amx;
 use super::weights::WeightFile;
+use super::{amx, bf16};
 use crate::error::{ModelError, Result};
 
 /// `dst (m×n, row stride ldd) (+)= lhs (m×k, row stride lda) · rhs`, with `rhs` read as `k×n`
@@ -247,16 +247,78 @@ struct Layer {
 pub enum Products {
     /// f32 `gemm` (AVX-512 or AVX2 kernels).
     F32,
-    /// Split bf16 on AMX tiles ([`super::amx`]) when this CPU and OS offer them, f32 otherwise.
+    /// Single bf16 with f32 accumulation on AVX512-BF16 ([`super::bf16`]); a configuration error
+    /// where the CPU lacks it.
+    Bf16,
+    /// Split bf16 on AMX tiles ([`super::amx`]); a configuration error where the CPU or OS lacks them.
+    Amx,
+    /// AMX where this CPU and OS offer it, else AVX512-BF16 where it beats f32 (AMD cores:
+    /// [`bf16::faster_than_f32`]), else f32.
     Auto,
 }
 
-/// One layer's weights split and packed for the AMX kernel.
-struct AmxLayer {
-    wqkv: amx::PackedB,
-    wo: amx::PackedB,
-    wi: amx::PackedB,
-    wo2: amx::PackedB,
+impl Products {
+    /// What `self` runs on this machine: `Auto` resolved, an explicit choice checked.
+    pub fn resolve(self) -> Result<Self> {
+        let missing = |what: &str| {
+            Err(ModelError::Config { model: "MiniLM (fused engine)".into(), reason: format!("products `{what}`: {}", Self::lacks(what)) })
+        };
+        match self {
+            Products::Auto if amx::available() => Ok(Products::Amx),
+            Products::Auto if bf16::faster_than_f32() => Ok(Products::Bf16),
+            Products::Auto => Ok(Products::F32),
+            Products::Amx if !amx::available() => missing("amx"),
+            Products::Bf16 if !bf16::available() => missing("bf16"),
+            p => Ok(p),
+        }
+    }
+
+    fn lacks(what: &str) -> &'static str {
+        if what == "amx" { "this CPU or OS offers no AMX-BF16 tiles" } else { "this CPU has no AVX512-BF16 (vdpbf16ps)" }
+    }
+}
+
+/// One layer's weights packed for a bf16 kernel (`P`: AMX's split pair tiles or AVX512-BF16's panels).
+struct Packed<P> {
+    wqkv: P,
+    wo: P,
+    wi: P,
+    wo2: P,
+}
+
+/// The linear layers' weights as a kernel other than f32 gemm reads them.
+enum PackedLayers {
+    Amx(Vec<Packed<amx::PackedB>>),
+    Bf16(Vec<Packed<bf16::PackedB>>),
+}
+
+impl<P> Packed<P> {
+    fn of(&self, w: Weight) -> &P {
+        match w {
+            Weight::Qkv => &self.wqkv,
+            Weight::Out => &self.wo,
+            Weight::Inter => &self.wi,
+            Weight::Out2 => &self.wo2,
+        }
+    }
+}
+
+/// Layer `li`'s packed weights.
+fn packed<P>(layers: &[Packed<P>], li: usize) -> Result<&Packed<P>> {
+    layers.get(li).ok_or_else(|| ModelError::Internal(format!("no packed weights for layer {li}")))
+}
+
+/// Every layer's four weights packed by `pack(weight, k, n)`.
+fn pack_layers<P: Send>(
+    layers: &[Layer],
+    d: usize,
+    di: usize,
+    pack: impl Fn(&[f32], usize, usize) -> Result<P> + Sync,
+) -> Result<Vec<Packed<P>>> {
+    layers
+        .par_iter()
+        .map(|l| Ok(Packed { wqkv: pack(&l.wqkv, d, 3 * d)?, wo: pack(&l.wo, d, d)?, wi: pack(&l.wi, d, di)?, wo2: pack(&l.wo2, di, d)? }))
+        .collect()
 }
 
 /// The CPU engine: weights as plain row-major f32 arrays.
@@ -267,8 +329,8 @@ pub struct FusedBert {
     token_type0: Vec<f32>,
     emb_ln: Norm,
     layers: Vec<Layer>,
-    /// Packed weights when the products run on AMX.
-    amx: Option<Vec<AmxLayer>>,
+    /// Packed weights when the products run on AMX or AVX512-BF16 (f32 gemm otherwise).
+    packed: Option<PackedLayers>,
 }
 
 /// Which weight of a layer a product uses.
@@ -348,36 +410,28 @@ impl FusedBert {
         wf.f32s("pooler.dense.weight", &[d, d])?;
         wf.f32s("pooler.dense.bias", &[d])?;
         wf.finish()?;
-        Ok(FusedBert { cfg, word, position, token_type0, emb_ln, layers, amx: None })
+        Ok(FusedBert { cfg, word, position, token_type0, emb_ln, layers, packed: None })
     }
 
-    /// Chooses how the linear layers are computed (packing the weights for AMX when it is used).
+    /// Chooses how the linear layers are computed (packing the weights for the kernel used);
+    /// `products` is resolved on this machine ([`Products::resolve`]).
     pub fn with_products(mut self, products: Products) -> Result<Self> {
-        self.amx = match products {
-            Products::Auto if amx::available() => {
-                let (d, di) = (self.cfg.hidden_size, self.cfg.intermediate_size);
-                let packed = self
-                    .layers
-                    .par_iter()
-                    .map(|l| {
-                        Ok(AmxLayer {
-                            wqkv: amx::PackedB::new(&l.wqkv, d, 3 * d)?,
-                            wo: amx::PackedB::new(&l.wo, d, d)?,
-                            wi: amx::PackedB::new(&l.wi, d, di)?,
-                            wo2: amx::PackedB::new(&l.wo2, di, d)?,
-                        })
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                Some(packed)
-            }
-            _ => None,
+        let (d, di) = (self.cfg.hidden_size, self.cfg.intermediate_size);
+        self.packed = match products.resolve()? {
+            Products::Amx => Some(PackedLayers::Amx(pack_layers(&self.layers, d, di, amx::PackedB::new)?)),
+            Products::Bf16 => Some(PackedLayers::Bf16(pack_layers(&self.layers, d, di, bf16::PackedB::new)?)),
+            Products::F32 | Products::Auto => None,
         };
         Ok(self)
     }
 
-    /// `"amx-bf16x3"` or `"f32"`: what the linear layers run on.
+    /// `"amx-bf16x3"`, `"avx512-bf16"` or `"f32"`: what the linear layers run on.
     pub fn products(&self) -> &'static str {
-        if self.amx.is_some() { "amx-bf16x3" } else { "f32" }
+        match self.packed {
+            Some(PackedLayers::Amx(_)) => "amx-bf16x3",
+            Some(PackedLayers::Bf16(_)) => "avx512-bf16",
+            None => "f32",
+        }
     }
 
     pub fn config(&self) -> &BertConfig {
@@ -394,16 +448,9 @@ impl FusedBert {
             Weight::Inter => (d, di, &layer.wi),
             Weight::Out2 => (di, d, &layer.wo2),
         };
-        match self.amx.as_ref().and_then(|a| a.get(li)) {
-            Some(p) => {
-                let packed = match w {
-                    Weight::Qkv => &p.wqkv,
-                    Weight::Out => &p.wo,
-                    Weight::Inter => &p.wi,
-                    Weight::Out2 => &p.wo2,
-                };
-                amx::matmul(t, dst, n, x, k, packed, true)
-            }
+        match &self.packed {
+            Some(PackedLayers::Amx(p)) => amx::matmul(t, dst, n, x, k, packed(p, li)?.of(w), true),
+            Some(PackedLayers::Bf16(p)) => bf16::matmul(t, dst, n, x, k, packed(p, li)?.of(w), true),
             None => matmul(t, n, k, dst, n, x, k, wf, n, 1, true, true),
         }
     }

@@ -12,6 +12,7 @@
 //! do not use it; `embeddings.position_ids` must be the buffer `0..max_position_embeddings`.
 
 pub mod amx;
+pub mod bf16;
 pub mod fused;
 pub mod tune;
 pub mod weights;

@@ -338,6 +338,14 @@ fn matches_sentence_transformers_fixture() {
     if amx.products() != "amx-bf16x3" {
         eprintln!("matches_sentence_transformers_fixture: no AMX-BF16 on this machine, the bf16×3 products are not checked");
     }
+    // On a CPU with AVX512-BF16, single bf16 products (what `Auto` runs there without AMX).
+    let single = super::bf16::available().then(|| MiniLm::load_fused(&dir, Products::Bf16).expect("load model"));
+    match &single {
+        Some(m) => assert_eq!(m.products(), "avx512-bf16"),
+        None => {
+            eprintln!("matches_sentence_transformers_fixture: no AVX512-BF16 on this machine, the single-bf16 products are not checked")
+        }
+    }
     let mut texts: Vec<(i64, String)> = Vec::new();
     for b in read_batches(&fx.join("sentences.parquet")) {
         let ids = b.column_by_name("sent_id").expect("sent_id");
@@ -370,8 +378,20 @@ fn matches_sentence_transformers_fixture() {
     }
     // Embeddings: cosine ≥ 0.9999 for every sentence.
     let refs: Vec<&str> = texts.iter().map(|(_, t)| t.as_str()).collect();
-    for (engine, model) in [("burn", &burn), ("cpu", &fused), ("cpu-amx", &amx)] {
+    let f32_emb = fused.encode(&refs, EncodeOptions::default(), &|_| {}).expect("encode");
+    let engines = [("burn", Some(&burn)), ("cpu", Some(&fused)), ("cpu-amx", Some(&amx)), ("cpu-bf16", single.as_ref())];
+    for (engine, model) in engines.into_iter().filter_map(|(e, m)| m.map(|m| (e, m))) {
         let got = model.encode(&refs, EncodeOptions::default(), &|_| {}).expect("encode");
+        // Against the f32 engine too: the bound for the single-bf16 products.
+        let worst_f32 = (0..texts.len())
+            .map(|r| {
+                let (g, w) = (&got[r * DIM..(r + 1) * DIM], &f32_emb[r * DIM..(r + 1) * DIM]);
+                let dot: f64 = g.iter().zip(w).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
+                let n = |v: &[f32]| v.iter().map(|a| f64::from(*a).powi(2)).sum::<f64>().sqrt();
+                dot / (n(g) * n(w))
+            })
+            .fold(1.0f64, f64::min);
+        assert!(worst_f32 >= 0.9999, "{engine} engine: min cosine to the f32 engine {worst_f32}");
         let mut want_emb: BTreeMap<i64, Vec<f32>> = BTreeMap::new();
         for b in read_batches(&fx.join("embeddings.parquet")) {
             let s = arrow::compute::cast(b.column_by_name("sent_id").expect("sent_id"), &arrow::datatypes::DataType::Int64).expect("cast");
@@ -397,7 +417,7 @@ fn matches_sentence_transformers_fixture() {
                 assert!(cos >= 0.999_999, "{engine} engine, sentence {id}: cosine {cos}, below what bf16×3 gives");
             }
         }
-        eprintln!("minilm fixture ({engine} engine): {} sentences, min cosine {worst:.7}", texts.len());
+        eprintln!("minilm fixture ({engine} engine): {} sentences, min cosine {worst:.7} (to the f32 engine {worst_f32:.7})", texts.len());
     }
 }
 
@@ -493,4 +513,27 @@ fn top_layer_tuning_learns_a_planted_rule() {
 fn skip(why: &str) {
     assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}, and CI=true requires it");
     eprintln!("SKIP {why}");
+}
+
+/// `auto` runs the best kernel this machine has; an explicit choice the CPU lacks is a
+/// configuration error naming what is missing.
+#[test]
+fn products_resolve_to_what_this_cpu_runs() {
+    use super::{amx, bf16};
+    let auto = Products::Auto.resolve().expect("auto");
+    let want = if amx::available() {
+        Products::Amx
+    } else if bf16::faster_than_f32() {
+        Products::Bf16
+    } else {
+        Products::F32
+    };
+    assert_eq!(auto, want);
+    assert_eq!(Products::F32.resolve().expect("f32"), Products::F32);
+    for (p, has, missing) in [(Products::Amx, amx::available(), "AMX-BF16"), (Products::Bf16, bf16::available(), "AVX512-BF16")] {
+        match p.resolve() {
+            Ok(r) => assert!(has && r == p),
+            Err(e) => assert!(!has && matches!(e, crate::error::ModelError::Config { .. }) && e.to_string().contains(missing), "{e}"),
+        }
+    }
 }

@@ -26,10 +26,15 @@ pub enum EngineArg {
 /// `--products`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ProductsArg {
-    /// Split bf16 on AMX tiles when the CPU has them, f32 otherwise.
+    /// Split bf16 on AMX tiles when the CPU has them, else single bf16 on AVX512-BF16 on AMD cores
+    /// (where it beats f32), else f32.
     Auto,
     /// f32 gemm always.
     F32,
+    /// Single bf16 products with f32 accumulation (`vdpbf16ps`); refused where the CPU lacks AVX512-BF16.
+    Bf16,
+    /// Split bf16 on AMX tiles; refused where the CPU or OS lacks them.
+    Amx,
 }
 
 /// `tgrag embed` arguments.
@@ -55,7 +60,8 @@ pub struct EmbedArgs {
     #[arg(long, value_enum)]
     pub engine: Option<EngineArg>,
     /// Linear layers of the fused engine: `auto` (split bf16 on AMX tiles when the CPU has them,
-    /// f32 otherwise) or `f32` (f32 gemm always).
+    /// else single bf16 on an AMD core with AVX512-BF16, else f32), `f32`, `bf16` or `amx` (refused where the CPU
+    /// lacks it). The summary line names what ran.
     #[arg(long, value_enum, default_value_t = ProductsArg::Auto)]
     pub products: ProductsArg,
 }
@@ -75,6 +81,8 @@ pub fn run(a: EmbedArgs, quiet: bool) -> Result<()> {
     let products = match a.products {
         ProductsArg::Auto => minilm::fused::Products::Auto,
         ProductsArg::F32 => minilm::fused::Products::F32,
+        ProductsArg::Bf16 => minilm::fused::Products::Bf16,
+        ProductsArg::Amx => minilm::fused::Products::Amx,
     };
     if !fused && a.products != ProductsArg::Auto {
         bail_config!("--products applies to the fused engine only");
