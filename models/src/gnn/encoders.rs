@@ -356,6 +356,10 @@ impl GraphEncoder {
 }
 
 #[cfg(test)]
+#[path = "pyg_parity_tests.rs"]
+mod pyg_parity_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::gnn::batch::SmallGraph;

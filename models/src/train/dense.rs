@@ -33,6 +33,12 @@ impl Dense {
         (self.w.val(), self.b.val().unsqueeze())
     }
 
+    /// The parameters themselves (their gradients can be read after a backward pass).
+    #[cfg(test)]
+    pub(crate) fn params(&self) -> (Tensor<2>, Tensor<1>) {
+        (self.w.val(), self.b.val())
+    }
+
     /// Output width.
     pub(crate) fn d_out(&self) -> usize {
         self.b.val().dims()[0]
