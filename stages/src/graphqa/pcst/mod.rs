@@ -264,6 +264,8 @@ struct Solver<'a> {
     /// Per edge: the inactive merge event it caused, if any.
     edge_inactive_merge_event: Vec<Option<u32>>,
     clusters: Vec<Cluster>,
+    /// Every cluster's links up the merge tree (`Up`), index for index with `clusters`.
+    ups: Vec<growth::Up>,
     inactive_merge_events: Vec<InactiveMergeEvent>,
     clusters_deactivation: IndexedQueue,
     clusters_next_edge_event: IndexedQueue,

@@ -17,6 +17,10 @@ struct HeapNode {
     value: f64,
     /// Lazy offset still to be added to every descendant.
     child_offset: f64,
+    /// The edge part is deleted (its edge joined two parts of one cluster): popped, it is skipped.
+    /// Kept here rather than beside the part's other state because the growth loop reads it right
+    /// after popping the node, whose cache line is then at hand.
+    deleted: bool,
 }
 
 /// Arena of pairing heap nodes shared by all clusters' heaps. A heap is
@@ -30,7 +34,7 @@ pub(super) struct PairingHeaps {
 
 impl PairingHeaps {
     pub(super) fn new(num_nodes: usize) -> Self {
-        let empty = HeapNode { sibling: NONE, child: NONE, left_up: NONE, value: 0.0, child_offset: 0.0 };
+        let empty = HeapNode { sibling: NONE, child: NONE, left_up: NONE, value: 0.0, child_offset: 0.0, deleted: false };
         PairingHeaps { nodes: vec![empty; num_nodes], buffer: Vec::new() }
     }
 
@@ -41,8 +45,19 @@ impl PairingHeaps {
 
     /// Inserts node `node` with key `value`; returns the new root.
     pub(super) fn insert(&mut self, root: u32, node: u32, value: f64) -> u32 {
-        self.nodes[node as usize] = HeapNode { sibling: NONE, child: NONE, left_up: NONE, value, child_offset: 0.0 };
+        let deleted = self.nodes[node as usize].deleted;
+        self.nodes[node as usize] = HeapNode { sibling: NONE, child: NONE, left_up: NONE, value, child_offset: 0.0, deleted };
         self.link(root, node)
+    }
+
+    /// Whether edge part `node` is deleted.
+    pub(super) fn is_deleted(&self, node: u32) -> bool {
+        self.nodes[node as usize].deleted
+    }
+
+    /// Marks edge part `node` deleted (wherever it is: in a heap or popped).
+    pub(super) fn mark_deleted(&mut self, node: u32) {
+        self.nodes[node as usize].deleted = true;
     }
 
     /// Adds `value` to every key of the heap (lazily, through the root).

@@ -43,6 +43,20 @@ impl IndexedQueue {
         self.sift_up(p);
     }
 
+    /// Sets the key of `index` to `value`: an insert when it is absent, else the entry moves in
+    /// place (one sift instead of a delete and an insert).
+    pub(super) fn set(&mut self, value: f64, index: u32) {
+        match self.pos.get(index as usize) {
+            Some(&p) if p != NONE => {
+                let p = p as usize;
+                let old = self.heap[p];
+                self.heap[p] = (value, index);
+                if key_less((value, index), old) { self.sift_up(p) } else { self.sift_down(p) }
+            }
+            _ => self.insert(value, index),
+        }
+    }
+
     pub(super) fn delete_min(&mut self) {
         if let Some(&(_, index)) = self.heap.first() {
             self.delete_element(index);
@@ -58,32 +72,37 @@ impl IndexedQueue {
         }
         let p = p as usize;
         self.pos[index as usize] = NONE;
-        let last = self.heap.len() - 1;
-        if p != last {
-            self.heap.swap(p, last);
-            self.heap.pop();
-            self.pos[self.heap[p].1 as usize] = p as u32;
-            self.sift_down(p);
-            self.sift_up(p);
-        } else {
-            self.heap.pop();
+        let Some(last) = self.heap.pop() else { return };
+        if p < self.heap.len() {
+            // The last entry fills the hole, then moves up or down from there.
+            self.heap[p] = last;
+            self.pos[last.1 as usize] = p as u32;
+            if p > 0 && key_less(last, self.heap[(p - 1) / 2]) { self.sift_up(p) } else { self.sift_down(p) }
         }
     }
 
+    /// Moves the entry at `p` up to its place: parents shift down into the hole, the entry is
+    /// written once.
     fn sift_up(&mut self, mut p: usize) {
+        let item = self.heap[p];
         while p > 0 {
             let parent = (p - 1) / 2;
-            if key_less(self.heap[p], self.heap[parent]) {
-                self.swap(p, parent);
-                p = parent;
-            } else {
+            let up = self.heap[parent];
+            if !key_less(item, up) {
                 break;
             }
+            self.heap[p] = up;
+            self.pos[up.1 as usize] = p as u32;
+            p = parent;
         }
+        self.heap[p] = item;
+        self.pos[item.1 as usize] = p as u32;
     }
 
+    /// Moves the entry at `p` down to its place: the smaller child shifts up into the hole.
     fn sift_down(&mut self, mut p: usize) {
         let len = self.heap.len();
+        let item = self.heap[p];
         loop {
             let l = 2 * p + 1;
             if l >= len {
@@ -91,18 +110,15 @@ impl IndexedQueue {
             }
             let r = l + 1;
             let c = if r < len && key_less(self.heap[r], self.heap[l]) { r } else { l };
-            if key_less(self.heap[c], self.heap[p]) {
-                self.swap(p, c);
-                p = c;
-            } else {
+            let down = self.heap[c];
+            if !key_less(down, item) {
                 break;
             }
+            self.heap[p] = down;
+            self.pos[down.1 as usize] = p as u32;
+            p = c;
         }
-    }
-
-    fn swap(&mut self, a: usize, b: usize) {
-        self.heap.swap(a, b);
-        self.pos[self.heap[a].1 as usize] = a as u32;
-        self.pos[self.heap[b].1 as usize] = b as u32;
+        self.heap[p] = item;
+        self.pos[item.1 as usize] = p as u32;
     }
 }

@@ -3,7 +3,7 @@
 //! simple, GW or strong pruning of the phase 1 forest, and the output node sets in
 //! pcst_fast's order.
 
-use super::{Pruning, Solver};
+use super::{NONE, Pruning, Solver};
 
 impl Solver<'_> {
     /// Marks the good vertices, then prunes the phase 1 forest `phase1_result` with
@@ -47,7 +47,7 @@ impl Solver<'_> {
     fn mark_good_nodes(&mut self) {
         self.node_good = vec![false; self.prizes.len()];
         if self.root.is_some() {
-            let root_cluster = self.clusters.iter().position(|c| c.contains_root && c.merged_into.is_none());
+            let root_cluster = (0..self.clusters.len()).find(|&i| self.clusters[i].contains_root && self.ups[i].merged_into == NONE);
             if let Some(ii) = root_cluster {
                 self.mark_nodes_as_good(ii as u32);
             }
@@ -83,9 +83,9 @@ impl Solver<'_> {
         let mut cur = start as usize;
         while !self.clusters[cur].necessary {
             self.clusters[cur].necessary = true;
-            match self.clusters[cur].merged_into {
-                Some(next) => cur = next as usize,
-                None => return,
+            match self.ups[cur].merged_into {
+                NONE => return,
+                next => cur = next as usize,
             }
         }
     }
