@@ -324,19 +324,19 @@ fn json_kind(v: &serde_json::Value) -> &'static str {
     }
 }
 
-/// The hub token, as hf-hub finds it: `HF_TOKEN`, else the token file (`HF_TOKEN_PATH`, else
-/// `$HF_HOME/token`, else `~/.cache/huggingface/token`).
+/// The hub token as hf-hub's client resolves it (its resolver is private): none when
+/// `HF_HUB_DISABLE_IMPLICIT_TOKEN` is set, else `HF_TOKEN`, else the file `HF_TOKEN_PATH` names, else
+/// `token` in hf-hub's own [`hf_hub::hf_home`].
 fn token() -> Option<String> {
-    let from_env = std::env::var("HF_TOKEN").ok().filter(|t| !t.trim().is_empty());
-    from_env.or_else(|| {
-        let file = std::env::var_os("HF_TOKEN_PATH").map(PathBuf::from).or_else(|| {
-            std::env::var_os("HF_HOME")
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/huggingface")))
-                .map(|h| h.join("token"))
-        })?;
-        std::fs::read_to_string(file).ok().map(|t| t.trim().to_string()).filter(|t| !t.is_empty())
-    })
+    if std::env::var("HF_HUB_DISABLE_IMPLICIT_TOKEN").is_ok_and(|v| !v.is_empty()) {
+        return None;
+    }
+    let read = |p: PathBuf| std::fs::read_to_string(p).ok().map(|t| t.trim().to_string()).filter(|t| !t.is_empty());
+    std::env::var("HF_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
+        .or_else(|| std::env::var_os("HF_TOKEN_PATH").map(PathBuf::from).and_then(read))
+        .or_else(|| read(hf_hub::hf_home().join("token")))
 }
 
 /// Fetch `files` of `repo` into the hf-hub cache. Returns the snapshot folder (the repository

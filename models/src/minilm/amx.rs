@@ -215,9 +215,7 @@ pub fn matmul(m: usize, dst: &mut [f32], ldd: usize, lhs: &[f32], lda: usize, b:
     if !available() {
         return Err(ModelError::Internal("amx matmul called on a CPU or OS without AMX-BF16 tiles".into()));
     }
-    if lda < k || ldd < n || (m - 1) * lda + k > lhs.len() || (m - 1) * ldd + n > dst.len() {
-        return Err(ModelError::Internal(format!("amx matmul {m}×{k}·{k}×{n}: operand slices too short for their strides")));
-    }
+    super::check_operands("amx", (m, k, n), (lhs.len(), lda), (dst.len(), ldd))?;
     let kk = 3 * b.kp;
     // As few tasks as the L2 budget allows, a multiple of the thread count (balanced).
     let mblocks = m.div_ceil(2 * TILE);

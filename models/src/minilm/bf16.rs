@@ -136,9 +136,7 @@ pub fn matmul(m: usize, dst: &mut [f32], ldd: usize, lhs: &[f32], lda: usize, b:
     if !available() {
         return Err(ModelError::Internal("bf16 matmul called on a CPU without AVX512-BF16".into()));
     }
-    if lda < k || ldd < n || (m - 1) * lda + k > lhs.len() || (m - 1) * ldd + n > dst.len() {
-        return Err(ModelError::Internal(format!("bf16 matmul {m}×{k}·{k}×{n}: operand slices too short for their strides")));
-    }
+    super::check_operands("bf16", (m, k, n), (lhs.len(), lda), (dst.len(), ldd))?;
     // Row blocks of MR, about four tasks per thread (balanced; the panels stay in L2).
     let threads = rayon::current_num_threads().max(1);
     let task_rows = m.div_ceil(4 * threads).div_ceil(MR).max(1) * MR;

@@ -14,6 +14,15 @@
 pub mod amx;
 pub mod bf16;
 pub mod fused;
+
+/// The operand check of the packed-weight kernels (`amx`, `bf16`): `m × k` rows of `lhs` (length,
+/// row stride) and `m × n` of `dst` fit their slices. `m ≥ 1`.
+fn check_operands(kernel: &str, (m, k, n): (usize, usize, usize), (lhs, lda): (usize, usize), (dst, ldd): (usize, usize)) -> Result<()> {
+    if lda < k || ldd < n || (m - 1) * lda + k > lhs || (m - 1) * ldd + n > dst {
+        return Err(ModelError::Internal(format!("{kernel} matmul {m}×{k}·{k}×{n}: operand slices too short for their strides")));
+    }
+    Ok(())
+}
 pub mod tune;
 pub mod weights;
 
