@@ -15,6 +15,8 @@
 //! in a seeded order, the best validation epoch kept and early stopping after `patience` epochs
 //! without improvement, both by the one rule of [`crate::train::fit`].
 
+pub mod lm;
+
 use burn::module::Module;
 use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::activation::{log_softmax, relu};

@@ -11,6 +11,8 @@
 //!   small graphs).
 //! * [`graphqa`]: question answering over small textual graphs (a graph encoder and a trained answer
 //!   head instead of G-Retriever's LLM).
+//! * [`lm`]: the language model that reads soft tokens (graph tokens, prompts) with text: a
+//!   checkpoint's encoder made trainable — frozen, with LoRA terms, or fully.
 //! * [`planner`]: the autoregressive plan decoder of MoR and PASemiQA.
 //! * [`tagger`]: the restriction span tagger of the planner on MoR's plan files.
 //! * [`reranker`]: MoR's structure-aware reranker.
@@ -25,6 +27,7 @@ pub mod error;
 pub mod gnn;
 pub mod graphqa;
 pub mod linalg;
+pub mod lm;
 pub mod minilm;
 pub mod planner;
 pub mod reranker;

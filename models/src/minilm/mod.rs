@@ -199,6 +199,18 @@ impl MiniLm {
         Ok(enc.get_ids().to_vec())
     }
 
+    /// Word-piece ids of `text` without `[CLS]`/`[SEP]` (at most 256): the pieces a caller lays
+    /// out itself (the language model's prompt, [`crate::lm`]).
+    pub fn pieces(&self, text: &str) -> Result<Vec<u32>> {
+        let enc = self.tokenizer.encode(text, false).map_err(|e| ModelError::Internal(format!("tokenizing: {e}")))?;
+        Ok(enc.get_ids().to_vec())
+    }
+
+    /// The id of a special token of the vocabulary (`[CLS]`, `[SEP]`, `[PAD]`, …).
+    pub fn special_id(&self, token: &str) -> Result<u32> {
+        self.tokenizer.token_to_id(token).ok_or_else(|| ModelError::Internal(format!("the tokenizer has no {token}")))
+    }
+
     /// Unit-length embeddings of `texts`, row-major (`texts.len() × dim`), in input order.
     /// `on_batch` is called with the number of sentences after each forward pass (progress).
     pub fn encode(&self, texts: &[&str], opts: EncodeOptions, on_batch: &(dyn Fn(usize) + Sync)) -> Result<Vec<f32>> {
@@ -334,8 +346,14 @@ impl Bert {
         Ok(out)
     }
 
-    /// The weights of encoder layer `i` (for [`tune::TopLayers::from_bert`]).
-    fn layer_weights(&self, i: usize) -> Option<LayerWeights> {
+    /// The embedding tensors: word `[vocab, d]`, position `[max_pos, d]`, token type 0 `[1, d]`
+    /// and the embedding layer norm (gain, bias) `[1, d]` (for [`crate::lm`]).
+    pub(crate) fn embedding_weights(&self) -> (Tensor<2>, Tensor<2>, Tensor<2>, (Tensor<2>, Tensor<2>)) {
+        (self.word.clone(), self.position.clone(), self.token_type0.clone(), (self.emb_ln.g.clone(), self.emb_ln.b.clone()))
+    }
+
+    /// The weights of encoder layer `i` (for [`tune::TopLayers::from_bert`] and [`crate::lm`]).
+    pub(crate) fn layer_weights(&self, i: usize) -> Option<LayerWeights> {
         self.layers.get(i).map(Layer::weights)
     }
 }
@@ -377,30 +395,66 @@ pub(crate) fn key_bias(mask: &[f32], b: usize, len: usize, dev: &Device) -> Tens
     Tensor::from_data(TensorData::new(bias, [b, 1, 1, len]), dev)
 }
 
-fn layer_norm(x: Tensor<2>, (g, b): (Tensor<2>, Tensor<2>), eps: f64) -> Tensor<2> {
+pub(crate) fn layer_norm(x: Tensor<2>, (g, b): (Tensor<2>, Tensor<2>), eps: f64) -> Tensor<2> {
     let mean = x.clone().mean_dim(1);
     let centered = x - mean;
     let var = centered.clone().powf_scalar(2.0).mean_dim(1);
     centered / (var + eps).sqrt() * g + b
 }
 
+/// The linear maps of an encoder layer, in the order [`layer_with`] applies them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Part {
+    Q,
+    K,
+    V,
+    AttnOut,
+    Inter,
+    Out,
+}
+
 /// One BERT encoder layer (post-norm: self-attention + residual + LayerNorm, GELU feed-forward +
 /// residual + LayerNorm) over `x = [b·len, d]`; shared by the frozen encoder and the tuned layers.
 pub(crate) fn layer_forward(w: LayerWeights, x: Tensor<2>, bias: Tensor<4>, b: usize, len: usize, h: usize, eps: f64) -> Tensor<2> {
+    let lin = |p: Part, x: Tensor<2>| {
+        let (wt, bt) = match p {
+            Part::Q => w.q.clone(),
+            Part::K => w.k.clone(),
+            Part::V => w.v.clone(),
+            Part::AttnOut => w.attn_out.clone(),
+            Part::Inter => w.inter.clone(),
+            Part::Out => w.out.clone(),
+        };
+        x.matmul(wt) + bt
+    };
+    let (attn_ln, out_ln) = (w.attn_ln.clone(), w.out_ln.clone());
+    layer_with(x, bias, (b, len, h), &lin, (attn_ln, out_ln), eps)
+}
+
+/// The encoder layer of [`layer_forward`] with its linear maps given as a function (the language
+/// model of [`crate::lm`] adds LoRA terms to some of them) and its two layer norms as
+/// (gain `[1, d]`, bias `[1, d]`): the one definition of the layer every engine on burn uses.
+pub(crate) fn layer_with(
+    x: Tensor<2>,
+    bias: Tensor<4>,
+    (b, len, h): (usize, usize, usize),
+    lin: &dyn Fn(Part, Tensor<2>) -> Tensor<2>,
+    (attn_ln, out_ln): ((Tensor<2>, Tensor<2>), (Tensor<2>, Tensor<2>)),
+    eps: f64,
+) -> Tensor<2> {
     let d = x.dims()[1];
     let dh = d / h;
     let scale = 1.0 / (dh as f64).sqrt();
-    let lin = |x: Tensor<2>, (wt, bt): (Tensor<2>, Tensor<2>)| x.matmul(wt) + bt;
     let heads = |t: Tensor<2>| t.reshape([b, len, h, dh]).swap_dims(1, 2);
-    let q = heads(lin(x.clone(), w.q));
-    let k = heads(lin(x.clone(), w.k));
-    let v = heads(lin(x.clone(), w.v));
+    let q = heads(lin(Part::Q, x.clone()));
+    let k = heads(lin(Part::K, x.clone()));
+    let v = heads(lin(Part::V, x.clone()));
     let scores = q.matmul(k.swap_dims(2, 3)) * scale + bias;
     let probs = softmax(scores, 3);
     let ctx: Tensor<2> = probs.matmul(v).swap_dims(1, 2).reshape([b * len, d]);
-    let x = layer_norm(lin(ctx, w.attn_out) + x, w.attn_ln, eps);
-    let inter = gelu(lin(x.clone(), w.inter));
-    layer_norm(lin(inter, w.out) + x, w.out_ln, eps)
+    let x = layer_norm(lin(Part::AttnOut, ctx) + x, attn_ln, eps);
+    let inter = gelu(lin(Part::Inter, x.clone()));
+    layer_norm(lin(Part::Out, inter) + x, out_ln, eps)
 }
 
 /// `config.json` (checked) and the bytes of `model.safetensors` of a model folder.

@@ -12,7 +12,7 @@ use super::fused::Products;
 use super::*;
 
 /// A checkpoint: name → (shape, values), in the sentence-transformers naming.
-type Checkpoint = BTreeMap<String, (Vec<usize>, Vec<f32>)>;
+pub(crate) type Checkpoint = BTreeMap<String, (Vec<usize>, Vec<f32>)>;
 
 /// A tiny checkpoint: name → (shape, values), in the sentence-transformers naming.
 fn tiny(cfg: &BertConfig, seed: u64) -> BTreeMap<String, (Vec<usize>, Vec<f32>)> {
@@ -90,7 +90,7 @@ fn to_bytes(m: &BTreeMap<String, (Vec<usize>, Vec<f32>)>, max_pos: usize, with_p
 }
 
 /// Plain f64 BERT + mean pooling + L2, written from the HF definition, one sequence at a time.
-fn reference(cfg: &BertConfig, m: &BTreeMap<String, (Vec<usize>, Vec<f32>)>, ids: &[u32]) -> Vec<f64> {
+pub(crate) fn reference(cfg: &BertConfig, m: &BTreeMap<String, (Vec<usize>, Vec<f32>)>, ids: &[u32]) -> Vec<f64> {
     let w = |n: &str| -> Vec<f64> { m[n].1.iter().map(|&x| f64::from(x)).collect() };
     let (d, h, inter) = (cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size);
     let dh = d / h;
@@ -168,7 +168,7 @@ fn reference(cfg: &BertConfig, m: &BTreeMap<String, (Vec<usize>, Vec<f32>)>, ids
 
 /// Sequences of different lengths: in one batch they exercise padding (burn) and packing (fused);
 /// batch 3 splits them across length buckets; `[3]` is a single token.
-fn tiny_seqs() -> Vec<Vec<u32>> {
+pub(crate) fn tiny_seqs() -> Vec<Vec<u32>> {
     vec![vec![1, 5, 2], vec![1, 7, 8, 9, 10, 11, 2], vec![1, 2], vec![1, 22, 3, 3, 4, 2], vec![1, 0, 2], vec![1; 16], vec![3]]
 }
 

@@ -1,0 +1,298 @@
+//! GraphQA answered through a language model (issue 29): G-Retriever's soft graph token read by a
+//! transformer ([`crate::lm::LanguageModel`]) together with the textualised graph and the question.
+//!
+//! The prompt, in G-Retriever's order (its `graph_llm.py`): the beginning token (`[CLS]`), the soft
+//! tokens, the textualised graph (`desc`) truncated to a token budget, then the question, never
+//! truncated, each part closed by `[SEP]` ([`layout`]). The soft tokens come from
+//! ([`Soft`]):
+//! * [`Soft::Graph`] — G-Retriever: the graph encoder's pooled output (mean or, for Efficient
+//!   G-Retriever's `gt2`, attention pooling) through the projector `Linear → Sigmoid → Linear` into
+//!   the language model's width: one token.
+//! * [`Soft::Prompt`] — prompt tuning: `tokens` learned vectors (started from word embeddings of
+//!   the vocabulary, drawn with the seed), the same for every question.
+//! * [`Soft::None`] — the text alone (the "LoRA" and "frozen" rows without a graph token).
+//!
+//! Answers are classes (ExplaGraphs' support / counter, SceneGraphs' answers seen in training): a
+//! linear head over the mean of the language model's token states. The language model trains as
+//! its [`Tuning`] says; the graph encoder, the projector, the prompt and the head always train.
+//! Training is [`crate::train::fit`]'s, with the GraphQA settings (AdamW, clipping, patience).
+
+use burn::module::{Module, Param};
+use burn::optim::{GradientsParams, ModuleOptimizer};
+use burn::tensor::activation::{log_softmax, sigmoid};
+use burn::tensor::{Device, Tensor, TensorData};
+
+use crate::error::{ModelError, Result};
+use crate::gnn::encoders::{EncoderShape, GraphEncoder};
+use crate::graphqa::{QaEpoch, QaExample, Target, argmax, batch_of};
+use crate::lm::{LanguageModel, Prompts, Tuning};
+use crate::minilm::Bert;
+use crate::train::{Dense, Evaluation, Learner, Score, Stepped, Stream, TrainConfig, fit, floats};
+
+/// Where the prompt's soft tokens come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Soft {
+    /// No soft token: the language model reads the text alone.
+    None,
+    /// One token: the projected pooled output of the graph encoder.
+    Graph,
+    /// `tokens` learned vectors shared by every question (prompt tuning).
+    Prompt { tokens: usize },
+}
+
+impl Soft {
+    /// Soft tokens per prompt.
+    pub fn count(self) -> usize {
+        match self {
+            Soft::None => 0,
+            Soft::Graph => 1,
+            Soft::Prompt { tokens } => tokens,
+        }
+    }
+}
+
+/// One question as the language model reads it: its graph (for the encoder) and target, the word
+/// pieces of its textualised graph and of the question (no special tokens).
+#[derive(Debug, Clone)]
+pub struct LmExample {
+    pub qa: QaExample,
+    pub desc: Vec<u32>,
+    pub question: Vec<u32>,
+}
+
+/// The special tokens and sizes of the prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// The beginning token (`[CLS]`), also the soft tokens' placeholder id (never read).
+    pub bos: u32,
+    /// The separator closing the graph text and the question (`[SEP]`).
+    pub sep: u32,
+    /// Most word pieces of the textualised graph.
+    pub desc_budget: usize,
+    /// The language model's position table: the longest prompt.
+    pub max_len: usize,
+    /// Whether the textualised graph is read at all (GraphToken: the graph token alone).
+    pub with_desc: bool,
+}
+
+/// The prompt of one question: `[bos] soft… desc[..budget] [sep] question [sep]`, with the
+/// positions of the soft tokens. The graph text gives way to the question when the position table
+/// is short; a question that does not fit with the soft tokens is an error (it is never truncated).
+pub fn layout(l: &Layout, soft: usize, desc: &[u32], question: &[u32]) -> Result<(Vec<u32>, Vec<usize>)> {
+    let fixed = 1 + soft + 1 + question.len() + 1;
+    if fixed > l.max_len {
+        return Err(ModelError::Internal(format!(
+            "a question of {} word pieces with {soft} soft tokens does not fit the {} positions",
+            question.len(),
+            l.max_len
+        )));
+    }
+    let room = if l.with_desc { l.desc_budget.min(l.max_len - fixed).min(desc.len()) } else { 0 };
+    let mut ids = Vec::with_capacity(fixed + room);
+    ids.push(l.bos);
+    ids.extend(std::iter::repeat_n(l.bos, soft));
+    ids.extend_from_slice(&desc[..room]);
+    ids.push(l.sep);
+    ids.extend_from_slice(question);
+    ids.push(l.sep);
+    Ok((ids, (1..=soft).collect()))
+}
+
+/// Sizes of a model.
+#[derive(Debug, Clone, Copy)]
+pub struct LmQaShape {
+    /// The graph encoder (with [`Soft::Graph`]).
+    pub encoder: Option<EncoderShape>,
+    pub soft: Soft,
+    pub tuning: Tuning,
+    /// Width of the projector's hidden layer (G-Retriever: 2048).
+    pub projector_hidden: usize,
+    pub classes: usize,
+    pub layout: Layout,
+}
+
+/// The graph encoder and projector (or a learned prompt), the language model and the head.
+#[derive(Module, Debug)]
+pub struct LmQa {
+    encoder: Option<GraphEncoder>,
+    proj1: Option<Dense>,
+    proj2: Option<Dense>,
+    prompt: Option<Param<Tensor<2>>>,
+    lm: LanguageModel,
+    head: Dense,
+}
+
+impl LmQa {
+    /// A model over `bert`'s weights (on `dev`); `seed` draws every new weight.
+    pub fn new(bert: &Bert, shape: &LmQaShape, seed: u64, dev: &Device) -> Result<Self> {
+        let lm = LanguageModel::from_bert(bert, shape.tuning, seed, dev)?;
+        let d = lm.dim();
+        let mut rng = Stream(seed ^ 0x6c6d_7161);
+        let (mut encoder, mut proj1, mut proj2, mut prompt) = (None, None, None, None);
+        match shape.soft {
+            Soft::Graph => {
+                let e = shape.encoder.ok_or_else(|| ModelError::Internal("a graph token needs a graph encoder".into()))?;
+                encoder = Some(GraphEncoder::new(e, seed, dev)?);
+                proj1 = Some(Dense::new(e.hidden, shape.projector_hidden.max(1), &mut rng, dev));
+                proj2 = Some(Dense::new(shape.projector_hidden.max(1), d, &mut rng, dev));
+            }
+            Soft::Prompt { tokens } => {
+                if tokens == 0 {
+                    return Err(ModelError::Internal("prompt tuning needs at least one soft token".into()));
+                }
+                let vocab = bert.config().vocab_size as u64;
+                let ids: Vec<u32> = (0..tokens).map(|_| (rng.next() % vocab) as u32).collect();
+                let init = floats(lm.word_embeddings(&ids))?;
+                prompt = Some(Param::from_data(TensorData::new(init, [tokens, d]), dev));
+            }
+            Soft::None => {}
+        }
+        let head = Dense::new(d, shape.classes.max(1), &mut rng, dev);
+        Ok(LmQa { encoder, proj1, proj2, prompt, lm, head })
+    }
+
+    /// The language model (its trained scalars, for the report).
+    pub fn lm(&self) -> &LanguageModel {
+        &self.lm
+    }
+
+    /// Class logits `[B, classes]` of a batch.
+    fn forward(&self, examples: &[&LmExample], shape: &LmQaShape, dev: &Device) -> Result<Tensor<2>> {
+        let k = shape.soft.count();
+        let mut prompts = Prompts::default();
+        for (r, e) in examples.iter().enumerate() {
+            let (ids, slots) = layout(&shape.layout, k, &e.desc, &e.question)?;
+            prompts.ids.push(ids);
+            prompts.slots.extend(slots.into_iter().map(|p| (r, p)));
+        }
+        let soft = match (&self.encoder, &self.proj1, &self.proj2, &self.prompt) {
+            (Some(enc), Some(p1), Some(p2), _) => {
+                let qa: Vec<&QaExample> = examples.iter().map(|e| &e.qa).collect();
+                let (node_dim, edge_dim) = enc_shape_dims(shape);
+                let (g, _) = batch_of(&qa, node_dim, edge_dim, dev)?;
+                let pooled = enc.pool(enc.nodes(&g), &g);
+                Some(p2.forward(sigmoid(p1.forward(pooled))))
+            }
+            (_, _, _, Some(p)) => Some(Tensor::cat(vec![p.val(); examples.len()], 0)),
+            _ => None,
+        };
+        let states = self.lm.forward(&prompts, soft)?;
+        Ok(self.head.forward(states.mean()))
+    }
+}
+
+/// (node, edge) feature widths of the graphs the encoder reads.
+fn enc_shape_dims(shape: &LmQaShape) -> (usize, usize) {
+    shape.encoder.map_or((0, 0), |e| (e.in_dim, e.edge_dim))
+}
+
+/// Mean cross-entropy of a batch's logits over the examples with a class seen in training.
+fn loss_of(logits: Tensor<2>, examples: &[&LmExample]) -> Option<Tensor<1>> {
+    let dev = logits.device();
+    let classes = logits.dims()[1];
+    let mut onehot = vec![0f32; examples.len() * classes];
+    let mut used = 0usize;
+    for (r, e) in examples.iter().enumerate() {
+        if let Target::Class(c) = e.qa.target
+            && (c as usize) < classes
+        {
+            onehot[r * classes + c as usize] = 1.0;
+            used += 1;
+        }
+    }
+    if used == 0 {
+        return None;
+    }
+    let onehot = Tensor::<2>::from_data(TensorData::new(onehot, [examples.len(), classes]), &dev);
+    Some((log_softmax(logits, 1) * onehot).sum().mul_scalar(-1.0 / used as f64))
+}
+
+/// The predicted class of each example (ties: the lowest), in batches of `batch`.
+pub fn predict(model: &LmQa, shape: &LmQaShape, examples: &[LmExample], batch: usize, dev: &Device) -> Result<Vec<u32>> {
+    let mut out = Vec::with_capacity(examples.len());
+    for chunk in examples.chunks(batch.max(1)) {
+        let refs: Vec<&LmExample> = chunk.iter().collect();
+        let logits = floats(model.forward(&refs, shape, dev)?)?;
+        out.extend(logits.chunks(shape.classes.max(1)).map(argmax));
+    }
+    Ok(out)
+}
+
+/// Validation loss and accuracy.
+fn evaluate(model: &LmQa, shape: &LmQaShape, examples: &[LmExample], dev: &Device) -> Result<(f64, f64)> {
+    let (mut loss, mut counted, mut right) = (0.0, 0usize, 0usize);
+    for chunk in examples.chunks(32) {
+        let refs: Vec<&LmExample> = chunk.iter().collect();
+        let logits = model.forward(&refs, shape, dev)?;
+        let pred: Vec<u32> = floats(logits.clone())?.chunks(shape.classes.max(1)).map(argmax).collect();
+        right += refs.iter().zip(&pred).filter(|(e, p)| e.qa.target == Target::Class(**p)).count();
+        if let Some(l) = loss_of(logits, &refs) {
+            loss += f64::from(l.into_scalar::<f32>()) * chunk.len() as f64;
+            counted += chunk.len();
+        }
+    }
+    Ok((loss / counted.max(1) as f64, right as f64 / examples.len().max(1) as f64))
+}
+
+/// Trains a model on `train`, keeping the epoch with the best validation accuracy; returns it (on
+/// the inner device of `dev`), its curve and the kept epoch.
+pub fn train(
+    bert: &Bert,
+    shape: &LmQaShape,
+    train: &[LmExample],
+    val: &[LmExample],
+    cfg: &TrainConfig,
+    seed: u64,
+    dev: &Device,
+) -> Result<(LmQa, Vec<QaEpoch>, u32)> {
+    const MODEL: &str = "language-model QA";
+    crate::train::check_lr(MODEL, cfg.lr)?;
+    if train.is_empty() {
+        return Err(ModelError::Internal("no training question".into()));
+    }
+    let ad = dev.clone().autodiff();
+    let inner = ad.clone().inner();
+    let model = LmQa::new(bert, shape, seed, &ad)?;
+    let mut rng = Stream(seed ^ 0x6c6d_7472);
+    let mut learner = LmLearner { shape, train, val, lr: cfg.lr, optim: cfg.adamw(), ad, inner };
+    let f = fit(&cfg.plan(MODEL, seed, train.len()), &mut learner, model, &mut rng)?;
+    Ok((f.kept, f.curve, f.best_epoch))
+}
+
+struct LmLearner<'a> {
+    shape: &'a LmQaShape,
+    train: &'a [LmExample],
+    val: &'a [LmExample],
+    lr: f64,
+    optim: ModuleOptimizer,
+    ad: Device,
+    inner: Device,
+}
+
+impl Learner for LmLearner<'_> {
+    type Model = LmQa;
+    type Kept = LmQa;
+    type Row = QaEpoch;
+
+    fn step(&mut self, model: LmQa, batch: Option<&[usize]>, _rng: &mut Stream) -> Result<Stepped<LmQa>> {
+        let refs: Vec<&LmExample> = batch.unwrap_or_default().iter().map(|&i| &self.train[i]).collect();
+        let logits = model.forward(&refs, self.shape, &self.ad)?;
+        let Some(loss) = loss_of(logits, &refs) else { return Ok((model, None)) };
+        let step = (f64::from(loss.clone().into_scalar::<f32>()), refs.len() as f64);
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        Ok((self.optim.step(self.lr, model, grads), Some(step)))
+    }
+
+    fn evaluate(&mut self, model: &LmQa, epoch: usize, train_loss: f64) -> Result<Evaluation<LmQa, QaEpoch>> {
+        let valid = model.valid();
+        let (val_loss, val_metric) = evaluate(&valid, self.shape, self.val, &self.inner)?;
+        Ok(Evaluation {
+            score: Score::Validated { metric: val_metric, loss: Some(val_loss) },
+            keep: valid,
+            row: QaEpoch { epoch: epoch as u32, train_loss, val_loss, val_metric },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

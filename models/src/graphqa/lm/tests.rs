@@ -1,0 +1,80 @@
+//! The language-model answer path: the prompt layout by hand, and on graphs whose class only an
+//! edge carries, that the graph token reaches a frozen language model (it learns the rule) while
+//! the text alone and a learned prompt cannot.
+
+use burn::tensor::Device;
+
+use super::*;
+use crate::gnn::encoders::{EncoderKind, Pooling};
+use crate::graphqa::tests::planted;
+use crate::minilm::tests::tiny_bert;
+
+const LAYOUT: Layout = Layout { bos: 1, sep: 2, desc_budget: 4, max_len: 16, with_desc: true };
+
+#[test]
+fn the_prompt_is_in_g_retrievers_order() {
+    let desc = [10, 11, 12, 13, 14, 15];
+    // [bos] soft [desc ≤ 4] [sep] question [sep]
+    let (ids, slots) = layout(&LAYOUT, 1, &desc, &[20, 21]).expect("layout");
+    assert_eq!(ids, vec![1, 1, 10, 11, 12, 13, 2, 20, 21, 2]);
+    assert_eq!(slots, vec![1]);
+    // The graph text gives way to a long question; the question is whole.
+    let q: Vec<u32> = (30..40).collect();
+    let (ids, _) = layout(&LAYOUT, 2, &desc, &q).expect("layout");
+    assert_eq!(ids.len(), 16);
+    // 16 positions − (bos, 2 soft, sep, 10 question pieces, sep) leave one for the graph text.
+    assert_eq!(&ids[..4], &[1, 1, 1, 10]);
+    assert_eq!(&ids[4..], &[2, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 2]);
+    // GraphToken: no graph text; no soft token: none.
+    let (ids, slots) = layout(&Layout { with_desc: false, ..LAYOUT }, 1, &desc, &[20]).expect("layout");
+    assert_eq!((ids, slots), (vec![1, 1, 2, 20, 2], vec![1]));
+    assert_eq!(layout(&LAYOUT, 0, &desc[..1], &[20]).expect("layout").0, vec![1, 10, 2, 20, 2]);
+    // A question that cannot fit is refused, never cut.
+    let long: Vec<u32> = (0..14).collect();
+    assert!(layout(&LAYOUT, 1, &desc, &long).is_err());
+}
+
+/// The planted graphs (class told by one edge feature) with uninformative text.
+fn examples(n: usize, seed: u64) -> Vec<LmExample> {
+    let mut rng = Stream(seed ^ 77);
+    planted(n, seed)
+        .into_iter()
+        .map(|qa| {
+            let desc = (0..3 + rng.below(4)).map(|_| 5 + rng.below(17) as u32).collect();
+            LmExample { qa, desc, question: vec![6, 7] }
+        })
+        .collect()
+}
+
+fn shape(soft: Soft, tuning: Tuning) -> LmQaShape {
+    let enc = EncoderShape { kind: EncoderKind::Gt, in_dim: 4, edge_dim: 2, hidden: 16, layers: 2, heads: 2, pooling: Pooling::Mean };
+    LmQaShape { encoder: Some(enc), soft, tuning, projector_hidden: 16, classes: 2, layout: LAYOUT }
+}
+
+fn kept(curve: &[QaEpoch], best: u32) -> f64 {
+    curve.iter().find(|c| c.epoch == best).expect("kept epoch").val_metric
+}
+
+#[test]
+fn the_graph_token_reaches_a_frozen_language_model_and_the_text_alone_cannot() {
+    let (_, _, bert) = tiny_bert(21);
+    let dev = Device::flex();
+    let (tr, va) = (examples(160, 1), examples(60, 2));
+    let cfg = TrainConfig { lr: 5e-3, epochs: 25, patience: 25, batch: 16, ..TrainConfig::default() };
+    let g = shape(Soft::Graph, Tuning::Frozen);
+    let (model, curve, best) = train(&bert, &g, &tr, &va, &cfg, 0, &dev).expect("train");
+    let acc = kept(&curve, best);
+    assert!(acc >= 0.9, "graph token, frozen model: validation accuracy {acc} ({curve:?})");
+    assert_eq!(model.lm().trained_parameters(), 0, "frozen");
+    let pred = predict(&model, &g, &va, 7, &dev).expect("predict");
+    let right = va.iter().zip(&pred).filter(|(e, p)| e.qa.target == Target::Class(**p)).count() as f64 / va.len() as f64;
+    assert!((right - acc).abs() < 1e-9, "predict agrees with the kept epoch: {right} vs {acc}");
+    let (_, again, _) = train(&bert, &g, &tr, &va, &cfg, 0, &dev).expect("train");
+    assert_eq!(curve, again, "same seed, same curve");
+    for soft in [Soft::None, Soft::Prompt { tokens: 2 }] {
+        let (_, c, b) = train(&bert, &shape(soft, Tuning::Lora { rank: 2, alpha: 4.0 }), &tr, &va, &cfg, 0, &dev).expect("train");
+        assert!(kept(&c, b) <= 0.65, "{soft:?}: the text carries nothing, validation accuracy {}", kept(&c, b));
+    }
+    assert!(LmQa::new(&bert, &LmQaShape { encoder: None, ..g }, 0, &dev).is_err(), "a graph token needs an encoder");
+    assert!(LmQa::new(&bert, &shape(Soft::Prompt { tokens: 0 }, Tuning::Frozen), 0, &dev).is_err());
+}

@@ -1,0 +1,225 @@
+//! The language model against independent expectations: the f64 BERT reference of `minilm::tests`
+//! (with no soft token, with LoRA terms merged into the checkpoint's weights), Hugging Face's
+//! `inputs_embeds` rule for soft tokens, which weights receive gradients under each tuning, and
+//! central finite differences of the loss.
+
+use burn::module::{Module, Param};
+use burn::tensor::{Device, Tensor, TensorData};
+
+use super::*;
+use crate::minilm::tests::{Checkpoint, reference, tiny_bert, tiny_seqs};
+
+const TUNINGS: [Tuning; 3] = [Tuning::Frozen, Tuning::Lora { rank: 2, alpha: 4.0 }, Tuning::Full];
+
+fn unit_means(states: &States) -> Vec<Vec<f64>> {
+    let d = states.x.dims()[1];
+    let m = floats(states.mean()).expect("floats");
+    m.chunks(d)
+        .map(|r| {
+            let n = r.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt();
+            r.iter().map(|&x| f64::from(x) / n).collect()
+        })
+        .collect()
+}
+
+fn prompts(seqs: &[Vec<u32>]) -> Prompts {
+    Prompts { ids: seqs.to_vec(), slots: Vec::new() }
+}
+
+/// With no soft token (and LoRA's `B = 0`), every tuning starts as the checkpoint's encoder.
+#[test]
+fn without_soft_tokens_it_is_the_checkpoint_encoder() {
+    let (cfg, m, bert) = tiny_bert(11);
+    let seqs = tiny_seqs();
+    for t in TUNINGS {
+        let lm = LanguageModel::from_bert(&bert, t, 3, &Device::flex()).expect("lm");
+        let got = unit_means(&lm.forward(&prompts(&seqs), None).expect("forward"));
+        for (s, ids) in seqs.iter().enumerate() {
+            let want = reference(&cfg, &m, ids);
+            for j in 0..cfg.hidden_size {
+                assert!((got[s][j] - want[j]).abs() < 2e-5, "{t:?}, seq {s} dim {j}: {} vs {}", got[s][j], want[j]);
+            }
+        }
+    }
+}
+
+/// A soft token equal to a word's embedding gives exactly the states of that word at its
+/// position (Hugging Face's `inputs_embeds`): the placeholder id is never read.
+#[test]
+fn a_soft_token_enters_as_an_input_embedding() {
+    let (_, _, bert) = tiny_bert(5);
+    let lm = LanguageModel::from_bert(&bert, Tuning::Full, 0, &Device::flex()).expect("lm");
+    let seqs = vec![vec![1, 7, 8, 9, 2], vec![1, 3, 2]];
+    let want = floats(lm.forward(&prompts(&seqs), None).expect("plain").x).expect("floats");
+    // Words 7 and 9 of row 0 and word 3 of row 1 become soft tokens over placeholder 0.
+    let slots = vec![(0, 1), (0, 3), (1, 1)];
+    let mut ids = seqs.clone();
+    for &(r, p) in &slots {
+        ids[r][p] = 0;
+    }
+    let soft = lm.word_embeddings(&[7, 9, 3]);
+    let got = floats(lm.forward(&Prompts { ids: ids.clone(), slots: slots.clone() }, Some(soft)).expect("soft").x).expect("floats");
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!((g - w).abs() < 1e-5, "state value {i}: {g} vs {w}");
+    }
+    // Padding rows are masked: row 1's real states do not depend on row 0's length.
+    let alone = floats(lm.forward(&prompts(&seqs[1..]), None).expect("alone").x).expect("floats");
+    let d = lm.dim();
+    for (i, a) in alone.iter().enumerate() {
+        assert!((a - want[5 * d + i]).abs() < 1e-5);
+    }
+    // Misuse is refused.
+    let soft2 = || lm.word_embeddings(&[7, 9, 3]);
+    assert!(lm.forward(&Prompts { ids: ids.clone(), slots: vec![(0, 1), (0, 3)] }, Some(soft2())).is_err(), "3 rows, 2 slots");
+    assert!(lm.forward(&Prompts { ids: ids.clone(), slots: vec![(0, 1), (0, 1), (1, 1)] }, Some(soft2())).is_err(), "a slot twice");
+    assert!(lm.forward(&Prompts { ids: ids.clone(), slots: vec![(0, 1), (0, 3), (1, 3)] }, Some(soft2())).is_err(), "past row 1's end");
+    assert!(lm.forward(&Prompts { ids, slots }, None).is_err(), "slots without soft tokens");
+    assert!(lm.forward(&prompts(&[vec![1, 23]]), None).is_err(), "an id outside the vocabulary");
+    assert!(lm.forward(&prompts(&[vec![1; 17]]), None).is_err(), "longer than the position table");
+}
+
+/// LoRA's terms are the low-rank update of the checkpoint's projections: with non-zero factors
+/// the model equals the f64 reference over the merged weights `W + (α/r)·A·B`.
+#[test]
+fn lora_terms_equal_the_merged_weights() {
+    let (cfg, m, bert) = tiny_bert(7);
+    let (rank, alpha) = (2, 3.0);
+    let dev = Device::flex();
+    let mut lm = LanguageModel::from_bert(&bert, Tuning::Lora { rank, alpha }, 1, &dev).expect("lm");
+    let mut merged: Checkpoint = m.clone();
+    let d = cfg.hidden_size;
+    let scale = alpha / rank as f64;
+    let mut rng = Stream(99);
+    for (i, layer) in lm.layers.iter_mut().enumerate() {
+        let names = ["attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"];
+        for (proj, name) in [&mut layer.q, &mut layer.k, &mut layer.v, &mut layer.attn_out].into_iter().zip(names) {
+            let a: Vec<f32> = (0..d * rank).map(|_| (rng.unit() - 0.5) as f32).collect();
+            let b: Vec<f32> = (0..rank * d).map(|_| (rng.unit() - 0.5) as f32).collect();
+            // The checkpoint stores nn.Linear's [out, in]; the term is x·A·B with A [in, r], B [r, out].
+            let w = &mut merged.get_mut(&format!("encoder.layer.{i}.{name}.weight")).expect("weight").1;
+            for o in 0..d {
+                for inp in 0..d {
+                    let ab: f64 = (0..rank).map(|r| f64::from(a[inp * rank + r]) * f64::from(b[r * d + o])).sum();
+                    w[o * d + inp] += (scale * ab) as f32;
+                }
+            }
+            let l = proj.lora.as_mut().expect("an adapter on every attention projection");
+            l.a = Param::from_data(TensorData::new(a, [d, rank]), &dev);
+            l.b = Param::from_data(TensorData::new(b, [rank, d]), &dev);
+        }
+    }
+    let seqs = tiny_seqs();
+    let got = unit_means(&lm.forward(&prompts(&seqs), None).expect("forward"));
+    let mut moved = 0.0f64;
+    for (s, ids) in seqs.iter().enumerate() {
+        let want = reference(&cfg, &merged, ids);
+        let base = reference(&cfg, &m, ids);
+        for j in 0..d {
+            assert!((got[s][j] - want[j]).abs() < 5e-5, "seq {s} dim {j}: {} vs {}", got[s][j], want[j]);
+            moved = moved.max((want[j] - base[j]).abs());
+        }
+    }
+    assert!(moved > 1e-2, "the LoRA terms changed the output ({moved})");
+    assert!(LanguageModel::from_bert(&bert, Tuning::Lora { rank: 0, alpha: 1.0 }, 0, &dev).is_err());
+}
+
+/// `sum(mean(states) · probe)` with soft tokens in two slots: a scalar loss for gradient checks.
+fn probe_loss(lm: &LanguageModel, soft: Tensor<2>) -> Tensor<1> {
+    let p = Prompts { ids: vec![vec![1, 0, 5, 6, 2], vec![1, 0, 8, 2]], slots: vec![(0, 1), (1, 1)] };
+    let s = lm.forward(&p, Some(soft)).expect("forward");
+    let d = lm.dim();
+    let dev = s.x.device();
+    let probe: Vec<f32> = (0..2 * d).map(|i| ((i * 7 % 11) as f32 - 5.0) / 5.0).collect();
+    (s.mean() * Tensor::<2>::from_data(TensorData::new(probe, [2, d]), &dev)).sum()
+}
+
+fn soft_values(d: usize) -> Vec<f32> {
+    (0..2 * d).map(|i| ((i * 5 % 13) as f32 - 6.0) / 4.0).collect()
+}
+
+/// Which weights a backward pass reaches under each tuning: the soft tokens always; the
+/// checkpoint's weights only under full tuning; LoRA's factors only under LoRA (`A`'s gradient is
+/// zero at the start, as `B = 0`, and `B`'s is not).
+#[test]
+fn each_tuning_trains_what_it_says() {
+    let (_, _, bert) = tiny_bert(2);
+    let ad = Device::flex().autodiff();
+    for t in TUNINGS {
+        let lm = LanguageModel::from_bert(&bert, t, 4, &ad).expect("lm");
+        let d = lm.dim();
+        let soft = Tensor::<2>::from_data(TensorData::new(soft_values(d), [2, d]), &ad).require_grad();
+        let grads = probe_loss(&lm, soft.clone()).backward();
+        let g = soft.grad(&grads).expect("soft-token gradient");
+        assert!(floats(g).expect("floats").iter().any(|v| v.abs() > 1e-6), "{t:?}: the soft tokens learn");
+        let word = lm.word.val().grad(&grads).is_some();
+        let q = lm.layers[0].q.base.params().0.grad(&grads).is_some();
+        let ffn = lm.layers[1].inter.params().0.grad(&grads).is_some();
+        assert_eq!((word, q, ffn), (t == Tuning::Full, t == Tuning::Full, t == Tuning::Full), "{t:?}: checkpoint weights");
+        let lora = lm.layers[1].v.lora.as_ref();
+        match t {
+            Tuning::Lora { .. } => {
+                let l = lora.expect("adapter");
+                let gb = floats(l.b.val().grad(&grads).expect("B's gradient")).expect("floats");
+                assert!(gb.iter().any(|v| v.abs() > 1e-6), "B learns from the first step");
+                let ga = floats(l.a.val().grad(&grads).expect("A's gradient")).expect("floats");
+                assert!(ga.iter().all(|v| *v == 0.0), "A's gradient is zero while B = 0");
+            }
+            _ => assert!(lora.is_none(), "{t:?}: no adapters"),
+        }
+        let trained = lm.trained_parameters();
+        let want = match t {
+            Tuning::Frozen => 0,
+            Tuning::Lora { rank, .. } => 2 * 4 * 2 * d * rank,
+            Tuning::Full => lm.num_params(),
+        };
+        assert_eq!(trained, want, "{t:?}: trained scalars");
+    }
+}
+
+/// The gradients of the soft tokens (frozen model) and of LoRA's `B` (with `A ≠ 0`) match central
+/// finite differences of the loss.
+#[test]
+fn gradients_match_finite_differences() {
+    let (_, _, bert) = tiny_bert(8);
+    let ad = Device::flex().autodiff();
+    let dev = Device::flex();
+    let close =
+        |g: f64, fd: f64, what: &str| assert!((g - fd).abs() <= 2e-3 + 2e-2 * fd.abs(), "{what}: autodiff {g} vs finite difference {fd}");
+    let h = 1e-2f32;
+    // Soft tokens through the frozen model.
+    let lm = LanguageModel::from_bert(&bert, Tuning::Frozen, 0, &ad).expect("lm");
+    let d = lm.dim();
+    let v = soft_values(d);
+    let soft = Tensor::<2>::from_data(TensorData::new(v.clone(), [2, d]), &ad).require_grad();
+    let g = floats(soft.grad(&probe_loss(&lm, soft.clone()).backward()).expect("grad")).expect("floats");
+    let plain = LanguageModel::from_bert(&bert, Tuning::Frozen, 0, &dev).expect("lm");
+    let at = |vals: Vec<f32>| f64::from(probe_loss(&plain, Tensor::from_data(TensorData::new(vals, [2, d]), &dev)).into_scalar::<f32>());
+    for i in [0, 3, d + 1, 2 * d - 1] {
+        let (mut up, mut down) = (v.clone(), v.clone());
+        up[i] += h;
+        down[i] -= h;
+        close(f64::from(g[i]), (at(up) - at(down)) / (2.0 * f64::from(h)), &format!("soft token value {i}"));
+    }
+    // LoRA's B in layer 0's query, with A drawn non-zero and B set non-zero.
+    let rank = 2;
+    let lora = |b: Vec<f32>, dev: &Device| {
+        let mut lm = LanguageModel::from_bert(&bert, Tuning::Lora { rank, alpha: 2.0 }, 6, dev).expect("lm");
+        lm.layers[0].q.lora.as_mut().expect("adapter").b = Param::from_data(TensorData::new(b, [rank, d]), dev);
+        lm
+    };
+    let b0: Vec<f32> = (0..rank * d).map(|i| ((i * 3 % 7) as f32 - 3.0) / 3.0).collect();
+    let lm = lora(b0.clone(), &ad);
+    let soft = Tensor::<2>::from_data(TensorData::new(v.clone(), [2, d]), &ad);
+    let grads = probe_loss(&lm, soft).backward();
+    let gb = floats(lm.layers[0].q.lora.as_ref().expect("adapter").b.val().grad(&grads).expect("grad")).expect("floats");
+    let at_b = |b: Vec<f32>| {
+        f64::from(probe_loss(&lora(b, &dev), Tensor::from_data(TensorData::new(v.clone(), [2, d]), &dev)).into_scalar::<f32>())
+    };
+    for i in [0, 5, rank * d - 1] {
+        let (mut up, mut down) = (b0.clone(), b0.clone());
+        up[i] += h;
+        down[i] -= h;
+        close(f64::from(gb[i]), (at_b(up) - at_b(down)) / (2.0 * f64::from(h)), &format!("LoRA B value {i}"));
+    }
+}
