@@ -57,6 +57,8 @@ models: build
 	.venv/bin/pip install -q --disable-pip-version-check --no-binary pcst-fast pcst-fast==1.0.10
 	# PyG for the GNN training benchmark (pure Python on top of the torch sentence-transformers brings).
 	.venv/bin/pip install -q --disable-pip-version-check torch_geometric
+	# Hugging Face transformers (sentence-transformers brings it) and peft: the language model's parity cases.
+	.venv/bin/pip install -q --disable-pip-version-check peft
 	# The fixture generators (tests/fixtures/*/make.py, `make fixtures`), at the versions the committed files
 	# were made with; torchmetrics 1.6 is STaRK-era (>= 1.7 masks scores <= 0 in MRR and recall).
 	.venv/bin/pip install -q --disable-pip-version-check rank-bm25==0.2.2 sacrebleu==2.6.0 rouge-score==0.1.2 torchmetrics==1.6.3
@@ -76,7 +78,7 @@ venv: .venv/bin/python
 
 # The reference outputs the tests compare with (tests/fixtures/README.md): every folder's make.py
 # recomputes them from the committed inputs with the reference library, in the bench venv.
-FIXTURES := text_metrics bm25 ranking_metrics diffusion graphwave pcst minilm gnn_layers stark-hf-mirror
+FIXTURES := text_metrics bm25 ranking_metrics diffusion graphwave pcst minilm gnn_layers stark-hf-mirror lm_parity
 fixtures: venv
 	@for f in $(FIXTURES); do echo "tests/fixtures/$$f"; .venv/bin/python tests/fixtures/$$f/make.py || exit 1; done
 

@@ -266,6 +266,40 @@ impl MixRag {
     /// Logits and gate weights of a batch; `noise`: Gumbel noise for the node and triple scores
     /// (training), `tau` the temperature.
     pub fn forward(&self, g: &GraphBatch, q: Tensor<2>, tau: f64, noise: Option<(Tensor<2>, Tensor<2>)>) -> Forward {
+        let (fused, gates, hq, hqn) = self.fused(g, q, tau, noise);
+        let logits = if self.nodes_head == 1 {
+            self.h2.forward(relu(self.h1.forward(Tensor::cat(vec![fused, hqn], 1))))
+        } else {
+            let prompt = Self::pool(fused, g, &hq.device());
+            self.h2.forward(relu(self.h1.forward(Tensor::cat(vec![prompt, hq], 1))))
+        };
+        Forward { logits, gates }
+    }
+
+    /// The paper's soft prompt of each graph, `[G, d]` (the gate-fused node states, mean-pooled),
+    /// and the gate weights `[N, 3]`: what a language model reads ([`crate::graphqa::lm`]) where
+    /// [`MixRag::forward`] has its answer head.
+    pub fn soft_prompt(&self, g: &GraphBatch, q: Tensor<2>, tau: f64, noise: Option<(Tensor<2>, Tensor<2>)>) -> (Tensor<2>, Tensor<2>) {
+        let dev = q.device();
+        let (fused, gates, _, _) = self.fused(g, q, tau, noise);
+        (Self::pool(fused, g, &dev), gates)
+    }
+
+    /// Mean of each graph's node rows.
+    fn pool(fused: Tensor<2>, g: &GraphBatch, dev: &Device) -> Tensor<2> {
+        let inv: Vec<f32> = g.counts.iter().map(|&c| 1.0 / c as f32).collect();
+        let inv = Tensor::<2>::from_data(TensorData::new(inv, [g.n_graphs, 1]), dev);
+        scatter_sum(fused, g.node_graph.clone(), g.n_graphs) * inv
+    }
+
+    /// The gate-fused node states, the gate weights, the projected question and its per-node copy.
+    fn fused(
+        &self,
+        g: &GraphBatch,
+        q: Tensor<2>,
+        tau: f64,
+        noise: Option<(Tensor<2>, Tensor<2>)>,
+    ) -> (Tensor<2>, Tensor<2>, Tensor<2>, Tensor<2>) {
         let dev = q.device();
         let both = Both::new(g, &dev);
         let h = self.px.forward(g.x.clone());
@@ -278,15 +312,12 @@ impl MixRag {
             self.subgraph_expert(g, &both, &h, &hq),
         ];
         let (fused, gates) = self.gated(g, &both, h, &outs);
-        let logits = if self.nodes_head == 1 {
-            self.h2.forward(relu(self.h1.forward(Tensor::cat(vec![fused, hqn], 1))))
-        } else {
-            let inv: Vec<f32> = g.counts.iter().map(|&c| 1.0 / c as f32).collect();
-            let inv = Tensor::<2>::from_data(TensorData::new(inv, [g.n_graphs, 1]), &dev);
-            let prompt = scatter_sum(fused, g.node_graph.clone(), g.n_graphs) * inv;
-            self.h2.forward(relu(self.h1.forward(Tensor::cat(vec![prompt, hq], 1))))
-        };
-        Forward { logits, gates }
+        (fused, gates, hq, hqn)
+    }
+
+    /// Model width `d` (the soft prompt's).
+    pub fn width(&self) -> usize {
+        self.px.d_out()
     }
 
     /// The entity expert: a Gumbel top-k of nodes by their question score, a masked 2-layer GCN.

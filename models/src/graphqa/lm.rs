@@ -24,6 +24,7 @@ use burn::tensor::{Device, Tensor, TensorData};
 
 use crate::error::{ModelError, Result};
 use crate::gnn::encoders::{EncoderShape, GraphEncoder};
+use crate::gnn::mixrag::{MixRag, MixShape, gumbel};
 use crate::graphqa::{QaEpoch, QaExample, Target, argmax, batch_of};
 use crate::lm::{LanguageModel, Prompts, Tuning};
 use crate::minilm::Bert;
@@ -36,6 +37,8 @@ pub enum Soft {
     None,
     /// One token: the projected pooled output of the graph encoder.
     Graph,
+    /// One token: MixRAG's projected soft prompt (its gated experts).
+    Mix,
     /// `tokens` learned vectors shared by every question (prompt tuning).
     Prompt { tokens: usize },
 }
@@ -45,7 +48,7 @@ impl Soft {
     pub fn count(self) -> usize {
         match self {
             Soft::None => 0,
-            Soft::Graph => 1,
+            Soft::Graph | Soft::Mix => 1,
             Soft::Prompt { tokens } => tokens,
         }
     }
@@ -98,11 +101,22 @@ pub fn layout(l: &Layout, soft: usize, desc: &[u32], question: &[u32]) -> Result
     Ok((ids, (1..=soft).collect()))
 }
 
+/// MixRAG as the source of the soft token: its shape (its own answer head stays unused) and the
+/// Gumbel temperature, annealed per epoch from `tau_start` to `tau_end` as MixRAG's training does.
+#[derive(Debug, Clone, Copy)]
+pub struct MixSource {
+    pub shape: MixShape,
+    pub tau_start: f64,
+    pub tau_end: f64,
+}
+
 /// Sizes of a model.
 #[derive(Debug, Clone, Copy)]
 pub struct LmQaShape {
     /// The graph encoder (with [`Soft::Graph`]).
     pub encoder: Option<EncoderShape>,
+    /// MixRAG and its temperature schedule (with [`Soft::Mix`]).
+    pub mix: Option<MixSource>,
     pub soft: Soft,
     pub tuning: Tuning,
     /// Width of the projector's hidden layer (G-Retriever: 2048).
@@ -115,6 +129,7 @@ pub struct LmQaShape {
 #[derive(Module, Debug)]
 pub struct LmQa {
     encoder: Option<GraphEncoder>,
+    mix: Option<MixRag>,
     proj1: Option<Dense>,
     proj2: Option<Dense>,
     prompt: Option<Param<Tensor<2>>>,
@@ -128,12 +143,18 @@ impl LmQa {
         let lm = LanguageModel::from_bert(bert, shape.tuning, seed, dev)?;
         let d = lm.dim();
         let mut rng = Stream(seed ^ 0x6c6d_7161);
-        let (mut encoder, mut proj1, mut proj2, mut prompt) = (None, None, None, None);
+        let (mut encoder, mut mix, mut proj1, mut proj2, mut prompt) = (None, None, None, None, None);
         match shape.soft {
             Soft::Graph => {
                 let e = shape.encoder.ok_or_else(|| ModelError::Internal("a graph token needs a graph encoder".into()))?;
                 encoder = Some(GraphEncoder::new(e, seed, dev)?);
                 proj1 = Some(Dense::new(e.hidden, shape.projector_hidden.max(1), &mut rng, dev));
+                proj2 = Some(Dense::new(shape.projector_hidden.max(1), d, &mut rng, dev));
+            }
+            Soft::Mix => {
+                let m = shape.mix.ok_or_else(|| ModelError::Internal("a MixRAG token needs MixRAG's shape".into()))?;
+                mix = Some(MixRag::new(m.shape, seed, dev)?);
+                proj1 = Some(Dense::new(m.shape.hidden, shape.projector_hidden.max(1), &mut rng, dev));
                 proj2 = Some(Dense::new(shape.projector_hidden.max(1), d, &mut rng, dev));
             }
             Soft::Prompt { tokens } => {
@@ -148,7 +169,7 @@ impl LmQa {
             Soft::None => {}
         }
         let head = Dense::new(d, shape.classes.max(1), &mut rng, dev);
-        Ok(LmQa { encoder, proj1, proj2, prompt, lm, head })
+        Ok(LmQa { encoder, mix, proj1, proj2, prompt, lm, head })
     }
 
     /// The language model (its trained scalars, for the report).
@@ -156,8 +177,9 @@ impl LmQa {
         &self.lm
     }
 
-    /// Class logits `[B, classes]` of a batch.
-    fn forward(&self, examples: &[&LmExample], shape: &LmQaShape, dev: &Device) -> Result<Tensor<2>> {
+    /// Class logits `[B, classes]` of a batch; `mix` = MixRAG's temperature and, in training, the
+    /// stream its Gumbel noise is drawn from.
+    fn forward(&self, examples: &[&LmExample], shape: &LmQaShape, mix: (f64, Option<&mut Stream>), dev: &Device) -> Result<Tensor<2>> {
         let k = shape.soft.count();
         let mut prompts = Prompts::default();
         for (r, e) in examples.iter().enumerate() {
@@ -165,15 +187,21 @@ impl LmQa {
             prompts.ids.push(ids);
             prompts.slots.extend(slots.into_iter().map(|p| (r, p)));
         }
-        let soft = match (&self.encoder, &self.proj1, &self.proj2, &self.prompt) {
-            (Some(enc), Some(p1), Some(p2), _) => {
-                let qa: Vec<&QaExample> = examples.iter().map(|e| &e.qa).collect();
-                let (node_dim, edge_dim) = enc_shape_dims(shape);
+        let qa: Vec<&QaExample> = examples.iter().map(|e| &e.qa).collect();
+        let (node_dim, edge_dim) = enc_shape_dims(shape);
+        let soft = match (&self.encoder, &self.mix, &self.proj1, &self.proj2, &self.prompt) {
+            (Some(enc), _, Some(p1), Some(p2), _) => {
                 let (g, _) = batch_of(&qa, node_dim, edge_dim, dev)?;
                 let pooled = enc.pool(enc.nodes(&g), &g);
                 Some(p2.forward(sigmoid(p1.forward(pooled))))
             }
-            (_, _, _, Some(p)) => Some(Tensor::cat(vec![p.val(); examples.len()], 0)),
+            (_, Some(m), Some(p1), Some(p2), _) => {
+                let (g, q) = batch_of(&qa, node_dim, edge_dim, dev)?;
+                let noise = mix.1.map(|rng| (gumbel(g.n_nodes, rng, dev), gumbel(g.n_edges, rng, dev)));
+                let (prompt, _) = m.soft_prompt(&g, q, mix.0, noise);
+                Some(p2.forward(sigmoid(p1.forward(prompt))))
+            }
+            (_, _, _, _, Some(p)) => Some(Tensor::cat(vec![p.val(); examples.len()], 0)),
             _ => None,
         };
         let states = self.lm.forward(&prompts, soft)?;
@@ -183,7 +211,21 @@ impl LmQa {
 
 /// (node, edge) feature widths of the graphs the encoder reads.
 fn enc_shape_dims(shape: &LmQaShape) -> (usize, usize) {
-    shape.encoder.map_or((0, 0), |e| (e.in_dim, e.edge_dim))
+    match (shape.encoder, shape.mix) {
+        (Some(e), _) => (e.in_dim, e.edge_dim),
+        (None, Some(m)) => (m.shape.dim, m.shape.edge_dim),
+        _ => (0, 0),
+    }
+}
+
+/// MixRAG's temperature at a 1-based epoch of a run of `epochs` (its own schedule: geometric); 1
+/// without MixRAG. A trained model answers at its kept epoch's temperature.
+pub fn temperature(shape: &LmQaShape, epochs: usize, epoch: usize) -> f64 {
+    shape.mix.map_or(1.0, |m| {
+        let e = epochs.max(2) as f64;
+        let t = (epoch.max(1) - 1) as f64 / (e - 1.0);
+        m.tau_start * (m.tau_end / m.tau_start).powf(t.min(1.0))
+    })
 }
 
 /// Mean cross-entropy of a batch's logits over the examples with a class seen in training.
@@ -207,23 +249,24 @@ fn loss_of(logits: Tensor<2>, examples: &[&LmExample]) -> Option<Tensor<1>> {
     Some((log_softmax(logits, 1) * onehot).sum().mul_scalar(-1.0 / used as f64))
 }
 
-/// The predicted class of each example (ties: the lowest), in batches of `batch`.
-pub fn predict(model: &LmQa, shape: &LmQaShape, examples: &[LmExample], batch: usize, dev: &Device) -> Result<Vec<u32>> {
+/// The predicted class of each example (ties: the lowest), in batches of `batch`; `tau`: MixRAG's
+/// temperature ([`temperature`] of the kept epoch; ignored without MixRAG).
+pub fn predict(model: &LmQa, shape: &LmQaShape, examples: &[LmExample], tau: f64, batch: usize, dev: &Device) -> Result<Vec<u32>> {
     let mut out = Vec::with_capacity(examples.len());
     for chunk in examples.chunks(batch.max(1)) {
         let refs: Vec<&LmExample> = chunk.iter().collect();
-        let logits = floats(model.forward(&refs, shape, dev)?)?;
+        let logits = floats(model.forward(&refs, shape, (tau, None), dev)?)?;
         out.extend(logits.chunks(shape.classes.max(1)).map(argmax));
     }
     Ok(out)
 }
 
 /// Validation loss and accuracy.
-fn evaluate(model: &LmQa, shape: &LmQaShape, examples: &[LmExample], dev: &Device) -> Result<(f64, f64)> {
+fn evaluate(model: &LmQa, shape: &LmQaShape, examples: &[LmExample], tau: f64, dev: &Device) -> Result<(f64, f64)> {
     let (mut loss, mut counted, mut right) = (0.0, 0usize, 0usize);
     for chunk in examples.chunks(32) {
         let refs: Vec<&LmExample> = chunk.iter().collect();
-        let logits = model.forward(&refs, shape, dev)?;
+        let logits = model.forward(&refs, shape, (tau, None), dev)?;
         let pred: Vec<u32> = floats(logits.clone())?.chunks(shape.classes.max(1)).map(argmax).collect();
         right += refs.iter().zip(&pred).filter(|(e, p)| e.qa.target == Target::Class(**p)).count();
         if let Some(l) = loss_of(logits, &refs) {
@@ -254,7 +297,17 @@ pub fn train(
     let inner = ad.clone().inner();
     let model = LmQa::new(bert, shape, seed, &ad)?;
     let mut rng = Stream(seed ^ 0x6c6d_7472);
-    let mut learner = LmLearner { shape, train, val, lr: cfg.lr, optim: cfg.adamw(), ad, inner };
+    let mut learner = LmLearner {
+        shape,
+        train,
+        val,
+        lr: cfg.lr,
+        epochs: cfg.epochs,
+        tau: temperature(shape, cfg.epochs, 1),
+        optim: cfg.adamw(),
+        ad,
+        inner,
+    };
     let f = fit(&cfg.plan(MODEL, seed, train.len()), &mut learner, model, &mut rng)?;
     Ok((f.kept, f.curve, f.best_epoch))
 }
@@ -264,6 +317,9 @@ struct LmLearner<'a> {
     train: &'a [LmExample],
     val: &'a [LmExample],
     lr: f64,
+    epochs: usize,
+    /// MixRAG's temperature of the current epoch.
+    tau: f64,
     optim: ModuleOptimizer,
     ad: Device,
     inner: Device,
@@ -274,9 +330,13 @@ impl Learner for LmLearner<'_> {
     type Kept = LmQa;
     type Row = QaEpoch;
 
-    fn step(&mut self, model: LmQa, batch: Option<&[usize]>, _rng: &mut Stream) -> Result<Stepped<LmQa>> {
+    fn begin_epoch(&mut self, epoch: usize) {
+        self.tau = temperature(self.shape, self.epochs, epoch);
+    }
+
+    fn step(&mut self, model: LmQa, batch: Option<&[usize]>, rng: &mut Stream) -> Result<Stepped<LmQa>> {
         let refs: Vec<&LmExample> = batch.unwrap_or_default().iter().map(|&i| &self.train[i]).collect();
-        let logits = model.forward(&refs, self.shape, &self.ad)?;
+        let logits = model.forward(&refs, self.shape, (self.tau, Some(rng)), &self.ad)?;
         let Some(loss) = loss_of(logits, &refs) else { return Ok((model, None)) };
         let step = (f64::from(loss.clone().into_scalar::<f32>()), refs.len() as f64);
         let grads = GradientsParams::from_grads(loss.backward(), &model);
@@ -285,7 +345,7 @@ impl Learner for LmLearner<'_> {
 
     fn evaluate(&mut self, model: &LmQa, epoch: usize, train_loss: f64) -> Result<Evaluation<LmQa, QaEpoch>> {
         let valid = model.valid();
-        let (val_loss, val_metric) = evaluate(&valid, self.shape, self.val, &self.inner)?;
+        let (val_loss, val_metric) = evaluate(&valid, self.shape, self.val, self.tau, &self.inner)?;
         Ok(Evaluation {
             score: Score::Validated { metric: val_metric, loss: Some(val_loss) },
             keep: valid,

@@ -223,3 +223,123 @@ fn gradients_match_finite_differences() {
         close(f64::from(gb[i]), (at_b(up) - at_b(down)) / (2.0 * f64::from(h)), &format!("LoRA B value {i}"));
     }
 }
+
+/// The parity cases of `tests/fixtures/lm_parity` (its `make.py`: Hugging Face transformers'
+/// BertModel with soft tokens through `inputs_embeds`, and peft's LoRA): token states, the probe
+/// loss and the gradients (soft tokens and checkpoint weights under full tuning; soft tokens and
+/// every LoRA factor under LoRA), each within 1e-4 of the tensor's largest value.
+#[test]
+fn hf_parity_full_and_lora() {
+    use safetensors::SafeTensors;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/lm_parity");
+    let bytes = std::fs::read(dir.join("case.safetensors")).expect("tests/fixtures/lm_parity/case.safetensors (make.py)");
+    let case = SafeTensors::deserialize(&bytes).expect("case");
+    let f32s = |name: &str| -> Vec<f32> {
+        let t = case.tensor(name).unwrap_or_else(|_| panic!("case has no {name}"));
+        t.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+    };
+    let i64s = |name: &str| -> (Vec<i64>, Vec<usize>) {
+        let t = case.tensor(name).unwrap_or_else(|_| panic!("case has no {name}"));
+        (t.data().chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))).collect(), t.shape().to_vec())
+    };
+    let (cfg, path, weights) = crate::minilm::read_model(&dir).expect("config and checkpoint");
+    let bert = Bert::from_safetensors(cfg.clone(), &path, &weights, &Device::flex()).expect("strict load");
+    let d = cfg.hidden_size;
+    let (ids, shape) = i64s("ids");
+    let (mask, _) = i64s("mask");
+    let (b, len) = (shape[0], shape[1]);
+    let rows: Vec<Vec<u32>> =
+        (0..b).map(|r| (0..len).filter(|&c| mask[r * len + c] == 1).map(|c| ids[r * len + c] as u32).collect()).collect();
+    let (slots, _) = i64s("slots");
+    let slots: Vec<(usize, usize)> = slots.chunks(2).map(|s| (s[0] as usize, s[1] as usize)).collect();
+    let p = Prompts { ids: rows, slots };
+    let probe = f32s("probe");
+    // Transposes a Hugging Face [out, in] weight into tgrag's [in, out].
+    let t = |v: &[f32], out: usize, inp: usize| -> Vec<f32> { (0..inp * out).map(|k| v[(k % out) * inp + k / out]).collect() };
+    let close = |what: &str, got: &[f32], want: &[f32]| {
+        assert_eq!(got.len(), want.len(), "{what}: sizes");
+        let scale = want.iter().fold(1e-6f32, |m, v| m.max(v.abs()));
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            assert!((g - w).abs() <= 1e-4 * scale, "{what}[{i}]: {g} vs transformers {w} (largest {scale})");
+        }
+    };
+    let ad = Device::flex().autodiff();
+    for lora in [false, true] {
+        let pre = if lora { "lora." } else { "" };
+        let lm = if lora {
+            let ra = f32s("lora.rank_alpha");
+            let (rank, alpha) = (ra[0] as usize, f64::from(ra[1]));
+            let mut lm = LanguageModel::from_bert(&bert, Tuning::Lora { rank, alpha }, 0, &ad).expect("lm");
+            for (i, layer) in lm.layers.iter_mut().enumerate() {
+                let names = ["attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"];
+                for (proj, name) in [&mut layer.q, &mut layer.k, &mut layer.v, &mut layer.attn_out].into_iter().zip(names) {
+                    let a = f32s(&format!("lora.encoder.layer.{i}.{name}.lora_A.weight"));
+                    let bb = f32s(&format!("lora.encoder.layer.{i}.{name}.lora_B.weight"));
+                    let l = proj.lora.as_mut().expect("adapter");
+                    l.a = Param::from_data(TensorData::new(t(&a, rank, d), [d, rank]), &ad);
+                    l.b = Param::from_data(TensorData::new(t(&bb, d, rank), [rank, d]), &ad);
+                }
+            }
+            lm
+        } else {
+            LanguageModel::from_bert(&bert, Tuning::Full, 0, &ad).expect("lm")
+        };
+        let soft = Tensor::<2>::from_data(TensorData::new(f32s("soft"), [p.slots.len(), d]), &ad).require_grad();
+        let states = lm.forward(&p, Some(soft.clone())).expect("forward");
+        // Token states, padding zeroed as in the fixture.
+        let x = floats(states.x.clone()).expect("floats");
+        let masked: Vec<f32> = x.iter().enumerate().map(|(k, v)| v * states.mask[k / d]).collect();
+        close(&format!("{pre}states"), &masked, &f32s(&format!("{pre}states")));
+        let loss = (states.mean() * Tensor::<2>::from_data(TensorData::new(probe.clone(), [b, d]), &ad)).sum();
+        close(&format!("{pre}loss"), &[loss.clone().into_scalar::<f32>()], &f32s(&format!("{pre}loss")));
+        let grads = loss.backward();
+        close(
+            &format!("{pre}grad.soft"),
+            &floats(soft.grad(&grads).expect("soft grad")).expect("floats"),
+            &f32s(&format!("{pre}grad.soft")),
+        );
+        if lora {
+            for (i, layer) in lm.layers.iter().enumerate() {
+                let names = ["attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"];
+                for (proj, name) in [&layer.q, &layer.k, &layer.v, &layer.attn_out].into_iter().zip(names) {
+                    let l = proj.lora.as_ref().expect("adapter");
+                    let r = l.a.val().dims()[1];
+                    let ga = floats(l.a.val().grad(&grads).expect("A grad")).expect("floats");
+                    let gb = floats(l.b.val().grad(&grads).expect("B grad")).expect("floats");
+                    close(
+                        &format!("layer {i} {name} A"),
+                        &ga,
+                        &t(&f32s(&format!("lora.grad.encoder.layer.{i}.{name}.lora_A.weight")), r, d),
+                    );
+                    close(
+                        &format!("layer {i} {name} B"),
+                        &gb,
+                        &t(&f32s(&format!("lora.grad.encoder.layer.{i}.{name}.lora_B.weight")), d, r),
+                    );
+                }
+            }
+        } else {
+            let g2 = |w: Tensor<2>| floats(w.grad(&grads).expect("weight grad")).expect("floats");
+            close("grad word embeddings", &g2(lm.word.val()), &f32s("grad.embeddings.word_embeddings.weight"));
+            close("grad position embeddings", &g2(lm.position.val()), &f32s("grad.embeddings.position_embeddings.weight"));
+            close(
+                "grad layer 0 query",
+                &g2(lm.layers[0].q.base.params().0),
+                &t(&f32s("grad.encoder.layer.0.attention.self.query.weight"), d, d),
+            );
+            close(
+                "grad layer 1 attention output",
+                &g2(lm.layers[1].attn_out.base.params().0),
+                &t(&f32s("grad.encoder.layer.1.attention.output.dense.weight"), d, d),
+            );
+            let inter = cfg.intermediate_size;
+            close("grad layer 1 output", &g2(lm.layers[1].out.params().0), &t(&f32s("grad.encoder.layer.1.output.dense.weight"), d, inter));
+            let gain = lm.layers[0].attn_ln.params().0.grad(&grads).expect("gain grad");
+            close(
+                "grad layer 0 attention LayerNorm gain",
+                &floats(gain).expect("floats"),
+                &f32s("grad.encoder.layer.0.attention.output.LayerNorm.weight"),
+            );
+        }
+    }
+}

@@ -458,7 +458,7 @@ pub(crate) fn layer_with(
 }
 
 /// `config.json` (checked) and the bytes of `model.safetensors` of a model folder.
-fn read_model(dir: &Path) -> Result<(BertConfig, PathBuf, Vec<u8>)> {
+pub(crate) fn read_model(dir: &Path) -> Result<(BertConfig, PathBuf, Vec<u8>)> {
     let cfg_path = dir.join("config.json");
     let cfg_text = std::fs::read_to_string(&cfg_path).map_err(|source| ModelError::Io { path: cfg_path.clone(), source })?;
     let cfg: BertConfig = serde_json::from_str(&cfg_text)

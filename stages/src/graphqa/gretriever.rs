@@ -66,6 +66,12 @@ pub struct GretrieverConfig {
     pub text_batch: usize,
     #[serde(default)]
     pub model_dir: Option<String>,
+    /// The language-model rows (`lm_rows`: `prompt-tuning`, `graphtoken`, `g-retriever`, `lora`,
+    /// `g-retriever-lora`, `full`, `g-retriever-full`) and their settings (`lm_lr`, `lm_epochs`, …),
+    /// classification tasks only ([`crate::graphqa::lm`]). None by default. Needs the model.
+    pub lm_rows: Vec<crate::graphqa::lm::LmRow>,
+    #[serde(flatten)]
+    pub lm: crate::graphqa::lm::LmSettings,
     /// Where the encoders, heads and the text head train: `cpu`, `gpu` (burn on wgpu) or `auto`.
     #[serde(default)]
     pub device: tgrag_models::DeviceChoice,
@@ -89,6 +95,8 @@ impl Default for GretrieverConfig {
             text_lr: 1e-4,
             text_batch: 16,
             model_dir: None,
+            lm_rows: Vec::new(),
+            lm: crate::graphqa::lm::LmSettings::default(),
             device: tgrag_models::DeviceChoice::Cpu,
         }
     }
@@ -223,7 +231,10 @@ pub fn run_task(
     let mut out = TaskResult { predictions: rule_predictions(&d), curves: Curves::default() };
     trained_methods(&d, cfg, &mut out)?;
     if let (Some(bert), false) = (text_model, task == Task::WebQsp) {
-        text_head(&d, cfg, bert, progress, &mut out)?;
+        if cfg.text_head {
+            text_head(&d, cfg, bert, progress, &mut out)?;
+        }
+        lm_rows(&d, cfg, bert, progress, &mut out)?;
     }
     Ok(out)
 }
@@ -350,6 +361,61 @@ fn text_head(
     Ok(())
 }
 
+/// The language-model rows (classification tasks): G-Retriever's graph encoder over the `pcst`
+/// subgraph, its textualisation and the question read by the language model, per row and seed.
+fn lm_rows(
+    d: &TaskData<'_>,
+    cfg: &GretrieverConfig,
+    bert: &tgrag_models::minilm::MiniLm,
+    progress: crate::shared::context::Progress,
+    out: &mut TaskResult,
+) -> Result<()> {
+    use crate::graphqa::lm;
+    if cfg.lm_rows.is_empty() {
+        return Ok(());
+    }
+    let (graphs, task, enc) = (d.graphs, d.task, d.enc);
+    let read = |ids: &[usize]| -> Result<Vec<tgrag_models::graphqa::lm::LmExample>> {
+        let descs: Vec<String> = ids.iter().map(|&i| lm::desc(enc, graphs[i], &d.sub_of(graphs[i], SubgraphMethod::Pcst))).collect();
+        let questions: Vec<String> = ids.iter().map(|&i| enc.texts[graphs[i].question as usize].clone()).collect();
+        lm::examples(bert, d.examples(ids, SubgraphMethod::Pcst), &descs, &questions)
+    };
+    let (train_x, val_x, eval_x) = (read(&d.tr)?, read(&d.va)?, read(&d.eval)?);
+    let encoder = EncoderShape {
+        kind: EncoderKind::Gt,
+        in_dim: enc.dim,
+        edge_dim: enc.dim,
+        hidden: cfg.hidden.get(),
+        layers: cfg.layers,
+        heads: cfg.heads,
+        pooling: Pooling::Mean,
+    };
+    let dev = cfg.device.device();
+    let pb = progress.bar((cfg.lm_rows.len() * cfg.seeds.len()) as u64, "gretriever: language model");
+    for &row in &cfg.lm_rows {
+        for &seed in &cfg.seeds {
+            let spec = row.spec(&cfg.lm, encoder);
+            let r = lm::run_row(bert, &spec, d.class_names.len(), &cfg.lm, &cfg.train, (&train_x, &val_x, &eval_x), seed, &dev).map_err(
+                |e| match e {
+                    StageError::Model(e) => StageError::training(INFO.name, &format!("{} on {}", row.method(), task.as_str()), e),
+                    e => e,
+                },
+            )?;
+            for c in &r.curve {
+                let metrics = [("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metric", c.val_metric)];
+                out.curves.push(row.method(), task.as_str(), seed, c.epoch, c.epoch == r.best, &metrics);
+            }
+            for ((&i, x), &p) in d.eval.iter().zip(&eval_x).zip(&r.predicted) {
+                let text = d.class_names.get(p as usize).cloned().unwrap_or_default();
+                out.predictions.push(d.prediction(i, row.method(), Some(seed), text, correct(&x.qa, p)));
+            }
+            pb.inc(1);
+        }
+    }
+    pb.finish_and_clear();
+    Ok(())
+}
+
 impl StageSpec for GretrieverStage {
     type Config = GretrieverConfig;
     const INFO: &'static StageInfo = &INFO;
@@ -368,13 +434,19 @@ impl StageSpec for GretrieverStage {
         if !(c.train.lr > 0.0 && c.train.lr.is_finite() && c.text_lr > 0.0 && c.text_lr.is_finite()) {
             return Err("lr and text_lr must be > 0".into());
         }
+        if !c.lm_rows.is_empty() {
+            c.lm.validate()?;
+        }
         if c.text_head && (c.text_layers == 0 || c.text_layers > 6 || c.text_epochs == 0 || c.text_batch == 0) {
             return Err("with text_head: text_layers within 1..=6, text_epochs and text_batch ≥ 1".into());
         }
         Ok(())
     }
     fn model(c: &GretrieverConfig) -> Option<crate::ModelNeed> {
-        c.text_head.then(|| crate::ModelNeed { model_dir: c.model_dir.clone(), instead: "gretriever.text_head=false".into() })
+        (c.text_head || !c.lm_rows.is_empty()).then(|| crate::ModelNeed {
+            model_dir: c.model_dir.clone(),
+            instead: "gretriever.text_head=false gretriever.lm_rows=[]".into(),
+        })
     }
     fn execute(&self, ctx: &mut StageContext<'_>, cfg: GretrieverConfig) -> Result<()> {
         let enc = ctx.timed("load", |c| EncodedGraphs::load(c))?;
@@ -384,7 +456,7 @@ impl StageSpec for GretrieverStage {
             &ctx.input("subgraphs", "subgraph_summary")?,
         )?;
         let dataset = ctx.dataset.name.clone();
-        let needs_text = cfg.text_head && enc.graphs.iter().any(|g| g.task != Task::WebQsp);
+        let needs_text = (cfg.text_head || !cfg.lm_rows.is_empty()) && enc.graphs.iter().any(|g| g.task != Task::WebQsp);
         let text_model = if needs_text {
             Some(ctx.timed("load MiniLM", |_| {
                 crate::shared::encoders::load_minilm_burn(cfg.model_dir.as_deref(), cfg.device, "--set gretriever.text_head=false")

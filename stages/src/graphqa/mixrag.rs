@@ -63,6 +63,17 @@ pub struct MixragConfig {
     pub ablation_experts: bool,
     /// Query-aware GNN depths to compare (Fig. 4); `layers` is `mixrag` itself.
     pub ablation_depths: Vec<usize>,
+    /// MixRAG read by the language model (`lm_rows`: `mixrag`, `mixrag-lora`, `mixrag-full`;
+    /// classification tasks, [`crate::graphqa::lm`]); none by default. Needs the model.
+    #[serde(default)]
+    pub lm_rows: Vec<crate::graphqa::lm::MixLmRow>,
+    /// The experts ablation (Table 4) with the language model, under the first of `lm_rows`.
+    #[serde(default)]
+    pub lm_ablation_experts: bool,
+    #[serde(flatten)]
+    pub lm: crate::graphqa::lm::LmSettings,
+    #[serde(default)]
+    pub model_dir: Option<String>,
     #[serde(default)]
     pub device: DeviceChoice,
 }
@@ -80,6 +91,10 @@ impl Default for MixragConfig {
             tau_end: 0.1,
             ablation_experts: true,
             ablation_depths: vec![1, 2, 3, 4],
+            lm_rows: Vec::new(),
+            lm_ablation_experts: false,
+            lm: crate::graphqa::lm::LmSettings::default(),
+            model_dir: None,
             device: DeviceChoice::Cpu,
         }
     }
@@ -163,6 +178,8 @@ pub fn run_task(
     subs: &HashMap<(u32, SubgraphMethod), Subgraph>,
     task: Task,
     cfg: &MixragConfig,
+    text_model: Option<&tgrag_models::minilm::MiniLm>,
+    progress: crate::shared::context::Progress,
 ) -> Result<TaskOut> {
     let class_names = classes(graphs);
     let class_of: HashMap<&str, u32> = class_names.iter().enumerate().map(|(i, c)| (c.as_str(), i as u32)).collect();
@@ -211,7 +228,98 @@ pub fn run_task(
             }
         }
     }
+    if let (Some(bert), false, false) = (text_model, task == Task::WebQsp, cfg.lm_rows.is_empty()) {
+        let class_of: HashMap<String, u32> = class_of.iter().map(|(c, &i)| (c.to_string(), i)).collect();
+        let lm = LmTask { enc, graphs, sub_of: &sub_of, class_names: &class_names, class_of: &class_of, sets: (&tr, &va, &ev) };
+        lm_rows(&lm, task, cfg, bert, progress, &mut out)?;
+    }
     Ok(out)
+}
+
+/// A task's questions as the language-model rows read them.
+struct LmTask<'a> {
+    enc: &'a EncodedGraphs,
+    graphs: &'a [&'a EncodedGraph],
+    sub_of: &'a dyn Fn(&EncodedGraph) -> Subgraph,
+    class_names: &'a [String],
+    class_of: &'a HashMap<String, u32>,
+    /// Training, validation and evaluated questions (indices into `graphs`).
+    sets: (&'a [usize], &'a [usize], &'a [usize]),
+}
+
+/// MixRAG read by the language model: every row of `lm_rows` (all three experts) and, with
+/// `lm_ablation_experts`, the six other expert subsets under the first row, per seed.
+fn lm_rows(
+    t: &LmTask<'_>,
+    task: Task,
+    cfg: &MixragConfig,
+    bert: &tgrag_models::minilm::MiniLm,
+    progress: crate::shared::context::Progress,
+    out: &mut TaskOut,
+) -> Result<()> {
+    use crate::graphqa::lm;
+    let class_of: HashMap<&str, u32> = t.class_of.iter().map(|(c, &i)| (c.as_str(), i)).collect();
+    let read = |ids: &[usize]| -> Result<Vec<tgrag_models::graphqa::lm::LmExample>> {
+        let g = |i: usize| t.graphs[i];
+        let descs: Vec<String> = ids.iter().map(|&i| lm::desc(t.enc, g(i), &(t.sub_of)(g(i)))).collect();
+        let questions: Vec<String> = ids.iter().map(|&i| t.enc.texts[g(i).question as usize].clone()).collect();
+        let qa: Vec<QaExample> = ids.iter().map(|&i| example(t.enc, g(i), &(t.sub_of)(g(i)), &class_of)).collect();
+        lm::examples(bert, qa, &descs, &questions)
+    };
+    let (train_x, val_x, eval_x) = (read(t.sets.0)?, read(t.sets.1)?, read(t.sets.2)?);
+    let dim = t.enc.dim;
+    let source = |experts: [bool; 3]| tgrag_models::graphqa::lm::MixSource {
+        shape: MixShape {
+            dim,
+            edge_dim: dim,
+            question_dim: dim,
+            hidden: cfg.hidden.get(),
+            layers: cfg.layers,
+            top_k: cfg.top_k,
+            experts,
+            head: HeadKind::Classify { classes: t.class_names.len() },
+            head_hidden: cfg.head_hidden.get(),
+        },
+        tau_start: cfg.tau_start,
+        tau_end: cfg.tau_end,
+    };
+    let mut specs: Vec<lm::RowSpec> = cfg.lm_rows.iter().map(|r| r.spec(&cfg.lm, source([true; 3]))).collect();
+    if let (true, Some(first)) = (cfg.lm_ablation_experts, cfg.lm_rows.first()) {
+        for v in variants(&MixragConfig { ablation_depths: Vec::new(), ablation_experts: true, ..cfg.clone() }).into_iter().skip(1) {
+            specs.push(first.spec(&cfg.lm, source(v.experts)));
+        }
+    }
+    let dev = cfg.device.device();
+    let pb = progress.bar((specs.len() * cfg.seeds.len()) as u64, "mixrag: language model");
+    for spec in &specs {
+        for &seed in &cfg.seeds {
+            let r = lm::run_row(bert, spec, t.class_names.len(), &cfg.lm, &cfg.train, (&train_x, &val_x, &eval_x), seed, &dev).map_err(
+                |e| match e {
+                    StageError::Model(e) => StageError::training(INFO.name, &format!("{} on {}", spec.method, task.as_str()), e),
+                    e => e,
+                },
+            )?;
+            for c in &r.curve {
+                let metrics = [("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metric", c.val_metric)];
+                out.curves.push(&spec.method, task.as_str(), seed, c.epoch, c.epoch == r.best, &metrics);
+            }
+            for ((&i, x), &p) in t.sets.2.iter().zip(&eval_x).zip(&r.predicted) {
+                let g = t.graphs[i];
+                let text = t.class_names.get(p as usize).cloned().unwrap_or_default();
+                out.predictions.push(Prediction {
+                    graph: i,
+                    method: spec.method.clone(),
+                    seed: Some(seed),
+                    loose: loose_hit(&text, &g.answer),
+                    text,
+                    correct: correct(&x.qa, p),
+                });
+            }
+            pb.inc(1);
+        }
+    }
+    pb.finish_and_clear();
+    Ok(())
 }
 
 /// A task's training, validation and evaluated examples.
@@ -522,7 +630,13 @@ impl StageSpec for MixragStage {
         {
             return Err("lr, tau_start and tau_end must be finite and > 0".into());
         }
+        if !c.lm_rows.is_empty() {
+            c.lm.validate()?;
+        }
         Ok(())
+    }
+    fn model(c: &MixragConfig) -> Option<crate::ModelNeed> {
+        (!c.lm_rows.is_empty()).then(|| crate::ModelNeed { model_dir: c.model_dir.clone(), instead: "mixrag.lm_rows=[]".into() })
     }
     fn execute(&self, ctx: &mut StageContext<'_>, cfg: MixragConfig) -> Result<()> {
         let enc = ctx.timed("load", |c| EncodedGraphs::load(c))?;
@@ -537,13 +651,23 @@ impl StageSpec for MixragStage {
         for g in &enc.graphs {
             by_task.entry(g.task.as_str()).or_default().push(g);
         }
+        let text_model = if !cfg.lm_rows.is_empty() && enc.graphs.iter().any(|g| g.task != Task::WebQsp) {
+            Some(ctx.timed("load MiniLM", |_| {
+                crate::shared::encoders::load_minilm_burn(cfg.model_dir.as_deref(), cfg.device, "--set mixrag.lm_rows=[]")
+            })?)
+        } else {
+            None
+        };
+        let progress = ctx.progress;
         let (mut parts, mut preds, mut ablation, mut pngs) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut curves = Curves::default();
         let (mut gg, mut gn, mut ge, mut gr, mut gs) = (vec![], vec![], vec![], vec![], vec![]);
         for (task_name, graphs) in &by_task {
             let task = Task::parse(task_name).unwrap_or(Task::SceneGraphs);
             crate::graphqa::data::require_splits(INFO.name, &dataset, task, graphs.iter().map(|g| g.split.as_str()))?;
-            let out = ctx.timed(&format!("train + answer {task_name}"), |_| run_task(&enc, graphs, &subs, task, &cfg))?;
+            let out = ctx.timed(&format!("train + answer {task_name}"), |_| {
+                run_task(&enc, graphs, &subs, task, &cfg, text_model.as_ref(), progress)
+            })?;
             let ds = scored_dataset(&dataset, task);
             let mut scores = Scores::new(&ds, INFO.name);
             task_scores(&dataset, task, graphs, &out.predictions, &mut scores);
@@ -632,7 +756,8 @@ mod tests {
             ablation_depths: vec![1, 3],
             ..MixragConfig::default()
         };
-        let out = run_task(&enc, &graphs, &subs, Task::ExplaGraphs, &cfg).expect("run");
+        let out =
+            run_task(&enc, &graphs, &subs, Task::ExplaGraphs, &cfg, None, crate::shared::context::Progress { quiet: true }).expect("run");
         let acc = |m: &str| {
             let p: Vec<&Prediction> = out.predictions.iter().filter(|p| p.method == m && graphs[p.graph].split == "test").collect();
             p.iter().filter(|p| p.correct).count() as f64 / p.len().max(1) as f64
@@ -652,7 +777,8 @@ mod tests {
         assert!((gates.iter().map(|r| r.mean).sum::<f64>() - 1.0).abs() < 1e-4);
         assert!(ablation_batch(&rows).is_ok() && !task_plots(Task::ExplaGraphs, &rows).expect("plots").is_empty());
         // Deterministic.
-        let again = run_task(&enc, &graphs, &subs, Task::ExplaGraphs, &cfg).expect("run");
+        let again =
+            run_task(&enc, &graphs, &subs, Task::ExplaGraphs, &cfg, None, crate::shared::context::Progress { quiet: true }).expect("run");
         assert_eq!(out.predictions, again.predictions);
     }
 }

@@ -5,7 +5,7 @@
 //! answered questions), [`data`] (the ingest tables as per-question graphs, tasks), [`encoded`] (the
 //! `textgraphs` tables read back), [`pcst`] (a port of pcst_fast), [`retrieval`] (G-Retriever's
 //! PCST retrieval and Efficient G-Retriever's attention retrieval), [`texthead`] (the MiniLM cross-encoder
-//! answer head).
+//! answer head), [`lm`] (the language-model answer path: G-Retriever's rows with soft graph tokens).
 //!
 //! Stages: `textgraphs` (embeddings of every distinct text), `subgraphs` (retrieval per question),
 //! `gretriever` (GNN encoders + answer heads, baselines, seeds), `mixrag` (MixRAG's experts, query-aware
@@ -15,6 +15,7 @@ pub mod answer;
 pub mod data;
 pub mod encoded;
 pub mod gretriever;
+pub mod lm;
 pub mod mixrag;
 pub mod pcst;
 pub mod retrieval;

@@ -48,7 +48,7 @@ fn examples(n: usize, seed: u64) -> Vec<LmExample> {
 
 fn shape(soft: Soft, tuning: Tuning) -> LmQaShape {
     let enc = EncoderShape { kind: EncoderKind::Gt, in_dim: 4, edge_dim: 2, hidden: 16, layers: 2, heads: 2, pooling: Pooling::Mean };
-    LmQaShape { encoder: Some(enc), soft, tuning, projector_hidden: 16, classes: 2, layout: LAYOUT }
+    LmQaShape { encoder: Some(enc), mix: None, soft, tuning, projector_hidden: 16, classes: 2, layout: LAYOUT }
 }
 
 fn kept(curve: &[QaEpoch], best: u32) -> f64 {
@@ -66,7 +66,7 @@ fn the_graph_token_reaches_a_frozen_language_model_and_the_text_alone_cannot() {
     let acc = kept(&curve, best);
     assert!(acc >= 0.9, "graph token, frozen model: validation accuracy {acc} ({curve:?})");
     assert_eq!(model.lm().trained_parameters(), 0, "frozen");
-    let pred = predict(&model, &g, &va, 7, &dev).expect("predict");
+    let pred = predict(&model, &g, &va, 1.0, 7, &dev).expect("predict");
     let right = va.iter().zip(&pred).filter(|(e, p)| e.qa.target == Target::Class(**p)).count() as f64 / va.len() as f64;
     assert!((right - acc).abs() < 1e-9, "predict agrees with the kept epoch: {right} vs {acc}");
     let (_, again, _) = train(&bert, &g, &tr, &va, &cfg, 0, &dev).expect("train");
@@ -77,4 +77,24 @@ fn the_graph_token_reaches_a_frozen_language_model_and_the_text_alone_cannot() {
     }
     assert!(LmQa::new(&bert, &LmQaShape { encoder: None, ..g }, 0, &dev).is_err(), "a graph token needs an encoder");
     assert!(LmQa::new(&bert, &shape(Soft::Prompt { tokens: 0 }, Tuning::Frozen), 0, &dev).is_err());
+}
+
+/// MixRAG's gated experts as the soft token reach a frozen language model too, and learn the rule.
+#[test]
+fn mixrags_soft_prompt_reaches_a_frozen_language_model() {
+    let (_, _, bert) = tiny_bert(21);
+    let dev = Device::flex();
+    let (tr, va) = (examples(160, 1), examples(60, 2));
+    let cfg = TrainConfig { lr: 5e-3, epochs: 20, patience: 20, batch: 16, ..TrainConfig::default() };
+    let mix = MixSource { shape: crate::gnn::mixrag::tests::planted_shape(16, 20), tau_start: 1.0, tau_end: 0.1 };
+    let s = LmQaShape { encoder: None, mix: Some(mix), ..shape(Soft::Mix, Tuning::Frozen) };
+    let (model, curve, best) = train(&bert, &s, &tr, &va, &cfg, 0, &dev).expect("train");
+    let acc = kept(&curve, best);
+    assert!(acc >= 0.9, "MixRAG token, frozen model: validation accuracy {acc} ({curve:?})");
+    let tau = temperature(&s, cfg.epochs, best as usize);
+    assert!((temperature(&s, cfg.epochs, 1) - 1.0).abs() < 1e-12 && (temperature(&s, cfg.epochs, cfg.epochs) - 0.1).abs() < 1e-12);
+    let pred = predict(&model, &s, &va, tau, 16, &dev).expect("predict");
+    let right = va.iter().zip(&pred).filter(|(e, p)| e.qa.target == Target::Class(**p)).count() as f64 / va.len() as f64;
+    assert!((right - acc).abs() < 1e-9, "predict at the kept epoch's temperature agrees: {right} vs {acc}");
+    assert!(LmQa::new(&bert, &LmQaShape { mix: None, ..s }, 0, &dev).is_err(), "a MixRAG token needs MixRAG");
 }

@@ -1,0 +1,266 @@
+//! The language-model answer path of the GraphQA stages (issue 29): the rows of G-Retriever's
+//! table ([`LmRow`]), the textualised graph as G-Retriever writes it ([`desc`]), and one row's
+//! training and answers over [`tgrag_models::graphqa::lm`].
+//!
+//! G-Retriever textualises a (sub)graph as two CSV blocks — `node_id,node_attr` then
+//! `src,edge_attr,dst` — which the model reads after the graph token and before the question.
+
+use serde::{Deserialize, Serialize};
+use tgrag_models::gnn::encoders::EncoderShape;
+use tgrag_models::gnn::mixrag::MixShape;
+use tgrag_models::graphqa::QaEpoch;
+use tgrag_models::graphqa::QaExample;
+use tgrag_models::graphqa::lm::{Layout, LmExample, LmQaShape, MixSource, Soft, predict, temperature, train};
+use tgrag_models::lm::Tuning;
+use tgrag_models::minilm::{Engine, MiniLm};
+use tgrag_models::train::TrainConfig;
+
+use crate::graphqa::encoded::{EncodedGraph, EncodedGraphs};
+use crate::graphqa::retrieval::Subgraph;
+use crate::{Result, StageError};
+
+/// A row of G-Retriever's table (its Table 3: inference-only rows aside), with the language model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LmRow {
+    /// Frozen model, learned soft prompt, textualised graph and question.
+    PromptTuning,
+    /// Frozen model, graph token and question, no textualised graph.
+    Graphtoken,
+    /// Frozen model, graph token, textualised graph and question ("frozen LLM w/ PT").
+    GRetriever,
+    /// LoRA, textualised graph and question, no graph token.
+    Lora,
+    /// LoRA with the graph token.
+    GRetrieverLora,
+    /// Every weight trained, textualised graph and question, no graph token.
+    Full,
+    /// Every weight trained, with the graph token.
+    GRetrieverFull,
+}
+
+impl LmRow {
+    /// The method name in `scores` and `predictions`.
+    pub fn method(self) -> &'static str {
+        match self {
+            LmRow::PromptTuning => "lm-prompt-tuning",
+            LmRow::Graphtoken => "lm-graphtoken",
+            LmRow::GRetriever => "lm-gretriever",
+            LmRow::Lora => "lm-lora",
+            LmRow::GRetrieverLora => "lm-gretriever-lora",
+            LmRow::Full => "lm-full",
+            LmRow::GRetrieverFull => "lm-gretriever-full",
+        }
+    }
+
+    /// Where its soft tokens come from (`prompt_tokens` for prompt tuning).
+    pub fn soft(self, prompt_tokens: usize) -> Soft {
+        match self {
+            LmRow::PromptTuning => Soft::Prompt { tokens: prompt_tokens },
+            LmRow::Lora | LmRow::Full => Soft::None,
+            _ => Soft::Graph,
+        }
+    }
+
+    /// How the language model trains.
+    pub fn tuning(self, rank: usize, alpha: f64) -> Tuning {
+        match self {
+            LmRow::PromptTuning | LmRow::Graphtoken | LmRow::GRetriever => Tuning::Frozen,
+            LmRow::Lora | LmRow::GRetrieverLora => Tuning::Lora { rank, alpha },
+            LmRow::Full | LmRow::GRetrieverFull => Tuning::Full,
+        }
+    }
+
+    /// Whether the textualised graph is in the prompt.
+    pub fn with_desc(self) -> bool {
+        self != LmRow::Graphtoken
+    }
+}
+
+/// The language model's settings (options of the `gretriever` and `mixrag` stages, `lm_*`; each
+/// stage has its own `lm_rows`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LmSettings {
+    pub lm_lr: f64,
+    pub lm_epochs: usize,
+    pub lm_batch: usize,
+    pub lm_patience: usize,
+    pub lm_rank: usize,
+    pub lm_alpha: f64,
+    /// Word pieces of the textualised graph (G-Retriever: 512 of Llama's tokens).
+    pub lm_desc_budget: usize,
+    pub lm_prompt_tokens: usize,
+    pub lm_projector_hidden: usize,
+}
+
+impl Default for LmSettings {
+    fn default() -> Self {
+        LmSettings {
+            lm_lr: 1e-4,
+            lm_epochs: 4,
+            lm_batch: 16,
+            lm_patience: 2,
+            lm_rank: 8,
+            lm_alpha: 16.0,
+            lm_desc_budget: 192,
+            lm_prompt_tokens: 4,
+            lm_projector_hidden: 1024,
+        }
+    }
+}
+
+impl LmSettings {
+    /// The settings' own checks.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if !(self.lm_lr > 0.0 && self.lm_lr.is_finite() && self.lm_alpha > 0.0 && self.lm_alpha.is_finite()) {
+            return Err("lm_lr and lm_alpha must be > 0".into());
+        }
+        if self.lm_epochs == 0 || self.lm_batch == 0 || self.lm_rank == 0 || self.lm_prompt_tokens == 0 || self.lm_projector_hidden == 0 {
+            return Err("lm_epochs, lm_batch, lm_rank, lm_prompt_tokens and lm_projector_hidden must be ≥ 1".into());
+        }
+        Ok(())
+    }
+
+    fn train(&self, base: &TrainConfig) -> TrainConfig {
+        TrainConfig { lr: self.lm_lr, epochs: self.lm_epochs, batch: self.lm_batch, patience: self.lm_patience, ..base.clone() }
+    }
+}
+
+/// G-Retriever's textualisation of `sub`: `node_id,node_attr` rows (local ids in subgraph order),
+/// then `src,edge_attr,dst` rows.
+pub fn desc(enc: &EncodedGraphs, g: &EncodedGraph, sub: &Subgraph) -> String {
+    let t = |id: u32| enc.texts[id as usize].as_str();
+    let mut local = vec![u32::MAX; g.nodes.len()];
+    let mut s = String::from("node_id,node_attr\n");
+    for (i, &v) in sub.nodes.iter().enumerate() {
+        local[v as usize] = i as u32;
+        s.push_str(&format!("{i},{}\n", t(g.nodes[v as usize])));
+    }
+    s.push_str("src,edge_attr,dst\n");
+    for &e in &sub.edges {
+        let (a, b) = g.edges[e as usize];
+        let (la, lb) = (local[a as usize], local[b as usize]);
+        if la != u32::MAX && lb != u32::MAX {
+            s.push_str(&format!("{la},{},{lb}\n", t(g.edge_text[e as usize])));
+        }
+    }
+    s
+}
+
+/// One row's answers: the model's classes for `eval`, its curve and the kept epoch.
+pub struct RowResult {
+    pub predicted: Vec<u32>,
+    pub curve: Vec<QaEpoch>,
+    pub best: u32,
+}
+
+/// The questions as the language model reads them: the answer model's example (graph, target), the
+/// word pieces of the textualised subgraph and of the question.
+pub fn examples(bert: &MiniLm, qa: Vec<QaExample>, descs: &[String], questions: &[String]) -> Result<Vec<LmExample>> {
+    qa.into_iter()
+        .zip(descs.iter().zip(questions))
+        .map(|(qa, (d, q))| Ok(LmExample { qa, desc: bert.pieces(d)?, question: bert.pieces(q)? }))
+        .collect()
+}
+
+/// What one row trains: its method name, soft tokens, tuning, whether the graph text is read, and
+/// the graph side (G-Retriever's encoder or MixRAG).
+#[derive(Debug, Clone)]
+pub struct RowSpec {
+    pub method: String,
+    pub soft: Soft,
+    pub tuning: Tuning,
+    pub with_desc: bool,
+    pub encoder: Option<EncoderShape>,
+    pub mix: Option<MixSource>,
+}
+
+impl LmRow {
+    /// The row over G-Retriever's graph encoder `encoder`.
+    pub fn spec(self, settings: &LmSettings, encoder: EncoderShape) -> RowSpec {
+        RowSpec {
+            method: self.method().into(),
+            soft: self.soft(settings.lm_prompt_tokens),
+            tuning: self.tuning(settings.lm_rank, settings.lm_alpha),
+            with_desc: self.with_desc(),
+            encoder: Some(encoder),
+            mix: None,
+        }
+    }
+}
+
+/// MixRAG with the language model (MixRAG's "w/ LoRA" row and its frozen and full variants).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MixLmRow {
+    /// Frozen model: MixRAG's token, textualised graph and question.
+    Mixrag,
+    /// LoRA (MixRAG's own setting).
+    MixragLora,
+    /// Every weight trained.
+    MixragFull,
+}
+
+impl MixLmRow {
+    /// The method name: `lm-mixrag`, `lm-mixrag-lora`, `lm-mixrag-full`; with an expert subset
+    /// (Table 4's ablation), `-<expert>+<expert>` appended.
+    pub fn method(self, experts: [bool; 3]) -> String {
+        let base = match self {
+            MixLmRow::Mixrag => "lm-mixrag",
+            MixLmRow::MixragLora => "lm-mixrag-lora",
+            MixLmRow::MixragFull => "lm-mixrag-full",
+        };
+        match MixShape::experts_name(experts).strip_prefix("mixrag") {
+            Some(rest) => format!("{base}{rest}"),
+            None => base.into(),
+        }
+    }
+
+    /// The row over MixRAG `mix`.
+    pub fn spec(self, settings: &LmSettings, mix: MixSource) -> RowSpec {
+        let tuning = match self {
+            MixLmRow::Mixrag => Tuning::Frozen,
+            MixLmRow::MixragLora => Tuning::Lora { rank: settings.lm_rank, alpha: settings.lm_alpha },
+            MixLmRow::MixragFull => Tuning::Full,
+        };
+        RowSpec { method: self.method(mix.shape.experts), soft: Soft::Mix, tuning, with_desc: true, encoder: None, mix: Some(mix) }
+    }
+}
+
+/// Trains `spec` with `seed` on `train` (validation picks the epoch) and answers `eval`.
+#[allow(clippy::too_many_arguments)]
+pub fn run_row(
+    bert: &MiniLm,
+    spec: &RowSpec,
+    classes: usize,
+    settings: &LmSettings,
+    base: &TrainConfig,
+    (train_x, val_x, eval_x): (&[LmExample], &[LmExample], &[LmExample]),
+    seed: u64,
+    dev: &burn::tensor::Device,
+) -> Result<RowResult> {
+    let Engine::Burn(b) = &bert.engine else {
+        return Err(StageError::Internal("the language-model rows need MiniLM's burn engine".into()));
+    };
+    let layout = Layout {
+        bos: bert.special_id("[CLS]")?,
+        sep: bert.special_id("[SEP]")?,
+        desc_budget: settings.lm_desc_budget,
+        max_len: b.config().max_position_embeddings,
+        with_desc: spec.with_desc,
+    };
+    let shape = LmQaShape {
+        encoder: spec.encoder,
+        mix: spec.mix,
+        soft: spec.soft,
+        tuning: spec.tuning,
+        projector_hidden: settings.lm_projector_hidden,
+        classes,
+        layout,
+    };
+    let cfg = settings.train(base);
+    let (model, curve, best) = train(b, &shape, train_x, val_x, &cfg, seed, dev)?;
+    let tau = temperature(&shape, cfg.epochs, best as usize);
+    let predicted = predict(&model, &shape, eval_x, tau, 32, &dev.clone().autodiff().inner())?;
+    Ok(RowResult { predicted, curve, best })
+}
