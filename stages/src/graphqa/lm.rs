@@ -3,7 +3,8 @@
 //! training and answers over [`tgrag_models::graphqa::lm`].
 //!
 //! G-Retriever textualises a (sub)graph as two CSV blocks — `node_id,node_attr` then
-//! `src,edge_attr,dst` — which the model reads after the graph token and before the question.
+//! `src,edge_attr,dst` (the `desc` of `tgrag_datasets::graphqa`, here of the retrieved subgraph) —
+//! which the model reads after the graph token and before the question.
 
 use serde::{Deserialize, Serialize};
 use tgrag_models::gnn::encoders::EncoderShape;
@@ -14,6 +15,8 @@ use tgrag_models::graphqa::lm::{Layout, LmExample, LmQaShape, MixSource, Soft, p
 use tgrag_models::lm::Tuning;
 use tgrag_models::minilm::{Engine, MiniLm};
 use tgrag_models::train::TrainConfig;
+
+use tgrag_datasets::graphqa::TextGraph;
 
 use crate::graphqa::encoded::{EncodedGraph, EncodedGraphs};
 use crate::graphqa::retrieval::Subgraph;
@@ -126,25 +129,25 @@ impl LmSettings {
     }
 }
 
-/// G-Retriever's textualisation of `sub`: `node_id,node_attr` rows (local ids in subgraph order),
-/// then `src,edge_attr,dst` rows.
+/// G-Retriever's textualisation of `sub` (`tgrag_datasets::graphqa::desc`: `node_id,node_attr`
+/// rows with local ids in subgraph order, a blank line, `src,edge_attr,dst` rows, pandas' CSV
+/// quoting).
 pub fn desc(enc: &EncodedGraphs, g: &EncodedGraph, sub: &Subgraph) -> String {
-    let t = |id: u32| enc.texts[id as usize].as_str();
+    let t = |id: u32| enc.texts[id as usize].clone();
     let mut local = vec![u32::MAX; g.nodes.len()];
-    let mut s = String::from("node_id,node_attr\n");
+    let mut tg = TextGraph::default();
     for (i, &v) in sub.nodes.iter().enumerate() {
         local[v as usize] = i as u32;
-        s.push_str(&format!("{i},{}\n", t(g.nodes[v as usize])));
+        tg.nodes.push(t(g.nodes[v as usize]));
     }
-    s.push_str("src,edge_attr,dst\n");
     for &e in &sub.edges {
         let (a, b) = g.edges[e as usize];
         let (la, lb) = (local[a as usize], local[b as usize]);
         if la != u32::MAX && lb != u32::MAX {
-            s.push_str(&format!("{la},{},{lb}\n", t(g.edge_text[e as usize])));
+            tg.edges.push((la, t(g.edge_text[e as usize]), lb));
         }
     }
-    s
+    tgrag_datasets::graphqa::desc(&tg)
 }
 
 /// One row's answers: the model's classes for `eval`, its curve and the kept epoch.
@@ -263,4 +266,39 @@ pub fn run_row(
     let tau = temperature(&shape, cfg.epochs, best as usize);
     let predicted = predict(&model, &shape, eval_x, tau, 32, &dev.clone().autodiff().inner())?;
     Ok(RowResult { predicted, curve, best })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graphqa::answer::tests::planted;
+
+    /// A subgraph's text: its nodes renumbered in subgraph order, edges with an end outside it dropped.
+    #[test]
+    fn desc_is_g_retrievers_csv_of_the_subgraph() {
+        let mut enc = planted();
+        let g = &mut enc.graphs[0];
+        g.nodes = vec![3, 4, 5, 6];
+        g.edges = vec![(0, 1), (1, 2), (2, 3)];
+        g.edge_text = vec![1, 2, 1];
+        enc.texts[5] = "says \"no\", twice".into();
+        let g = &enc.graphs[0];
+        let sub = Subgraph { nodes: vec![2, 1, 3], edges: vec![0, 1, 2] };
+        assert_eq!(
+            desc(&enc, g, &sub),
+            "node_id,node_attr\n0,\"says \"\"no\"\", twice\"\n1,concept 1\n2,concept 3\n\nsrc,edge_attr,dst\n1,antonym of,0\n0,synonym of,2\n"
+        );
+        // Row names and settings as the stages' options spell them.
+        let rows: Vec<LmRow> =
+            serde_json::from_str(r#"["prompt-tuning","graphtoken","g-retriever","lora","g-retriever-lora","full","g-retriever-full"]"#)
+                .expect("rows");
+        let methods: Vec<&str> = rows.iter().map(|r| r.method()).collect();
+        assert_eq!(
+            methods,
+            ["lm-prompt-tuning", "lm-graphtoken", "lm-gretriever", "lm-lora", "lm-gretriever-lora", "lm-full", "lm-gretriever-full"]
+        );
+        assert_eq!(MixLmRow::MixragLora.method([true; 3]), "lm-mixrag-lora");
+        assert_eq!(MixLmRow::Mixrag.method([true, false, true]), "lm-mixrag-entity+subgraph");
+        assert!(LmSettings { lm_rank: 0, ..LmSettings::default() }.validate().is_err());
+    }
 }
