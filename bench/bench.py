@@ -40,6 +40,13 @@
   (hidden 256, 4 heads, edge features) and a classification head: PyG vs `tgrag bench-gnn batch`
   (burn on the CPU). Times are medians over the epochs after two warm-up epochs.
 
+* Language-model training (`lm`, issue 29 item 4): one training step — forward, backward and an
+  AdamW step — of all-MiniLM-L6-v2 reading 16 prompts of 160 word pieces with a soft token at
+  position 1 (through `inputs_embeds`), loss sum(mean_pool(states) * probe), full fine-tuning and
+  LoRA (rank 8, alpha 16 on query, key, value and attention.output.dense; peft): Hugging Face
+  transformers' BertModel (torch CPU, 2 threads, eager attention) vs `tgrag bench-lm` (burn on the
+  CPU, models::lm). The best of three steps after a warm-up step on both sides.
+
 * polars (`polars`, issue 31 item 4; run last): the project's own readers (`tgrag bench-read`,
   the functions the loaders call) against polars 1.35.2 (lazy scan, one collect, the columns the
   tgrag reader keeps, POLARS_MAX_THREADS = the machine's cores, in a child process) on generated
@@ -519,6 +526,59 @@ def bench_gnn():
     record("gnn", "ratio", "batch32_gt4_vs_pyg", ref / ms, "x", "PyG time / tgrag time")
 
 
+# --- language-model training step (issue 29 item 4) ---------------------------------------------
+
+LM_MODEL = os.environ.get("BENCH_LM_MODEL", "weights/all-MiniLM-L6-v2")
+
+
+def bench_lm(rows_=16, length=160, steps=3, threads=2):
+    import torch
+    from transformers import BertModel
+
+    torch.set_num_threads(threads)
+    print(f"lm: {rows_} x {length} word pieces, all-MiniLM-L6-v2, torch {torch.__version__}, {threads} threads")
+    for tuning in ["full", "lora"]:
+        torch.manual_seed(0)
+        model = BertModel.from_pretrained(LM_MODEL, attn_implementation="eager")
+        model.train()
+        for m in model.modules():
+            if isinstance(m, torch.nn.Dropout):
+                m.p = 0.0
+        if tuning == "lora":
+            import peft
+
+            cfg = peft.LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, target_modules=r".*attention\.(self\.(query|key|value)|output\.dense)")
+            model = peft.get_peft_model(model, cfg)
+        d = model.config.hidden_size
+        ids = torch.randint(1000, model.config.vocab_size, (rows_, length))
+        mask = torch.ones(rows_, length, dtype=torch.long)
+        soft = torch.nn.Parameter(torch.rand(rows_, d) - 0.5)
+        probe = torch.rand(rows_, d) - 0.5
+        trained = [p for p in model.parameters() if p.requires_grad] + [soft]
+        opt = torch.optim.AdamW(trained, lr=1e-5, weight_decay=0.01)
+        times = []
+        for _ in range(steps + 1):
+            t0 = time.perf_counter()
+            opt.zero_grad()
+            emb = model.get_input_embeddings()(ids).clone()
+            emb[:, 1] = soft
+            h = model(inputs_embeds=emb, attention_mask=mask).last_hidden_state
+            loss = (h.mean(1) * probe).sum()
+            loss.backward()
+            opt.step()
+            times.append(time.perf_counter() - t0)
+        ref = min(times[1:])
+        n_trained = sum(p.numel() for p in trained)
+        record("lm", f"torch-{threads}t", f"{tuning}_step_s", ref, "s", f"{n_trained} trained scalars")
+        res = subprocess.run([TGRAG, "--quiet", "bench-lm", "--tuning", tuning, "--rows", str(rows_), "--len", str(length), "--steps", str(steps), "--model", LM_MODEL],
+                             capture_output=True, text=True, env={**os.environ, "RAYON_NUM_THREADS": str(threads)})
+        if res.returncode != 0:
+            sys.exit(res.stderr)
+        got = json.loads(res.stdout.strip().splitlines()[-1])
+        record("lm", "tgrag-burn", f"{tuning}_step_s", got["best_s"], "s", f"{got['trained']} trained scalars, burn flex, {threads} threads")
+        record("lm", "ratio", f"{tuning}_vs_torch", ref / got["best_s"], "x", "torch time / tgrag time (target >= 1.5)")
+
+
 # --- polars against the project's own readers (issue 31 item 4) -------------------------------
 
 POLARS_MB = int(os.environ.get("BENCH_POLARS_MB", "1024"))
@@ -747,7 +807,9 @@ def bench_polars():
 
 
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["bm25", "minilm", "diffusion", "latency", "pcst", "gnn", "polars"]
+    which = sys.argv[1:] or ["bm25", "minilm", "diffusion", "latency", "pcst", "gnn", "lm", "polars"]
+    if "lm" in which:
+        bench_lm()
     if "gnn" in which:
         bench_gnn()
     if "pcst" in which:

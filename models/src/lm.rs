@@ -339,5 +339,45 @@ impl LmLayer {
     }
 }
 
+/// `make bench`'s training step (issue 29 item 4), the one PyTorch is timed on in the same run:
+/// `rows` prompts of `len` word pieces (seeded ids, a soft token at position 1 of each), the loss
+/// `sum(mean_pool(states) · probe)`, the backward pass and one AdamW step of the trained weights
+/// (`tuning`) and the soft tokens. Returns the seconds of each of `steps` steps after one warm-up
+/// step, and the number of trained scalars.
+pub fn bench_steps(bert: &Bert, tuning: Tuning, (rows, len): (usize, usize), steps: usize, dev: &Device) -> Result<(Vec<f64>, usize)> {
+    use burn::optim::{AdamWConfig, GradientsParams};
+    #[derive(Module, Debug)]
+    struct Step {
+        lm: LanguageModel,
+        soft: Param<Tensor<2>>,
+    }
+    let ad = dev.clone().autodiff();
+    let lm = LanguageModel::from_bert(bert, tuning, 0, &ad)?;
+    let (vocab, d) = (bert.config().vocab_size as u64, lm.dim());
+    let mut rng = Stream(17);
+    let ids: Vec<Vec<u32>> = (0..rows).map(|_| (0..len).map(|_| (1000 + rng.next() % (vocab - 1000)) as u32).collect()).collect();
+    let prompts = Prompts { ids, slots: (0..rows).map(|r| (r, 1)).collect() };
+    let soft: Vec<f32> = (0..rows * d).map(|_| (rng.unit() - 0.5) as f32).collect();
+    let probe: Vec<f32> = (0..rows * d).map(|_| (rng.unit() - 0.5) as f32).collect();
+    let probe: Tensor<2> = Tensor::from_data(TensorData::new(probe, [rows, d]), &ad);
+    let mut model = Step { lm, soft: Param::from_data(TensorData::new(soft, [rows, d]), &ad) };
+    let trained = model.lm.trained_parameters() + rows * d;
+    let mut optim = AdamWConfig::new().with_weight_decay(0.01).init();
+    let mut times = Vec::with_capacity(steps);
+    for i in 0..=steps {
+        let t = std::time::Instant::now();
+        let states = model.lm.forward(&prompts, Some(model.soft.val()))?;
+        let loss = (states.mean() * probe.clone()).sum();
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        model = optim.step(1e-5, model, grads);
+        // Wait for the device (wgpu queues work) before reading the clock.
+        let _ = floats(model.soft.val().slice([0..1, 0..1]))?;
+        if i > 0 {
+            times.push(t.elapsed().as_secs_f64());
+        }
+    }
+    Ok((times, trained))
+}
+
 #[cfg(test)]
 mod tests;

@@ -80,6 +80,9 @@ pub enum Command {
     /// end to end (`make bench-gpu`).
     #[command(hide = true)]
     BenchGpu(commands::bench_gpu::BenchGpuArgs),
+    /// One training step of the language model with soft tokens (`make bench`, next to PyTorch).
+    #[command(hide = true)]
+    BenchLm(commands::bench_lm::BenchLmArgs),
 }
 
 /// Runs one command. Commands that write hold the lock of the folder they write into
@@ -108,6 +111,7 @@ pub fn dispatch(args: Args) -> Result<ExitCode> {
         Command::BenchGnn(a) => commands::bench_gnn::run(a),
         Command::BenchRead(a) => commands::bench_read::run(a),
         Command::BenchGpu(a) => commands::bench_gpu::run(&outputs, a),
+        Command::BenchLm(a) => commands::bench_lm::run(a),
     }
     .map(|()| ExitCode::SUCCESS)
 }

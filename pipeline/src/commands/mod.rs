@@ -4,6 +4,7 @@
 
 pub mod bench_gnn;
 pub mod bench_gpu;
+pub mod bench_lm;
 pub mod bench_read;
 pub mod bm25;
 pub mod compare;

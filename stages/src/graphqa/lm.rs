@@ -84,7 +84,12 @@ impl LmRow {
 /// stage has its own `lm_rows`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LmSettings {
-    pub lm_lr: f64,
+    /// Learning rate by how the language model trains (it also drives the graph encoder, the
+    /// projector, the prompt and the head of that row): frozen rows train only those, and take a
+    /// larger step; full fine-tuning the smallest (the reference point's 5e-5).
+    pub lm_lr_frozen: f64,
+    pub lm_lr_lora: f64,
+    pub lm_lr_full: f64,
     pub lm_epochs: usize,
     pub lm_batch: usize,
     pub lm_patience: usize,
@@ -99,7 +104,9 @@ pub struct LmSettings {
 impl Default for LmSettings {
     fn default() -> Self {
         LmSettings {
-            lm_lr: 1e-4,
+            lm_lr_frozen: 1e-3,
+            lm_lr_lora: 3e-4,
+            lm_lr_full: 5e-5,
             lm_epochs: 4,
             lm_batch: 16,
             lm_patience: 2,
@@ -115,8 +122,9 @@ impl Default for LmSettings {
 impl LmSettings {
     /// The settings' own checks.
     pub fn validate(&self) -> std::result::Result<(), String> {
-        if !(self.lm_lr > 0.0 && self.lm_lr.is_finite() && self.lm_alpha > 0.0 && self.lm_alpha.is_finite()) {
-            return Err("lm_lr and lm_alpha must be > 0".into());
+        let positive = |x: f64| x > 0.0 && x.is_finite();
+        if ![self.lm_lr_frozen, self.lm_lr_lora, self.lm_lr_full, self.lm_alpha].into_iter().all(positive) {
+            return Err("lm_lr_frozen, lm_lr_lora, lm_lr_full and lm_alpha must be finite and > 0".into());
         }
         if self.lm_epochs == 0 || self.lm_batch == 0 || self.lm_rank == 0 || self.lm_prompt_tokens == 0 || self.lm_projector_hidden == 0 {
             return Err("lm_epochs, lm_batch, lm_rank, lm_prompt_tokens and lm_projector_hidden must be ≥ 1".into());
@@ -124,8 +132,13 @@ impl LmSettings {
         Ok(())
     }
 
-    fn train(&self, base: &TrainConfig) -> TrainConfig {
-        TrainConfig { lr: self.lm_lr, epochs: self.lm_epochs, batch: self.lm_batch, patience: self.lm_patience, ..base.clone() }
+    fn train(&self, base: &TrainConfig, tuning: Tuning) -> TrainConfig {
+        let lr = match tuning {
+            Tuning::Frozen => self.lm_lr_frozen,
+            Tuning::Lora { .. } => self.lm_lr_lora,
+            Tuning::Full => self.lm_lr_full,
+        };
+        TrainConfig { lr, epochs: self.lm_epochs, batch: self.lm_batch, patience: self.lm_patience, ..base.clone() }
     }
 }
 
@@ -261,7 +274,7 @@ pub fn run_row(
         classes,
         layout,
     };
-    let cfg = settings.train(base);
+    let cfg = settings.train(base, spec.tuning);
     let (model, curve, best) = train(b, &shape, train_x, val_x, &cfg, seed, dev)?;
     let tau = temperature(&shape, cfg.epochs, best as usize);
     let predicted = predict(&model, &shape, eval_x, tau, 32, &dev.clone().autodiff().inner())?;
