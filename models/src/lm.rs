@@ -151,6 +151,8 @@ pub struct LanguageModel {
     layers: Vec<LmLayer>,
     heads: usize,
     eps: f64,
+    /// The position id of the first token (RoBERTa: `pad_token_id + 1`).
+    offset: usize,
 }
 
 fn host(t: Tensor<2>) -> Result<(Vec<f32>, [usize; 2])> {
@@ -197,6 +199,7 @@ impl LanguageModel {
             layers,
             heads: cfg.num_attention_heads,
             eps: cfg.layer_norm_eps,
+            offset: cfg.position_offset(),
         };
         match tuning {
             Tuning::Full => Ok(model),
@@ -237,7 +240,7 @@ impl LanguageModel {
 
     /// Position table length: the longest sequence the model reads.
     pub fn max_len(&self) -> usize {
-        self.position.val().dims()[0]
+        self.position.val().dims()[0].saturating_sub(self.offset)
     }
 
     /// Token states of `prompts` after every layer, with `soft` (`[slots, d]`, or none when there
@@ -291,7 +294,7 @@ impl LanguageModel {
             (None, false) => return Err(ModelError::Internal("soft-token slots without soft tokens".into())),
             (Some(_), true) => return Err(ModelError::Internal("soft tokens without slots".into())),
         }
-        let pos: Vec<i64> = (0..b * len).map(|i| (i % len) as i64).collect();
+        let pos: Vec<i64> = (0..b * len).map(|i| (i % len + self.offset) as i64).collect();
         let pos: Tensor<1, Int> = Tensor::from_data(TensorData::new(pos, [b * len]), &dev);
         let x = x + self.position.val().select(0, pos) + self.token_type.val().slice([0..1, 0..d]);
         let mut x = layer_norm(x, self.emb_ln.parts(), self.eps);

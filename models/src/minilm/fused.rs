@@ -501,9 +501,11 @@ impl FusedBert {
     /// word + position + token type 0, before the LayerNorm.
     fn embed(&self, batch: &[&[u32]], starts: &[usize], t: usize) -> Vec<f32> {
         let d = self.cfg.hidden_size;
+        let off = self.cfg.position_offset();
         let mut x = vec![0f32; t * d];
         for (si, s) in batch.iter().enumerate() {
             for (p, &id) in s.iter().enumerate() {
+                let p = p + off;
                 let row = &mut x[(starts[si] + p) * d..(starts[si] + p + 1) * d];
                 let (w, pe) = (&self.word[id as usize * d..(id as usize + 1) * d], &self.position[p * d..(p + 1) * d]);
                 for j in 0..d {

@@ -64,6 +64,27 @@ pub struct BertConfig {
     pub type_vocab_size: usize,
     pub layer_norm_eps: f64,
     pub hidden_act: String,
+    /// `bert` (the default) or `roberta`: RoBERTa numbers positions from `pad_token_id + 1`.
+    #[serde(default)]
+    pub model_type: Option<String>,
+    #[serde(default)]
+    pub pad_token_id: Option<u32>,
+}
+
+impl BertConfig {
+    /// The position id of a sequence's first token: 0 for BERT; `pad_token_id + 1` for RoBERTa (as
+    /// Hugging Face's `create_position_ids_from_input_ids` numbers unpadded tokens).
+    pub fn position_offset(&self) -> usize {
+        match self.model_type.as_deref() {
+            Some("roberta") => self.pad_token_id.unwrap_or(1) as usize + 1,
+            _ => 0,
+        }
+    }
+
+    /// The longest sequence the position table holds.
+    pub fn max_len(&self) -> usize {
+        self.max_position_embeddings.saturating_sub(self.position_offset())
+    }
 }
 
 struct Linear {
@@ -206,6 +227,15 @@ impl MiniLm {
         Ok(enc.get_ids().to_vec())
     }
 
+    /// The beginning and separator tokens: `[CLS]`/`[SEP]` (BERT, MPNet-style vocabularies) or
+    /// `<s>`/`</s>` (RoBERTa).
+    pub fn bos_sep(&self) -> Result<(u32, u32)> {
+        match (self.special_id("[CLS]"), self.special_id("[SEP]")) {
+            (Ok(b), Ok(s)) => Ok((b, s)),
+            _ => Ok((self.special_id("<s>")?, self.special_id("</s>")?)),
+        }
+    }
+
     /// The id of a special token of the vocabulary (`[CLS]`, `[SEP]`, `[PAD]`, …).
     pub fn special_id(&self, token: &str) -> Result<u32> {
         self.tokenizer.token_to_id(token).ok_or_else(|| ModelError::Internal(format!("the tokenizer has no {token}")))
@@ -305,7 +335,7 @@ impl Bert {
                 mask[r * len + c] = 1.0;
             }
             for c in 0..len {
-                pos_ids[r * len + c] = c as i64;
+                pos_ids[r * len + c] = (c + self.cfg.position_offset()) as i64;
             }
         }
         let ids_t: Tensor<1, Int> = Tensor::from_data(TensorData::new(flat_ids, [b * len]), dev);
@@ -505,8 +535,8 @@ fn encode_batched(
 
 /// Every sequence fits the position table and every id the vocabulary.
 fn check_ids(cfg: &BertConfig, ids: &[Vec<u32>]) -> Result<()> {
-    if let Some(s) = ids.iter().find(|s| s.len() > cfg.max_position_embeddings) {
-        return Err(ModelError::Internal(format!("a sequence of {} ids exceeds max_position_embeddings", s.len())));
+    if let Some(s) = ids.iter().find(|s| s.len() > cfg.max_len()) {
+        return Err(ModelError::Internal(format!("a sequence of {} ids exceeds the {} positions", s.len(), cfg.max_len())));
     }
     if let Some(&t) = ids.iter().flatten().find(|&&t| t as usize >= cfg.vocab_size) {
         return Err(ModelError::Internal(format!("token id {t} is outside the vocabulary")));

@@ -71,6 +71,8 @@ fn tiny_cfg() -> BertConfig {
         type_vocab_size: 2,
         layer_norm_eps: 1e-12,
         hidden_act: "gelu".into(),
+        model_type: None,
+        pad_token_id: None,
     }
 }
 

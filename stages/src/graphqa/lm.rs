@@ -258,13 +258,8 @@ pub fn run_row(
     let Engine::Burn(b) = &bert.engine else {
         return Err(StageError::Internal("the language-model rows need MiniLM's burn engine".into()));
     };
-    let layout = Layout {
-        bos: bert.special_id("[CLS]")?,
-        sep: bert.special_id("[SEP]")?,
-        desc_budget: settings.lm_desc_budget,
-        max_len: b.config().max_position_embeddings,
-        with_desc: spec.with_desc,
-    };
+    let (bos, sep) = bert.bos_sep()?;
+    let layout = Layout { bos, sep, desc_budget: settings.lm_desc_budget, max_len: b.config().max_len(), with_desc: spec.with_desc };
     let shape = LmQaShape {
         encoder: spec.encoder,
         mix: spec.mix,
