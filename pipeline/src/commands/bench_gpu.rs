@@ -72,21 +72,33 @@ pub fn run(outputs: &Path, a: BenchGpuArgs) -> Result<()> {
     let hardware = tgrag_models::device::hardware_adapter().is_some();
     let note = if hardware { adapter.clone() } else { format!("{adapter}; NOT a hardware GPU: a smoke check, not a GPU's speed") };
     eprintln!("bench-gpu: {note}");
-    let mut figures = minilm_figures(&dir, a.sentences, &note)?;
-    let runs = outputs.join("bench").join("gpu-runs");
-    figures.extend(training_figures(&runs, &a.size, &note)?);
-    if !a.no_e2e {
-        figures.extend(end_to_end(&runs, &a.e2e_size, &note)?);
-    }
-    let mut rows = Rows::new(&tables::BENCH_GPU);
-    for f in &figures {
-        rows.put(f.section).put(f.system.as_str()).put(f.device).put(f.metric).put(f.value).put(f.unit).put(f.note.as_str()).end_row();
-        println!("  {:<11} {:<24} {:<8} {:<22} {:>12.3} {}", f.section, f.system, f.device, f.metric, f.value, f.unit);
-    }
+    // The table is written after every section, so a run cut short (a device's time limit) keeps
+    // what it measured.
     let out = outputs.join("bench").join("bench_gpu.parquet");
     std::fs::create_dir_all(outputs.join("bench")).with_context(|| format!("creating {}", outputs.join("bench").display()))?;
-    tgrag_schemas::io::write_table(&tables::BENCH_GPU, &out, &rows.finish()?)?;
+    let mut figures = minilm_figures(&dir, a.sentences, &note)?;
+    save(&figures, &out)?;
+    let runs = outputs.join("bench").join("gpu-runs");
+    figures.extend(training_figures(&runs, &a.size, &note)?);
+    save(&figures, &out)?;
+    if !a.no_e2e {
+        figures.extend(end_to_end(&runs, &a.e2e_size, &note)?);
+        save(&figures, &out)?;
+    }
+    for f in &figures {
+        println!("  {:<11} {:<24} {:<8} {:<22} {:>12.3} {}", f.section, f.system, f.device, f.metric, f.value, f.unit);
+    }
     println!("wrote {}", out.display());
+    Ok(())
+}
+
+/// Writes `figures` as the `bench_gpu` table (through a temporary file renamed into place).
+fn save(figures: &[Figure], out: &Path) -> Result<()> {
+    let mut rows = Rows::new(&tables::BENCH_GPU);
+    for f in figures {
+        rows.put(f.section).put(f.system.as_str()).put(f.device).put(f.metric).put(f.value).put(f.unit).put(f.note.as_str()).end_row();
+    }
+    tgrag_schemas::io::write_table(&tables::BENCH_GPU, out, &rows.finish()?)?;
     Ok(())
 }
 
