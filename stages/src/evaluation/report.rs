@@ -228,6 +228,70 @@ fn table_line(out: &mut String, key: &TableKey<'_>, metrics: &[&str], (method, g
     out.push('\n');
 }
 
+/// The rows of G-Retriever's table (its Table 3, Llama-2-7B) and MixRAG's main result, beside the
+/// method that reproduces each here: (paper row, method, published ExplaGraphs accuracy, SceneGraphs
+/// accuracy, WebQSP Hit@1 as a fraction). `None`: no published figure (rows of this project only).
+const PAPER_ROWS: &[(&str, &str, Option<[f64; 3]>)] = &[
+    ("Prompt tuning", "lm-prompt-tuning", Some([0.5763, 0.6341, 0.4834])),
+    ("GraphToken", "lm-graphtoken", Some([0.8508, 0.4903, 0.5705])),
+    ("G-Retriever (frozen LM, graph token)", "lm-gretriever", Some([0.8516, 0.8131, 0.7049])),
+    ("LoRA", "lm-lora", Some([0.8538, 0.7862, 0.6603])),
+    ("G-Retriever w/ LoRA", "lm-gretriever-lora", Some([0.8705, 0.8683, 0.7379])),
+    ("MixRAG w/ LoRA", "lm-mixrag-lora", Some([0.8863, 0.8712, 0.7531])),
+    ("MixRAG (frozen LM)", "lm-mixrag", None),
+    ("full fine-tuning", "lm-full", None),
+    ("G-Retriever, full fine-tuning", "lm-gretriever-full", None),
+    ("no language model: G-Retriever's graph transformer + head", "gretriever-gt", None),
+    ("no language model: Efficient G-Retriever + head", "efficient-gretriever", None),
+    ("no language model: MixRAG + head", "mixrag", None),
+    ("no language model: MiniLM cross-encoder, top 2 layers", "gretriever-minilm", None),
+];
+
+/// The papers' table for each GraphQA dataset whose scores hold at least one language-model row:
+/// our test figure (mean ± std over seeds) beside the published one, row by row.
+pub fn paper_section(scores: &[RecordBatch]) -> Result<String> {
+    // (dataset) → method → (mean, std, seeds)
+    let mut by_ds: BTreeMap<String, BTreeMap<String, (Option<f64>, Option<f64>, usize)>> = BTreeMap::new();
+    for b in scores {
+        for r in rows(b)? {
+            if r.split != "test" || r.group != ALL || !PAPER_ROWS.iter().any(|p| p.1 == r.method) {
+                continue;
+            }
+            let metric = if r.dataset.contains("webqsp") { "hit1" } else { "accuracy" };
+            let e = by_ds.entry(r.dataset.to_string()).or_default().entry(r.method.to_string()).or_default();
+            match (r.seed, r.metric) {
+                (None, m) if m == metric => e.0 = Some(r.value),
+                (None, m) if m.strip_suffix("_std") == Some(metric) => e.1 = Some(r.value),
+                (Some(_), m) if m == metric => e.2 += 1,
+                _ => {}
+            }
+        }
+    }
+    let mut out = String::new();
+    for (ds, methods) in &by_ds {
+        if !methods.keys().any(|m| m.starts_with("lm-")) {
+            continue;
+        }
+        let col = if ds.contains("explagraphs") {
+            0
+        } else if ds.contains("scenegraphs") {
+            1
+        } else {
+            2
+        };
+        let metric = if col == 2 { "Hit@1" } else { "accuracy" };
+        out.push_str(&format!(
+            "\n## GraphQA with a language model: {ds} (test {metric}; published with Llama-2-7B)\n\n| row | method | ours | seeds | published |\n|---|---|---:|---:|---:|\n"
+        ));
+        for (row, method, published) in PAPER_ROWS {
+            let Some((Some(v), sd, seeds)) = methods.get(*method) else { continue };
+            let published = published.map_or("—".to_string(), |p| format!("{:.4}", p[col]));
+            out.push_str(&format!("| {row} | `{method}` | {} | {seeds} | {published} |\n", cell(*v, *sd)));
+        }
+    }
+    Ok(out)
+}
+
 pub struct ReportStage;
 
 static INFO: StageInfo = StageInfo {
@@ -253,11 +317,15 @@ impl StageSpec for ReportStage {
         // The ranking metrics first (the table `make run` prints), then every other stage in pipeline order.
         let mut stages: Vec<&'static str> = ctx.deps().to_vec();
         stages.sort_by_key(|s| *s != "metrics");
+        let mut graphqa = Vec::new();
         for stage in stages {
             if !ctx.has_input(stage, "scores") {
                 continue;
             }
             let scores = ctx.input(stage, "scores")?;
+            if stage == "gretriever" || stage == "mixrag" {
+                graphqa.push(scores.clone());
+            }
             sources.push(stage);
             if stage == "metrics" {
                 body.push_str(&ranking_section(&scores)?);
@@ -269,6 +337,7 @@ impl StageSpec for ReportStage {
             text.push_str("\nNo stage wrote scores for this dataset.\n");
         } else {
             text.push_str(&format!("\nFrom the `scores` tables of: {}.\n", sources.join(", ")));
+            text.push_str(&paper_section(&graphqa)?);
             text.push_str(&body);
         }
         ctx.write_text("report.md", &text)
@@ -299,6 +368,37 @@ mod tests {
         // Per-seed rows only: their mean, with the count.
         assert!(text.contains("## gretriever: ds/task, split `val`, by model\n\n| method | model | n | hits_at_10 |"), "{text}");
         assert!(text.contains("| gcn | x | 4 | 0.2500 |\n| sage | x | 4 | 0.6250 (2 seeds) |\n"), "{text}");
+    }
+
+    #[test]
+    fn the_papers_table_puts_our_rows_beside_the_published_figures() {
+        let mut g = Scores::new("explagraphs", "gretriever");
+        for (seed, v) in [(0, 0.70), (1, 0.74)] {
+            g.push("lm-gretriever-lora", "test", ALL, "accuracy", v, 554, Some(seed));
+        }
+        g.push("lm-gretriever-lora", "test", ALL, "accuracy", 0.72, 554, None);
+        g.push("lm-gretriever-lora", "test", ALL, "accuracy_std", 0.028_284_27, 554, None);
+        g.push("gretriever-gt", "test", ALL, "accuracy", 0.65, 554, Some(0));
+        g.push("gretriever-gt", "test", ALL, "accuracy", 0.65, 554, None);
+        g.push("lm-gretriever-lora", "val", ALL, "accuracy", 0.9, 553, None);
+        let mut m = Scores::new("explagraphs", "mixrag");
+        m.push("lm-mixrag-lora", "test", ALL, "accuracy", 0.75, 554, Some(0));
+        m.push("lm-mixrag-lora", "test", ALL, "accuracy", 0.75, 554, None);
+        // A dataset without language-model rows gets no table.
+        let mut w = Scores::new("synthetic/webqsp", "gretriever");
+        w.push("gretriever-gt", "test", ALL, "hit1", 0.1, 8, None);
+        let text = paper_section(&[g.batch().expect("g"), m.batch().expect("m"), w.batch().expect("w")]).expect("render");
+        assert!(text.contains("## GraphQA with a language model: explagraphs (test accuracy; published with Llama-2-7B)"), "{text}");
+        assert!(text.contains("| G-Retriever w/ LoRA | `lm-gretriever-lora` | 0.7200 ± 0.0283 | 2 | 0.8705 |\n"), "{text}");
+        assert!(text.contains("| MixRAG w/ LoRA | `lm-mixrag-lora` | 0.7500 | 1 | 0.8863 |\n"), "{text}");
+        assert!(
+            text.contains("| no language model: G-Retriever's graph transformer + head | `gretriever-gt` | 0.6500 | 1 | — |"),
+            "{text}"
+        );
+        assert!(!text.contains("0.9000") && !text.contains("webqsp"), "validation rows and datasets without LM rows stay out: {text}");
+        // Rows in the paper's order: LoRA rows after the frozen ones, the no-LM rows last.
+        assert!(text.find("G-Retriever w/ LoRA").expect("a") < text.find("MixRAG w/ LoRA").expect("b"));
+        assert!(text.find("MixRAG w/ LoRA").expect("b") < text.find("no language model").expect("c"));
     }
 
     #[test]
