@@ -250,8 +250,9 @@ const PAPER_ROWS: &[(&str, &str, Option<[f64; 3]>)] = &[
 /// The papers' table for each GraphQA dataset whose scores hold at least one language-model row:
 /// our test figure (mean ± std over seeds) beside the published one, row by row.
 pub fn paper_section(scores: &[RecordBatch]) -> Result<String> {
-    // (dataset) → method → (mean, std, seeds)
-    let mut by_ds: BTreeMap<String, BTreeMap<String, (Option<f64>, Option<f64>, usize)>> = BTreeMap::new();
+    /// A method's test figure: the mean over seeds, its std and the number of seeds.
+    type Figure = (Option<f64>, Option<f64>, usize);
+    let mut by_ds: BTreeMap<String, BTreeMap<String, Figure>> = BTreeMap::new();
     for b in scores {
         for r in rows(b)? {
             if r.split != "test" || r.group != ALL || !PAPER_ROWS.iter().any(|p| p.1 == r.method) {
