@@ -417,10 +417,16 @@ impl Default for MixConfig {
 impl MixConfig {
     /// The temperature of a 1-based epoch: geometric from `tau_start` (epoch 1) to `tau_end` (last).
     pub fn tau(&self, epoch: usize) -> f64 {
-        let e = self.qa.train.epochs.max(2) as f64;
-        let t = (epoch.max(1) - 1) as f64 / (e - 1.0);
-        self.tau_start * (self.tau_end / self.tau_start).powf(t.min(1.0))
+        annealed(self.tau_start, self.tau_end, self.qa.train.epochs, epoch)
     }
+}
+
+/// The Gumbel temperature of a 1-based epoch of a run of `epochs`: geometric from `start` (epoch 1)
+/// to `end` (the last). MixRAG's own training and the language-model path share it.
+pub fn annealed(start: f64, end: f64, epochs: usize, epoch: usize) -> f64 {
+    let e = epochs.max(2) as f64;
+    let t = (epoch.max(1) - 1) as f64 / (e - 1.0);
+    start * (end / start).powf(t.min(1.0))
 }
 
 use crate::graphqa::{QaEpoch, QaExample, argmax, batch_of, correct, loss_from};

@@ -221,11 +221,7 @@ fn enc_shape_dims(shape: &LmQaShape) -> (usize, usize) {
 /// MixRAG's temperature at a 1-based epoch of a run of `epochs` (its own schedule: geometric); 1
 /// without MixRAG. A trained model answers at its kept epoch's temperature.
 pub fn temperature(shape: &LmQaShape, epochs: usize, epoch: usize) -> f64 {
-    shape.mix.map_or(1.0, |m| {
-        let e = epochs.max(2) as f64;
-        let t = (epoch.max(1) - 1) as f64 / (e - 1.0);
-        m.tau_start * (m.tau_end / m.tau_start).powf(t.min(1.0))
-    })
+    shape.mix.map_or(1.0, |m| crate::gnn::mixrag::annealed(m.tau_start, m.tau_end, epochs, epoch))
 }
 
 /// Mean cross-entropy of a batch's logits over the examples with a class seen in training.

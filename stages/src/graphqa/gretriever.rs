@@ -390,30 +390,16 @@ fn lm_rows(
         heads: cfg.heads,
         pooling: Pooling::Mean,
     };
-    let dev = cfg.device.device();
-    let pb = progress.bar((cfg.lm_rows.len() * cfg.seeds.len()) as u64, "gretriever: language model");
-    for &row in &cfg.lm_rows {
-        for &seed in &cfg.seeds {
-            let spec = row.spec(&cfg.lm, encoder);
-            let r = lm::run_row(bert, &spec, d.class_names.len(), &cfg.lm, &cfg.train, (&train_x, &val_x, &eval_x), seed, &dev).map_err(
-                |e| match e {
-                    StageError::Model(e) => StageError::training(INFO.name, &format!("{} on {}", row.method(), task.as_str()), e),
-                    e => e,
-                },
-            )?;
-            for c in &r.curve {
-                let metrics = [("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metric", c.val_metric)];
-                out.curves.push(row.method(), task.as_str(), seed, c.epoch, c.epoch == r.best, &metrics);
-            }
-            for ((&i, x), &p) in d.eval.iter().zip(&eval_x).zip(&r.predicted) {
-                let text = d.class_names.get(p as usize).cloned().unwrap_or_default();
-                out.predictions.push(d.prediction(i, row.method(), Some(seed), text, correct(&x.qa, p)));
-            }
-            pb.inc(1);
+    let specs: Vec<lm::RowSpec> = cfg.lm_rows.iter().map(|r| r.spec(&cfg.lm, encoder)).collect();
+    let run = lm::RowsRun { stage: INFO.name, task: task.as_str(), classes: d.class_names.len(), settings: &cfg.lm, base: &cfg.train };
+    let sets = (train_x.as_slice(), val_x.as_slice(), eval_x.as_slice());
+    let TaskResult { predictions, curves } = out;
+    lm::run_rows(bert, &run, &specs, &cfg.seeds, sets, &cfg.device.device(), progress, curves, |method, seed, predicted| {
+        for ((&i, x), &p) in d.eval.iter().zip(&eval_x).zip(predicted) {
+            let text = d.class_names.get(p as usize).cloned().unwrap_or_default();
+            predictions.push(d.prediction(i, method, Some(seed), text, correct(&x.qa, p)));
         }
-    }
-    pb.finish_and_clear();
-    Ok(())
+    })
 }
 
 impl StageSpec for GretrieverStage {

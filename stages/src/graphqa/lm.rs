@@ -243,6 +243,51 @@ impl MixLmRow {
     }
 }
 
+/// Where a stage's rows run and what they are told: the stage's name (for errors), the task,
+/// the number of classes, the settings and the stage's base training settings.
+pub struct RowsRun<'a> {
+    pub stage: &'a str,
+    pub task: &'a str,
+    pub classes: usize,
+    pub settings: &'a LmSettings,
+    pub base: &'a TrainConfig,
+}
+
+/// Every (row, seed) of `specs` × `seeds`, in that order, with one progress bar: each row's curve
+/// goes into `curves` (model = the row's method, variant = the task) and `answer` hears its
+/// method, seed and predicted classes for `sets.2`. The one loop of the `gretriever` and `mixrag`
+/// language-model rows.
+#[allow(clippy::too_many_arguments)]
+pub fn run_rows(
+    bert: &MiniLm,
+    run: &RowsRun<'_>,
+    specs: &[RowSpec],
+    seeds: &[u64],
+    sets: (&[LmExample], &[LmExample], &[LmExample]),
+    dev: &burn::tensor::Device,
+    progress: crate::shared::context::Progress,
+    curves: &mut crate::shared::curves::Curves,
+    mut answer: impl FnMut(&str, u64, &[u32]),
+) -> Result<()> {
+    let pb = progress.bar((specs.len() * seeds.len()) as u64, &format!("{}: language model", run.stage));
+    for spec in specs {
+        for &seed in seeds {
+            let r = run_row(bert, spec, run.classes, run.settings, run.base, sets, seed, dev).map_err(|e| match e {
+                StageError::Model(e) => StageError::training(run.stage, &format!("{} on {}", spec.method, run.task), e),
+                e => e,
+            })?;
+            for c in &r.curve {
+                let metrics = [("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metric", c.val_metric)];
+                curves.push(&spec.method, run.task, seed, c.epoch, c.epoch == r.best, &metrics);
+            }
+            answer(&spec.method, seed, &r.predicted);
+            pb.inc(1);
+        }
+    }
+    pb.finish_and_clear();
+    Ok(())
+}
+
 /// Trains `spec` with `seed` on `train` (validation picks the epoch) and answers `eval`.
 #[allow(clippy::too_many_arguments)]
 pub fn run_row(

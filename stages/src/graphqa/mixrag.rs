@@ -289,37 +289,23 @@ fn lm_rows(
             specs.push(first.spec(&cfg.lm, source(v.experts)));
         }
     }
-    let dev = cfg.device.device();
-    let pb = progress.bar((specs.len() * cfg.seeds.len()) as u64, "mixrag: language model");
-    for spec in &specs {
-        for &seed in &cfg.seeds {
-            let r = lm::run_row(bert, spec, t.class_names.len(), &cfg.lm, &cfg.train, (&train_x, &val_x, &eval_x), seed, &dev).map_err(
-                |e| match e {
-                    StageError::Model(e) => StageError::training(INFO.name, &format!("{} on {}", spec.method, task.as_str()), e),
-                    e => e,
-                },
-            )?;
-            for c in &r.curve {
-                let metrics = [("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metric", c.val_metric)];
-                out.curves.push(&spec.method, task.as_str(), seed, c.epoch, c.epoch == r.best, &metrics);
-            }
-            for ((&i, x), &p) in t.sets.2.iter().zip(&eval_x).zip(&r.predicted) {
-                let g = t.graphs[i];
-                let text = t.class_names.get(p as usize).cloned().unwrap_or_default();
-                out.predictions.push(Prediction {
-                    graph: i,
-                    method: spec.method.clone(),
-                    seed: Some(seed),
-                    loose: loose_hit(&text, &g.answer),
-                    text,
-                    correct: correct(&x.qa, p),
-                });
-            }
-            pb.inc(1);
+    let run = lm::RowsRun { stage: INFO.name, task: task.as_str(), classes: t.class_names.len(), settings: &cfg.lm, base: &cfg.train };
+    let sets = (train_x.as_slice(), val_x.as_slice(), eval_x.as_slice());
+    let TaskOut { predictions, curves, .. } = out;
+    lm::run_rows(bert, &run, &specs, &cfg.seeds, sets, &cfg.device.device(), progress, curves, |method, seed, predicted| {
+        for ((&i, x), &p) in t.sets.2.iter().zip(&eval_x).zip(predicted) {
+            let g = t.graphs[i];
+            let text = t.class_names.get(p as usize).cloned().unwrap_or_default();
+            predictions.push(Prediction {
+                graph: i,
+                method: method.to_string(),
+                seed: Some(seed),
+                loose: loose_hit(&text, &g.answer),
+                text,
+                correct: correct(&x.qa, p),
+            });
         }
-    }
-    pb.finish_and_clear();
-    Ok(())
+    })
 }
 
 /// A task's training, validation and evaluated examples.
