@@ -69,8 +69,18 @@ impl<'a> Op<'a> {
 /// `dst (m×n, row-major) = a · b` (or `dst += a · b` with `accumulate`), single-threaded: the small
 /// trainings of [`crate::gnn::fast`] run several at once, one per core. Shapes are checked before the
 /// one audited `unsafe` call.
-#[allow(unsafe_code)]
 pub fn gemm_f32(dst: &mut [f32], a: Op<'_>, b: Op<'_>, accumulate: bool) -> Result<()> {
+    gemm_f32_on(dst, a, b, accumulate, gemm::Parallelism::None)
+}
+
+/// [`gemm_f32`] spread over rayon's threads (the language model's host engine: one training at a
+/// time, large products).
+pub fn gemm_f32_par(dst: &mut [f32], a: Op<'_>, b: Op<'_>, accumulate: bool) -> Result<()> {
+    gemm_f32_on(dst, a, b, accumulate, gemm::Parallelism::Rayon(0))
+}
+
+#[allow(unsafe_code)]
+fn gemm_f32_on(dst: &mut [f32], a: Op<'_>, b: Op<'_>, accumulate: bool, par: gemm::Parallelism) -> Result<()> {
     let ((m, k), (a_rs, a_cs)) = a.read();
     let ((k2, n), (b_rs, b_cs)) = b.read();
     if k != k2 || a.data.len() != a.rows * a.cols || b.data.len() != b.rows * b.cols || dst.len() != m * n {
@@ -112,7 +122,7 @@ pub fn gemm_f32(dst: &mut [f32], a: Op<'_>, b: Op<'_>, accumulate: bool) -> Resu
             false,
             false,
             false,
-            gemm::Parallelism::None,
+            par,
         );
     }
     Ok(())

@@ -382,5 +382,7 @@ pub fn bench_steps(bert: &Bert, tuning: Tuning, (rows, len): (usize, usize), ste
     Ok((times, trained))
 }
 
+pub mod host;
+
 #[cfg(test)]
 mod tests;

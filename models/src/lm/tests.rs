@@ -363,3 +363,144 @@ fn parity_case(dir: &std::path::Path, modes: &[bool]) {
         }
     }
 }
+
+/// The host engine ([`super::host::HostLm`]) against the same transformers/peft case as the burn
+/// model: token states, the loss, the soft-token gradient, full fine-tuning's weight gradients and
+/// every LoRA factor's gradient.
+#[test]
+fn host_hf_parity_full_and_lora() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/lm_parity");
+    host_parity_case(&dir, &[false, true]);
+}
+
+#[test]
+fn host_hf_parity_roberta() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/lm_parity/roberta");
+    host_parity_case(&dir, &[false]);
+}
+
+fn host_parity_case(dir: &std::path::Path, modes: &[bool]) {
+    use super::host::HostLm;
+    use safetensors::SafeTensors;
+    let bytes = std::fs::read(dir.join("case.safetensors")).expect("tests/fixtures/lm_parity/case.safetensors (make.py)");
+    let case = SafeTensors::deserialize(&bytes).expect("case");
+    let f32s = |name: &str| -> Vec<f32> {
+        let t = case.tensor(name).unwrap_or_else(|_| panic!("case has no {name}"));
+        t.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+    };
+    let i64s = |name: &str| -> (Vec<i64>, Vec<usize>) {
+        let t = case.tensor(name).unwrap_or_else(|_| panic!("case has no {name}"));
+        (t.data().chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))).collect(), t.shape().to_vec())
+    };
+    let (cfg, path, weights) = crate::minilm::read_model(dir).expect("config and checkpoint");
+    let bert = Bert::from_safetensors(cfg.clone(), &path, &weights, &Device::flex()).expect("strict load");
+    let d = cfg.hidden_size;
+    let (ids, shape) = i64s("ids");
+    let (mask, _) = i64s("mask");
+    let (b, len) = (shape[0], shape[1]);
+    let rows: Vec<Vec<u32>> =
+        (0..b).map(|r| (0..len).filter(|&c| mask[r * len + c] == 1).map(|c| ids[r * len + c] as u32).collect()).collect();
+    let (slots, _) = i64s("slots");
+    let slots: Vec<(usize, usize)> = slots.chunks(2).map(|s| (s[0] as usize, s[1] as usize)).collect();
+    let p = Prompts { ids: rows, slots };
+    let probe = f32s("probe");
+    let t = |v: &[f32], out: usize, inp: usize| -> Vec<f32> { (0..inp * out).map(|k| v[(k % out) * inp + k / out]).collect() };
+    // Both kinds of product the engine trains on: f32 (1e-4 of each tensor's largest value) and,
+    // where this CPU has AMX, split bf16 (16 of f32's 24 significand bits: 1e-3, reached by LoRA's
+    // factor gradients, which are differences of such products).
+    use crate::minilm::fused::Products;
+    let kinds: Vec<(Products, f32)> =
+        [(Products::F32, 1e-4), (Products::Amx, 1e-3)].into_iter().filter(|(p, _)| p.resolve().is_ok()).collect();
+    assert!(HostLm::from_bert(&bert, Tuning::Full, 0).expect("lm").set_products(Products::Bf16).is_err(), "no training on single bf16");
+    for &(products, tol) in &kinds {
+        for &lora in modes {
+            let pre = if lora { "lora." } else { "" };
+            let close = |what: &str, got: &[f32], want: &[f32]| {
+                assert_eq!(got.len(), want.len(), "{what}: sizes");
+                let scale = want.iter().fold(1e-6f32, |m, v| m.max(v.abs()));
+                for (i, (g, w)) in got.iter().zip(want).enumerate() {
+                    assert!((g - w).abs() <= tol * scale, "{products:?} {what}[{i}]: {g} vs transformers {w} (largest {scale})");
+                }
+            };
+            let mut lm = if lora {
+                let ra = f32s("lora.rank_alpha");
+                let (rank, alpha) = (ra[0] as usize, f64::from(ra[1]));
+                let mut lm = HostLm::from_bert(&bert, Tuning::Lora { rank, alpha }, 0).expect("lm");
+                for i in 0..cfg.num_hidden_layers {
+                    for (j, name) in
+                        ["attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"].iter().enumerate()
+                    {
+                        let a = f32s(&format!("lora.encoder.layer.{i}.{name}.lora_A.weight"));
+                        let bb = f32s(&format!("lora.encoder.layer.{i}.{name}.lora_B.weight"));
+                        lm.set_lora(i, j, t(&a, rank, d), t(&bb, d, rank)).expect("factors");
+                    }
+                }
+                lm
+            } else {
+                HostLm::from_bert(&bert, Tuning::Full, 0).expect("lm")
+            };
+            lm.set_products(products).expect("products");
+            let (states, tape) = lm.forward(&p, &f32s("soft")).expect("forward");
+            // Unpack into the fixture's padded [b, len, d] (padding zero) and pool.
+            let mut padded = vec![0f32; b * len * d];
+            let mut loss = 0f32;
+            let mut dstates = vec![0f32; states.len()];
+            for (r, &(s0, n)) in tape.seqs().iter().enumerate() {
+                for c in 0..n {
+                    for k in 0..d {
+                        padded[(r * len + c) * d + k] = states[(s0 + c) * d + k];
+                        loss += states[(s0 + c) * d + k] * probe[r * d + k] / n as f32;
+                        dstates[(s0 + c) * d + k] = probe[r * d + k] / n as f32;
+                    }
+                }
+            }
+            close(&format!("{pre}host states"), &padded, &f32s(&format!("{pre}states")));
+            close(&format!("{pre}host loss"), &[loss], &f32s(&format!("{pre}loss")));
+            let grads = lm.backward(tape, &dstates).expect("backward");
+            close(&format!("{pre}host grad.soft"), &grads.soft, &f32s(&format!("{pre}grad.soft")));
+            let g = &grads.params;
+            if lora {
+                for (i, layer) in g.layers.iter().enumerate() {
+                    for (j, name) in
+                        ["attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"].iter().enumerate()
+                    {
+                        let r = layer.lora_a[j].len() / d;
+                        close(
+                            &format!("host layer {i} {name} A"),
+                            &layer.lora_a[j],
+                            &t(&f32s(&format!("lora.grad.encoder.layer.{i}.{name}.lora_A.weight")), r, d),
+                        );
+                        close(
+                            &format!("host layer {i} {name} B"),
+                            &layer.lora_b[j],
+                            &t(&f32s(&format!("lora.grad.encoder.layer.{i}.{name}.lora_B.weight")), d, r),
+                        );
+                    }
+                    assert!(layer.wqkv.is_empty() && layer.ln1_g.is_empty(), "LoRA leaves the base weights without gradients");
+                }
+                assert!(g.emb.word.is_empty());
+                assert_eq!(lm.trained_parameters(), cfg.num_hidden_layers * 4 * 2 * d * (f32s("lora.rank_alpha")[0] as usize));
+            } else {
+                close("host grad word embeddings", &g.emb.word, &f32s("grad.embeddings.word_embeddings.weight"));
+                close("host grad position embeddings", &g.emb.position, &f32s("grad.embeddings.position_embeddings.weight"));
+                // Query is the first d columns of the [d, 3d] query-key-value gradient.
+                let q: Vec<f32> = g.layers[0].wqkv.chunks(3 * d).flat_map(|row| row[..d].to_vec()).collect();
+                close("host grad layer 0 query", &q, &t(&f32s("grad.encoder.layer.0.attention.self.query.weight"), d, d));
+                if case.tensor("grad.encoder.layer.1.output.dense.weight").is_ok() {
+                    close(
+                        "host grad layer 1 attention output",
+                        &g.layers[1].wo,
+                        &t(&f32s("grad.encoder.layer.1.attention.output.dense.weight"), d, d),
+                    );
+                    let inter = cfg.intermediate_size;
+                    close("host grad layer 1 output", &g.layers[1].wout, &t(&f32s("grad.encoder.layer.1.output.dense.weight"), d, inter));
+                    close(
+                        "host grad layer 0 attention LayerNorm gain",
+                        &g.layers[0].ln1_g,
+                        &f32s("grad.encoder.layer.0.attention.output.LayerNorm.weight"),
+                    );
+                }
+            }
+        }
+    }
+}

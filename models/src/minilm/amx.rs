@@ -123,17 +123,32 @@ impl PackedB {
         let nt = n.div_ceil(2 * TILE) * 2;
         let mut store = Vec::new();
         let (off, data) = aligned(&mut store, nt * kt * TILE_U16);
-        for r in 0..k {
-            for (j, &x) in w[r * n..(r + 1) * n].iter().enumerate() {
-                let (h, l) = split(x);
-                // [Bh ; Bl ; Bh]
-                for (seg, v) in [(0, h), (1, l), (2, h)] {
-                    let row = seg * kp + r;
-                    let tile = ((j / (2 * TILE)) * kt + row / STEP) * 2 + (j / TILE) % 2;
-                    data[tile * TILE_U16 + ((row % STEP) / 2) * STEP + (j % TILE) * 2 + row % 2] = v;
+        // One 32-column block of tiles per task (the blocks are contiguous and independent): the
+        // language model's host engine packs its weights after every step.
+        data.par_chunks_mut(2 * kt * TILE_U16).enumerate().for_each(|(jb, block)| {
+            // Row pairs (2p, 2p + 1) of 16 columns: one contiguous run of 32 bf16 in a tile, the
+            // same run in each of the three segments [Bh ; Bl ; Bh].
+            for p in 0..kp / 2 {
+                let (r0, r1) = (2 * p, 2 * p + 1);
+                for half in 0..2 {
+                    let c0 = jb * 2 * TILE + half * TILE;
+                    let mut hi = [0u16; STEP];
+                    let mut lo = [0u16; STEP];
+                    for c in 0..TILE.min(n.saturating_sub(c0)) {
+                        for (e, r) in [(0, r0), (1, r1)] {
+                            if r < k {
+                                (hi[2 * c + e], lo[2 * c + e]) = split(w[r * n + c0 + c]);
+                            }
+                        }
+                    }
+                    for (seg, run) in [(0, &hi), (1, &lo), (2, &hi)] {
+                        let row = seg * kp + r0;
+                        let at = ((row / STEP) * 2 + half) * TILE_U16 + ((row % STEP) / 2) * STEP;
+                        block[at..at + STEP].copy_from_slice(run);
+                    }
                 }
             }
-        }
+        });
         let len = nt * kt * TILE_U16;
         Ok(PackedB { k, n, kp, kt, nt, store, off, len })
     }

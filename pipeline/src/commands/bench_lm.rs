@@ -1,7 +1,8 @@
 //! `tgrag bench-lm` (hidden; `make bench` calls it next to PyTorch, issue 29 item 4): the seconds of
 //! one training step of the language model with soft tokens ([`tgrag_models::lm::bench_steps`]:
 //! forward, backward, AdamW) on a batch of `--rows` × `--len` word pieces, full fine-tuning or LoRA,
-//! on burn's CPU backend (or `--device gpu`).
+//! on the host engine (`--engine host`, [`tgrag_models::lm::host`], the default) or on burn
+//! (`--engine burn`: its CPU backend, or `--device gpu`).
 //!
 //! Prints one JSON line: `{"tuning": …, "rows": …, "len": …, "trained": …, "step_s": [..], "best_s": …}`.
 
@@ -28,9 +29,12 @@ pub struct BenchLmArgs {
     pub lora_rank: usize,
     #[arg(long, default_value_t = 16.0)]
     pub lora_alpha: f64,
-    /// `cpu` or `gpu`.
+    /// `cpu` or `gpu` (burn only).
     #[arg(long, default_value = "cpu")]
     pub device: String,
+    /// `host` (the hand-written backward pass) or `burn` (burn's autodiff).
+    #[arg(long, default_value = "host")]
+    pub engine: String,
     /// The model folder (default: weights/all-MiniLM-L6-v2).
     #[arg(long)]
     pub model: Option<PathBuf>,
@@ -47,18 +51,26 @@ pub fn run(a: BenchLmArgs) -> Result<()> {
         "gpu" => tgrag_models::DeviceChoice::Gpu,
         other => bail_config!("--device `{other}`: cpu or gpu"),
     };
+    if a.engine == "host" && a.device != "cpu" {
+        bail_config!("--engine host runs on the CPU; --device gpu needs --engine burn");
+    }
     if a.rows == 0 || a.len < 3 || a.steps == 0 {
         bail_config!("--rows and --steps must be at least 1, --len at least 3");
     }
     let dir = a.model.clone().unwrap_or_else(|| minilm::default_dir(std::path::Path::new(".")));
     let model = MiniLm::load(&dir, &choice.device()).with_context(|| format!("loading {}", dir.display()))?;
     let Engine::Burn(bert) = &model.engine else { anyhow::bail!("MiniLM did not load into burn") };
-    let (times, trained) = bench_steps(bert, tuning, (a.rows, a.len), a.steps, &choice.device())?;
+    let (times, trained) = match a.engine.as_str() {
+        "burn" => bench_steps(bert, tuning, (a.rows, a.len), a.steps, &choice.device())?,
+        "host" => tgrag_models::lm::host::bench_steps(bert, tuning, (a.rows, a.len), a.steps)?,
+        other => bail_config!("--engine `{other}`: host or burn"),
+    };
     let best = times.iter().copied().fold(f64::INFINITY, f64::min);
     let list: Vec<String> = times.iter().map(|t| format!("{t:.4}")).collect();
     println!(
-        "{{\"tuning\": \"{}\", \"device\": \"{}\", \"rows\": {}, \"len\": {}, \"trained\": {trained}, \"step_s\": [{}], \"best_s\": {best:.4}}}",
+        "{{\"tuning\": \"{}\", \"engine\": \"{}\", \"device\": \"{}\", \"rows\": {}, \"len\": {}, \"trained\": {trained}, \"step_s\": [{}], \"best_s\": {best:.4}}}",
         tuning.as_str(),
+        a.engine,
         a.device,
         a.rows,
         a.len,
