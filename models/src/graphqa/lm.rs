@@ -16,6 +16,12 @@
 //! linear head over the mean of the language model's token states. The language model trains as
 //! its [`Tuning`] says; the graph encoder, the projector, the prompt and the head always train.
 //! Training is [`crate::train::fit`]'s, with the GraphQA settings (AdamW, clipping, patience).
+//!
+//! Two engines train it, chosen by the device ([`train`]): on the CPU the language model and the
+//! head run on the host engine ([`crate::lm::host`], a hand-written backward pass) while the soft
+//! tokens' side (encoder, MixRAG, projector, prompt) stays on burn: the host backward pass gives
+//! the soft tokens' gradient `g`, and burn back-propagates the surrogate `Σ soft ∘ g` through that
+//! side, which has the same gradients. On a GPU everything is burn ([`LmQa`]).
 
 use burn::module::{Module, Param};
 use burn::optim::{GradientsParams, ModuleOptimizer};
@@ -26,6 +32,7 @@ use crate::error::{ModelError, Result};
 use crate::gnn::encoders::{EncoderShape, GraphEncoder};
 use crate::gnn::mixrag::{MixRag, MixShape, gumbel};
 use crate::graphqa::{QaEpoch, QaExample, Target, argmax, batch_of};
+use crate::lm::host::{AdamW, HostLm};
 use crate::lm::{LanguageModel, Prompts, Tuning};
 use crate::minilm::Bert;
 use crate::train::{Dense, Evaluation, Learner, Score, Stepped, Stream, TrainConfig, fit, floats};
@@ -125,71 +132,59 @@ pub struct LmQaShape {
     pub layout: Layout,
 }
 
-/// The graph encoder and projector (or a learned prompt), the language model and the head.
+/// Where the soft tokens come from: the graph encoder and projector, MixRAG and projector, or a
+/// learned prompt (all absent for the text alone).
 #[derive(Module, Debug)]
-pub struct LmQa {
+pub struct SoftSide {
     encoder: Option<GraphEncoder>,
     mix: Option<MixRag>,
     proj1: Option<Dense>,
     proj2: Option<Dense>,
     prompt: Option<Param<Tensor<2>>>,
-    lm: LanguageModel,
-    head: Dense,
 }
 
-impl LmQa {
-    /// A model over `bert`'s weights (on `dev`); `seed` draws every new weight.
-    pub fn new(bert: &Bert, shape: &LmQaShape, seed: u64, dev: &Device) -> Result<Self> {
-        let lm = LanguageModel::from_bert(bert, shape.tuning, seed, dev)?;
-        let d = lm.dim();
-        let mut rng = Stream(seed ^ 0x6c6d_7161);
+impl SoftSide {
+    /// New weights for `shape` (width `d`), drawn from `rng` (and `seed` for the encoders);
+    /// `words` gives the word embeddings a learned prompt starts from.
+    fn new(
+        shape: &LmQaShape,
+        (seed, vocab, d): (u64, usize, usize),
+        rng: &mut Stream,
+        words: &dyn Fn(&[u32]) -> Result<Vec<f32>>,
+        dev: &Device,
+    ) -> Result<Self> {
         let (mut encoder, mut mix, mut proj1, mut proj2, mut prompt) = (None, None, None, None, None);
         match shape.soft {
             Soft::Graph => {
                 let e = shape.encoder.ok_or_else(|| ModelError::Internal("a graph token needs a graph encoder".into()))?;
                 encoder = Some(GraphEncoder::new(e, seed, dev)?);
-                proj1 = Some(Dense::new(e.hidden, shape.projector_hidden.max(1), &mut rng, dev));
-                proj2 = Some(Dense::new(shape.projector_hidden.max(1), d, &mut rng, dev));
+                proj1 = Some(Dense::new(e.hidden, shape.projector_hidden.max(1), rng, dev));
+                proj2 = Some(Dense::new(shape.projector_hidden.max(1), d, rng, dev));
             }
             Soft::Mix => {
                 let m = shape.mix.ok_or_else(|| ModelError::Internal("a MixRAG token needs MixRAG's shape".into()))?;
                 mix = Some(MixRag::new(m.shape, seed, dev)?);
-                proj1 = Some(Dense::new(m.shape.hidden, shape.projector_hidden.max(1), &mut rng, dev));
-                proj2 = Some(Dense::new(shape.projector_hidden.max(1), d, &mut rng, dev));
+                proj1 = Some(Dense::new(m.shape.hidden, shape.projector_hidden.max(1), rng, dev));
+                proj2 = Some(Dense::new(shape.projector_hidden.max(1), d, rng, dev));
             }
             Soft::Prompt { tokens } => {
                 if tokens == 0 {
                     return Err(ModelError::Internal("prompt tuning needs at least one soft token".into()));
                 }
-                let vocab = bert.config().vocab_size as u64;
-                let ids: Vec<u32> = (0..tokens).map(|_| (rng.next() % vocab) as u32).collect();
-                let init = floats(lm.word_embeddings(&ids))?;
-                prompt = Some(Param::from_data(TensorData::new(init, [tokens, d]), dev));
+                let ids: Vec<u32> = (0..tokens).map(|_| (rng.next() % vocab as u64) as u32).collect();
+                prompt = Some(Param::from_data(TensorData::new(words(&ids)?, [tokens, d]), dev));
             }
             Soft::None => {}
         }
-        let head = Dense::new(d, shape.classes.max(1), &mut rng, dev);
-        Ok(LmQa { encoder, mix, proj1, proj2, prompt, lm, head })
+        Ok(SoftSide { encoder, mix, proj1, proj2, prompt })
     }
 
-    /// The language model (its trained scalars, for the report).
-    pub fn lm(&self) -> &LanguageModel {
-        &self.lm
-    }
-
-    /// Class logits `[B, classes]` of a batch; `mix` = MixRAG's temperature and, in training, the
-    /// stream its Gumbel noise is drawn from.
-    fn forward(&self, examples: &[&LmExample], shape: &LmQaShape, mix: (f64, Option<&mut Stream>), dev: &Device) -> Result<Tensor<2>> {
-        let k = shape.soft.count();
-        let mut prompts = Prompts::default();
-        for (r, e) in examples.iter().enumerate() {
-            let (ids, slots) = layout(&shape.layout, k, &e.desc, &e.question)?;
-            prompts.ids.push(ids);
-            prompts.slots.extend(slots.into_iter().map(|p| (r, p)));
-        }
+    /// The soft tokens of a batch, `[slots, d]` in slot order (none for the text alone); `mix` =
+    /// MixRAG's temperature and, in training, the stream its Gumbel noise is drawn from.
+    fn soft(&self, examples: &[&LmExample], shape: &LmQaShape, mix: (f64, Option<&mut Stream>), dev: &Device) -> Result<Option<Tensor<2>>> {
         let qa: Vec<&QaExample> = examples.iter().map(|e| &e.qa).collect();
         let (node_dim, edge_dim) = enc_shape_dims(shape);
-        let soft = match (&self.encoder, &self.mix, &self.proj1, &self.proj2, &self.prompt) {
+        Ok(match (&self.encoder, &self.mix, &self.proj1, &self.proj2, &self.prompt) {
             (Some(enc), _, Some(p1), Some(p2), _) => {
                 let (g, _) = batch_of(&qa, node_dim, edge_dim, dev)?;
                 let pooled = enc.pool(enc.nodes(&g), &g);
@@ -203,10 +198,180 @@ impl LmQa {
             }
             (_, _, _, _, Some(p)) => Some(Tensor::cat(vec![p.val(); examples.len()], 0)),
             _ => None,
-        };
+        })
+    }
+}
+
+/// The prompts of a batch (see [`layout`]) with their soft-token slots.
+fn prompts_of(examples: &[&LmExample], shape: &LmQaShape) -> Result<Prompts> {
+    let k = shape.soft.count();
+    let mut prompts = Prompts::default();
+    for (r, e) in examples.iter().enumerate() {
+        let (ids, slots) = layout(&shape.layout, k, &e.desc, &e.question)?;
+        prompts.ids.push(ids);
+        prompts.slots.extend(slots.into_iter().map(|p| (r, p)));
+    }
+    Ok(prompts)
+}
+
+/// The soft-token side, the language model and the head, all on burn (the GPU engine).
+#[derive(Module, Debug)]
+pub struct LmQa {
+    side: SoftSide,
+    lm: LanguageModel,
+    head: Dense,
+}
+
+impl LmQa {
+    /// A model over `bert`'s weights (on `dev`); `seed` draws every new weight.
+    pub fn new(bert: &Bert, shape: &LmQaShape, seed: u64, dev: &Device) -> Result<Self> {
+        let lm = LanguageModel::from_bert(bert, shape.tuning, seed, dev)?;
+        let d = lm.dim();
+        let mut rng = Stream(seed ^ 0x6c6d_7161);
+        let words = |ids: &[u32]| floats(lm.word_embeddings(ids));
+        let side = SoftSide::new(shape, (seed, bert.config().vocab_size, d), &mut rng, &words, dev)?;
+        let head = Dense::new(d, shape.classes.max(1), &mut rng, dev);
+        Ok(LmQa { side, lm, head })
+    }
+
+    /// The language model (its trained scalars, for the report).
+    pub fn lm(&self) -> &LanguageModel {
+        &self.lm
+    }
+
+    /// Class logits `[B, classes]` of a batch.
+    fn forward(&self, examples: &[&LmExample], shape: &LmQaShape, mix: (f64, Option<&mut Stream>), dev: &Device) -> Result<Tensor<2>> {
+        let prompts = prompts_of(examples, shape)?;
+        let soft = self.side.soft(examples, shape, mix, dev)?;
         let states = self.lm.forward(&prompts, soft)?;
         Ok(self.head.forward(states.mean()))
     }
+}
+
+/// The host engine's model: the soft-token side on burn, the language model and the head on host
+/// buffers (the CPU engine).
+pub struct HostQa {
+    side: SoftSide,
+    lm: HostLm,
+    /// The head, `[d, classes]` and `[classes]`.
+    head_w: Vec<f32>,
+    head_b: Vec<f32>,
+    classes: usize,
+}
+
+/// A trained model, of either engine.
+pub enum TrainedQa {
+    Burn(Box<LmQa>),
+    Host(Box<HostQa>),
+}
+
+impl TrainedQa {
+    /// The language model's trained scalars (LoRA: the factors; frozen: none).
+    pub fn lm_trained_parameters(&self) -> usize {
+        match self {
+            TrainedQa::Burn(m) => m.lm.trained_parameters(),
+            TrainedQa::Host(m) => m.lm.trained_parameters(),
+        }
+    }
+}
+
+impl HostQa {
+    /// The same model as [`LmQa::new`] draws (same seed, same weights), with the side on `dev`.
+    pub fn new(bert: &Bert, shape: &LmQaShape, seed: u64, dev: &Device) -> Result<Self> {
+        let lm = HostLm::from_bert(bert, shape.tuning, seed)?;
+        let d = lm.dim();
+        let mut rng = Stream(seed ^ 0x6c6d_7161);
+        let words = |ids: &[u32]| lm.word_embeddings(ids);
+        let side = SoftSide::new(shape, (seed, bert.config().vocab_size, d), &mut rng, &words, dev)?;
+        let classes = shape.classes.max(1);
+        let (head_w, head_b) = Dense::new(d, classes, &mut rng, &dev.clone().inner()).to_host()?;
+        Ok(HostQa { side, lm, head_w, head_b, classes })
+    }
+
+    /// Mean-pooled token states `[B, d]` and class logits `[B, classes]` of a batch, with the
+    /// soft tokens' tensor (`None` for the text alone) and, when `keep`, the language model's tape.
+    #[allow(clippy::type_complexity)]
+    fn forward(
+        &self,
+        examples: &[&LmExample],
+        shape: &LmQaShape,
+        mix: (f64, Option<&mut Stream>),
+        keep: bool,
+        dev: &Device,
+    ) -> Result<(Vec<f32>, Vec<f32>, Option<Tensor<2>>, Option<crate::lm::host::Tape>, Vec<(usize, usize)>)> {
+        let prompts = prompts_of(examples, shape)?;
+        let soft = self.side.soft(examples, shape, mix, dev)?;
+        let soft_host = match &soft {
+            Some(t) => floats(t.clone())?,
+            None => Vec::new(),
+        };
+        let (states, tape, seqs) = if keep {
+            let (h, tape) = self.lm.forward(&prompts, &soft_host)?;
+            let seqs = tape.seqs().to_vec();
+            (h, Some(tape), seqs)
+        } else {
+            let (h, seqs) = self.lm.states(&prompts, &soft_host)?;
+            (h, None, seqs)
+        };
+        let d = self.lm.dim();
+        let mut pooled = vec![0f32; seqs.len() * d];
+        for (r, &(s0, n)) in seqs.iter().enumerate() {
+            let out = &mut pooled[r * d..(r + 1) * d];
+            for row in states[s0 * d..(s0 + n) * d].chunks_exact(d) {
+                for (o, v) in out.iter_mut().zip(row) {
+                    *o += v;
+                }
+            }
+            out.iter_mut().for_each(|v| *v /= n.max(1) as f32);
+        }
+        let c = self.classes;
+        let mut logits = Vec::with_capacity(seqs.len() * c);
+        for p in pooled.chunks_exact(d) {
+            for j in 0..c {
+                logits.push(self.head_b[j] + p.iter().enumerate().map(|(i, v)| v * self.head_w[i * c + j]).sum::<f32>());
+            }
+        }
+        Ok((pooled, logits, soft, tape, seqs))
+    }
+
+    /// A copy for the kept epoch (the side on the inner device).
+    fn kept(&self) -> Result<Self> {
+        Ok(HostQa {
+            side: self.side.clone().valid(),
+            lm: self.lm.try_clone()?,
+            head_w: self.head_w.clone(),
+            head_b: self.head_b.clone(),
+            classes: self.classes,
+        })
+    }
+}
+
+/// Mean cross-entropy over the examples with a class seen in training, and its gradient for the
+/// logits (zero for the other rows); `None` when no example counts.
+fn host_loss(logits: &[f32], classes: usize, examples: &[&LmExample]) -> Option<(f64, Vec<f32>)> {
+    let used = examples.iter().filter(|e| matches!(e.qa.target, Target::Class(c) if (c as usize) < classes)).count();
+    if used == 0 {
+        return None;
+    }
+    let mut loss = 0f64;
+    let mut grad = vec![0f32; logits.len()];
+    for (r, e) in examples.iter().enumerate() {
+        let Target::Class(c) = e.qa.target else { continue };
+        let c = c as usize;
+        if c >= classes {
+            continue;
+        }
+        let row = &logits[r * classes..(r + 1) * classes];
+        let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+        let sum: f64 = row.iter().map(|&v| f64::from(v - max).exp()).sum();
+        let lse = f64::from(max) + sum.ln();
+        loss -= f64::from(row[c]) - lse;
+        for (j, g) in grad[r * classes..(r + 1) * classes].iter_mut().enumerate() {
+            let p = (f64::from(row[j]) - lse).exp();
+            *g = ((p - if j == c { 1.0 } else { 0.0 }) / used as f64) as f32;
+        }
+    }
+    Some((loss / used as f64, grad))
 }
 
 /// (node, edge) feature widths of the graphs the encoder reads.
@@ -247,34 +412,49 @@ fn loss_of(logits: Tensor<2>, examples: &[&LmExample]) -> Option<Tensor<1>> {
 
 /// The predicted class of each example (ties: the lowest), in batches of `batch`; `tau`: MixRAG's
 /// temperature ([`temperature`] of the kept epoch; ignored without MixRAG).
-pub fn predict(model: &LmQa, shape: &LmQaShape, examples: &[LmExample], tau: f64, batch: usize, dev: &Device) -> Result<Vec<u32>> {
+pub fn predict(model: &TrainedQa, shape: &LmQaShape, examples: &[LmExample], tau: f64, batch: usize, dev: &Device) -> Result<Vec<u32>> {
     let mut out = Vec::with_capacity(examples.len());
     for chunk in examples.chunks(batch.max(1)) {
         let refs: Vec<&LmExample> = chunk.iter().collect();
-        let logits = floats(model.forward(&refs, shape, (tau, None), dev)?)?;
+        let logits = logits_of(model, &refs, shape, tau, dev)?;
         out.extend(logits.chunks(shape.classes.max(1)).map(argmax));
     }
     Ok(out)
 }
 
+/// A batch's class logits (no gradient), `[B, classes]` flat.
+fn logits_of(model: &TrainedQa, refs: &[&LmExample], shape: &LmQaShape, tau: f64, dev: &Device) -> Result<Vec<f32>> {
+    match model {
+        TrainedQa::Burn(m) => floats(m.forward(refs, shape, (tau, None), dev)?),
+        TrainedQa::Host(m) => Ok(m.forward(refs, shape, (tau, None), false, dev)?.1),
+    }
+}
+
 /// Validation loss and accuracy.
-fn evaluate(model: &LmQa, shape: &LmQaShape, examples: &[LmExample], tau: f64, dev: &Device) -> Result<(f64, f64)> {
+fn evaluate(model: &TrainedQa, shape: &LmQaShape, examples: &[LmExample], tau: f64, dev: &Device) -> Result<(f64, f64)> {
     let (mut loss, mut counted, mut right) = (0.0, 0usize, 0usize);
+    let classes = shape.classes.max(1);
     for chunk in examples.chunks(32) {
         let refs: Vec<&LmExample> = chunk.iter().collect();
-        let logits = model.forward(&refs, shape, (tau, None), dev)?;
-        let pred: Vec<u32> = floats(logits.clone())?.chunks(shape.classes.max(1)).map(argmax).collect();
+        let logits = logits_of(model, &refs, shape, tau, dev)?;
+        let pred: Vec<u32> = logits.chunks(classes).map(argmax).collect();
         right += refs.iter().zip(&pred).filter(|(e, p)| e.qa.target == Target::Class(**p)).count();
-        if let Some(l) = loss_of(logits, &refs) {
-            loss += f64::from(l.into_scalar::<f32>()) * chunk.len() as f64;
+        if let Some((l, _)) = host_loss(&logits, classes, &refs) {
+            loss += l * chunk.len() as f64;
             counted += chunk.len();
         }
     }
     Ok((loss / counted.max(1) as f64, right as f64 / examples.len().max(1) as f64))
 }
 
+/// Whether `dev` is the CPU (burn's flex backend): the host engine trains there.
+pub fn host_engine(dev: &Device) -> bool {
+    dev.clone().inner() == Device::flex()
+}
+
 /// Trains a model on `train`, keeping the epoch with the best validation accuracy; returns it (on
-/// the inner device of `dev`), its curve and the kept epoch.
+/// the inner device of `dev`), its curve and the kept epoch. The CPU trains on the host engine,
+/// a GPU on burn ([`train_on`] chooses explicitly).
 pub fn train(
     bert: &Bert,
     shape: &LmQaShape,
@@ -283,7 +463,22 @@ pub fn train(
     cfg: &TrainConfig,
     seed: u64,
     dev: &Device,
-) -> Result<(LmQa, Vec<QaEpoch>, u32)> {
+) -> Result<(TrainedQa, Vec<QaEpoch>, u32)> {
+    train_on(host_engine(dev), bert, shape, train, val, cfg, seed, dev)
+}
+
+/// [`train`] on the host engine (`host`) or on burn.
+#[allow(clippy::too_many_arguments)]
+pub fn train_on(
+    host: bool,
+    bert: &Bert,
+    shape: &LmQaShape,
+    train: &[LmExample],
+    val: &[LmExample],
+    cfg: &TrainConfig,
+    seed: u64,
+    dev: &Device,
+) -> Result<(TrainedQa, Vec<QaEpoch>, u32)> {
     const MODEL: &str = "language-model QA";
     crate::train::check_lr(MODEL, cfg.lr)?;
     if train.is_empty() {
@@ -291,8 +486,28 @@ pub fn train(
     }
     let ad = dev.clone().autodiff();
     let inner = ad.clone().inner();
-    let model = LmQa::new(bert, shape, seed, &ad)?;
     let mut rng = Stream(seed ^ 0x6c6d_7472);
+    let plan = cfg.plan(MODEL, seed, train.len());
+    if host {
+        let model = HostQa::new(bert, shape, seed, &ad)?;
+        let mut optim = AdamW::new(cfg.weight_decay);
+        optim.clip = Some(cfg.clip);
+        let mut learner = HostLearner {
+            shape,
+            train,
+            val,
+            lr: cfg.lr,
+            epochs: cfg.epochs,
+            tau: temperature(shape, cfg.epochs, 1),
+            side_optim: cfg.adamw(),
+            optim,
+            ad,
+            inner,
+        };
+        let f = fit(&plan, &mut learner, model, &mut rng)?;
+        return Ok((TrainedQa::Host(Box::new(f.kept)), f.curve, f.best_epoch));
+    }
+    let model = LmQa::new(bert, shape, seed, &ad)?;
     let mut learner = LmLearner {
         shape,
         train,
@@ -304,8 +519,8 @@ pub fn train(
         ad,
         inner,
     };
-    let f = fit(&cfg.plan(MODEL, seed, train.len()), &mut learner, model, &mut rng)?;
-    Ok((f.kept, f.curve, f.best_epoch))
+    let f = fit(&plan, &mut learner, model, &mut rng)?;
+    Ok((TrainedQa::Burn(Box::new(f.kept)), f.curve, f.best_epoch))
 }
 
 struct LmLearner<'a> {
@@ -340,11 +555,92 @@ impl Learner for LmLearner<'_> {
     }
 
     fn evaluate(&mut self, model: &LmQa, epoch: usize, train_loss: f64) -> Result<Evaluation<LmQa, QaEpoch>> {
-        let valid = model.valid();
-        let (val_loss, val_metric) = evaluate(&valid, self.shape, self.val, self.tau, &self.inner)?;
+        let kept = TrainedQa::Burn(Box::new(model.valid()));
+        let (val_loss, val_metric) = evaluate(&kept, self.shape, self.val, self.tau, &self.inner)?;
+        let TrainedQa::Burn(keep) = kept else { return Err(ModelError::Internal("engine changed".into())) };
         Ok(Evaluation {
             score: Score::Validated { metric: val_metric, loss: Some(val_loss) },
-            keep: valid,
+            keep: *keep,
+            row: QaEpoch { epoch: epoch as u32, train_loss, val_loss, val_metric },
+        })
+    }
+}
+
+struct HostLearner<'a> {
+    shape: &'a LmQaShape,
+    train: &'a [LmExample],
+    val: &'a [LmExample],
+    lr: f64,
+    epochs: usize,
+    tau: f64,
+    /// The soft-token side's optimiser (burn) and the language model's and head's (host): the
+    /// same AdamW settings.
+    side_optim: ModuleOptimizer,
+    optim: AdamW,
+    ad: Device,
+    inner: Device,
+}
+
+impl Learner for HostLearner<'_> {
+    type Model = HostQa;
+    type Kept = HostQa;
+    type Row = QaEpoch;
+
+    fn begin_epoch(&mut self, epoch: usize) {
+        self.tau = temperature(self.shape, self.epochs, epoch);
+    }
+
+    fn step(&mut self, mut model: HostQa, batch: Option<&[usize]>, rng: &mut Stream) -> Result<Stepped<HostQa>> {
+        let refs: Vec<&LmExample> = batch.unwrap_or_default().iter().map(|&i| &self.train[i]).collect();
+        let (pooled, logits, soft, tape, seqs) = model.forward(&refs, self.shape, (self.tau, Some(rng)), true, &self.ad)?;
+        let c = model.classes;
+        let Some((loss, dlogits)) = host_loss(&logits, c, &refs) else { return Ok((model, None)) };
+        let tape = tape.ok_or_else(|| ModelError::Internal("no tape".into()))?;
+        let d = model.lm.dim();
+        // The head: dW = pooledᵀ·dlogits, db = Σ dlogits, dpooled = dlogits·Wᵀ.
+        let mut gw = vec![0f32; d * c];
+        let mut gb = vec![0f32; c];
+        let mut dpooled = vec![0f32; pooled.len()];
+        for (r, (p, dl)) in pooled.chunks_exact(d).zip(dlogits.chunks_exact(c)).enumerate() {
+            for (j, &g) in dl.iter().enumerate() {
+                gb[j] += g;
+                for i in 0..d {
+                    gw[i * c + j] += p[i] * g;
+                    dpooled[r * d + i] += g * model.head_w[i * c + j];
+                }
+            }
+        }
+        let mut dstates = vec![0f32; seqs.last().map_or(0, |&(s, n)| s + n) * d];
+        for (r, &(s0, n)) in seqs.iter().enumerate() {
+            let g = &dpooled[r * d..(r + 1) * d];
+            for row in dstates[s0 * d..(s0 + n) * d].chunks_exact_mut(d) {
+                for (o, v) in row.iter_mut().zip(g) {
+                    *o = v / n.max(1) as f32;
+                }
+            }
+        }
+        let grads = model.lm.backward(tape, &dstates)?;
+        let lr = self.lr as f32;
+        // One optimiser over the language model's trained tensors, then the head's.
+        let (lm, head_w, head_b) = (&mut model.lm, &mut model.head_w, &mut model.head_b);
+        lm.step_with(&mut self.optim, lr, &grads.params, [(head_w, &gw), (head_b, &gb)])?;
+        if let Some(soft) = soft {
+            let [k, sd] = soft.dims();
+            let g: Tensor<2> = Tensor::from_data(TensorData::new(grads.soft, [k, sd]), &self.ad);
+            let surrogate = (soft * g).sum();
+            let side_grads = GradientsParams::from_grads(surrogate.backward(), &model.side);
+            model.side = self.side_optim.step(self.lr, model.side, side_grads);
+        }
+        Ok((model, Some((loss, refs.len() as f64))))
+    }
+
+    fn evaluate(&mut self, model: &HostQa, epoch: usize, train_loss: f64) -> Result<Evaluation<HostQa, QaEpoch>> {
+        let kept = TrainedQa::Host(Box::new(model.kept()?));
+        let (val_loss, val_metric) = evaluate(&kept, self.shape, self.val, self.tau, &self.inner)?;
+        let TrainedQa::Host(keep) = kept else { return Err(ModelError::Internal("engine changed".into())) };
+        Ok(Evaluation {
+            score: Score::Validated { metric: val_metric, loss: Some(val_loss) },
+            keep: *keep,
             row: QaEpoch { epoch: epoch as u32, train_loss, val_loss, val_metric },
         })
     }

@@ -270,10 +270,11 @@ fn broadcast(bias: &[f32], t: usize) -> Vec<f32> {
     v
 }
 
-/// Column sums of a `[t, n]` matrix added into `acc` (`[n]`).
+/// Column sums of a `[t, n]` matrix: partial sums over fixed blocks of rows in parallel, then
+/// added in block order, so that the result does not depend on how rayon splits the work.
 fn col_sums(x: &[f32], n: usize) -> Vec<f32> {
-    let chunk = 256;
-    x.par_chunks(n * chunk)
+    let partial: Vec<Vec<f32>> = x
+        .par_chunks(n * 256)
         .map(|rows| {
             let mut acc = vec![0f32; n];
             for row in rows.chunks_exact(n) {
@@ -283,15 +284,14 @@ fn col_sums(x: &[f32], n: usize) -> Vec<f32> {
             }
             acc
         })
-        .reduce(
-            || vec![0f32; n],
-            |mut a, b| {
-                for (x, y) in a.iter_mut().zip(&b) {
-                    *x += y;
-                }
-                a
-            },
-        )
+        .collect();
+    let mut out = vec![0f32; n];
+    for p in &partial {
+        for (a, v) in out.iter_mut().zip(p) {
+            *a += v;
+        }
+    }
+    out
 }
 
 /// An elementwise pass, run through pulp's runtime dispatch so that its loops compile for the best
@@ -742,6 +742,33 @@ impl HostLm {
         Ok(g)
     }
 
+    /// A copy (the kept epoch of a training run); the packed weights are rebuilt.
+    pub fn try_clone(&self) -> Result<Self> {
+        let mut lm = HostLm {
+            p: self.p.clone(),
+            dims: self.dims,
+            tuning: self.tuning,
+            scale: self.scale,
+            rank: self.rank,
+            products: self.products,
+            packs: Vec::new(),
+            merged: Vec::new(),
+        };
+        lm.repack()?;
+        Ok(lm)
+    }
+
+    /// The word embeddings of `ids`, `[n, d]` (a learned prompt starts from words).
+    pub fn word_embeddings(&self, ids: &[u32]) -> Result<Vec<f32>> {
+        let d = self.dims.d;
+        let mut out = Vec::with_capacity(ids.len() * d);
+        for &id in ids {
+            let row = self.p.emb.word.get(id as usize * d..(id as usize + 1) * d);
+            out.extend_from_slice(row.ok_or_else(|| ModelError::Internal(format!("token id {id} is outside the vocabulary")))?);
+        }
+        Ok(out)
+    }
+
     /// Hidden width.
     pub fn dim(&self) -> usize {
         self.dims.d
@@ -787,6 +814,18 @@ impl HostLm {
     /// Token states of `prompts`, packed (`[t, d]`, prompt after prompt, see [`Tape::seqs`]), with
     /// `soft` (`[slots, d]`) in the slots, and the record the backward pass reads.
     pub fn forward(&self, prompts: &Prompts, soft: &[f32]) -> Result<(Vec<f32>, Tape)> {
+        self.run(prompts, soft, true)
+    }
+
+    /// The packed token states alone (evaluation: nothing kept for a backward pass), with each
+    /// prompt's `(first packed token, length)`.
+    #[allow(clippy::type_complexity)]
+    pub fn states(&self, prompts: &Prompts, soft: &[f32]) -> Result<(Vec<f32>, Vec<(usize, usize)>)> {
+        let (h, tape) = self.run(prompts, soft, false)?;
+        Ok((h, tape.seqs))
+    }
+
+    fn run(&self, prompts: &Prompts, soft: &[f32], keep: bool) -> Result<(Vec<f32>, Tape)> {
         let Dims { vocab, d, offset, eps, .. } = self.dims;
         let mut seqs = Vec::with_capacity(prompts.ids.len());
         let mut ids = Vec::new();
@@ -835,7 +874,9 @@ impl HostLm {
         let mut layers = Vec::with_capacity(self.p.layers.len());
         for (li, l) in self.p.layers.iter().enumerate() {
             let (out, tape) = self.layer_forward(li, l, h, &seqs)?;
-            layers.push(tape);
+            if keep {
+                layers.push(tape);
+            }
             h = out;
         }
         Ok((h, Tape { seqs, ids, slot_of, positions, x0, r0, layers, slots: k }))
@@ -1086,8 +1127,20 @@ impl HostLm {
     /// One optimiser step over the trained tensors with `grads` (from [`Self::backward`]); the
     /// packed weights follow.
     pub fn step(&mut self, optim: &mut AdamW, lr: f32, grads: &HostParams) -> Result<()> {
+        self.step_with(optim, lr, grads, [])
+    }
+
+    /// [`Self::step`] with more `(tensor, gradient)` pairs after the model's (a head trained with
+    /// it, same optimiser).
+    pub fn step_with<'a, const N: usize>(
+        &mut self,
+        optim: &mut AdamW,
+        lr: f32,
+        grads: &HostParams,
+        more: [(&'a mut Vec<f32>, &'a Vec<f32>); N],
+    ) -> Result<()> {
         let pairs = self.p.tensors_mut().into_iter().zip(grads.tensors()).filter(|(_, g)| !g.is_empty());
-        optim.step(lr, pairs)?;
+        optim.step(lr, pairs.chain(more))?;
         if matches!(self.tuning, Tuning::Frozen) { Ok(()) } else { self.repack() }
     }
 }
@@ -1100,13 +1153,16 @@ pub struct AdamW {
     pub beta2: f32,
     pub eps: f32,
     pub weight_decay: f32,
+    /// Gradient clipping by norm, per tensor (burn's `GradientClippingConfig::Norm`): a gradient
+    /// whose norm exceeds it is scaled down to it.
+    pub clip: Option<f32>,
     step: i32,
     moments: Vec<(Vec<f32>, Vec<f32>)>,
 }
 
 impl AdamW {
     pub fn new(weight_decay: f32) -> Self {
-        AdamW { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay, step: 0, moments: Vec::new() }
+        AdamW { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay, clip: None, step: 0, moments: Vec::new() }
     }
 
     /// One step at learning rate `lr` over `(tensor, gradient)` pairs (same order every step).
@@ -1126,6 +1182,21 @@ impl AdamW {
             if m.len() != p.len() {
                 return Err(ModelError::Internal(format!("AdamW: tensor {i} changed size between steps")));
             }
+            let clipped;
+            let g = match self.clip {
+                Some(limit) => {
+                    let partial: Vec<f64> = g.par_chunks(CHUNK).map(|c| c.iter().map(|&v| f64::from(v) * f64::from(v)).sum()).collect();
+                    let norm = partial.iter().sum::<f64>().sqrt() as f32;
+                    let coef = limit / (norm + f32::MIN_POSITIVE);
+                    if coef < 1.0 {
+                        clipped = g.iter().map(|v| v * coef).collect::<Vec<f32>>();
+                        &clipped
+                    } else {
+                        g
+                    }
+                }
+                None => g,
+            };
             let c = AdamCoefficients { lr, b1, b2, eps, wd, c1, c2 };
             p.par_chunks_mut(CHUNK)
                 .zip(g.par_chunks(CHUNK))

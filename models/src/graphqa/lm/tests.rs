@@ -65,7 +65,7 @@ fn the_graph_token_reaches_a_frozen_language_model_and_the_text_alone_cannot() {
     let (model, curve, best) = train(&bert, &g, &tr, &va, &cfg, 0, &dev).expect("train");
     let acc = kept(&curve, best);
     assert!(acc >= 0.9, "graph token, frozen model: validation accuracy {acc} ({curve:?})");
-    assert_eq!(model.lm().trained_parameters(), 0, "frozen");
+    assert_eq!(model.lm_trained_parameters(), 0, "frozen");
     let pred = predict(&model, &g, &va, 1.0, 7, &dev).expect("predict");
     let right = va.iter().zip(&pred).filter(|(e, p)| e.qa.target == Target::Class(**p)).count() as f64 / va.len() as f64;
     assert!((right - acc).abs() < 1e-9, "predict agrees with the kept epoch: {right} vs {acc}");
@@ -97,4 +97,39 @@ fn mixrags_soft_prompt_reaches_a_frozen_language_model() {
     let right = va.iter().zip(&pred).filter(|(e, p)| e.qa.target == Target::Class(**p)).count() as f64 / va.len() as f64;
     assert!((right - acc).abs() < 1e-9, "predict at the kept epoch's temperature agrees: {right} vs {acc}");
     assert!(LmQa::new(&bert, &LmQaShape { mix: None, ..s }, 0, &dev).is_err(), "a MixRAG token needs MixRAG");
+}
+
+/// The host engine (CPU) and burn train the same model: same initial weights, batches and
+/// optimiser, so their curves agree to rounding, under every tuning and soft-token source.
+#[test]
+fn the_host_engine_trains_as_burn_does() {
+    let (_, _, bert) = tiny_bert(21);
+    let dev = Device::flex();
+    let (tr, va) = (examples(64, 3), examples(24, 4));
+    let cfg = TrainConfig { lr: 3e-3, epochs: 3, patience: 3, batch: 16, ..TrainConfig::default() };
+    for (soft, tuning) in [
+        (Soft::Graph, Tuning::Frozen),
+        (Soft::Graph, Tuning::Lora { rank: 2, alpha: 4.0 }),
+        (Soft::Prompt { tokens: 2 }, Tuning::Full),
+        (Soft::None, Tuning::Full),
+    ] {
+        let s = shape(soft, tuning);
+        let (host, hc, _) = train_on(true, &bert, &s, &tr, &va, &cfg, 5, &dev).expect("host");
+        let (burn, bc, _) = train_on(false, &bert, &s, &tr, &va, &cfg, 5, &dev).expect("burn");
+        assert!(matches!(host, TrainedQa::Host(_)) && matches!(burn, TrainedQa::Burn(_)));
+        let fresh = crate::lm::LanguageModel::from_bert(&bert, tuning, 5, &dev.clone().autodiff()).expect("lm").trained_parameters();
+        assert_eq!(host.lm_trained_parameters(), fresh, "{soft:?} {tuning:?}: trained scalars");
+        assert_eq!(hc.len(), bc.len());
+        for (h, b) in hc.iter().zip(&bc) {
+            for (what, x, y) in [("train", h.train_loss, b.train_loss), ("validation", h.val_loss, b.val_loss)] {
+                assert!(
+                    (x - y).abs() <= 2e-3 * y.abs().max(1.0),
+                    "{soft:?} {tuning:?} epoch {}: {what} loss {x} (host) vs {y} (burn)",
+                    h.epoch
+                );
+            }
+        }
+        // The losses moved: the comparison is of training, not of two untrained models.
+        assert!(hc.last().expect("epochs").train_loss < hc[0].train_loss, "{soft:?} {tuning:?}: {hc:?}");
+    }
 }
