@@ -44,8 +44,10 @@
   AdamW step — of all-MiniLM-L6-v2 reading 16 prompts of 160 word pieces with a soft token at
   position 1 (through `inputs_embeds`), loss sum(mean_pool(states) * probe), full fine-tuning and
   LoRA (rank 8, alpha 16 on query, key, value and attention.output.dense; peft): Hugging Face
-  transformers' BertModel (torch CPU, 2 threads, eager attention) vs `tgrag bench-lm` (burn on the
-  CPU, models::lm). The best of three steps after a warm-up step on both sides.
+  transformers' BertModel (torch CPU, 2 threads, eager attention) vs `tgrag bench-lm` on the host
+  engine (models::lm::host, the CPU training engine: split-bf16 AMX products where the CPU has
+  them, else f32) and on burn (models::lm, autodiff; the GPU engine). The best of three steps after
+  a warm-up step on every side.
 
 * polars (`polars`, issue 31 item 4; run last): the project's own readers (`tgrag bench-read`,
   the functions the loaders call) against polars 1.35.2 (lazy scan, one collect, the columns the
@@ -570,13 +572,15 @@ def bench_lm(rows_=16, length=160, steps=3, threads=2):
         ref = min(times[1:])
         n_trained = sum(p.numel() for p in trained)
         record("lm", f"torch-{threads}t", f"{tuning}_step_s", ref, "s", f"{n_trained} trained scalars")
-        res = subprocess.run([TGRAG, "--quiet", "bench-lm", "--tuning", tuning, "--rows", str(rows_), "--len", str(length), "--steps", str(steps), "--model", LM_MODEL],
-                             capture_output=True, text=True, env={**os.environ, "RAYON_NUM_THREADS": str(threads)})
-        if res.returncode != 0:
-            sys.exit(res.stderr)
-        got = json.loads(res.stdout.strip().splitlines()[-1])
-        record("lm", "tgrag-burn", f"{tuning}_step_s", got["best_s"], "s", f"{got['trained']} trained scalars, burn flex, {threads} threads")
-        record("lm", "ratio", f"{tuning}_vs_torch", ref / got["best_s"], "x", "torch time / tgrag time (target >= 1.5)")
+        for engine in ["host", "burn"]:
+            res = subprocess.run([TGRAG, "--quiet", "bench-lm", "--engine", engine, "--tuning", tuning, "--rows", str(rows_), "--len", str(length), "--steps", str(steps), "--model", LM_MODEL],
+                                 capture_output=True, text=True, env={**os.environ, "RAYON_NUM_THREADS": str(threads)})
+            if res.returncode != 0:
+                sys.exit(res.stderr)
+            got = json.loads(res.stdout.strip().splitlines()[-1])
+            what = f"host engine, products: {got.get('products', '?')}" if engine == "host" else "burn flex (autodiff)"
+            record("lm", f"tgrag-{engine}", f"{tuning}_step_s", got["best_s"], "s", f"{got['trained']} trained scalars, {what}, {threads} threads")
+            record("lm", "ratio", f"{tuning}_{engine}_vs_torch", ref / got["best_s"], "x", "torch time / tgrag time (target >= 1.5)" if engine == "host" else "torch time / tgrag time")
 
 
 # --- polars against the project's own readers (issue 31 item 4) -------------------------------

@@ -1215,8 +1215,9 @@ impl AdamW {
 
 /// [`super::bench_steps`] on the host engine: the same batch (same seeded ids, soft tokens and
 /// probe), the same loss, backward pass and AdamW step (weight decay 0.01, learning rate 1e-5).
-/// Returns the seconds of each of `steps` steps after one warm-up step, and the trained scalars.
-pub fn bench_steps(bert: &Bert, tuning: Tuning, (rows, len): (usize, usize), steps: usize) -> Result<(Vec<f64>, usize)> {
+/// Returns the seconds of each of `steps` steps after one warm-up step, the trained scalars and the
+/// products used (`amx` or `f32`).
+pub fn bench_steps(bert: &Bert, tuning: Tuning, (rows, len): (usize, usize), steps: usize) -> Result<(Vec<f64>, usize, &'static str)> {
     let mut lm = HostLm::from_bert(bert, tuning, 0)?;
     let (vocab, d) = (bert.config().vocab_size as u64, lm.dim());
     let mut rng = Stream(17);
@@ -1246,5 +1247,5 @@ pub fn bench_steps(bert: &Bert, tuning: Tuning, (rows, len): (usize, usize), ste
             times.push(t.elapsed().as_secs_f64());
         }
     }
-    Ok((times, trained))
+    Ok((times, trained, lm.products()))
 }

@@ -4,7 +4,7 @@
 //! on the host engine (`--engine host`, [`tgrag_models::lm::host`], the default) or on burn
 //! (`--engine burn`: its CPU backend, or `--device gpu`).
 //!
-//! Prints one JSON line: `{"tuning": …, "rows": …, "len": …, "trained": …, "step_s": [..], "best_s": …}`.
+//! Prints one JSON line: `{"tuning": …, "engine": …, "products": …, "rows": …, "len": …, "trained": …, "step_s": [..], "best_s": …}`.
 
 use std::path::PathBuf;
 
@@ -60,15 +60,18 @@ pub fn run(a: BenchLmArgs) -> Result<()> {
     let dir = a.model.clone().unwrap_or_else(|| minilm::default_dir(std::path::Path::new(".")));
     let model = MiniLm::load(&dir, &choice.device()).with_context(|| format!("loading {}", dir.display()))?;
     let Engine::Burn(bert) = &model.engine else { anyhow::bail!("MiniLM did not load into burn") };
-    let (times, trained) = match a.engine.as_str() {
-        "burn" => bench_steps(bert, tuning, (a.rows, a.len), a.steps, &choice.device())?,
+    let (times, trained, products) = match a.engine.as_str() {
+        "burn" => {
+            let (times, trained) = bench_steps(bert, tuning, (a.rows, a.len), a.steps, &choice.device())?;
+            (times, trained, "burn")
+        }
         "host" => tgrag_models::lm::host::bench_steps(bert, tuning, (a.rows, a.len), a.steps)?,
         other => bail_config!("--engine `{other}`: host or burn"),
     };
     let best = times.iter().copied().fold(f64::INFINITY, f64::min);
     let list: Vec<String> = times.iter().map(|t| format!("{t:.4}")).collect();
     println!(
-        "{{\"tuning\": \"{}\", \"engine\": \"{}\", \"device\": \"{}\", \"rows\": {}, \"len\": {}, \"trained\": {trained}, \"step_s\": [{}], \"best_s\": {best:.4}}}",
+        "{{\"tuning\": \"{}\", \"engine\": \"{}\", \"products\": \"{products}\", \"device\": \"{}\", \"rows\": {}, \"len\": {}, \"trained\": {trained}, \"step_s\": [{}], \"best_s\": {best:.4}}}",
         tuning.as_str(),
         a.engine,
         a.device,
