@@ -357,7 +357,13 @@ fn run_stage(
     if let Some(why) = applicability(root, stage) {
         return Ok(StageOutcome { stage: info.name, decision: Decision::NotApplicable(why), seconds: 0.0, outputs: BTreeMap::new() });
     }
-    let inputs = stage_inputs(root, stage, all, &opts.dataset, &opts.outputs)?;
+    let mut inputs = stage_inputs(root, stage, all, &opts.dataset, &opts.outputs)?;
+    if let Some(spec) = stage.backbone(&config) {
+        // A language model named by folder or hub id: its weights are an input (a refetched or
+        // replaced checkpoint reruns the stage). The pinned MiniLM needs no entry.
+        let dir = tgrag_stages::shared::encoders::backbone_dir(&spec)?;
+        inputs.insert("lm".to_string(), format!("{spec} {}", io::sha256_file(&dir.join("model.safetensors"))?));
+    }
     let fp = fingerprint(info.name, &code, &config, &inputs);
     let force = opts.force && explicitly.is_none_or(|e| e.contains(&info.name));
     let decision = decide(&dir, &fp, &code, &config, &inputs, force);

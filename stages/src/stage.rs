@@ -21,6 +21,9 @@ pub trait Stage: Send + Sync {
     /// The sentence model this configuration needs, if any (checked for every applicable stage
     /// before the first stage runs).
     fn model_need(&self, config: &serde_json::Value) -> Option<ModelNeed>;
+    /// The language model this configuration names by its `lm` option, if any: checked before
+    /// the first stage runs, and its weights' digest is part of the stage's cache key.
+    fn backbone(&self, config: &serde_json::Value) -> Option<String>;
 }
 
 /// The stages `stage` reads from: its declared `deps`, then every earlier stage of `all` that
@@ -62,6 +65,10 @@ pub trait StageSpec: Send + Sync {
     fn execute(&self, ctx: &mut StageContext<'_>, config: Self::Config) -> Result<()>;
     /// The sentence model `config` needs (default: none).
     fn model(_config: &Self::Config) -> Option<ModelNeed> {
+        None
+    }
+    /// The language model `config` names with its `lm` option (default: none).
+    fn backbone(_config: &Self::Config) -> Option<String> {
         None
     }
 }
@@ -271,11 +278,19 @@ impl<T: StageSpec> Stage for T {
     fn model_need(&self, config: &serde_json::Value) -> Option<ModelNeed> {
         parse::<T>(config).ok().and_then(|c| T::model(&c))
     }
+    fn backbone(&self, config: &serde_json::Value) -> Option<String> {
+        parse::<T>(config).ok().and_then(|c| T::backbone(&c))
+    }
 }
 
 /// Checks, before any stage runs, that the sentence model is there for every stage in `stages`
 /// whose configuration needs it; when it is not, one error names every option that does without.
 pub fn check_models(stages: &[(&dyn Stage, &serde_json::Value)]) -> Result<()> {
+    for (s, cfg) in stages {
+        if let Some(spec) = s.backbone(cfg) {
+            shared::encoders::backbone_dir(&spec)?;
+        }
+    }
     let mut missing: std::collections::BTreeMap<Option<String>, (StageError, Vec<String>)> = std::collections::BTreeMap::new();
     for (s, cfg) in stages {
         let Some(need) = s.model_need(cfg) else { continue };

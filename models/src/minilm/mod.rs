@@ -554,6 +554,15 @@ pub fn load_tokenizer(path: &Path) -> Result<Tokenizer> {
 }
 
 /// The model folder tgrag uses: `$TGRAG_MODELS/all-MiniLM-L6-v2` or `<root>/weights/all-MiniLM-L6-v2`.
+/// Where `tgrag fetch <owner>/<name>` puts a hub model: `$TGRAG_MODELS/<name>`, else
+/// `weights/<name>`.
+pub fn fetched_dir(name: &str) -> PathBuf {
+    match std::env::var_os("TGRAG_MODELS") {
+        Some(m) => PathBuf::from(m).join(name),
+        None => PathBuf::from("weights").join(name),
+    }
+}
+
 pub fn default_dir(root: &Path) -> PathBuf {
     match std::env::var_os("TGRAG_MODELS") {
         Some(m) => PathBuf::from(m).join("all-MiniLM-L6-v2"),

@@ -158,11 +158,7 @@ const REQUIRED: &[&str] = &["config.json", "tokenizer.json", "model.safetensors"
 
 /// `owner/name` as a hub model id: letters, digits, `-`, `_`, `.`; neither part `.` or `..`.
 fn model_id(id: &str) -> Option<(&str, &str)> {
-    let (owner, name) = id.split_once('/')?;
-    let ok = |s: &str| {
-        !s.is_empty() && s.len() <= 96 && s != "." && s != ".." && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-    };
-    (ok(owner) && ok(name)).then_some((owner, name))
+    tgrag_stages::shared::encoders::hub_id(id)
 }
 
 fn hub_model(id: &str, revision: &str, dest: Option<PathBuf>) -> Result<()> {
@@ -190,10 +186,7 @@ fn hub_model(id: &str, revision: &str, dest: Option<PathBuf>) -> Result<()> {
     let pins: Vec<(&str, &str)> = listed.iter().filter_map(|l| l.sha256.as_deref().map(|s| (l.path.as_str(), s))).collect();
     let pinned = HubRepo { revision: commit.clone(), ..repo };
     let (_, fetched) = hub::fetch_pinned(&pinned, &files, &pins, &|f| eprintln!("fetch {id}/{f} @ {commit}"))?;
-    let dest = dest.unwrap_or_else(|| match std::env::var_os("TGRAG_MODELS") {
-        Some(m) => PathBuf::from(m).join(name),
-        None => PathBuf::from("weights").join(name),
-    });
+    let dest = dest.unwrap_or_else(|| minilm::fetched_dir(name));
     // Written into a staging folder next to `dest`, renamed into place when every file is there.
     let parent = dest.parent().filter(|p| !p.as_os_str().is_empty()).map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     std::fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;

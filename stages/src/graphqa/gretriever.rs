@@ -224,17 +224,20 @@ pub fn run_task(
     subs: &HashMap<(u32, SubgraphMethod), Subgraph>,
     task: Task,
     cfg: &GretrieverConfig,
-    text_model: Option<&tgrag_models::minilm::MiniLm>,
+    (text_model, lm_model): (Option<&tgrag_models::minilm::MiniLm>, Option<&tgrag_models::minilm::MiniLm>),
     progress: crate::shared::context::Progress,
 ) -> Result<TaskResult> {
     let d = TaskData::new(enc, graphs, subs, task, cfg)?;
     let mut out = TaskResult { predictions: rule_predictions(&d), curves: Curves::default() };
     trained_methods(&d, cfg, &mut out)?;
-    if let (Some(bert), false) = (text_model, task == Task::WebQsp) {
-        if cfg.text_head {
+    if task != Task::WebQsp {
+        if let (Some(bert), true) = (text_model, cfg.text_head) {
             text_head(&d, cfg, bert, progress, &mut out)?;
         }
-        lm_rows(&d, cfg, bert, progress, &mut out)?;
+        // The language-model rows read `lm` when it is set, else MiniLM.
+        if let Some(bert) = lm_model.or(text_model) {
+            lm_rows(&d, cfg, bert, progress, &mut out)?;
+        }
     }
     Ok(out)
 }
@@ -429,10 +432,13 @@ impl StageSpec for GretrieverStage {
         Ok(())
     }
     fn model(c: &GretrieverConfig) -> Option<crate::ModelNeed> {
-        (c.text_head || !c.lm_rows.is_empty()).then(|| crate::ModelNeed {
+        (c.text_head || (!c.lm_rows.is_empty() && c.lm.backbone.is_none())).then(|| crate::ModelNeed {
             model_dir: c.model_dir.clone(),
             instead: "gretriever.text_head=false gretriever.lm_rows=[]".into(),
         })
+    }
+    fn backbone(c: &GretrieverConfig) -> Option<String> {
+        c.lm.backbone.clone().filter(|_| !c.lm_rows.is_empty())
     }
     fn execute(&self, ctx: &mut StageContext<'_>, cfg: GretrieverConfig) -> Result<()> {
         let enc = ctx.timed("load", |c| EncodedGraphs::load(c))?;
@@ -442,13 +448,19 @@ impl StageSpec for GretrieverStage {
             &ctx.input("subgraphs", "subgraph_summary")?,
         )?;
         let dataset = ctx.dataset.name.clone();
-        let needs_text = (cfg.text_head || !cfg.lm_rows.is_empty()) && enc.graphs.iter().any(|g| g.task != Task::WebQsp);
+        let classify = enc.graphs.iter().any(|g| g.task != Task::WebQsp);
+        let lm_rows = classify && !cfg.lm_rows.is_empty();
+        let needs_text = classify && (cfg.text_head || (lm_rows && cfg.lm.backbone.is_none()));
         let text_model = if needs_text {
             Some(ctx.timed("load MiniLM", |_| {
                 crate::shared::encoders::load_minilm_burn(cfg.model_dir.as_deref(), cfg.device, "--set gretriever.text_head=false")
             })?)
         } else {
             None
+        };
+        let lm_model = match (&cfg.lm.backbone, lm_rows) {
+            (Some(spec), true) => Some(ctx.timed("load the language model", |_| crate::shared::encoders::load_backbone(spec, cfg.device))?),
+            _ => None,
         };
         let progress = ctx.progress;
         let mut by_task: BTreeMap<&str, Vec<&EncodedGraph>> = BTreeMap::new();
@@ -462,7 +474,7 @@ impl StageSpec for GretrieverStage {
             let task = Task::parse(task_name).unwrap_or(Task::SceneGraphs);
             crate::graphqa::data::require_splits(INFO.name, &dataset, task, graphs.iter().map(|g| g.split.as_str()))?;
             let r = ctx.timed(&format!("train + answer {task_name}"), |_| {
-                run_task(&enc, graphs, &subs, task, &cfg, text_model.as_ref(), progress)
+                run_task(&enc, graphs, &subs, task, &cfg, (text_model.as_ref(), lm_model.as_ref()), progress)
             })?;
             let mut scores = Scores::new(&scored_dataset(&dataset, task), INFO.name);
             task_scores(&dataset, task, graphs, &r.predictions, &mut scores);
@@ -485,6 +497,31 @@ impl StageSpec for GretrieverStage {
 mod tests {
     use super::*;
     use tgrag_schemas::columns;
+
+    /// `--set gretriever.lm=<id>` names the language model of the language-model rows: it is the
+    /// stage's backbone (checked before the run, digested into its cache key) and MiniLM is then
+    /// needed only by the text head; without rows it names nothing.
+    #[test]
+    fn the_lm_option_names_the_backbone_of_the_language_model_rows() {
+        let parse = |v: serde_json::Value| -> GretrieverConfig {
+            let mut base = serde_json::to_value(GretrieverConfig::default()).expect("json");
+            for (k, x) in v.as_object().expect("object") {
+                base[k] = x.clone();
+            }
+            serde_json::from_value(base).expect("config")
+        };
+        let id = "sentence-transformers/all-roberta-large-v1";
+        let c = parse(serde_json::json!({ "lm": id, "lm_rows": ["g-retriever-lora"] }));
+        assert_eq!(GretrieverStage::backbone(&c).as_deref(), Some(id));
+        assert!(GretrieverStage::model(&c).is_none(), "MiniLM is not needed");
+        let c = parse(serde_json::json!({ "lm": id, "lm_rows": ["lora"], "text_head": true }));
+        assert!(GretrieverStage::model(&c).is_some(), "the text head still reads MiniLM");
+        let c = parse(serde_json::json!({ "lm": id }));
+        assert_eq!(GretrieverStage::backbone(&c), None, "no rows, no backbone");
+        // Unset by default (`null`: an option `--set` knows).
+        let default = serde_json::to_value(GretrieverConfig::default()).expect("json");
+        assert_eq!(default.get("lm"), Some(&serde_json::Value::Null), "{default}");
+    }
 
     #[test]
     fn loose_hits_normalise_as_g_retriever_does() {
@@ -511,15 +548,23 @@ mod tests {
             ..GretrieverConfig::default()
         };
         assert!(
-            run_task(&enc, &graphs, &HashMap::new(), Task::ExplaGraphs, &cfg, None, crate::shared::context::Progress { quiet: true })
-                .is_err(),
+            run_task(
+                &enc,
+                &graphs,
+                &HashMap::new(),
+                Task::ExplaGraphs,
+                &cfg,
+                (None, None),
+                crate::shared::context::Progress { quiet: true }
+            )
+            .is_err(),
             "a missing subgraph is an error, not an empty graph"
         );
         // ExplaGraphs' `pcst` subgraph is the whole graph.
         let subs: HashMap<(u32, SubgraphMethod), Subgraph> =
             graphs.iter().map(|g| ((g.graph_id, SubgraphMethod::Pcst), Subgraph::whole(g.nodes.len(), g.edges.len()))).collect();
-        let r =
-            run_task(&enc, &graphs, &subs, Task::ExplaGraphs, &cfg, None, crate::shared::context::Progress { quiet: true }).expect("task");
+        let r = run_task(&enc, &graphs, &subs, Task::ExplaGraphs, &cfg, (None, None), crate::shared::context::Progress { quiet: true })
+            .expect("task");
         let acc = |m: &str, split: &str| {
             let p: Vec<&Prediction> = r.predictions.iter().filter(|p| p.method == m && graphs[p.graph].split == split).collect();
             p.iter().filter(|p| p.correct).count() as f64 / p.len().max(1) as f64

@@ -99,6 +99,12 @@ pub struct LmSettings {
     pub lm_desc_budget: usize,
     pub lm_prompt_tokens: usize,
     pub lm_projector_hidden: usize,
+    /// The language model (`--set <stage>.lm=…`): a model folder, or a hub model id
+    /// `<owner>/<name>` fetched with `tgrag fetch <owner>/<name>` (any BERT or RoBERTa
+    /// sentence-transformers checkpoint, e.g. `sentence-transformers/all-roberta-large-v1`).
+    /// Default: the pinned all-MiniLM-L6-v2 of `model_dir`.
+    #[serde(default, rename = "lm")]
+    pub backbone: Option<String>,
 }
 
 impl Default for LmSettings {
@@ -115,6 +121,7 @@ impl Default for LmSettings {
             lm_desc_budget: 192,
             lm_prompt_tokens: 4,
             lm_projector_hidden: 1024,
+            backbone: None,
         }
     }
 }

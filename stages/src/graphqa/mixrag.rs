@@ -622,7 +622,11 @@ impl StageSpec for MixragStage {
         Ok(())
     }
     fn model(c: &MixragConfig) -> Option<crate::ModelNeed> {
-        (!c.lm_rows.is_empty()).then(|| crate::ModelNeed { model_dir: c.model_dir.clone(), instead: "mixrag.lm_rows=[]".into() })
+        (!c.lm_rows.is_empty() && c.lm.backbone.is_none())
+            .then(|| crate::ModelNeed { model_dir: c.model_dir.clone(), instead: "mixrag.lm_rows=[]".into() })
+    }
+    fn backbone(c: &MixragConfig) -> Option<String> {
+        c.lm.backbone.clone().filter(|_| !c.lm_rows.is_empty())
     }
     fn execute(&self, ctx: &mut StageContext<'_>, cfg: MixragConfig) -> Result<()> {
         let enc = ctx.timed("load", |c| EncodedGraphs::load(c))?;
@@ -638,8 +642,9 @@ impl StageSpec for MixragStage {
             by_task.entry(g.task.as_str()).or_default().push(g);
         }
         let text_model = if !cfg.lm_rows.is_empty() && enc.graphs.iter().any(|g| g.task != Task::WebQsp) {
-            Some(ctx.timed("load MiniLM", |_| {
-                crate::shared::encoders::load_minilm_burn(cfg.model_dir.as_deref(), cfg.device, "--set mixrag.lm_rows=[]")
+            Some(ctx.timed("load the language model", |_| match &cfg.lm.backbone {
+                Some(spec) => crate::shared::encoders::load_backbone(spec, cfg.device),
+                None => crate::shared::encoders::load_minilm_burn(cfg.model_dir.as_deref(), cfg.device, "--set mixrag.lm_rows=[]"),
             })?)
         } else {
             None

@@ -27,11 +27,22 @@ pub struct TextgraphsConfig {
     /// Width of the hashing encoder.
     pub hash_dim: Width,
     pub device: DeviceChoice,
+    /// Another sentence encoder than MiniLM for node, edge and question texts
+    /// (`--set textgraphs.lm=…`, with `encoder=minilm`): a model folder or a hub model id fetched
+    /// with `tgrag fetch` (any BERT or RoBERTa sentence-transformers checkpoint).
+    #[serde(default)]
+    pub lm: Option<String>,
 }
 
 impl Default for TextgraphsConfig {
     fn default() -> Self {
-        TextgraphsConfig { encoder: Encoder::Minilm, model_dir: None, hash_dim: const { Width::new(256) }, device: DeviceChoice::Cpu }
+        TextgraphsConfig {
+            encoder: Encoder::Minilm,
+            model_dir: None,
+            hash_dim: const { Width::new(256) },
+            device: DeviceChoice::Cpu,
+            lm: None,
+        }
     }
 }
 
@@ -139,8 +150,11 @@ impl StageSpec for TextgraphsStage {
         }
         Ok(())
     }
+    fn backbone(c: &TextgraphsConfig) -> Option<String> {
+        c.lm.clone().filter(|_| c.encoder == Encoder::Minilm)
+    }
     fn model(c: &TextgraphsConfig) -> Option<crate::ModelNeed> {
-        (c.encoder == Encoder::Minilm)
+        (c.encoder == Encoder::Minilm && c.lm.is_none())
             .then(|| crate::ModelNeed { model_dir: c.model_dir.clone(), instead: "textgraphs.encoder=hash".into() })
     }
     fn execute(&self, ctx: &mut StageContext<'_>, cfg: TextgraphsConfig) -> Result<()> {
@@ -152,15 +166,16 @@ impl StageSpec for TextgraphsStage {
         )?;
         let ids = text_ids(&graphs);
         let progress = ctx.progress;
-        let encoder = ctx.timed("load encoder", |_| {
-            TextEncoder::load(
+        let encoder = ctx.timed("load encoder", |_| match (&cfg.lm, cfg.encoder) {
+            (Some(spec), Encoder::Minilm) => TextEncoder::backbone(spec, cfg.device, progress),
+            _ => TextEncoder::load(
                 cfg.encoder,
                 cfg.model_dir.as_deref(),
                 cfg.hash_dim.get(),
                 cfg.device,
                 progress,
                 "--set textgraphs.encoder=hash",
-            )
+            ),
         })?;
         let refs: Vec<&str> = ids.texts.iter().map(String::as_str).collect();
         let emb = ctx.timed("embed texts", |_| encoder.encode(&refs, "textgraphs: embed texts"))?;

@@ -43,6 +43,55 @@ pub fn load_minilm_burn(model_dir: Option<&str>, device: DeviceChoice, option: &
     Ok(tgrag_models::minilm::MiniLm::load(&checked_minilm_dir(model_dir, option)?, &device.device())?)
 }
 
+/// A hub model id `<owner>/<name>` (letters, digits, `-`, `_`, `.`; no `.` or `..` alone).
+pub fn hub_id(id: &str) -> Option<(&str, &str)> {
+    let (owner, name) = id.split_once('/')?;
+    let ok = |s: &str| {
+        !s.is_empty() && s.len() <= 96 && s != "." && s != ".." && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    };
+    (ok(owner) && ok(name)).then_some((owner, name))
+}
+
+/// The folder of a language model named by a stage's `lm` option: an existing folder, or a hub
+/// model id `<owner>/<name>`, read from where `tgrag fetch <owner>/<name>` puts it
+/// ([`tgrag_models::minilm::fetched_dir`]). Stages never download: a missing model is an error
+/// naming the fetch command. The folder must hold `config.json`, `model.safetensors` and
+/// `tokenizer.json`.
+pub fn backbone_dir(spec: &str) -> Result<std::path::PathBuf> {
+    backbone_dir_with(spec, &tgrag_models::minilm::fetched_dir)
+}
+
+/// [`backbone_dir`] with `fetched` saying where a hub model's folder is.
+fn backbone_dir_with(spec: &str, fetched: &dyn Fn(&str) -> std::path::PathBuf) -> Result<std::path::PathBuf> {
+    let path = std::path::Path::new(spec);
+    let dir = if path.is_dir() {
+        path.to_path_buf()
+    } else if let Some((_, name)) = hub_id(spec) {
+        let dir = fetched(name);
+        if !dir.is_dir() {
+            return Err(StageError::ModelFile(format!(
+                "lm `{spec}`: no model folder {}; fetch it first: `tgrag fetch {spec}`",
+                dir.display()
+            )));
+        }
+        dir
+    } else {
+        return Err(StageError::ModelFile(format!("lm `{spec}` is neither a model folder nor a hub model id `<owner>/<name>`")));
+    };
+    for f in ["config.json", "model.safetensors", "tokenizer.json"] {
+        if !dir.join(f).is_file() {
+            return Err(StageError::ModelFile(format!("lm `{spec}`: {} has no {f}", dir.display())));
+        }
+    }
+    Ok(dir)
+}
+
+/// The language model of `spec` ([`backbone_dir`]) on burn's generic engine (on `device`),
+/// strictly loaded, its architecture read from its config.
+pub fn load_backbone(spec: &str, device: DeviceChoice) -> Result<tgrag_models::minilm::MiniLm> {
+    Ok(tgrag_models::minilm::MiniLm::load(&backbone_dir(spec)?, &device.device())?)
+}
+
 /// The MiniLM folder, with its weights checked against the pinned sha256.
 pub fn checked_minilm_dir(model_dir: Option<&str>, option: &str) -> Result<std::path::PathBuf> {
     use tgrag_models::minilm;
@@ -149,6 +198,14 @@ impl TextEncoder {
         })
     }
 
+    /// The sentence encoder of a language model named by a stage's `lm` option ([`backbone_dir`]):
+    /// any BERT or RoBERTa sentence-transformers checkpoint, mean-pooled and normalised as
+    /// sentence-transformers does, on the fused CPU engine (or burn on wgpu).
+    pub fn backbone(spec: &str, device: DeviceChoice, progress: Progress) -> Result<TextEncoder> {
+        let model = tgrag_models::minilm::MiniLm::for_device(&backbone_dir(spec)?, device)?;
+        Ok(TextEncoder::Minilm { model: Box::new(model), progress, memo: Memo::default() })
+    }
+
     /// Embedding width.
     pub fn dim(&self) -> usize {
         match self {
@@ -217,6 +274,37 @@ pub fn embedding_table(b: &RecordBatch, id_col: &str) -> Result<(Vec<u32>, Vec<f
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A language model is a folder with config, weights and tokenizer, or a hub id read from
+    /// where `tgrag fetch` puts it; anything else is a model-file error that says what to do.
+    #[test]
+    fn a_backbone_is_a_complete_folder_or_a_fetched_hub_id() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let fetched = |name: &str| root.path().join(name);
+        let model = root.path().join("all-roberta-large-v1");
+        std::fs::create_dir_all(&model).expect("mkdir");
+        for f in ["config.json", "model.safetensors"] {
+            std::fs::write(model.join(f), b"{}").expect("write");
+        }
+        let msg = |r: Result<std::path::PathBuf>| match r {
+            Err(StageError::ModelFile(m)) => m,
+            other => panic!("expected a model-file error, got {other:?}"),
+        };
+        // Incomplete: the missing file is named.
+        let m = msg(backbone_dir_with("sentence-transformers/all-roberta-large-v1", &fetched));
+        assert!(m.contains("tokenizer.json"), "{m}");
+        std::fs::write(model.join("tokenizer.json"), b"{}").expect("write");
+        assert_eq!(backbone_dir_with("sentence-transformers/all-roberta-large-v1", &fetched).expect("hub id"), model);
+        let folder = model.to_str().expect("utf-8");
+        assert_eq!(backbone_dir_with(folder, &fetched).expect("folder"), model);
+        // Not fetched: the fetch command is named.
+        let m = msg(backbone_dir_with("sentence-transformers/all-mpnet-base-v2", &fetched));
+        assert!(m.contains("tgrag fetch sentence-transformers/all-mpnet-base-v2"), "{m}");
+        for bad in ["a/../b", "no-slash-and-no-folder", "a/b/c"] {
+            let m = msg(backbone_dir_with(bad, &fetched));
+            assert!(m.contains("neither a model folder nor a hub model id"), "{bad}: {m}");
+        }
+    }
 
     #[test]
     fn hash_embedding_is_unit_norm_and_similar_texts_score_higher() {
