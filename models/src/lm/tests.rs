@@ -535,3 +535,21 @@ fn host_adamw_is_torchs() {
     }
     assert_eq!(opt.steps(), 2);
 }
+
+/// A checkpoint of another architecture is refused by name when its config is read (MPNet's
+/// relative attention bias would otherwise be silently missing from the model).
+#[test]
+fn an_mpnet_checkpoint_is_refused_by_its_model_type() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/lm_parity/roberta");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = std::fs::read_to_string(src.join("config.json")).expect("config");
+    let mpnet = cfg.replace("\"roberta\"", "\"mpnet\"");
+    assert_ne!(cfg, mpnet, "the fixture names its model_type");
+    std::fs::write(dir.path().join("config.json"), mpnet).expect("write");
+    std::fs::copy(src.join("model.safetensors"), dir.path().join("model.safetensors")).expect("copy");
+    match crate::minilm::read_model(dir.path()) {
+        Err(ModelError::BadFile { reason, .. }) => assert!(reason.contains("model_type `mpnet` is not supported"), "{reason}"),
+        other => panic!("expected a refusal, got {:?}", other.map(|(c, p, _)| (c, p))),
+    }
+    assert!(crate::minilm::read_model(&src).is_ok(), "RoBERTa reads");
+}

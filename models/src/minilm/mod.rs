@@ -499,6 +499,14 @@ pub(crate) fn read_model(dir: &Path) -> Result<(BertConfig, PathBuf, Vec<u8>)> {
             reason: format!("hidden_act `{}` is not supported (only `gelu`)", cfg.hidden_act),
         });
     }
+    if let Some(kind) = cfg.model_type.as_deref().filter(|k| !matches!(*k, "bert" | "roberta")) {
+        return Err(ModelError::BadFile {
+            path: cfg_path,
+            reason: format!(
+                "model_type `{kind}` is not supported: BERT and RoBERTa checkpoints are (MPNet's relative attention bias is not implemented)"
+            ),
+        });
+    }
     if cfg.num_attention_heads == 0 || !cfg.hidden_size.is_multiple_of(cfg.num_attention_heads) {
         return Err(ModelError::BadFile { path: cfg_path, reason: "hidden_size is not a multiple of num_attention_heads".into() });
     }
