@@ -21,7 +21,7 @@ use rayon::prelude::*;
 use super::{Prompts, Tuning};
 use crate::error::{ModelError, Result};
 use crate::linalg::{Op, gemm_f32_par};
-use crate::minilm::fused::{Products, erf_approx, exp_approx};
+use crate::minilm::fused::{Products, erf_approx, exp_approx, sum16};
 use crate::minilm::{Bert, LayerWeights, amx};
 use crate::train::{Stream, floats};
 
@@ -357,19 +357,6 @@ fn simd(pass: Pass<'_>) {
 const ROWS: usize = 32;
 /// Elements per parallel task of the elementwise passes.
 const CHUNK: usize = 1 << 14;
-
-/// Sum with 16 independent lanes (vectorisable).
-#[inline(always)]
-fn sum16(v: &[f32]) -> f32 {
-    let mut acc = [0f32; 16];
-    let mut it = v.chunks_exact(16);
-    for c in &mut it {
-        for i in 0..16 {
-            acc[i] += c[i];
-        }
-    }
-    acc.iter().sum::<f32>() + it.remainder().iter().sum::<f32>()
-}
 
 /// `Σ a·b` with 16 independent lanes.
 #[inline(always)]

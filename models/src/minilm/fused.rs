@@ -151,7 +151,7 @@ fn simd(pass: Pass<'_>) {
 /// Sum with 16 independent lanes (vectorisable; the order of additions differs from a sequential
 /// sum only by rounding).
 #[inline(always)]
-fn sum16(v: &[f32]) -> f32 {
+pub(crate) fn sum16(v: &[f32]) -> f32 {
     let mut acc = [0f32; 16];
     let mut it = v.chunks_exact(16);
     for c in &mut it {
