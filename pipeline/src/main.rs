@@ -40,8 +40,28 @@ fn quiet_wayland() {
     unsafe { std::env::set_var("XDG_RUNTIME_DIR", target) };
 }
 
+/// glibc's allocator, set for a process that allocates and frees large tensors in a loop (burn's
+/// training steps): its defaults return freed memory to the kernel (`munmap` above a moving mmap
+/// threshold, heap trimming above 128 KiB free), so the next step's buffers fault their pages in
+/// again. With blocks up to 32 MiB (glibc's ceiling) kept on the heap, freed memory trimmed only
+/// beyond 1 GiB and the heap grown 64 MiB at a time, `gretriever` on the default run took 107 s
+/// instead of 139 s (4.5 M minor page faults instead of 16.9 M; peak memory 3.9 GB instead of
+/// 3.7 GB), same outputs. Where glibc is not the allocator this does nothing.
+#[allow(unsafe_code)]
+fn tune_malloc() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets allocator parameters; called first in `main`, before any thread
+    // exists. A refused value (return 0) leaves glibc's default, which is harmless.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
+        libc::mallopt(libc::M_TOP_PAD, 64 << 20);
+    }
+}
+
 fn main() -> ExitCode {
     quiet_wayland();
+    tune_malloc();
     // Every Parquet file this process writes names the commit it was built from.
     tgrag_schemas::io::set_build_commit(runner::BUILD_COMMIT);
     let args = cli::Args::parse();

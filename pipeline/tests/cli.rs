@@ -1171,9 +1171,11 @@ fn train_planner_with_a_tuned_minilm_layer_reloads_and_is_deterministic() {
     }
 }
 
-/// `tgrag embed` with its default products (split bf16 on AMX tiles where the CPU has them) and
-/// with `--products f32`: unit-length 384-wide rows in input order, the two within cosine
-/// 0.999999 of each other, and a bad `--products` refused before any work.
+/// `tgrag embed` with its default products (single bf16 on AMX tiles or AVX512-BF16 where the CPU
+/// has them), with `--products f32` and, where the CPU has AMX, `--products amx` (split bf16):
+/// unit-length 384-wide rows in input order, the default within cosine 0.9999 of f32 (the
+/// single-bf16 bound) and split bf16 within 0.999999, and a bad `--products` refused before any
+/// work.
 #[test]
 fn embed_default_and_f32_products_agree() {
     let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../weights/all-MiniLM-L6-v2");
@@ -1212,11 +1214,18 @@ fn embed_default_and_f32_products_agree() {
     };
     let auto = run("auto.parquet", &[]);
     let f32s = run("f32.parquet", &["--products", "f32"]);
-    for (a, b) in auto.chunks_exact(384).zip(f32s.chunks_exact(384)) {
-        let norm: f64 = a.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
-        assert!((norm - 1.0).abs() < 1e-5, "unit length: {norm}");
-        let cos: f64 = a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum();
-        assert!(cos >= 0.999_999, "default vs f32 products: cosine {cos}");
+    let split = tgrag_models::minilm::amx::available().then(|| run("amx.parquet", &["--products", "amx"]));
+    for (which, rows, bound) in [("default", Some(&auto), 0.9999), ("amx", split.as_ref(), 0.999_999)] {
+        let Some(rows) = rows else {
+            eprintln!("embed_default_and_f32_products_agree: no AMX on this CPU, `--products amx` not checked");
+            continue;
+        };
+        for (a, b) in rows.chunks_exact(384).zip(f32s.chunks_exact(384)) {
+            let norm: f64 = a.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+            assert!((norm - 1.0).abs() < 1e-5, "unit length: {norm}");
+            let cos: f64 = a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum();
+            assert!(cos >= bound, "{which} vs f32 products: cosine {cos}");
+        }
     }
     let bad = tgrag(
         dir.path(),

@@ -181,7 +181,7 @@ impl Pack {
     fn new(products: Products, w: &[f32], k: usize, n: usize) -> Result<Option<Pack>> {
         Ok(match products {
             Products::Amx => Some(Pack::Amx(amx::PackedB::new(w, k, n)?)),
-            Products::F32 | Products::Auto | Products::Bf16 => None,
+            Products::F32 | Products::Auto | Products::Bf16 | Products::AmxBf16 => None,
         })
     }
 
@@ -595,10 +595,10 @@ impl HostLm {
         // embeddings, too coarse for gradients (LoRA's differ from transformers' by several
         // percent on the parity case), so training stays in f32 there.
         self.products = match products {
-            Products::Bf16 => {
+            Products::Bf16 | Products::AmxBf16 => {
                 return Err(ModelError::Config {
                     model: "language model (host engine)".into(),
-                    reason: "products `bf16`: training runs on f32 or amx products".into(),
+                    reason: "single bf16 products (`bf16`, `amx-bf16`): training runs on f32 or amx products".into(),
                 });
             }
             Products::Auto if amx::available() => Products::Amx,

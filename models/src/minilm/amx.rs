@@ -98,13 +98,34 @@ fn detect() -> bool {
     false
 }
 
-/// A `k × n` right-hand side (row-major f32), split and packed into pair tiles.
+/// How many bf16 products stand for one f32 product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Terms {
+    /// Split bf16, Ah·Bh + Ah·Bl + Al·Bh: about f32's accuracy (6 significant digits).
+    Split,
+    /// One bf16 product, Ah·Bh, with f32 accumulation: a third of the tile work, about three
+    /// significant digits per product (the precision of AVX512-BF16's `vdpbf16ps`).
+    Single,
+}
+
+impl Terms {
+    /// Segments of the inner dimension.
+    fn count(self) -> usize {
+        match self {
+            Terms::Split => 3,
+            Terms::Single => 1,
+        }
+    }
+}
+
+/// A `k × n` right-hand side (row-major f32), split (or rounded) and packed into pair tiles.
 pub struct PackedB {
     k: usize,
     n: usize,
-    /// Length of each of the three segments of the inner dimension (k rounded up to 32).
+    terms: Terms,
+    /// Length of each segment of the inner dimension (k rounded up to 32).
     kp: usize,
-    /// Tiles along the inner dimension (3·kp / 32) and along n (n rounded up to 32, / 16).
+    /// Tiles along the inner dimension (segments·kp / 32) and along n (n rounded up to 32, / 16).
     kt: usize,
     nt: usize,
     /// The tiles are `store[off..off + len]`, 64-byte aligned.
@@ -114,12 +135,18 @@ pub struct PackedB {
 }
 
 impl PackedB {
+    /// Split bf16 ([`Terms::Split`]).
     pub fn new(w: &[f32], k: usize, n: usize) -> Result<Self> {
+        Self::with_terms(w, k, n, Terms::Split)
+    }
+
+    /// `w` packed for products of `terms`.
+    pub fn with_terms(w: &[f32], k: usize, n: usize, terms: Terms) -> Result<Self> {
         if w.len() != k * n || k == 0 || n == 0 {
             return Err(ModelError::Internal(format!("amx: {} values for a {k}×{n} matrix", w.len())));
         }
         let kp = k.div_ceil(STEP) * STEP;
-        let kt = 3 * kp / STEP;
+        let kt = terms.count() * kp / STEP;
         let nt = n.div_ceil(2 * TILE) * 2;
         let mut store = Vec::new();
         let (off, data) = aligned(&mut store, nt * kt * TILE_U16);
@@ -127,7 +154,7 @@ impl PackedB {
         // language model's host engine packs its weights after every step.
         data.par_chunks_mut(2 * kt * TILE_U16).enumerate().for_each(|(jb, block)| {
             // Row pairs (2p, 2p + 1) of 16 columns: one contiguous run of 32 bf16 in a tile, the
-            // same run in each of the three segments [Bh ; Bl ; Bh].
+            // same run in each segment: [Bh ; Bl ; Bh] (split) or [Bh] (single).
             for p in 0..kp / 2 {
                 let (r0, r1) = (2 * p, 2 * p + 1);
                 for half in 0..2 {
@@ -141,7 +168,11 @@ impl PackedB {
                             }
                         }
                     }
-                    for (seg, run) in [(0, &hi), (1, &lo), (2, &hi)] {
+                    let segments: &[(usize, &[u16; STEP])] = match terms {
+                        Terms::Split => &[(0, &hi), (1, &lo), (2, &hi)],
+                        Terms::Single => &[(0, &hi)],
+                    };
+                    for &(seg, run) in segments {
                         let row = seg * kp + r0;
                         let at = ((row / STEP) * 2 + half) * TILE_U16 + ((row % STEP) / 2) * STEP;
                         block[at..at + STEP].copy_from_slice(run);
@@ -150,7 +181,7 @@ impl PackedB {
             }
         });
         let len = nt * kt * TILE_U16;
-        Ok(PackedB { k, n, kp, kt, nt, store, off, len })
+        Ok(PackedB { k, n, terms, kp, kt, nt, store, off, len })
     }
 
     pub fn k(&self) -> usize {
@@ -159,6 +190,10 @@ impl PackedB {
 
     pub fn n(&self) -> usize {
         self.n
+    }
+
+    pub fn terms(&self) -> Terms {
+        self.terms
     }
 
     fn data(&self) -> &[u16] {
@@ -177,13 +212,14 @@ thread_local! {
 
 /// Splits `rows` rows of `src` (row stride `lda`, `k` used) into `out`, the tiles the kernel
 /// reads: for each 32-row block and each 32-wide step s of the inner dimension [hi | hi | lo]
-/// (three segments of `kp`), the two 16×32 tiles (rows 0–15, rows 16–31) one after the other,
-/// 2 KiB per step, steps in order. Zero beyond `k` and in the rows from `rows` to the end.
+/// (three segments of `kp`; [hi] alone for single products), the two 16×32 tiles (rows 0–15,
+/// rows 16–31) one after the other, 2 KiB per step, steps in order. Zero beyond `k` and in the rows from `rows` to the end.
 struct SplitRows<'a> {
     src: &'a [f32],
     lda: usize,
     k: usize,
     kp: usize,
+    terms: Terms,
     rows: usize,
     out: &'a mut [u16],
 }
@@ -192,10 +228,10 @@ impl pulp::WithSimd for SplitRows<'_> {
     type Output = ();
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, _simd: S) {
-        let SplitRows { src, lda, k, kp, rows, out } = self;
-        let kt = 3 * kp / STEP;
+        let SplitRows { src, lda, k, kp, terms, rows, out } = self;
+        let kt = terms.count() * kp / STEP;
         let seg = kp / STEP;
-        let blocks = out.len() / (2 * TILE * 3 * kp);
+        let blocks = out.len() / (2 * TILE * terms.count() * kp);
         for r in 0..blocks * 2 * TILE {
             let (mb, half, rr) = (r / (2 * TILE), (r / TILE) % 2, r % TILE);
             let at = |s: usize| ((mb * kt + s) * 2 + half) * TILE_U16 + rr * STEP;
@@ -206,15 +242,92 @@ impl pulp::WithSimd for SplitRows<'_> {
                 if r < rows && c0 < k {
                     let n = (k - c0).min(STEP);
                     let x = &src[r * lda + c0..r * lda + c0 + n];
-                    for i in 0..n {
-                        let (a, b) = split(x[i]);
-                        h[i] = a;
-                        l[i] = b;
+                    match terms {
+                        Terms::Split => {
+                            for i in 0..n {
+                                (h[i], l[i]) = split(x[i]);
+                            }
+                        }
+                        Terms::Single => {
+                            for i in 0..n {
+                                h[i] = bf16(x[i]);
+                            }
+                        }
                     }
                 }
                 out[at(q)..at(q) + STEP].copy_from_slice(&h);
-                out[at(seg + q)..at(seg + q) + STEP].copy_from_slice(&h);
-                out[at(2 * seg + q)..at(2 * seg + q) + STEP].copy_from_slice(&l);
+                if terms == Terms::Split {
+                    out[at(seg + q)..at(seg + q) + STEP].copy_from_slice(&h);
+                    out[at(2 * seg + q)..at(2 * seg + q) + STEP].copy_from_slice(&l);
+                }
+            }
+        }
+    }
+}
+
+/// What a product does with `dst`, applied to each 32×32 block while it is in registers and cache
+/// (no separate pass over `dst`).
+#[derive(Clone, Copy, Debug)]
+pub enum Epilogue<'a> {
+    /// `dst = P`.
+    Store,
+    /// `dst = dst + P`.
+    Accumulate,
+    /// `dst = P + bias` (bias: one value per column).
+    Bias(&'a [f32]),
+    /// `dst = GELU(P + bias)` (exact-erf GELU, as the engine's elementwise pass).
+    BiasGelu(&'a [f32]),
+    /// `dst = (dst + bias) + P`: a residual, its bias, then the product, in that order.
+    AccumulateBias(&'a [f32]),
+}
+
+/// Writes the 32×32 block `c` (four tiles) into `rows` × `cols` of `out` (row stride `ldd`) by
+/// `epilogue` (`bias`: the block's columns of it): compiled for the widest SIMD the CPU has.
+struct StoreBlock<'a> {
+    c: &'a [f32; 4 * TILE * TILE],
+    out: &'a mut [f32],
+    ldd: usize,
+    rows: usize,
+    cols: usize,
+    epilogue: Epilogue<'a>,
+}
+
+/// One tile row `c` into `d` (`d.len() ≤ 16`) by `e`, whose bias is `b` (`b.len() ≥ d.len()`).
+#[inline(always)]
+fn store_row(d: &mut [f32], c: &[f32], e: Epilogue<'_>, b: &[f32]) {
+    let gelu = |x: f32| 0.5 * x * (1.0 + super::fused::erf_approx(x * std::f32::consts::FRAC_1_SQRT_2));
+    match e {
+        Epilogue::Store => d.copy_from_slice(&c[..d.len()]),
+        Epilogue::Accumulate => d.iter_mut().zip(c).for_each(|(v, p)| *v += p),
+        Epilogue::Bias(_) => d.iter_mut().zip(c).zip(b).for_each(|((v, p), b)| *v = b + p),
+        Epilogue::BiasGelu(_) => d.iter_mut().zip(c).zip(b).for_each(|((v, p), b)| *v = gelu(b + p)),
+        Epilogue::AccumulateBias(_) => d.iter_mut().zip(c).zip(b).for_each(|((v, p), b)| *v = (*v + b) + p),
+    }
+}
+
+impl pulp::WithSimd for StoreBlock<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        let StoreBlock { c, out, ldd, rows, cols, epilogue } = self;
+        let bias: &[f32] = match epilogue {
+            Epilogue::Bias(b) | Epilogue::BiasGelu(b) | Epilogue::AccumulateBias(b) => b,
+            Epilogue::Store | Epilogue::Accumulate => &[0f32; 2 * TILE],
+        };
+        let (b0, b1) = bias[..2 * TILE].split_at(TILE);
+        for rr in 0..rows {
+            let d = &mut out[rr * ldd..rr * ldd + cols];
+            // Tiles 0/1 hold rows 0–15 (columns 0–15 / 16–31), tiles 2/3 rows 16–31.
+            let t0 = if rr < TILE { 0 } else { 2 };
+            let (c0, c1) = c[t0 * TILE * TILE..(t0 + 2) * TILE * TILE].split_at(TILE * TILE);
+            let (c0, c1) = (&c0[(rr % TILE) * TILE..][..TILE], &c1[(rr % TILE) * TILE..][..TILE]);
+            let (d0, d1) = d.split_at_mut(cols.min(TILE));
+            for (d, c, b) in [(d0, c0, b0), (d1, c1, b1)] {
+                match (<&mut [f32; TILE]>::try_from(&mut *d), <&[f32; TILE]>::try_from(c), <&[f32; TILE]>::try_from(b)) {
+                    // A whole tile row: fixed lengths, whole vectors, no bounds checks.
+                    (Ok(d), Ok(c), Ok(b)) => store_row(d, c, epilogue, b),
+                    _ => store_row(d, c, epilogue, b),
+                }
             }
         }
     }
@@ -223,6 +336,11 @@ impl pulp::WithSimd for SplitRows<'_> {
 /// `dst (m×n, row stride ldd) (+)= lhs (m×k, row stride lda) · b`; `accumulate` keeps what `dst`
 /// holds (bias, residual) and adds the product.
 pub fn matmul(m: usize, dst: &mut [f32], ldd: usize, lhs: &[f32], lda: usize, b: &PackedB, accumulate: bool) -> Result<()> {
+    matmul_with(m, dst, ldd, lhs, lda, b, if accumulate { Epilogue::Accumulate } else { Epilogue::Store })
+}
+
+/// `dst (m×n, row stride ldd) ← epilogue(lhs (m×k, row stride lda) · b)` ([`Epilogue`]).
+pub fn matmul_with(m: usize, dst: &mut [f32], ldd: usize, lhs: &[f32], lda: usize, b: &PackedB, epilogue: Epilogue<'_>) -> Result<()> {
     let (k, n) = (b.k, b.n);
     if m == 0 {
         return Ok(());
@@ -231,7 +349,19 @@ pub fn matmul(m: usize, dst: &mut [f32], ldd: usize, lhs: &[f32], lda: usize, b:
         return Err(ModelError::Internal("amx matmul called on a CPU or OS without AMX-BF16 tiles".into()));
     }
     super::check_operands("amx", (m, k, n), (lhs.len(), lda), (dst.len(), ldd))?;
-    let kk = 3 * b.kp;
+    // The bias, padded with zeros to whole 32-column blocks (the store reads 32 per block).
+    let padded: Option<Vec<f32>> = match epilogue {
+        Epilogue::Bias(v) | Epilogue::BiasGelu(v) | Epilogue::AccumulateBias(v) => {
+            if v.len() != n {
+                return Err(ModelError::Internal(format!("amx: a bias of {} values for {n} columns", v.len())));
+            }
+            let mut p = v.to_vec();
+            p.resize(b.nt * TILE, 0.0);
+            Some(p)
+        }
+        Epilogue::Store | Epilogue::Accumulate => None,
+    };
+    let kk = b.terms.count() * b.kp;
     // As few tasks as the L2 budget allows, a multiple of the thread count (balanced).
     let mblocks = m.div_ceil(2 * TILE);
     let most = (TASK_BYTES / (2 * TILE * kk * 2)).max(1);
@@ -245,7 +375,7 @@ pub fn matmul(m: usize, dst: &mut [f32], ldd: usize, lhs: &[f32], lda: usize, b:
         SPLIT.with(|cell| -> Result<()> {
             let mut buf = cell.borrow_mut();
             let (_, a) = aligned(&mut buf, blocks * 2 * TILE * kk);
-            pulp::Arch::new().dispatch(SplitRows { src: &lhs[r0 * lda..], lda, k, kp: b.kp, rows, out: a });
+            pulp::Arch::new().dispatch(SplitRows { src: &lhs[r0 * lda..], lda, k, kp: b.kp, terms: b.terms, rows, out: a });
             let a: &[u16] = a;
             let _tiles = Tiles::configure();
             let mut c = [0f32; 4 * TILE * TILE];
@@ -254,22 +384,16 @@ pub fn matmul(m: usize, dst: &mut [f32], ldd: usize, lhs: &[f32], lda: usize, b:
                 let cols = (n - nb * 2 * TILE).min(2 * TILE);
                 for mb in 0..blocks {
                     block(&a[mb * 2 * TILE * kk..(mb + 1) * 2 * TILE * kk], bp, b.kt, &mut c)?;
-                    for r in mb * 2 * TILE..rows.min((mb + 1) * 2 * TILE) {
-                        let d = &mut out[r * ldd + nb * 2 * TILE..r * ldd + nb * 2 * TILE + cols];
-                        let rr = r % (2 * TILE);
-                        // Tiles 0/1 hold rows 0–15 (columns 0–15 / 16–31), tiles 2/3 rows 16–31.
-                        let t0 = if rr < TILE { 0 } else { 2 };
-                        let (c0, c1) = c[t0 * TILE * TILE..(t0 + 2) * TILE * TILE].split_at(TILE * TILE);
-                        let (c0, c1) = (&c0[(rr % TILE) * TILE..][..TILE], &c1[(rr % TILE) * TILE..][..TILE]);
-                        let (d0, d1) = d.split_at_mut(cols.min(TILE));
-                        if accumulate {
-                            d0.iter_mut().zip(c0).for_each(|(v, p)| *v += p);
-                            d1.iter_mut().zip(c1).for_each(|(v, p)| *v += p);
-                        } else {
-                            d0.copy_from_slice(&c0[..d0.len()]);
-                            d1.copy_from_slice(&c1[..d1.len()]);
-                        }
-                    }
+                    let r0 = mb * 2 * TILE;
+                    let block_rows = rows.min(r0 + 2 * TILE) - r0;
+                    let out = &mut out[r0 * ldd + nb * 2 * TILE..];
+                    let epilogue = match (epilogue, &padded) {
+                        (Epilogue::Bias(_), Some(p)) => Epilogue::Bias(&p[nb * 2 * TILE..]),
+                        (Epilogue::BiasGelu(_), Some(p)) => Epilogue::BiasGelu(&p[nb * 2 * TILE..]),
+                        (Epilogue::AccumulateBias(_), Some(p)) => Epilogue::AccumulateBias(&p[nb * 2 * TILE..]),
+                        (e, _) => e,
+                    };
+                    pulp::Arch::new().dispatch(StoreBlock { c: &c, out, ldd, rows: block_rows, cols, epilogue });
                 }
             }
             Ok(())
@@ -434,6 +558,85 @@ mod tests {
                         assert!(err < 5e-6, "{m}×{k}×{n} ({i},{j}): {} vs {exact}", dst[i * ldd + j]);
                     }
                 }
+            }
+        }
+    }
+
+    /// Single products are the exact product of the bf16-rounded operands, up to f32 accumulation
+    /// (independent of the split path: the expectation rounds the inputs itself).
+    #[test]
+    fn single_terms_are_the_product_of_the_rounded_operands() {
+        if !available() {
+            eprintln!("skipped: this CPU or OS offers no AMX-BF16 tiles");
+            return;
+        }
+        let round = |x: f32| f64::from(f32::from_bits(x.to_bits().wrapping_add(0x7fff + ((x.to_bits() >> 16) & 1)) & 0xffff_0000));
+        for &(m, k, n) in &[(1, 1, 1), (37, 45, 50), (70, 100, 33), (300, 1536, 40)] {
+            let a = rng_fill(m * k, 7 + m as u64, 1.0);
+            let w = rng_fill(k * n, 8 + n as u64, 0.5);
+            let packed = PackedB::with_terms(&w, k, n, Terms::Single).unwrap();
+            assert_eq!(packed.terms(), Terms::Single);
+            let ldd = n + 1;
+            let init = rng_fill(m * ldd, 9, 1.0);
+            for accumulate in [false, true] {
+                let mut dst = init.clone();
+                matmul(m, &mut dst, ldd, &a, k, &packed, accumulate).unwrap();
+                let mut worst_unrounded = 0f64;
+                for i in 0..m {
+                    for j in 0..n {
+                        let base = if accumulate { f64::from(init[i * ldd + j]) } else { 0.0 };
+                        let rounded: f64 = (0..k).map(|c| round(a[i * k + c]) * round(w[c * n + j])).sum::<f64>() + base;
+                        let exact: f64 = (0..k).map(|c| f64::from(a[i * k + c]) * f64::from(w[c * n + j])).sum::<f64>() + base;
+                        let scale: f64 = (0..k).map(|c| (f64::from(a[i * k + c]) * f64::from(w[c * n + j])).abs()).sum::<f64>() + 1.0;
+                        let got = f64::from(dst[i * ldd + j]);
+                        assert!((got - rounded).abs() / scale < 5e-6, "{m}×{k}×{n} ({i},{j}): {got} vs {rounded}");
+                        worst_unrounded = worst_unrounded.max((got - exact).abs() / scale);
+                    }
+                    assert_eq!(dst[i * ldd + n], init[i * ldd + n], "padding column touched");
+                }
+                // And it is a bf16 product, not a split one: off the exact product by ~1e-3.
+                if k >= 45 {
+                    assert!(worst_unrounded > 2e-5, "{m}×{k}×{n}: {worst_unrounded}");
+                }
+            }
+        }
+    }
+
+    /// Each epilogue is the same arithmetic as its separate passes (bias rows, the accumulating
+    /// product, GELU after), bit for bit, on ragged shapes; a bias of the wrong length is refused.
+    #[test]
+    fn epilogues_equal_their_separate_passes() {
+        if !available() {
+            eprintln!("skipped: this CPU or OS offers no AMX-BF16 tiles");
+            return;
+        }
+        let gelu = |x: f32| 0.5 * x * (1.0 + super::super::fused::erf_approx(x * std::f32::consts::FRAC_1_SQRT_2));
+        for &(m, k, n) in &[(1, 3, 5), (37, 45, 50), (70, 100, 33)] {
+            let a = rng_fill(m * k, 11 + m as u64, 1.0);
+            let w = rng_fill(k * n, 12 + n as u64, 0.5);
+            let bias = rng_fill(n, 13, 2.0);
+            let init = rng_fill(m * n, 14, 1.0);
+            for terms in [Terms::Split, Terms::Single] {
+                let packed = PackedB::with_terms(&w, k, n, terms).unwrap();
+                let mut product = vec![0f32; m * n];
+                matmul(m, &mut product, n, &a, k, &packed, false).unwrap();
+                type Want<'w> = Box<dyn Fn(usize) -> f32 + 'w>;
+                let cases: [(Epilogue<'_>, Want<'_>); 5] = [
+                    (Epilogue::Store, Box::new(|i| product[i])),
+                    (Epilogue::Accumulate, Box::new(|i| init[i] + product[i])),
+                    (Epilogue::Bias(&bias), Box::new(|i| bias[i % n] + product[i])),
+                    (Epilogue::BiasGelu(&bias), Box::new(|i| gelu(bias[i % n] + product[i]))),
+                    (Epilogue::AccumulateBias(&bias), Box::new(|i| (init[i] + bias[i % n]) + product[i])),
+                ];
+                for (e, want) in cases {
+                    let mut dst = init.clone();
+                    matmul_with(m, &mut dst, n, &a, k, &packed, e).unwrap();
+                    for (i, got) in dst.iter().enumerate() {
+                        assert_eq!(got.to_bits(), want(i).to_bits(), "{e:?} {m}×{k}×{n} at {i}: {got} vs {}", want(i));
+                    }
+                }
+                let mut dst = init.clone();
+                assert!(matmul_with(m, &mut dst, n, &a, k, &packed, Epilogue::Bias(&bias[..n - 1])).is_err());
             }
         }
     }

@@ -18,6 +18,7 @@
 use rayon::prelude::*;
 
 use super::BertConfig;
+use super::amx::Epilogue;
 use super::weights::WeightFile;
 use super::{amx, bf16};
 use crate::error::{ModelError, Result};
@@ -252,8 +253,14 @@ pub enum Products {
     Bf16,
     /// Split bf16 on AMX tiles ([`super::amx`]); a configuration error where the CPU or OS lacks them.
     Amx,
-    /// AMX where this CPU and OS offer it, else AVX512-BF16 where it beats f32 (AMD cores:
-    /// [`bf16::faster_than_f32`]), else f32.
+    /// Single bf16 with f32 accumulation on AMX tiles ([`amx::Terms::Single`]: a third of the tile
+    /// work of [`Products::Amx`], the precision of [`Products::Bf16`]); a configuration error where
+    /// the CPU or OS lacks them.
+    AmxBf16,
+    /// The fastest products within the single-bf16 bound (embeddings at cosine ≥ 0.9999 to f32):
+    /// single bf16 on AMX tiles where this CPU and OS offer them, else AVX512-BF16 where it beats
+    /// f32 (AMD cores: [`bf16::faster_than_f32`]), else f32. [`Products::Amx`] is the choice for
+    /// f32's accuracy at AMX speed.
     Auto,
 }
 
@@ -264,17 +271,18 @@ impl Products {
             Err(ModelError::Config { model: "MiniLM (fused engine)".into(), reason: format!("products `{what}`: {}", Self::lacks(what)) })
         };
         match self {
-            Products::Auto if amx::available() => Ok(Products::Amx),
+            Products::Auto if amx::available() => Ok(Products::AmxBf16),
             Products::Auto if bf16::faster_than_f32() => Ok(Products::Bf16),
             Products::Auto => Ok(Products::F32),
             Products::Amx if !amx::available() => missing("amx"),
+            Products::AmxBf16 if !amx::available() => missing("amx-bf16"),
             Products::Bf16 if !bf16::available() => missing("bf16"),
             p => Ok(p),
         }
     }
 
     fn lacks(what: &str) -> &'static str {
-        if what == "amx" { "this CPU or OS offers no AMX-BF16 tiles" } else { "this CPU has no AVX512-BF16 (vdpbf16ps)" }
+        if what.starts_with("amx") { "this CPU or OS offers no AMX-BF16 tiles" } else { "this CPU has no AVX512-BF16 (vdpbf16ps)" }
     }
 }
 
@@ -419,15 +427,19 @@ impl FusedBert {
         let (d, di) = (self.cfg.hidden_size, self.cfg.intermediate_size);
         self.packed = match products.resolve()? {
             Products::Amx => Some(PackedLayers::Amx(pack_layers(&self.layers, d, di, amx::PackedB::new)?)),
+            Products::AmxBf16 => {
+                Some(PackedLayers::Amx(pack_layers(&self.layers, d, di, |w, k, n| amx::PackedB::with_terms(w, k, n, amx::Terms::Single))?))
+            }
             Products::Bf16 => Some(PackedLayers::Bf16(pack_layers(&self.layers, d, di, bf16::PackedB::new)?)),
             Products::F32 | Products::Auto => None,
         };
         Ok(self)
     }
 
-    /// `"amx-bf16x3"`, `"avx512-bf16"` or `"f32"`: what the linear layers run on.
+    /// `"amx-bf16x3"`, `"amx-bf16"`, `"avx512-bf16"` or `"f32"`: what the linear layers run on.
     pub fn products(&self) -> &'static str {
-        match self.packed {
+        match &self.packed {
+            Some(PackedLayers::Amx(p)) if p.first().is_some_and(|l| l.wqkv.terms() == amx::Terms::Single) => "amx-bf16",
             Some(PackedLayers::Amx(_)) => "amx-bf16x3",
             Some(PackedLayers::Bf16(_)) => "avx512-bf16",
             None => "f32",
@@ -438,8 +450,10 @@ impl FusedBert {
         &self.cfg
     }
 
-    /// `dst (t×n) += x (t×k) · W` for one of layer `li`'s weights, on AMX or f32 gemm.
-    fn product(&self, li: usize, w: Weight, t: usize, dst: &mut [f32], x: &[f32]) -> Result<()> {
+    /// `dst (t×n) ← e(x (t×k) · W)` for one of layer `li`'s weights, on AMX (the epilogue fused
+    /// into the product's stores) or another kernel (the epilogue as passes over `dst`, the same
+    /// arithmetic in the same order).
+    fn product(&self, li: usize, w: Weight, t: usize, dst: &mut [f32], x: &[f32], e: Epilogue<'_>) -> Result<()> {
         let (d, di) = (self.cfg.hidden_size, self.cfg.intermediate_size);
         let layer = &self.layers[li];
         let (k, n, wf) = match w {
@@ -448,11 +462,24 @@ impl FusedBert {
             Weight::Inter => (d, di, &layer.wi),
             Weight::Out2 => (di, d, &layer.wo2),
         };
-        match &self.packed {
-            Some(PackedLayers::Amx(p)) => amx::matmul(t, dst, n, x, k, packed(p, li)?.of(w), true),
-            Some(PackedLayers::Bf16(p)) => bf16::matmul(t, dst, n, x, k, packed(p, li)?.of(w), true),
-            None => matmul(t, n, k, dst, n, x, k, wf, n, 1, true, true),
+        if let Some(PackedLayers::Amx(p)) = &self.packed {
+            return amx::matmul_with(t, dst, n, x, k, packed(p, li)?.of(w), e);
         }
+        let dst = &mut dst[..t * n];
+        match e {
+            Epilogue::Store => dst.fill(0.0),
+            Epilogue::Accumulate => {}
+            Epilogue::Bias(b) | Epilogue::BiasGelu(b) => dst.chunks_exact_mut(n).for_each(|row| row.copy_from_slice(b)),
+            Epilogue::AccumulateBias(b) => dst.chunks_exact_mut(n).for_each(|row| row.iter_mut().zip(b).for_each(|(v, b)| *v += b)),
+        }
+        match &self.packed {
+            Some(PackedLayers::Bf16(p)) => bf16::matmul(t, dst, n, x, k, packed(p, li)?.of(w), true)?,
+            _ => matmul(t, n, k, dst, n, x, k, wf, n, 1, true, true)?,
+        }
+        if let Epilogue::BiasGelu(_) = e {
+            gelu_in_place(dst);
+        }
+        Ok(())
     }
 
     /// Mean-pooled, L2-normalised embeddings of a batch of id sequences (row-major), packed.
@@ -471,27 +498,14 @@ impl FusedBert {
         let mut ctx = vec![0f32; t * d];
         let mut inter = vec![0f32; t * di];
         for (li, layer) in self.layers.iter().enumerate() {
-            for row in qkv.chunks_exact_mut(3 * d) {
-                row.copy_from_slice(&layer.bqkv);
-            }
-            self.product(li, Weight::Qkv, t, &mut qkv, &x)?;
+            self.product(li, Weight::Qkv, t, &mut qkv, &x, Epilogue::Bias(&layer.bqkv))?;
             self.attention(&qkv, &starts, &mut ctx)?;
             // x = LN(x + ctx·Wo + bo)
-            for row in x.chunks_exact_mut(d) {
-                row.iter_mut().zip(&layer.bo).for_each(|(v, b)| *v += b);
-            }
-            self.product(li, Weight::Out, t, &mut x, &ctx)?;
+            self.product(li, Weight::Out, t, &mut x, &ctx, Epilogue::AccumulateBias(&layer.bo))?;
             layer_norm(&mut x, d, &layer.ln1, eps);
             // x = LN(x + GELU(x·Wi + bi)·Wo2 + bo2)
-            for row in inter.chunks_exact_mut(di) {
-                row.copy_from_slice(&layer.bi);
-            }
-            self.product(li, Weight::Inter, t, &mut inter, &x)?;
-            gelu_in_place(&mut inter);
-            for row in x.chunks_exact_mut(d) {
-                row.iter_mut().zip(&layer.bo2).for_each(|(v, b)| *v += b);
-            }
-            self.product(li, Weight::Out2, t, &mut x, &inter)?;
+            self.product(li, Weight::Inter, t, &mut inter, &x, Epilogue::BiasGelu(&layer.bi))?;
+            self.product(li, Weight::Out2, t, &mut x, &inter, Epilogue::AccumulateBias(&layer.bo2))?;
             layer_norm(&mut x, d, &layer.ln2, eps);
         }
         Ok(mean_pooled(&x, &starts, d))

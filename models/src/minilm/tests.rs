@@ -335,10 +335,12 @@ fn matches_sentence_transformers_fixture() {
     }
     let burn = MiniLm::load(&dir, &Device::flex()).expect("load model");
     let fused = MiniLm::load_fused(&dir, Products::F32).expect("load model");
-    // On a CPU with AMX tiles, the split-bf16 products too (elsewhere `Auto` is f32 again).
-    let amx = MiniLm::load_fused(&dir, Products::Auto).expect("load model");
-    if amx.products() != "amx-bf16x3" {
-        eprintln!("matches_sentence_transformers_fixture: no AMX-BF16 on this machine, the bf16×3 products are not checked");
+    // On a CPU with AMX tiles, the split-bf16 products and the single ones (what `Auto` runs there).
+    let amx = super::amx::available().then(|| MiniLm::load_fused(&dir, Products::Amx).expect("load model"));
+    let amx1 = super::amx::available().then(|| MiniLm::load_fused(&dir, Products::AmxBf16).expect("load model"));
+    match (&amx, &amx1) {
+        (Some(a), Some(s)) => assert_eq!((a.products(), s.products()), ("amx-bf16x3", "amx-bf16")),
+        _ => eprintln!("matches_sentence_transformers_fixture: no AMX-BF16 on this machine, the AMX products are not checked"),
     }
     // On a CPU with AVX512-BF16, single bf16 products (what `Auto` runs there without AMX).
     let single = super::bf16::available().then(|| MiniLm::load_fused(&dir, Products::Bf16).expect("load model"));
@@ -381,7 +383,13 @@ fn matches_sentence_transformers_fixture() {
     // Embeddings: cosine ≥ 0.9999 for every sentence.
     let refs: Vec<&str> = texts.iter().map(|(_, t)| t.as_str()).collect();
     let f32_emb = fused.encode(&refs, EncodeOptions::default(), &|_| {}).expect("encode");
-    let engines = [("burn", Some(&burn)), ("cpu", Some(&fused)), ("cpu-amx", Some(&amx)), ("cpu-bf16", single.as_ref())];
+    let engines = [
+        ("burn", Some(&burn)),
+        ("cpu", Some(&fused)),
+        ("cpu-amx", amx.as_ref()),
+        ("cpu-amx-bf16", amx1.as_ref()),
+        ("cpu-bf16", single.as_ref()),
+    ];
     for (engine, model) in engines.into_iter().filter_map(|(e, m)| m.map(|m| (e, m))) {
         let got = model.encode(&refs, EncodeOptions::default(), &|_| {}).expect("encode");
         // Against the f32 engine too: the bound for the single-bf16 products.
@@ -527,10 +535,14 @@ fn products_resolve_to_what_this_cpu_runs() {
     let auto = Products::Auto.resolve().expect("auto");
     assert_eq!(auto.resolve().expect("runnable"), auto);
     if amx::available() {
-        assert_eq!(auto, Products::Amx);
+        assert_eq!(auto, Products::AmxBf16);
     }
     assert_eq!(Products::F32.resolve().expect("f32"), Products::F32);
-    for (p, has, missing) in [(Products::Amx, amx::available(), "AMX-BF16"), (Products::Bf16, bf16::available(), "AVX512-BF16")] {
+    for (p, has, missing) in [
+        (Products::Amx, amx::available(), "AMX-BF16"),
+        (Products::AmxBf16, amx::available(), "AMX-BF16"),
+        (Products::Bf16, bf16::available(), "AVX512-BF16"),
+    ] {
         match p.resolve() {
             Ok(r) => assert!(has && r == p),
             Err(e) => assert!(!has && matches!(e, crate::error::ModelError::Config { .. }) && e.to_string().contains(missing), "{e}"),
