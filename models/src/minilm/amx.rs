@@ -242,17 +242,12 @@ impl pulp::WithSimd for SplitRows<'_> {
                 if r < rows && c0 < k {
                     let n = (k - c0).min(STEP);
                     let x = &src[r * lda + c0..r * lda + c0 + n];
-                    match terms {
-                        Terms::Split => {
-                            for i in 0..n {
-                                (h[i], l[i]) = split(x[i]);
-                            }
-                        }
-                        Terms::Single => {
-                            for i in 0..n {
-                                h[i] = bf16(x[i]);
-                            }
-                        }
+                    match (<&[f32; STEP]>::try_from(x), terms) {
+                        // A whole step: fixed length, whole vectors (no remainder loop).
+                        (Ok(x), Terms::Split) => (0..STEP).for_each(|i| (h[i], l[i]) = split(x[i])),
+                        (Ok(x), Terms::Single) => (0..STEP).for_each(|i| h[i] = bf16(x[i])),
+                        (Err(_), Terms::Split) => (0..n).for_each(|i| (h[i], l[i]) = split(x[i])),
+                        (Err(_), Terms::Single) => (0..n).for_each(|i| h[i] = bf16(x[i])),
                     }
                 }
                 out[at(q)..at(q) + STEP].copy_from_slice(&h);
