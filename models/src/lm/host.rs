@@ -21,7 +21,7 @@ use rayon::prelude::*;
 use super::{Prompts, Tuning};
 use crate::error::{ModelError, Result};
 use crate::linalg::{Op, gemm_f32_par};
-use crate::minilm::fused::{Products, erf_approx, exp_approx, sum16};
+use crate::minilm::fused::{self, Products, erf_approx, exp_approx, sum16};
 use crate::minilm::{Bert, LayerWeights, amx};
 use crate::train::{Stream, floats};
 
@@ -326,7 +326,7 @@ impl pulp::WithSimd for Pass<'_> {
             Pass::LnBackward { dy, xhat, rstd, g, dx } => ln_backward_rows(dy, xhat, rstd, g, dx),
             Pass::Gelu { f, out } => {
                 for (o, &x) in out.iter_mut().zip(f) {
-                    *o = 0.5 * x * (1.0 + erf_approx(x * SQRT_HALF));
+                    *o = fused::gelu(x);
                 }
             }
             Pass::GeluBackward { dg, f } => {

@@ -213,7 +213,8 @@ thread_local! {
 /// Splits `rows` rows of `src` (row stride `lda`, `k` used) into `out`, the tiles the kernel
 /// reads: for each 32-row block and each 32-wide step s of the inner dimension [hi | hi | lo]
 /// (three segments of `kp`; [hi] alone for single products), the two 16×32 tiles (rows 0–15,
-/// rows 16–31) one after the other, 2 KiB per step, steps in order. Zero beyond `k` and in the rows from `rows` to the end.
+/// rows 16–31) one after the other, 2 KiB per step, steps in order. Zero beyond `k` and in the
+/// rows from `rows` to the end.
 struct SplitRows<'a> {
     src: &'a [f32],
     lda: usize,
@@ -276,6 +277,27 @@ pub enum Epilogue<'a> {
     AccumulateBias(&'a [f32]),
 }
 
+impl<'a> Epilogue<'a> {
+    /// The bias the epilogue adds, if any.
+    fn bias(self) -> Option<&'a [f32]> {
+        match self {
+            Epilogue::Bias(b) | Epilogue::BiasGelu(b) | Epilogue::AccumulateBias(b) => Some(b),
+            Epilogue::Store | Epilogue::Accumulate => None,
+        }
+    }
+
+    /// The same epilogue with bias `b` (unchanged when it adds none).
+    fn with_bias(self, b: &[f32]) -> Epilogue<'_> {
+        match self {
+            Epilogue::Bias(_) => Epilogue::Bias(b),
+            Epilogue::BiasGelu(_) => Epilogue::BiasGelu(b),
+            Epilogue::AccumulateBias(_) => Epilogue::AccumulateBias(b),
+            Epilogue::Store => Epilogue::Store,
+            Epilogue::Accumulate => Epilogue::Accumulate,
+        }
+    }
+}
+
 /// Writes the 32×32 block `c` (four tiles) into `rows` × `cols` of `out` (row stride `ldd`) by
 /// `epilogue` (`bias`: the block's columns of it): compiled for the widest SIMD the CPU has.
 struct StoreBlock<'a> {
@@ -290,7 +312,7 @@ struct StoreBlock<'a> {
 /// One tile row `c` into `d` (`d.len() ≤ 16`) by `e`, whose bias is `b` (`b.len() ≥ d.len()`).
 #[inline(always)]
 fn store_row(d: &mut [f32], c: &[f32], e: Epilogue<'_>, b: &[f32]) {
-    let gelu = |x: f32| 0.5 * x * (1.0 + super::fused::erf_approx(x * std::f32::consts::FRAC_1_SQRT_2));
+    let gelu = super::fused::gelu;
     match e {
         Epilogue::Store => d.copy_from_slice(&c[..d.len()]),
         Epilogue::Accumulate => d.iter_mut().zip(c).for_each(|(v, p)| *v += p),
@@ -305,10 +327,7 @@ impl pulp::WithSimd for StoreBlock<'_> {
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, _simd: S) {
         let StoreBlock { c, out, ldd, rows, cols, epilogue } = self;
-        let bias: &[f32] = match epilogue {
-            Epilogue::Bias(b) | Epilogue::BiasGelu(b) | Epilogue::AccumulateBias(b) => b,
-            Epilogue::Store | Epilogue::Accumulate => &[0f32; 2 * TILE],
-        };
+        let bias = epilogue.bias().unwrap_or(&[0f32; 2 * TILE]);
         let (b0, b1) = bias[..2 * TILE].split_at(TILE);
         for rr in 0..rows {
             let d = &mut out[rr * ldd..rr * ldd + cols];
@@ -345,16 +364,16 @@ pub fn matmul_with(m: usize, dst: &mut [f32], ldd: usize, lhs: &[f32], lda: usiz
     }
     super::check_operands("amx", (m, k, n), (lhs.len(), lda), (dst.len(), ldd))?;
     // The bias, padded with zeros to whole 32-column blocks (the store reads 32 per block).
-    let padded: Option<Vec<f32>> = match epilogue {
-        Epilogue::Bias(v) | Epilogue::BiasGelu(v) | Epilogue::AccumulateBias(v) => {
-            if v.len() != n {
-                return Err(ModelError::Internal(format!("amx: a bias of {} values for {n} columns", v.len())));
-            }
+    let padded: Option<Vec<f32>> = match epilogue.bias() {
+        Some(v) if v.len() != n => {
+            return Err(ModelError::Internal(format!("amx: a bias of {} values for {n} columns", v.len())));
+        }
+        Some(v) => {
             let mut p = v.to_vec();
             p.resize(b.nt * TILE, 0.0);
             Some(p)
         }
-        Epilogue::Store | Epilogue::Accumulate => None,
+        None => None,
     };
     let kk = b.terms.count() * b.kp;
     // As few tasks as the L2 budget allows, a multiple of the thread count (balanced).
@@ -382,12 +401,7 @@ pub fn matmul_with(m: usize, dst: &mut [f32], ldd: usize, lhs: &[f32], lda: usiz
                     let r0 = mb * 2 * TILE;
                     let block_rows = rows.min(r0 + 2 * TILE) - r0;
                     let out = &mut out[r0 * ldd + nb * 2 * TILE..];
-                    let epilogue = match (epilogue, &padded) {
-                        (Epilogue::Bias(_), Some(p)) => Epilogue::Bias(&p[nb * 2 * TILE..]),
-                        (Epilogue::BiasGelu(_), Some(p)) => Epilogue::BiasGelu(&p[nb * 2 * TILE..]),
-                        (Epilogue::AccumulateBias(_), Some(p)) => Epilogue::AccumulateBias(&p[nb * 2 * TILE..]),
-                        (e, _) => e,
-                    };
+                    let epilogue = padded.as_ref().map_or(epilogue, |p| epilogue.with_bias(&p[nb * 2 * TILE..]));
                     pulp::Arch::new().dispatch(StoreBlock { c: &c, out, ldd, rows: block_rows, cols, epilogue });
                 }
             }
@@ -565,7 +579,8 @@ mod tests {
             eprintln!("skipped: this CPU or OS offers no AMX-BF16 tiles");
             return;
         }
-        let round = |x: f32| f64::from(f32::from_bits(x.to_bits().wrapping_add(0x7fff + ((x.to_bits() >> 16) & 1)) & 0xffff_0000));
+        // Rounding itself is checked against hand-computed cases (`split_is_sixteen_bits…`).
+        let round = |x: f32| f64::from(widen(bf16(x)));
         for &(m, k, n) in &[(1, 1, 1), (37, 45, 50), (70, 100, 33), (300, 1536, 40)] {
             let a = rng_fill(m * k, 7 + m as u64, 1.0);
             let w = rng_fill(k * n, 8 + n as u64, 0.5);
@@ -605,7 +620,8 @@ mod tests {
             eprintln!("skipped: this CPU or OS offers no AMX-BF16 tiles");
             return;
         }
-        let gelu = |x: f32| 0.5 * x * (1.0 + super::super::fused::erf_approx(x * std::f32::consts::FRAC_1_SQRT_2));
+        // The separate pass's GELU (`fused::gelu_in_place` applies this function).
+        let gelu = super::super::fused::gelu;
         for &(m, k, n) in &[(1, 3, 5), (37, 45, 50), (70, 100, 33)] {
             let a = rng_fill(m * k, 11 + m as u64, 1.0);
             let w = rng_fill(k * n, 12 + n as u64, 0.5);

@@ -221,11 +221,16 @@ fn softmax_rows(s: &mut [f32], len: usize, scale: f32) {
     }
 }
 
+/// Exact-erf GELU of one value, 0.5·x·(1 + erf(x/√2)) (vectorisable: [`erf_approx`]).
+#[inline(always)]
+pub(crate) fn gelu(x: f32) -> f32 {
+    0.5 * x * (1.0 + erf_approx(x * std::f32::consts::FRAC_1_SQRT_2))
+}
+
 #[inline(always)]
 fn gelu_chunk(c: &mut [f32]) {
-    let s = std::f32::consts::FRAC_1_SQRT_2;
     for x in c.iter_mut() {
-        *x = 0.5 * *x * (1.0 + erf_approx(*x * s));
+        *x = gelu(*x);
     }
 }
 
