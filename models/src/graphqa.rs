@@ -15,6 +15,7 @@
 //! in a seeded order, the best validation epoch kept and early stopping after `patience` epochs
 //! without improvement, both by the one rule of [`crate::train::fit`].
 
+mod host;
 pub mod lm;
 
 use burn::module::Module;
@@ -245,8 +246,39 @@ fn evaluate(model: &GraphQa, examples: &[QaExample], dim: usize, edge_dim: usize
 }
 
 /// Trains a model on `train`, keeping the epoch with the best metric on `val`; returns it (on the
-/// inner device of `dev`), its curve and the kept epoch.
+/// inner device of `dev`), its curve and the kept epoch. The CPU trains on the host engine
+/// ([`host`]: a hand-written backward pass), a GPU on burn ([`train_on`] chooses explicitly).
 pub fn train(
+    shape: QaShape,
+    train: &[QaExample],
+    val: &[QaExample],
+    dim: usize,
+    edge_dim: usize,
+    cfg: &QaConfig,
+    dev: &Device,
+) -> Result<(GraphQa, Vec<QaEpoch>, u32)> {
+    train_on(lm::host_engine(dev), shape, train, val, dim, edge_dim, cfg, dev)
+}
+
+/// [`train`] on the host engine (`host`) or on burn's autodiff.
+#[allow(clippy::too_many_arguments)]
+pub fn train_on(
+    host: bool,
+    shape: QaShape,
+    train: &[QaExample],
+    val: &[QaExample],
+    dim: usize,
+    edge_dim: usize,
+    cfg: &QaConfig,
+    dev: &Device,
+) -> Result<(GraphQa, Vec<QaEpoch>, u32)> {
+    if host {
+        return host::train(shape, train, val, dim, edge_dim, cfg, dev);
+    }
+    train_burn(shape, train, val, dim, edge_dim, cfg, dev)
+}
+
+fn train_burn(
     shape: QaShape,
     train: &[QaExample],
     val: &[QaExample],

@@ -79,6 +79,72 @@ pub fn gemm_f32_par(dst: &mut [f32], a: Op<'_>, b: Op<'_>, accumulate: bool) -> 
     gemm_f32_on(dst, a, b, accumulate, gemm::Parallelism::Rayon(0))
 }
 
+/// [`gemm_f32`] with the rows of `dst` in two halves on two rayon tasks when the product is large
+/// enough (the GraphQA host engine: one training or several side by side; a busy pool runs both
+/// halves on the calling thread). Each half is a single-threaded product, so small products keep
+/// gemm's own blocking (its rayon split of a 160-row product was slower than one thread).
+pub fn gemm_f32_halves(dst: &mut [f32], a: Op<'_>, b: Op<'_>, accumulate: bool) -> Result<()> {
+    let ((m, k), (a_rs, a_cs)) = a.read();
+    let ((k2, n), (b_rs, b_cs)) = b.read();
+    if m < 64 || m * n * k < 1 << 21 || k != k2 || a.data.len() != a.rows * a.cols || b.data.len() != b.rows * b.cols || dst.len() != m * n
+    {
+        return gemm_f32(dst, a, b, accumulate);
+    }
+    let h = (m / 2 + 7) & !7;
+    let (d0, d1) = dst.split_at_mut(h * n);
+    let part = |d: &mut [f32], rows: usize, first: usize| {
+        let a = Strided { data: a.data, offset: first * a_rs, rs: a_rs, cs: a_cs };
+        let b = Strided { data: b.data, offset: 0, rs: b_rs, cs: b_cs };
+        raw_gemm(d, rows, n, k, a, b, accumulate);
+    };
+    rayon::join(|| part(d0, h, 0), || part(d1, m - h, h));
+    Ok(())
+}
+
+/// A matrix read from `data[offset..]` with row and column strides.
+#[derive(Clone, Copy)]
+struct Strided<'a> {
+    data: &'a [f32],
+    offset: usize,
+    rs: usize,
+    cs: usize,
+}
+
+/// `dst (rows×n) (+)= a (rows×k) · b (k×n)`, single-threaded; the caller checked that every read
+/// lies within the slices: `offset + (rows−1)·rs + (cols−1)·cs < len` for both operands.
+#[allow(unsafe_code)]
+fn raw_gemm(dst: &mut [f32], rows: usize, n: usize, k: usize, a: Strided<'_>, b: Strided<'_>, accumulate: bool) {
+    let fits = |s: &Strided<'_>, r: usize, c: usize| r == 0 || c == 0 || s.offset + (r - 1) * s.rs + (c - 1) * s.cs < s.data.len();
+    if rows == 0 || n == 0 || k == 0 || dst.len() < rows * n || !fits(&a, rows, k) || !fits(&b, k, n) {
+        return;
+    }
+    // SAFETY: checked just above: every element read lies within its slice, `dst` holds rows×n
+    // values and is exclusive.
+    unsafe {
+        gemm::gemm(
+            rows,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            accumulate,
+            a.data.as_ptr().add(a.offset),
+            a.cs as isize,
+            a.rs as isize,
+            b.data.as_ptr().add(b.offset),
+            b.cs as isize,
+            b.rs as isize,
+            if accumulate { 1.0 } else { 0.0 },
+            1.0,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
+    }
+}
+
 #[allow(unsafe_code)]
 fn gemm_f32_on(dst: &mut [f32], a: Op<'_>, b: Op<'_>, accumulate: bool, par: gemm::Parallelism) -> Result<()> {
     let ((m, k), (a_rs, a_cs)) = a.read();
@@ -334,6 +400,39 @@ fn tql2(n: usize, vt: &mut [f64], d: &mut [f64], e: &mut [f64]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The two-halves product is the single-threaded one (plain and transposed operands, stored
+    /// and accumulated), also at sizes where it splits unevenly or not at all.
+    #[test]
+    fn halves_products_equal_the_single_threaded_product() -> Result<()> {
+        let mut state = 3u64;
+        let mut rnd = || {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            ((state >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        };
+        for (m, k, n) in [(150, 96, 200), (301, 130, 70), (20, 8, 9)] {
+            let a: Vec<f32> = (0..m * k).map(|_| rnd()).collect();
+            let b: Vec<f32> = (0..k * n).map(|_| rnd()).collect();
+            let start: Vec<f32> = (0..m * n).map(|_| rnd()).collect();
+            for (ta, acc) in [(false, false), (true, false), (false, true), (true, true)] {
+                let at: Vec<f32> = if ta { (0..k * m).map(|i| a[(i % m) * k + i / m]).collect() } else { a.clone() };
+                fn op(d: &[f32], ta: bool, m: usize, k: usize) -> Op<'_> {
+                    if ta { Op::t(d, k, m) } else { Op::n(d, m, k) }
+                }
+                let (mut one, mut two) = (start.clone(), start.clone());
+                gemm_f32(&mut one, op(&at, ta, m, k), Op::n(&b, k, n), acc)?;
+                rayon::scope(|_| gemm_f32_halves(&mut two, op(&at, ta, m, k), Op::n(&b, k, n), acc))?;
+                let worst = one.iter().zip(&two).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+                assert!(worst <= 1e-5, "{m}×{k}×{n} t={ta} acc={acc}: {worst}");
+                // Against a plain triple loop.
+                let want = (0..m * n)
+                    .map(|i| (0..k).map(|j| a[(i / n) * k + j] * b[j * n + i % n]).sum::<f32>() + if acc { start[i] } else { 0.0 });
+                let off = want.zip(&two).map(|(w, g)| (w - g).abs()).fold(0f32, f32::max);
+                assert!(off <= 1e-4, "{m}×{k}×{n} t={ta} acc={acc}: {off} from the loop");
+            }
+        }
+        Ok(())
+    }
 
     #[test]
     fn eigen_reconstructs_the_matrix_and_is_orthonormal() -> Result<()> {

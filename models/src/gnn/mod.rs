@@ -6,6 +6,8 @@
 //! * [`link`]: TopoRAG's link predictor;
 //! * [`fast`]: the node classifiers and the link predictor again on host buffers with a hand-written
 //!   backward pass (TopoRAG's many small CPU trainings; the burn trainers run them on a GPU);
+//! * [`host`]: the GraphQA encoders' layers again on host buffers with a hand-written backward pass
+//!   (the CPU trainer of [`crate::graphqa`]);
 //! * [`batch`]: mini-batches of small graphs as one block-diagonal graph;
 //! * [`encoders`]: the graph encoders of G-Retriever (GCN, GAT, graph transformer) and Efficient
 //!   G-Retriever, with mean or attention pooling;
@@ -31,6 +33,7 @@ pub mod batch;
 pub mod encoders;
 pub mod fast;
 pub mod graph;
+pub mod host;
 pub mod link;
 pub mod mixrag;
 pub mod node;

@@ -8,8 +8,8 @@
 //! `cases.json` and one `<case>.safetensors` per case), so the same test runs on other sets.
 //! Tolerance: 1e-4 of each tensor's largest magnitude (the README's bound for an f32 implementation),
 //! and at least 1e-6.
-//! The host engine (issue 30's hand-written backward for GraphQA) does not exist yet; when it does,
-//! the same cases apply to it.
+//! The host engine ([`crate::gnn::host`], the hand-written backward the CPU trains GraphQA with)
+//! runs the same cases in `pyg_parity_host_layers_outputs_and_gradients`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -147,7 +147,12 @@ fn cases() -> Vec<PathBuf> {
 /// `got` (f32) against PyG's f64 `want`: within 1e-4 of the largest |want|.
 fn close(case: &str, what: &str, got: Tensor<2>, want: &(Vec<usize>, Vec<f64>)) {
     assert_eq!(got.dims().iter().product::<usize>(), want.1.len(), "{case} {what}: shape {:?} vs {:?}", got.dims(), want.0);
-    let got = floats(got).expect("floats");
+    close_host(case, what, &floats(got).expect("floats"), want);
+}
+
+/// [`close`] for host values.
+fn close_host(case: &str, what: &str, got: &[f32], want: &(Vec<usize>, Vec<f64>)) {
+    assert_eq!(got.len(), want.1.len(), "{case} {what}: {} values vs shape {:?}", got.len(), want.0);
     // A tensor PyG computes as exactly zero (the key bias's gradient: a shift of every key of a
     // target leaves its softmax unchanged) is held to 1e-6, the f32 rounding of its terms.
     let scale = want.1.iter().fold(0f64, |m, v| m.max(v.abs())).max(1e-2);
@@ -285,4 +290,167 @@ fn loss(out: &Tensor<2>, probe: &(Vec<usize>, Vec<f64>), dev: &Device) -> Tensor
     let p: Vec<f32> = probe.1.iter().map(|&v| v as f32).collect();
     let p = Tensor::<2>::from_data(TensorData::new(p, [probe.0[0], probe.0[1]]), dev);
     (out.clone() * p).sum()
+}
+
+mod host {
+    //! The same cases through the host engine's layers.
+
+    use super::*;
+    use crate::gnn::host::{EdgeIn, Gat, Gcn, HostBatch, Lin, P, Transformer, mean_pool, mean_pool_back, relu, relu_back};
+
+    impl Case {
+        /// The case's batch on the host (every edge's features its own row).
+        fn host_batch(&self) -> HostBatch {
+            let b = self.batch(&Device::flex().autodiff());
+            let x = floats(b.x.clone()).expect("x");
+            let ex = floats(b.edge_x.clone()).expect("edge x");
+            // Rebuild the graphs from the burn batch's host copies.
+            let (d, de) = (b.dim, b.edge_dim);
+            let owned: Vec<OwnedGraph> = (0..b.n_graphs)
+                .map(|g| {
+                    let (o, n) = (b.offsets[g], b.counts[g]);
+                    let (mut edges, mut e_x) = (Vec::new(), Vec::new());
+                    for e in 0..b.n_edges {
+                        if b.node_graph_h[b.dst_h[e] as usize] as usize == g {
+                            edges.push((b.src_h[e] - o as u32, b.dst_h[e] - o as u32));
+                            e_x.extend_from_slice(&ex[e * de..(e + 1) * de]);
+                        }
+                    }
+                    (x[o * d..(o + n) * d].to_vec(), n, edges, e_x)
+                })
+                .collect();
+            let graphs: Vec<SmallGraph<'_>> = owned.iter().map(|(x, n, e, ex)| SmallGraph { x, n: *n, edges: e, edge_x: ex }).collect();
+            HostBatch::new(&graphs, d, de, false).expect("host batch")
+        }
+
+        fn lin(&self, prefix: &str) -> Lin {
+            let (w, i, o) = self.weight_t(&format!("param.{prefix}.weight"));
+            let bias = format!("param.{prefix}.bias");
+            let b = if self.floats.contains_key(&bias) { self.f32s(&bias) } else { vec![0.0; o] };
+            Lin::new(w, b, i, o).expect("lin")
+        }
+
+        fn host_transformer(&self, prefix: &str, heads: usize) -> Transformer {
+            let l = |n: &str| self.lin(&format!("{prefix}.{n}"));
+            Transformer { q: l("lin_query"), k: l("lin_key"), v: l("lin_value"), e: l("lin_edge"), skip: l("lin_skip"), heads }
+        }
+    }
+
+    /// A host weight gradient `[in, out]` as PyG's `[out, in]`.
+    fn transposed(g: &[f32], i: usize, o: usize) -> Vec<f32> {
+        let mut t = vec![0f32; g.len()];
+        for r in 0..i {
+            for c in 0..o {
+                t[c * i + r] = g[r * o + c];
+            }
+        }
+        t
+    }
+
+    fn lin_grads(case: &Case, l: &Lin, prefix: &str) {
+        close_host(
+            &case.name,
+            &format!("grad.{prefix}.weight"),
+            &transposed(&l.w.g, l.din, l.dout),
+            case.f(&format!("grad.{prefix}.weight")),
+        );
+        let bias = format!("grad.{prefix}.bias");
+        if case.floats.contains_key(&bias) {
+            close_host(&case.name, &bias, &l.b.g, case.f(&bias));
+        }
+    }
+
+    fn transformer_grads(case: &Case, t: &Transformer, prefix: &str) {
+        for (d, name) in [(&t.q, "lin_query"), (&t.k, "lin_key"), (&t.v, "lin_value"), (&t.e, "lin_edge"), (&t.skip, "lin_skip")] {
+            lin_grads(case, d, &format!("{prefix}.{name}"));
+        }
+    }
+
+    #[test]
+    fn pyg_parity_host_layers_outputs_and_gradients() {
+        let heads = 4;
+        let mut seen = BTreeMap::<String, usize>::new();
+        for path in cases() {
+            let case = Case::read(&path);
+            let b = case.host_batch();
+            let probe = case.f32s("probe");
+            let kind = case.name.split('_').next().unwrap_or("").to_string();
+            let edge = EdgeIn::Rows { rows: &b.edge_rows, n_rows: b.n_rows, row: &b.edge_row };
+            let mut dx = vec![0f32; b.x.len()];
+            let mut dedge = vec![0f32; b.edge_rows.len()];
+            match kind.as_str() {
+                "gcn" => {
+                    let (w, i, o) = case.weight_t("param.layer.lin.weight");
+                    let mut layer = Gcn { lin: Lin::new(w, case.f32s("param.layer.bias"), i, o).expect("lin") };
+                    let (out, cache) = layer.forward(&b.x, &b).expect("forward");
+                    close_host(&case.name, "out", &out, case.f("out"));
+                    layer.backward(&cache, &probe, &b, Some(&mut dx)).expect("backward");
+                    close_host(&case.name, "grad.layer.lin.weight", &transposed(&layer.lin.w.g, i, o), case.f("grad.layer.lin.weight"));
+                    close_host(&case.name, "grad.layer.bias", &layer.lin.b.g, case.f("grad.layer.bias"));
+                }
+                "gat" => {
+                    let (w, i, o) = case.weight_t("param.layer.lin.weight");
+                    let mut layer = Gat {
+                        lin: Lin::new(w, vec![0.0; o], i, o).expect("lin"),
+                        att_src: P::new(case.f32s("param.layer.att_src")),
+                        att_dst: P::new(case.f32s("param.layer.att_dst")),
+                        bias: P::new(case.f32s("param.layer.bias")),
+                        heads,
+                    };
+                    let (out, cache) = layer.forward(&b.x, &b).expect("forward");
+                    close_host(&case.name, "out", &out, case.f("out"));
+                    layer.backward(&cache, &probe, &b, Some(&mut dx)).expect("backward");
+                    close_host(&case.name, "grad.layer.lin.weight", &transposed(&layer.lin.w.g, i, o), case.f("grad.layer.lin.weight"));
+                    close_host(&case.name, "att_src", &layer.att_src.g, case.f("grad.layer.att_src"));
+                    close_host(&case.name, "att_dst", &layer.att_dst.g, case.f("grad.layer.att_dst"));
+                    close_host(&case.name, "grad.layer.bias", &layer.bias.g, case.f("grad.layer.bias"));
+                }
+                "transformer" => {
+                    let mut layer = case.host_transformer("layer", heads);
+                    let (out, cache) = layer.forward(&b.x, edge, &b).expect("forward");
+                    close_host(&case.name, "out", &out, case.f("out"));
+                    layer.backward(&cache, &probe, edge, &b, Some(&mut dx), Some(&mut dedge)).expect("backward");
+                    transformer_grads(&case, &layer, "layer");
+                    close_host(&case.name, "grad.edge_attr", &dedge, case.f("grad.edge_attr"));
+                }
+                "gt" => {
+                    // Four TransformerConv layers, ReLU between (no batch norm), mean pooling.
+                    let mut layers: Vec<Transformer> = (0..4).map(|l| case.host_transformer(&format!("layers.{l}"), heads)).collect();
+                    let (mut h, mut caches, mut outs) = (b.x.clone(), Vec::new(), Vec::new());
+                    for (l, layer) in layers.iter().enumerate() {
+                        let (mut y, c) = layer.forward(&h, edge, &b).expect("forward");
+                        if l + 1 < 4 {
+                            relu(&mut y);
+                            outs.push(y.clone());
+                        }
+                        caches.push(c);
+                        h = y;
+                    }
+                    let f = layers[3].q.dout;
+                    close_host(&case.name, "out", &mean_pool(&h, f, &b), case.f("out"));
+                    let mut dh = mean_pool_back(&probe, f, &b);
+                    for l in (0..4).rev() {
+                        if l + 1 < 4 {
+                            relu_back(&outs[l], &mut dh);
+                        }
+                        let mut d = vec![0f32; b.n * layers[l].q.din];
+                        layers[l].backward(&caches[l], &dh, edge, &b, Some(&mut d), Some(&mut dedge)).expect("backward");
+                        dh = d;
+                    }
+                    dx = dh;
+                    for (l, layer) in layers.iter().enumerate() {
+                        transformer_grads(&case, layer, &format!("layers.{l}"));
+                    }
+                    close_host(&case.name, "grad.edge_attr", &dedge, case.f("grad.edge_attr"));
+                }
+                other => panic!("{}: unknown layer kind {other}", case.name),
+            }
+            close_host(&case.name, "grad.x", &dx, case.f("grad.x"));
+            *seen.entry(if kind == "gt" { "stack".to_string() } else { kind }).or_default() += 1;
+        }
+        eprintln!("pyg_parity (host): {seen:?}");
+        if std::env::var_os("TGRAG_GNN_LAYERS_FIXTURES").is_none() {
+            assert_eq!(seen.len(), 4, "the committed set has every kind: {seen:?}");
+        }
+    }
 }

@@ -4,9 +4,11 @@
 //!   Adam 0.01) on a graph from Parquet (`--edges`: `src`, `dst`; `--features`: `node`, `f000`…;
 //!   `--labels`: `node`, `label`, `split` train|val|test), for `--epochs` epochs without early
 //!   stopping: the host engine on `--device cpu`, burn on `--device gpu`.
-//! * `batch`: mini-batches of `--graphs` small random graphs (`--nodes` nodes each, a path plus
-//!   chords, 384-wide node and edge features) through G-Retriever's `--encoder` (4 layers, hidden
-//!   256) and the classification head, `--steps` optimiser steps.
+//! * `batch`: mini-batches of `--graphs` random graphs (`--nodes` nodes each, a path plus chords:
+//!   `--degree` incoming edges per node on average; 384-wide node and edge features) through
+//!   G-Retriever's `--encoder` (4 layers, hidden 256, 4 heads; `gt2` with attention pooling, the
+//!   others mean pooling) and the classification head, `--steps` optimiser steps, on the host
+//!   engine (`--engine host`, the CPU default) or burn's autodiff (`--engine burn`).
 //!
 //! Prints one JSON line: `{"ms_per_epoch": …, "epochs": …, "accuracy": …}`.
 
@@ -26,6 +28,13 @@ pub enum ModelArg {
     Gcn,
     Sage,
     Mlp,
+}
+
+/// `--engine`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineArg {
+    Host,
+    Burn,
 }
 
 /// What to time.
@@ -58,6 +67,16 @@ pub struct BenchGnnArgs {
     pub encoder: String,
     #[arg(long, default_value_t = 50, value_parser = crate::commands::num::count)]
     pub steps: usize,
+    /// `batch`: edges per node (1: a path plus one chord, ExplaGraphs-like).
+    #[arg(long, default_value_t = 1, value_parser = crate::commands::num::count)]
+    pub degree: usize,
+    /// `batch`: edge features drawn from this many distinct rows (relation embeddings, as in
+    /// ExplaGraphs, scene graphs and WebQSP); 0: every edge its own random row.
+    #[arg(long, default_value_t = 0)]
+    pub relations: usize,
+    /// `batch`: the trainer (`host`: the hand-written backward, CPU only; `burn`: autodiff).
+    #[arg(long, value_enum, default_value_t = EngineArg::Host)]
+    pub engine: EngineArg,
     #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
     pub device: DeviceArg,
 }
@@ -153,7 +172,7 @@ fn bench_node(a: &BenchGnnArgs, device: DeviceChoice) -> Result<()> {
 /// mini-batches of `--graphs` small random graphs.
 fn bench_batch(a: &BenchGnnArgs, device: DeviceChoice) -> Result<()> {
     use tgrag_models::gnn::encoders::{EncoderKind, EncoderShape, Pooling};
-    use tgrag_models::graphqa::{HeadKind, QaConfig, QaShape, train};
+    use tgrag_models::graphqa::{HeadKind, QaConfig, QaShape, train_on};
     use tgrag_models::train::TrainConfig;
     let kind = match a.encoder.as_str() {
         "gt" => EncoderKind::Gt,
@@ -163,8 +182,9 @@ fn bench_batch(a: &BenchGnnArgs, device: DeviceChoice) -> Result<()> {
         other => bail_config!("--encoder {other}: gt, gat, gcn or gt2"),
     };
     let dim = 384usize;
-    let examples = random_examples(a.graphs * a.steps, a.nodes, dim);
-    let enc = EncoderShape { kind, in_dim: dim, edge_dim: dim, hidden: 256, layers: 4, heads: 4, pooling: Pooling::Mean };
+    let examples = random_examples(a.graphs * a.steps, a.nodes, a.degree, a.relations, dim);
+    let pooling = if kind == EncoderKind::Gt2 { Pooling::Attention } else { Pooling::Mean };
+    let enc = EncoderShape { kind, in_dim: dim, edge_dim: dim, hidden: 256, layers: 4, heads: 4, pooling };
     let shape = QaShape { encoder: Some(enc), question_dim: dim, head: HeadKind::Classify { classes: 2 }, head_hidden: 256 };
     let cfg = QaConfig {
         train: TrainConfig { epochs: 1, patience: 2, batch: a.graphs, ..TrainConfig::default() },
@@ -173,28 +193,49 @@ fn bench_batch(a: &BenchGnnArgs, device: DeviceChoice) -> Result<()> {
     };
     let val = &examples[..a.graphs];
     let t0 = Instant::now();
-    train(shape, &examples, val, dim, dim, &cfg, &device.device())?;
+    let host = a.engine == EngineArg::Host;
+    if host && device.resolved() == DeviceChoice::Gpu {
+        bail_config!("--engine host runs on the CPU: use --engine burn with --device gpu");
+    }
+    train_on(host, shape, &examples, val, dim, dim, &cfg, &device.device())?;
     // One epoch = `steps` optimiser steps plus one validation batch.
     let ms = t0.elapsed().as_secs_f64() * 1e3 / a.steps as f64;
     println!("{{\"ms_per_step\": {ms:.4}, \"steps\": {}, \"graphs\": {}}}", a.steps, a.graphs);
     Ok(())
 }
 
-/// `count` graphs of `k` nodes (a path plus the chord from the first node to the last), node, edge
-/// and question features from one seeded generator, classes alternating.
-fn random_examples(count: usize, k: usize, dim: usize) -> Vec<tgrag_models::graphqa::QaExample> {
+/// `count` graphs of `k` nodes (a path plus the chord from the first node to the last, and with
+/// `degree` > 1 that many − 1 further edges into each node from random nodes), node, edge and
+/// question features from one seeded generator (edge features one of `relations` fixed rows, or
+/// each edge its own with 0), classes alternating.
+fn random_examples(count: usize, k: usize, degree: usize, relations: usize, dim: usize) -> Vec<tgrag_models::graphqa::QaExample> {
     use tgrag_models::graphqa::{QaExample, Target};
     let mut state = 7u64;
     let mut rnd = || {
         state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
         ((state >> 11) as f64 / (1u64 << 53) as f64) as f32
     };
+    let table: Vec<f32> = (0..relations * dim).map(|_| rnd()).collect();
     (0..count)
         .map(|i| {
             let mut edges: Vec<(u32, u32)> = (1..k as u32).map(|v| (v - 1, v)).collect();
             edges.push((0, (k - 1) as u32));
+            for v in 0..k as u32 {
+                for _ in 1..degree {
+                    edges.push(((rnd() * k as f32) as u32 % k as u32, v));
+                }
+            }
             let x = (0..k * dim).map(|_| rnd()).collect();
-            let edge_x = (0..edges.len() * dim).map(|_| rnd()).collect();
+            let edge_x = if relations == 0 {
+                (0..edges.len() * dim).map(|_| rnd()).collect()
+            } else {
+                let mut ex = Vec::with_capacity(edges.len() * dim);
+                for _ in 0..edges.len() {
+                    let r = (rnd() * relations as f32) as usize % relations;
+                    ex.extend_from_slice(&table[r * dim..(r + 1) * dim]);
+                }
+                ex
+            };
             QaExample { x, n: k, edges, edge_x, question: (0..dim).map(|_| rnd()).collect(), target: Target::Class((i % 2) as u32) }
         })
         .collect()

@@ -1,0 +1,780 @@
+//! The GraphQA encoders ([`crate::gnn::encoders`]) again on host buffers, with a hand-written
+//! backward pass (issue 30 item 2), as [`crate::gnn::fast`] does for TopoRAG: `GCNConv`, `GATConv`,
+//! `TransformerConv`, batch norm, layer norm, mean and attention pooling, each a forward pass that
+//! keeps what its backward pass reads. Burn's autodiff records and frees a graph of small ops per
+//! step; on a mini-batch of 32 five-node graphs that bookkeeping is the whole cost, and on
+//! WebQSP-sized graphs the gathers and scatter-adds of `[edges, hidden]` tensors are. Here the
+//! products are single-threaded `gemm` calls and everything per edge is one loop over the
+//! destination's incoming edges.
+//!
+//! The arithmetic is burn's, op for op (tested against burn's trainer in
+//! [`crate::graphqa::host`], and against PyG's outputs and gradients by the `pyg_parity` tests):
+//! softmax scores clamped to ±30 before the exponential, batch norm with the batch's biased
+//! variance in training and the running statistics (momentum 0.1) in evaluation, ε = 1e-5.
+//!
+//! Edge features enter every `TransformerConv` layer of G-Retriever's encoder through a linear map;
+//! a batch may list each distinct edge-feature row once ([`HostBatch::new`]'s `dedup`): relation
+//! texts repeat over thousands of edges, and the map then runs over the distinct rows only.
+
+use std::collections::HashMap;
+
+use crate::error::{ModelError, Result};
+use crate::gnn::batch::SmallGraph;
+use crate::linalg::{Op, gemm_f32_halves as gemm_f32};
+
+/// A parameter tensor and its gradient (row-major, burn's layout).
+#[derive(Debug, Clone, Default)]
+pub struct P {
+    pub v: Vec<f32>,
+    pub g: Vec<f32>,
+}
+
+impl P {
+    pub fn new(v: Vec<f32>) -> P {
+        let g = vec![0.0; v.len()];
+        P { v, g }
+    }
+
+    pub fn zero_grad(&mut self) {
+        self.g.iter_mut().for_each(|g| *g = 0.0);
+    }
+}
+
+/// A block-diagonal batch of small graphs on the host, with its edges grouped by destination.
+#[derive(Debug, Clone)]
+pub struct HostBatch {
+    pub n: usize,
+    pub m: usize,
+    pub graphs: usize,
+    pub dim: usize,
+    pub edge_dim: usize,
+    pub x: Vec<f32>,
+    pub src: Vec<u32>,
+    pub dst: Vec<u32>,
+    pub node_graph: Vec<u32>,
+    pub counts: Vec<usize>,
+    pub offsets: Vec<usize>,
+    /// Distinct edge-feature rows (`rows × edge_dim`) and each edge's row.
+    pub edge_rows: Vec<f32>,
+    pub edge_row: Vec<u32>,
+    pub n_rows: usize,
+    /// Incoming edges of each node: `inc[inc_ptr[d]..inc_ptr[d + 1]]` (edge ids, in edge order).
+    inc_ptr: Vec<usize>,
+    inc: Vec<u32>,
+}
+
+impl HostBatch {
+    /// The batch of `graphs` (each with at least one node); `dedup` lists each distinct edge-feature
+    /// row once.
+    pub fn new(graphs: &[SmallGraph<'_>], dim: usize, edge_dim: usize, dedup: bool) -> Result<HostBatch> {
+        let n: usize = graphs.iter().map(|g| g.n).sum();
+        let m: usize = graphs.iter().map(|g| g.edges.len()).sum();
+        let (mut x, mut src, mut dst) = (Vec::with_capacity(n * dim), Vec::with_capacity(m), Vec::with_capacity(m));
+        let (mut node_graph, mut counts, mut offsets) = (Vec::with_capacity(n), Vec::new(), Vec::new());
+        let (mut edge_rows, mut edge_row) = (Vec::new(), Vec::with_capacity(m));
+        let mut seen: HashMap<u64, u32> = HashMap::new();
+        let mut off = 0usize;
+        for (gi, g) in graphs.iter().enumerate() {
+            if g.n == 0 {
+                return Err(ModelError::Internal(format!("graph {gi} of the batch has no node")));
+            }
+            if g.x.len() != g.n * dim || g.edge_x.len() != g.edges.len() * edge_dim {
+                return Err(ModelError::Internal(format!(
+                    "graph {gi}: {} node / {} edge feature values for {} nodes, {} edges",
+                    g.x.len(),
+                    g.edge_x.len(),
+                    g.n,
+                    g.edges.len()
+                )));
+            }
+            x.extend_from_slice(g.x);
+            for (k, &(s, d)) in g.edges.iter().enumerate() {
+                if s as usize >= g.n || d as usize >= g.n {
+                    return Err(ModelError::Internal(format!("graph {gi}: edge ({s}, {d}) outside its {} nodes", g.n)));
+                }
+                src.push((off + s as usize) as u32);
+                dst.push((off + d as usize) as u32);
+                let row = &g.edge_x[k * edge_dim..(k + 1) * edge_dim];
+                let next = (edge_rows.len() / edge_dim.max(1)) as u32;
+                let id = if dedup {
+                    // The first row with this hash and these values; a row whose hash is taken by
+                    // other values is listed again (correct, only not shared).
+                    let key = row_hash(row);
+                    match seen.get(&key) {
+                        Some(&id) if edge_rows[id as usize * edge_dim..(id as usize + 1) * edge_dim] == *row => id,
+                        Some(_) => {
+                            edge_rows.extend_from_slice(row);
+                            next
+                        }
+                        None => {
+                            seen.insert(key, next);
+                            edge_rows.extend_from_slice(row);
+                            next
+                        }
+                    }
+                } else {
+                    edge_rows.extend_from_slice(row);
+                    next
+                };
+                edge_row.push(id);
+            }
+            node_graph.extend(std::iter::repeat_n(gi as u32, g.n));
+            counts.push(g.n);
+            offsets.push(off);
+            off += g.n;
+        }
+        let n_rows = edge_rows.len().checked_div(edge_dim).unwrap_or(m);
+        let mut inc_ptr = vec![0usize; n + 1];
+        for &d in &dst {
+            inc_ptr[d as usize + 1] += 1;
+        }
+        for i in 0..n {
+            inc_ptr[i + 1] += inc_ptr[i];
+        }
+        let mut fill = inc_ptr.clone();
+        let mut inc = vec![0u32; m];
+        for (e, &d) in dst.iter().enumerate() {
+            inc[fill[d as usize]] = e as u32;
+            fill[d as usize] += 1;
+        }
+        Ok(HostBatch {
+            n,
+            m,
+            graphs: graphs.len(),
+            dim,
+            edge_dim,
+            x,
+            src,
+            dst,
+            node_graph,
+            counts,
+            offsets,
+            edge_rows,
+            edge_row,
+            n_rows,
+            inc_ptr,
+            inc,
+        })
+    }
+
+    /// Incoming edge ids of node `d`.
+    fn incoming(&self, d: usize) -> &[u32] {
+        &self.inc[self.inc_ptr[d]..self.inc_ptr[d + 1]]
+    }
+
+    /// Each edge's feature row expanded (`m × edge_dim`).
+    pub fn edge_x(&self) -> Vec<f32> {
+        let de = self.edge_dim;
+        let mut out = vec![0f32; self.m * de];
+        for (e, &r) in self.edge_row.iter().enumerate() {
+            out[e * de..(e + 1) * de].copy_from_slice(&self.edge_rows[r as usize * de..(r as usize + 1) * de]);
+        }
+        out
+    }
+}
+
+/// A 64-bit hash of a row's bit patterns (four independent multiply-rotate lanes).
+fn row_hash(row: &[f32]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h = [1u64, 2, 3, 4];
+    let mut chunks = row.chunks_exact(4);
+    for c in &mut chunks {
+        for (h, v) in h.iter_mut().zip(c) {
+            *h = (*h ^ u64::from(v.to_bits())).wrapping_mul(K).rotate_left(29);
+        }
+    }
+    for v in chunks.remainder() {
+        h[0] = (h[0] ^ u64::from(v.to_bits())).wrapping_mul(K).rotate_left(29);
+    }
+    (h[0] ^ h[1].rotate_left(16) ^ h[2].rotate_left(32) ^ h[3].rotate_left(48)).wrapping_mul(K) ^ row.len() as u64
+}
+
+/// `dst = a · b` (`a`: `rows × k`, `b`: `k × cols`), or `dst += a · b`.
+fn mm(dst: &mut [f32], a: &[f32], rows: usize, k: usize, b: &[f32], cols: usize, acc: bool) -> Result<()> {
+    gemm_f32(dst, Op::n(a, rows, k), Op::n(b, k, cols), acc)
+}
+
+/// A linear map `x W (+ b)`: burn's `Dense` (`w`: `d_in × d_out`).
+#[derive(Debug, Clone)]
+pub struct Lin {
+    pub w: P,
+    pub b: P,
+    pub din: usize,
+    pub dout: usize,
+}
+
+impl Lin {
+    pub fn new(w: Vec<f32>, b: Vec<f32>, din: usize, dout: usize) -> Result<Lin> {
+        if w.len() != din * dout || b.len() != dout {
+            return Err(ModelError::Internal(format!("linear {din}→{dout}: {} weights, {} biases", w.len(), b.len())));
+        }
+        Ok(Lin { w: P::new(w), b: P::new(b), din, dout })
+    }
+
+    /// `x W + b` over `rows` rows.
+    pub fn forward(&self, x: &[f32], rows: usize) -> Result<Vec<f32>> {
+        let mut out = self.linear(x, rows)?;
+        for r in out.chunks_exact_mut(self.dout) {
+            r.iter_mut().zip(&self.b.v).for_each(|(o, b)| *o += b);
+        }
+        Ok(out)
+    }
+
+    /// `x W` (no bias).
+    pub fn linear(&self, x: &[f32], rows: usize) -> Result<Vec<f32>> {
+        let mut out = vec![0f32; rows * self.dout];
+        mm(&mut out, x, rows, self.din, &self.w.v, self.dout, false)?;
+        Ok(out)
+    }
+
+    /// Gradients of `x W (+ b)` given `dz`: `W` (and `b` when `bias`) accumulate; `dx` receives
+    /// (or, `acc`, accumulates) `dz Wᵀ` when given.
+    pub fn backward(&mut self, x: &[f32], dz: &[f32], rows: usize, bias: bool, dx: Option<&mut [f32]>, acc: bool) -> Result<()> {
+        gemm_f32(&mut self.w.g, Op::t(x, rows, self.din), Op::n(dz, rows, self.dout), true)?;
+        if bias {
+            for r in dz.chunks_exact(self.dout) {
+                self.b.g.iter_mut().zip(r).for_each(|(g, d)| *g += d);
+            }
+        }
+        if let Some(dx) = dx {
+            gemm_f32(dx, Op::n(dz, rows, self.dout), Op::t(&self.w.v, self.din, self.dout), acc)?;
+        }
+        Ok(())
+    }
+}
+
+/// burn's clamp before the exponential of every attention softmax.
+const CLAMP: f32 = 30.0;
+
+fn clamp_exp(z: f32) -> f32 {
+    z.clamp(-CLAMP, CLAMP).exp()
+}
+
+/// The gradient of the clamp (burn passes it where the value lies within the range).
+fn clamp_pass(z: f32) -> f32 {
+    if (-CLAMP..=CLAMP).contains(&z) { 1.0 } else { 0.0 }
+}
+
+/// Softmax over groups of rows (`scores`: `rows × h`, one softmax per group and column), clamped.
+fn group_softmax(scores: &[f32], h: usize, groups: impl Iterator<Item = Vec<usize>>, out: &mut [f32]) {
+    for rows in groups {
+        for k in 0..h {
+            let mut s = 0f32;
+            for &r in &rows {
+                let e = clamp_exp(scores[r * h + k]);
+                out[r * h + k] = e;
+                s += e;
+            }
+            for &r in &rows {
+                out[r * h + k] /= s;
+            }
+        }
+    }
+}
+
+/// Backward of [`group_softmax`]: `dscore = α (dα − Σ α dα) · clamp'`.
+fn group_softmax_back(scores: &[f32], alpha: &[f32], dalpha: &[f32], h: usize, groups: impl Iterator<Item = Vec<usize>>, ds: &mut [f32]) {
+    for rows in groups {
+        for k in 0..h {
+            let dot: f32 = rows.iter().map(|&r| alpha[r * h + k] * dalpha[r * h + k]).sum();
+            for &r in &rows {
+                let i = r * h + k;
+                ds[i] = alpha[i] * (dalpha[i] - dot) * clamp_pass(scores[i]);
+            }
+        }
+    }
+}
+
+/// `GCNConv`: `Â X W + b` with `Â = D^-½ (A + I) D^-½`, D the in-degree plus one.
+#[derive(Debug, Clone)]
+pub struct Gcn {
+    pub lin: Lin,
+}
+
+/// What a GCN layer's backward pass reads.
+pub struct GcnCache {
+    x: Vec<f32>,
+}
+
+/// The symmetric normalisation of every edge and self-loop: `(edge weights, loop weights)`.
+fn gcn_norm(b: &HostBatch) -> (Vec<f32>, Vec<f32>) {
+    let deg: Vec<f32> = (0..b.n).map(|d| (b.incoming(d).len() + 1) as f32).collect();
+    let w = b.src.iter().zip(&b.dst).map(|(&s, &d)| 1.0 / (deg[s as usize] * deg[d as usize]).sqrt()).collect();
+    let l = deg.iter().map(|&g| 1.0 / (g * g).sqrt()).collect();
+    (w, l)
+}
+
+impl Gcn {
+    pub fn forward(&self, x: &[f32], b: &HostBatch) -> Result<(Vec<f32>, GcnCache)> {
+        let c = self.lin.dout;
+        let h = self.lin.linear(x, b.n)?;
+        let (w, l) = gcn_norm(b);
+        let mut out = vec![0f32; b.n * c];
+        for d in 0..b.n {
+            let o = &mut out[d * c..(d + 1) * c];
+            for &e in b.incoming(d) {
+                let (s, we) = (b.src[e as usize] as usize, w[e as usize]);
+                o.iter_mut().zip(&h[s * c..(s + 1) * c]).for_each(|(o, v)| *o += we * v);
+            }
+            o.iter_mut().zip(&h[d * c..(d + 1) * c]).zip(&self.lin.b.v).for_each(|((o, v), bb)| *o += l[d] * v + bb);
+        }
+        Ok((out, GcnCache { x: x.to_vec() }))
+    }
+
+    pub fn backward(&mut self, cache: &GcnCache, dout: &[f32], b: &HostBatch, dx: Option<&mut [f32]>) -> Result<()> {
+        let c = self.lin.dout;
+        for r in dout.chunks_exact(c) {
+            self.lin.b.g.iter_mut().zip(r).for_each(|(g, d)| *g += d);
+        }
+        let (w, l) = gcn_norm(b);
+        let mut dh = vec![0f32; b.n * c];
+        for d in 0..b.n {
+            let g = &dout[d * c..(d + 1) * c];
+            for &e in b.incoming(d) {
+                let (s, we) = (b.src[e as usize] as usize, w[e as usize]);
+                dh[s * c..(s + 1) * c].iter_mut().zip(g).for_each(|(o, v)| *o += we * v);
+            }
+            dh[d * c..(d + 1) * c].iter_mut().zip(g).for_each(|(o, v)| *o += l[d] * v);
+        }
+        self.lin.backward(&cache.x, &dh, b.n, false, dx, false)
+    }
+}
+
+/// `GATConv(heads, concat=False)`: self-loops, LeakyReLU(0.2) scores, heads averaged, bias.
+#[derive(Debug, Clone)]
+pub struct Gat {
+    /// `x W` (its bias unused, as in burn's layer).
+    pub lin: Lin,
+    /// `heads × c` each.
+    pub att_src: P,
+    pub att_dst: P,
+    pub bias: P,
+    pub heads: usize,
+}
+
+pub struct GatCache {
+    x: Vec<f32>,
+    hx: Vec<f32>,
+    /// Pre-activation scores and attention of every edge then every self-loop: `(m + n) × heads`.
+    z: Vec<f32>,
+    alpha: Vec<f32>,
+}
+
+/// Edge ids into `d` with its self-loop (`m + d`) last.
+fn with_loop(b: &HostBatch, d: usize) -> Vec<usize> {
+    b.incoming(d).iter().map(|&e| e as usize).chain(std::iter::once(b.m + d)).collect()
+}
+
+impl Gat {
+    fn ends(b: &HostBatch, e: usize) -> (usize, usize) {
+        if e < b.m { (b.src[e] as usize, b.dst[e] as usize) } else { (e - b.m, e - b.m) }
+    }
+
+    pub fn forward(&self, x: &[f32], b: &HostBatch) -> Result<(Vec<f32>, GatCache)> {
+        let (h, c) = (self.heads, self.bias.v.len());
+        let hx = self.lin.linear(x, b.n)?;
+        let dot = |att: &[f32]| -> Vec<f32> { (0..b.n * h).map(|i| (0..c).map(|j| hx[i * c + j] * att[(i % h) * c + j]).sum()).collect() };
+        let (a_s, a_d) = (dot(&self.att_src.v), dot(&self.att_dst.v));
+        let edges = b.m + b.n;
+        let mut z = vec![0f32; edges * h];
+        for e in 0..edges {
+            let (s, d) = Self::ends(b, e);
+            for k in 0..h {
+                z[e * h + k] = a_s[s * h + k] + a_d[d * h + k];
+            }
+        }
+        let l: Vec<f32> = z.iter().map(|&v| if v > 0.0 { v } else { 0.2 * v }).collect();
+        let mut alpha = vec![0f32; edges * h];
+        group_softmax(&l, h, (0..b.n).map(|d| with_loop(b, d)), &mut alpha);
+        let mut out = vec![0f32; b.n * c];
+        let inv = 1.0 / h as f32;
+        for d in 0..b.n {
+            let o = &mut out[d * c..(d + 1) * c];
+            for e in with_loop(b, d) {
+                let s = Self::ends(b, e).0;
+                for k in 0..h {
+                    let a = alpha[e * h + k] * inv;
+                    o.iter_mut().zip(&hx[(s * h + k) * c..(s * h + k + 1) * c]).for_each(|(o, v)| *o += a * v);
+                }
+            }
+            o.iter_mut().zip(&self.bias.v).for_each(|(o, bb)| *o += bb);
+        }
+        Ok((out, GatCache { x: x.to_vec(), hx, z, alpha }))
+    }
+
+    pub fn backward(&mut self, cache: &GatCache, dout: &[f32], b: &HostBatch, dx: Option<&mut [f32]>) -> Result<()> {
+        let (h, c) = (self.heads, self.bias.v.len());
+        let GatCache { x, hx, z, alpha } = cache;
+        for r in dout.chunks_exact(c) {
+            self.bias.g.iter_mut().zip(r).for_each(|(g, d)| *g += d);
+        }
+        let edges = b.m + b.n;
+        let inv = 1.0 / h as f32;
+        let mut dhx = vec![0f32; b.n * h * c];
+        let mut dalpha = vec![0f32; edges * h];
+        for e in 0..edges {
+            let (s, d) = Self::ends(b, e);
+            let g = &dout[d * c..(d + 1) * c];
+            for k in 0..h {
+                let hs = &hx[(s * h + k) * c..(s * h + k + 1) * c];
+                dalpha[e * h + k] = inv * g.iter().zip(hs).map(|(a, b)| a * b).sum::<f32>();
+                let a = alpha[e * h + k] * inv;
+                dhx[(s * h + k) * c..(s * h + k + 1) * c].iter_mut().zip(g).for_each(|(o, v)| *o += a * v);
+            }
+        }
+        let l: Vec<f32> = z.iter().map(|&v| if v > 0.0 { v } else { 0.2 * v }).collect();
+        let mut dl = vec![0f32; edges * h];
+        group_softmax_back(&l, alpha, &dalpha, h, (0..b.n).map(|d| with_loop(b, d)), &mut dl);
+        let (mut da_s, mut da_d) = (vec![0f32; b.n * h], vec![0f32; b.n * h]);
+        for e in 0..edges {
+            let (s, d) = Self::ends(b, e);
+            for k in 0..h {
+                let dz = dl[e * h + k] * if z[e * h + k] > 0.0 { 1.0 } else { 0.2 };
+                da_s[s * h + k] += dz;
+                da_d[d * h + k] += dz;
+            }
+        }
+        for i in 0..b.n * h {
+            let k = i % h;
+            let row = &mut dhx[i * c..(i + 1) * c];
+            let hr = &hx[i * c..(i + 1) * c];
+            for j in 0..c {
+                row[j] += da_s[i] * self.att_src.v[k * c + j] + da_d[i] * self.att_dst.v[k * c + j];
+                self.att_src.g[k * c + j] += da_s[i] * hr[j];
+                self.att_dst.g[k * c + j] += da_d[i] * hr[j];
+            }
+        }
+        self.lin.backward(x, &dhx, b.n, false, dx, false)
+    }
+}
+
+/// `TransformerConv(heads, concat=True, edge_dim, root_weight=True)`.
+#[derive(Debug, Clone)]
+pub struct Transformer {
+    pub q: Lin,
+    pub k: Lin,
+    pub v: Lin,
+    /// `lin_edge` (its bias unused).
+    pub e: Lin,
+    pub skip: Lin,
+    pub heads: usize,
+}
+
+/// A layer's edge input: the batch's distinct rows with each edge's row, or one row per edge.
+#[derive(Clone, Copy)]
+pub enum EdgeIn<'a> {
+    Rows { rows: &'a [f32], n_rows: usize, row: &'a [u32] },
+    PerEdge(&'a [f32]),
+}
+
+impl EdgeIn<'_> {
+    fn row(&self, e: usize) -> usize {
+        match self {
+            EdgeIn::Rows { row, .. } => row[e] as usize,
+            EdgeIn::PerEdge(_) => e,
+        }
+    }
+
+    fn data(&self) -> (&[f32], usize) {
+        match self {
+            EdgeIn::Rows { rows, n_rows, .. } => (rows, *n_rows),
+            EdgeIn::PerEdge(d) => (d, 0),
+        }
+    }
+}
+
+pub struct TransformerCache {
+    x: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    /// The edge projection of every distinct row (or edge).
+    ee: Vec<f32>,
+    scores: Vec<f32>,
+    alpha: Vec<f32>,
+}
+
+impl Transformer {
+    pub fn forward(&self, x: &[f32], edge: EdgeIn<'_>, b: &HostBatch) -> Result<(Vec<f32>, TransformerCache)> {
+        let (n, m) = (b.n, b.m);
+        let hc = self.q.dout;
+        let (h, c) = (self.heads, hc / self.heads);
+        let mut out = self.skip.forward(x, n)?;
+        let (q, k, v) = (self.q.forward(x, n)?, self.k.forward(x, n)?, self.v.forward(x, n)?);
+        let (ed, rows) = edge.data();
+        let rows = if rows == 0 { m } else { rows };
+        let ee = if m == 0 { Vec::new() } else { self.e.linear(ed, rows)? };
+        let scale = 1.0 / (c as f32).sqrt();
+        let mut scores = vec![0f32; m * h];
+        for e in 0..m {
+            let (s, d, r) = (b.src[e] as usize, b.dst[e] as usize, edge.row(e));
+            let (qd, ks, er) = (&q[d * hc..(d + 1) * hc], &k[s * hc..(s + 1) * hc], &ee[r * hc..(r + 1) * hc]);
+            for kk in 0..h {
+                let at = kk * c..(kk + 1) * c;
+                scores[e * h + kk] =
+                    qd[at.clone()].iter().zip(&ks[at.clone()]).zip(&er[at]).map(|((q, k), e)| q * (k + e)).sum::<f32>() * scale;
+            }
+        }
+        let mut alpha = vec![0f32; m * h];
+        group_softmax(&scores, h, (0..n).map(|d| b.incoming(d).iter().map(|&e| e as usize).collect()), &mut alpha);
+        for d in 0..n {
+            let o = &mut out[d * hc..(d + 1) * hc];
+            for &e in b.incoming(d) {
+                let e = e as usize;
+                let (s, r) = (b.src[e] as usize, edge.row(e));
+                let (vs, er) = (&v[s * hc..(s + 1) * hc], &ee[r * hc..(r + 1) * hc]);
+                for kk in 0..h {
+                    let a = alpha[e * h + kk];
+                    let at = kk * c..(kk + 1) * c;
+                    o[at.clone()].iter_mut().zip(&vs[at.clone()]).zip(&er[at]).for_each(|((o, v), e)| *o += a * (v + e));
+                }
+            }
+        }
+        Ok((out, TransformerCache { x: x.to_vec(), q, k, v, ee, scores, alpha }))
+    }
+
+    /// Gradients; `dx` receives `∂/∂x`, and `dedge` (one row per distinct row, or per edge)
+    /// receives (accumulates) the gradient of the edge input when given.
+    pub fn backward(
+        &mut self,
+        cache: &TransformerCache,
+        dout: &[f32],
+        edge: EdgeIn<'_>,
+        b: &HostBatch,
+        dx: Option<&mut [f32]>,
+        dedge: Option<&mut [f32]>,
+    ) -> Result<()> {
+        let (n, m) = (b.n, b.m);
+        let hc = self.q.dout;
+        let (h, c) = (self.heads, hc / self.heads);
+        let TransformerCache { x, q, k, v, ee, scores, alpha } = cache;
+        let scale = 1.0 / (c as f32).sqrt();
+        let (ed, rows) = edge.data();
+        let rows = if rows == 0 { m } else { rows };
+        let (mut dq, mut dk, mut dv) = (vec![0f32; n * hc], vec![0f32; n * hc], vec![0f32; n * hc]);
+        let mut dee = vec![0f32; rows * hc];
+        if m > 0 {
+            let mut dalpha = vec![0f32; m * h];
+            for e in 0..m {
+                let (s, d, r) = (b.src[e] as usize, b.dst[e] as usize, edge.row(e));
+                let g = &dout[d * hc..(d + 1) * hc];
+                let (vs, er) = (&v[s * hc..(s + 1) * hc], &ee[r * hc..(r + 1) * hc]);
+                for kk in 0..h {
+                    let at = kk * c..(kk + 1) * c;
+                    dalpha[e * h + kk] =
+                        g[at.clone()].iter().zip(&vs[at.clone()]).zip(&er[at.clone()]).map(|((g, v), e)| g * (v + e)).sum();
+                    let a = alpha[e * h + kk];
+                    for j in at {
+                        dv[s * hc + j] += a * g[j];
+                        dee[r * hc + j] += a * g[j];
+                    }
+                }
+            }
+            let mut ds = vec![0f32; m * h];
+            group_softmax_back(scores, alpha, &dalpha, h, (0..n).map(|d| b.incoming(d).iter().map(|&e| e as usize).collect()), &mut ds);
+            for e in 0..m {
+                let (s, d, r) = (b.src[e] as usize, b.dst[e] as usize, edge.row(e));
+                for kk in 0..h {
+                    let w = ds[e * h + kk] * scale;
+                    if w == 0.0 {
+                        continue;
+                    }
+                    for j in kk * c..(kk + 1) * c {
+                        dq[d * hc + j] += w * (k[s * hc + j] + ee[r * hc + j]);
+                        let dkk = w * q[d * hc + j];
+                        dk[s * hc + j] += dkk;
+                        dee[r * hc + j] += dkk;
+                    }
+                }
+            }
+            self.e.backward(ed, &dee, rows, false, dedge, true)?;
+        }
+        match dx {
+            Some(dx) => {
+                self.skip.backward(x, dout, n, true, Some(&mut *dx), false)?;
+                self.q.backward(x, &dq, n, true, Some(&mut *dx), true)?;
+                self.k.backward(x, &dk, n, true, Some(&mut *dx), true)?;
+                self.v.backward(x, &dv, n, true, Some(dx), true)?;
+            }
+            None => {
+                self.skip.backward(x, dout, n, true, None, false)?;
+                self.q.backward(x, &dq, n, true, None, false)?;
+                self.k.backward(x, &dk, n, true, None, false)?;
+                self.v.backward(x, &dv, n, true, None, false)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Batch norm over rows (burn's `BatchNorm`, ε = 1e-5, momentum 0.1).
+#[derive(Debug, Clone)]
+pub struct BatchNorm {
+    pub gamma: P,
+    pub beta: P,
+    pub running_mean: Vec<f32>,
+    pub running_var: Vec<f32>,
+}
+
+pub struct NormCache {
+    xhat: Vec<f32>,
+    /// Per feature (batch norm) or per row (layer norm).
+    inv_std: Vec<f32>,
+}
+
+const EPS: f32 = 1e-5;
+
+impl BatchNorm {
+    /// Training: the batch's statistics (running statistics updated); evaluation: the running ones.
+    pub fn forward(&mut self, x: &[f32], rows: usize, train: bool) -> (Vec<f32>, NormCache) {
+        let f = self.gamma.v.len();
+        let (mean, var) = if train {
+            let mut mean = vec![0f32; f];
+            for r in x.chunks_exact(f) {
+                mean.iter_mut().zip(r).for_each(|(m, v)| *m += v);
+            }
+            mean.iter_mut().for_each(|m| *m /= rows as f32);
+            let mut var = vec![0f32; f];
+            for r in x.chunks_exact(f) {
+                var.iter_mut().zip(r).zip(&mean).for_each(|((s, v), m)| *s += (v - m) * (v - m));
+            }
+            var.iter_mut().for_each(|s| *s /= rows as f32);
+            for j in 0..f {
+                self.running_mean[j] = self.running_mean[j] * 0.9 + mean[j] * 0.1;
+                self.running_var[j] = self.running_var[j] * 0.9 + var[j] * 0.1;
+            }
+            (mean, var)
+        } else {
+            (self.running_mean.clone(), self.running_var.clone())
+        };
+        let inv_std: Vec<f32> = var.iter().map(|v| 1.0 / (v + EPS).sqrt()).collect();
+        let mut xhat = vec![0f32; x.len()];
+        let mut out = vec![0f32; x.len()];
+        for ((xr, hr), or) in x.chunks_exact(f).zip(xhat.chunks_exact_mut(f)).zip(out.chunks_exact_mut(f)) {
+            for j in 0..f {
+                hr[j] = (xr[j] - mean[j]) * inv_std[j];
+                or[j] = hr[j] * self.gamma.v[j] + self.beta.v[j];
+            }
+        }
+        (out, NormCache { xhat, inv_std })
+    }
+
+    /// burn's `batch_norm_train_backward`: returns `dx`.
+    pub fn backward(&mut self, cache: &NormCache, dout: &[f32], rows: usize) -> Vec<f32> {
+        let f = self.gamma.v.len();
+        let (mut mg, mut mng) = (vec![0f32; f], vec![0f32; f]);
+        for (g, hr) in dout.chunks_exact(f).zip(cache.xhat.chunks_exact(f)) {
+            for j in 0..f {
+                self.beta.g[j] += g[j];
+                self.gamma.g[j] += g[j] * hr[j];
+                mg[j] += g[j];
+                mng[j] += g[j] * hr[j];
+            }
+        }
+        mg.iter_mut().chain(mng.iter_mut()).for_each(|v| *v /= rows as f32);
+        let mut dx = vec![0f32; dout.len()];
+        for ((g, hr), dr) in dout.chunks_exact(f).zip(cache.xhat.chunks_exact(f)).zip(dx.chunks_exact_mut(f)) {
+            for j in 0..f {
+                dr[j] = self.gamma.v[j] * cache.inv_std[j] * ((g[j] - mg[j]) - hr[j] * mng[j]);
+            }
+        }
+        dx
+    }
+}
+
+/// Layer norm over each row's features (burn's `LayerNorm`, ε = 1e-5).
+#[derive(Debug, Clone)]
+pub struct LayerNorm {
+    pub gamma: P,
+    pub beta: P,
+}
+
+impl LayerNorm {
+    pub fn forward(&self, x: &[f32]) -> (Vec<f32>, NormCache) {
+        let f = self.gamma.v.len();
+        let rows = x.len() / f.max(1);
+        let (mut xhat, mut out, mut inv_std) = (vec![0f32; x.len()], vec![0f32; x.len()], vec![0f32; rows]);
+        for (r, ((xr, hr), or)) in x.chunks_exact(f).zip(xhat.chunks_exact_mut(f)).zip(out.chunks_exact_mut(f)).enumerate() {
+            let mean = xr.iter().sum::<f32>() / f as f32;
+            let var = xr.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / f as f32;
+            let is = 1.0 / (var + EPS).sqrt();
+            inv_std[r] = is;
+            for j in 0..f {
+                hr[j] = (xr[j] - mean) * is;
+                or[j] = hr[j] * self.gamma.v[j] + self.beta.v[j];
+            }
+        }
+        (out, NormCache { xhat, inv_std })
+    }
+
+    pub fn backward(&mut self, cache: &NormCache, dout: &[f32]) -> Vec<f32> {
+        let f = self.gamma.v.len();
+        let mut dx = vec![0f32; dout.len()];
+        for (r, ((g, hr), dr)) in dout.chunks_exact(f).zip(cache.xhat.chunks_exact(f)).zip(dx.chunks_exact_mut(f)).enumerate() {
+            let (mut s1, mut s2) = (0f32, 0f32);
+            for j in 0..f {
+                self.beta.g[j] += g[j];
+                self.gamma.g[j] += g[j] * hr[j];
+                let dh = g[j] * self.gamma.v[j];
+                s1 += dh;
+                s2 += dh * hr[j];
+            }
+            let (s1, s2) = (s1 / f as f32, s2 / f as f32);
+            for j in 0..f {
+                dr[j] = cache.inv_std[r] * (g[j] * self.gamma.v[j] - s1 - hr[j] * s2);
+            }
+        }
+        dx
+    }
+}
+
+/// ReLU in place.
+pub fn relu(x: &mut [f32]) {
+    x.iter_mut().for_each(|v| *v = v.max(0.0));
+}
+
+/// ReLU's backward from its output: `d` zeroed where the output is not positive.
+pub fn relu_back(out: &[f32], d: &mut [f32]) {
+    d.iter_mut().zip(out).for_each(|(d, o)| {
+        if *o <= 0.0 {
+            *d = 0.0
+        }
+    });
+}
+
+/// Mean of each graph's node rows.
+pub fn mean_pool(h: &[f32], f: usize, b: &HostBatch) -> Vec<f32> {
+    let mut out = vec![0f32; b.graphs * f];
+    for (i, r) in h.chunks_exact(f).enumerate() {
+        let g = b.node_graph[i] as usize;
+        out[g * f..(g + 1) * f].iter_mut().zip(r).for_each(|(o, v)| *o += v);
+    }
+    for (g, r) in out.chunks_exact_mut(f).enumerate() {
+        let inv = 1.0 / b.counts[g] as f32;
+        r.iter_mut().for_each(|v| *v *= inv);
+    }
+    out
+}
+
+pub fn mean_pool_back(dp: &[f32], f: usize, b: &HostBatch) -> Vec<f32> {
+    let mut dh = vec![0f32; b.n * f];
+    for (i, r) in dh.chunks_exact_mut(f).enumerate() {
+        let g = b.node_graph[i] as usize;
+        let inv = 1.0 / b.counts[g] as f32;
+        r.iter_mut().zip(&dp[g * f..(g + 1) * f]).for_each(|(o, v)| *o = v * inv);
+    }
+    dh
+}
+
+/// Softmax of `scores` (`n × h`) over each graph's nodes, clamped.
+pub fn graph_softmax(scores: &[f32], h: usize, b: &HostBatch) -> Vec<f32> {
+    let mut out = vec![0f32; scores.len()];
+    group_softmax(scores, h, (0..b.graphs).map(|g| (b.offsets[g]..b.offsets[g] + b.counts[g]).collect()), &mut out);
+    out
+}
+
+pub fn graph_softmax_back(scores: &[f32], alpha: &[f32], dalpha: &[f32], h: usize, b: &HostBatch) -> Vec<f32> {
+    let mut ds = vec![0f32; scores.len()];
+    group_softmax_back(scores, alpha, dalpha, h, (0..b.graphs).map(|g| (b.offsets[g]..b.offsets[g] + b.counts[g]).collect()), &mut ds);
+    ds
+}
