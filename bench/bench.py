@@ -35,10 +35,13 @@
   on (a) the `synthetic` text-attributed graph of `make run` (3,000 nodes, 8,928 edges, 384
   features, 5 classes) and (b) CiteSeer's citation graph from the shared data (3,186 papers with
   text, its 6 classes, 384 seeded features), PyG 2.x (torch CPU, 1 and 2 threads) vs `tgrag
-  bench-gnn node` (the host engine TopoRAG trains on); and a mini-batch of 32 ExplaGraphs-sized
-  graphs (5 nodes, 384-wide node and edge features) through a 4-layer TransformerConv encoder
-  (hidden 256, 4 heads, edge features) and a classification head: PyG vs `tgrag bench-gnn batch`
-  (burn on the CPU). Times are medians over the epochs after two warm-up epochs.
+  bench-gnn node` (the host engine TopoRAG trains on). Times are medians over the epochs after
+  two warm-up epochs. Then every GraphQA encoder (GCN, GAT, G-Retriever's TransformerConv,
+  Efficient G-Retriever's gt2 with attention pooling; 4 layers, hidden 256, 4 heads) with a
+  classification head, one optimiser step on a mini-batch of 32 ExplaGraphs-sized graphs (5 nodes)
+  and of 8 WebQSP-sized ones (1,000 nodes, ~4,000 edges), edge features from a table of relation
+  rows: PyG (2 threads) vs `tgrag bench-gnn batch` (the host engine; burn too on the small size),
+  median step after a warm-up.
 
 * Language-model training (`lm`, issue 29 item 4): one training step — forward, backward and an
   AdamW step — of all-MiniLM-L6-v2 reading 16 prompts of 160 word pieces with a soft token at
@@ -86,7 +89,7 @@ rows = []
 
 def record(task, system, metric, value, unit, note=""):
     rows.append(dict(task=task, system=system, metric=metric, value=float(value), unit=unit, note=note))
-    print(f"  {task:<7} {system:<22} {metric:<26} {value:>12.4f} {unit} {note}")
+    print(f"  {task:<7} {system:<22} {metric:<36} {value:>12.4f} {unit} {note}")
 
 
 def words(rng, n_vocab):
@@ -487,50 +490,107 @@ def bench_gnn():
             record("gnn", "ratio", f"{name}_{model}_vs_pyg_2t", ref2 / ms, "x", "PyG time / tgrag time")
         for p in (e_path, x_path, l_path):
             os.remove(p)
-    # A mini-batch of 32 ExplaGraphs-sized graphs through a 4-layer graph transformer.
+
+
+# The GraphQA encoders (issue 30 item 2): one optimiser step on a mini-batch, PyG vs tgrag.
+GRAPHQA_SIZES = [
+    # name, graphs per batch, nodes per graph, edges per node, distinct edge-feature rows, steps
+    ("explagraphs", 32, 5, 1, 20, 30),
+    ("webqsp", 8, 1000, 4, 300, 3),
+]
+
+
+def bench_graphqa_encoders():
+    """Every GraphQA encoder (4 layers, hidden 256, 4 heads, 384-wide node and edge features, a
+    2-layer classification head over [graph vector; question]) trains one mini-batch step: PyG
+    (2 threads) against `tgrag bench-gnn batch` (the host engine; burn's autodiff too on the small
+    size), the same sizes, the median step after a warm-up. Graphs: a path, a chord and random
+    extra edges into every node; edge features drawn from a fixed table of relation rows (as the
+    relation embeddings of ExplaGraphs, scene graphs and WebQSP repeat)."""
+    import json as _json
+    import torch
+    import torch.nn.functional as F
+    from torch_geometric.nn import GATConv, GCNConv, TransformerConv, global_mean_pool
+    from torch_geometric.utils import softmax as seg_softmax
+
     torch.set_num_threads(2)
-    torch.manual_seed(0)
-    k, graphs, steps = 5, 32, 30
+    dim, hid, heads = 384, 256, 4
 
     class Enc(torch.nn.Module):
-        def __init__(self):
+        def __init__(self, kind):
             super().__init__()
-            self.convs = torch.nn.ModuleList([TransformerConv(dim if i == 0 else 256, 64, heads=4, edge_dim=dim) for i in range(4)])
-            self.bns = torch.nn.ModuleList([torch.nn.BatchNorm1d(256) for _ in range(3)])
-            self.head = torch.nn.Sequential(torch.nn.Linear(256 + dim, 256), torch.nn.ReLU(), torch.nn.Linear(256, 2))
+            self.kind = kind
+            if kind == "gt2":
+                self.edge = torch.nn.Sequential(torch.nn.Linear(dim + 1, hid), torch.nn.ReLU(), torch.nn.Linear(hid, hid))
+                self.inp = torch.nn.Linear(dim, hid)
+                self.convs = torch.nn.ModuleList([TransformerConv(hid, hid // heads, heads=heads, edge_dim=hid) for _ in range(4)])
+                self.lns = torch.nn.ModuleList([torch.nn.LayerNorm(hid) for _ in range(4)])
+                self.att = torch.nn.Linear(hid, heads)
+                self.proj = torch.nn.Sequential(torch.nn.Linear(heads * hid, 2 * hid), torch.nn.LayerNorm(2 * hid), torch.nn.ReLU(), torch.nn.Linear(2 * hid, hid))
+            else:
+                mk = {"gt": lambda i: TransformerConv(dim if i == 0 else hid, hid // heads, heads=heads, edge_dim=dim),
+                      "gat": lambda i: GATConv(dim if i == 0 else hid, hid, heads=heads, concat=False),
+                      "gcn": lambda i: GCNConv(dim if i == 0 else hid, hid)}[kind]
+                self.convs = torch.nn.ModuleList([mk(i) for i in range(4)])
+                self.bns = torch.nn.ModuleList([torch.nn.BatchNorm1d(hid) for _ in range(3)])
+            self.head = torch.nn.Sequential(torch.nn.Linear(hid + dim, 256), torch.nn.ReLU(), torch.nn.Linear(256, 2))
 
-        def forward(self, x, ei, ea, batch, q):
-            for i, c in enumerate(self.convs):
-                x = c(x, ei, ea)
-                if i < 3:
-                    x = F.relu(self.bns[i](x))
-            return self.head(torch.cat([global_mean_pool(x, batch), q], 1))
+        def forward(self, x, ei, ea, batch, q, graphs):
+            if self.kind == "gt2":
+                d = (x[ei[0]] - x[ei[1]]).norm(dim=1)
+                d = (d - d.mean()) / (d.std(unbiased=False) + 1e-6)
+                e = self.edge(torch.cat([ea, d[:, None]], 1))
+                h = self.inp(x)
+                for c, ln in zip(self.convs, self.lns):
+                    h = F.relu(ln(h + c(h, ei, e)))
+                a = seg_softmax(self.att(h), batch, num_nodes=graphs)
+                pooled = torch.zeros(graphs, heads * hid).index_add_(0, batch, (a[:, :, None] * h[:, None, :]).reshape(-1, heads * hid))
+                g = self.proj(pooled)
+            else:
+                for i, c in enumerate(self.convs):
+                    x = c(x, ei, ea) if self.kind == "gt" else c(x, ei)
+                    if i < 3:
+                        x = F.relu(self.bns[i](x))
+                g = global_mean_pool(x, batch)
+            return self.head(torch.cat([g, q], 1))
 
-    enc = Enc()
-    opt = torch.optim.AdamW(enc.parameters(), lr=1e-3, weight_decay=0.05)
-    base = [(v - 1, v) for v in range(1, k)] + [(0, k - 1)]
-    ei = torch.tensor([[a + g * k for g in range(graphs) for a, _ in base], [b + g * k for g in range(graphs) for _, b in base]], dtype=torch.long)
-    batch = torch.arange(graphs).repeat_interleave(k)
-    times = []
-    for s in range(steps + 2):
-        x = torch.rand(graphs * k, dim)
-        ea = torch.rand(ei.shape[1], dim)
-        q = torch.rand(graphs, dim)
-        y = torch.randint(0, 2, (graphs,))
-        t0 = time.perf_counter()
-        opt.zero_grad()
-        F.cross_entropy(enc(x, ei, ea, batch, q), y).backward()
-        torch.nn.utils.clip_grad_norm_(enc.parameters(), 0.1)
-        opt.step()
-        times.append(time.perf_counter() - t0)
-    ref = 1e3 * float(np.median(times[2:]))
-    record("gnn", "pyg-2t", "batch32_gt4_ms_per_step", ref, "ms")
-    res = subprocess.run([TGRAG, "--quiet", "bench-gnn", "batch", "--graphs", "32", "--nodes", "5", "--encoder", "gt", "--steps", str(steps)], capture_output=True, text=True)
-    if res.returncode != 0:
-        sys.exit(res.stderr)
-    ms = _json.loads(res.stdout.strip().splitlines()[-1])["ms_per_step"]
-    record("gnn", "tgrag-burn", "batch32_gt4_ms_per_step", ms, "ms", "burn flex, 2 threads")
-    record("gnn", "ratio", "batch32_gt4_vs_pyg", ref / ms, "x", "PyG time / tgrag time")
+    for size, graphs, k, degree, relations, steps in GRAPHQA_SIZES:
+        rng = np.random.default_rng(0)
+        base = [(v - 1, v) for v in range(1, k)] + [(0, k - 1)] + [(int(rng.integers(k)), v) for v in range(k) for _ in range(degree - 1)]
+        ei = torch.tensor([[a + g * k for g in range(graphs) for a, _ in base], [b + g * k for g in range(graphs) for _, b in base]], dtype=torch.long)
+        batch = torch.arange(graphs).repeat_interleave(k)
+        table = torch.rand(relations, dim)
+        print(f"gnn: GraphQA {size}: {graphs} graphs x {k} nodes, {ei.shape[1]} edges, {relations} relation rows")
+        for kind in ("gcn", "gat", "gt", "gt2"):
+            torch.manual_seed(0)
+            enc = Enc(kind)
+            opt = torch.optim.AdamW(enc.parameters(), lr=1e-3, weight_decay=0.05)
+            times = []
+            for s in range(steps + 1):
+                x = torch.rand(graphs * k, dim)
+                ea = table[torch.randint(0, relations, (ei.shape[1],))]
+                q = torch.rand(graphs, dim)
+                y = torch.randint(0, 2, (graphs,))
+                t0 = time.perf_counter()
+                opt.zero_grad()
+                F.cross_entropy(enc(x, ei, ea, batch, q, graphs), y).backward()
+                # burn and tgrag clip each parameter tensor; torch's closest is the global norm.
+                torch.nn.utils.clip_grad_norm_(enc.parameters(), 0.1)
+                opt.step()
+                times.append(time.perf_counter() - t0)
+            ref = 1e3 * float(np.median(times[1:]))
+            metric = f"graphqa_{size}_{kind}_ms_per_step"
+            record("gnn", "pyg-2t", metric, ref, "ms")
+            engines = ["host", "burn"] if size == "explagraphs" else ["host"]
+            for engine in engines:
+                args = ["--graphs", str(graphs), "--nodes", str(k), "--degree", str(degree), "--relations", str(relations),
+                        "--encoder", kind, "--steps", str(steps), "--engine", engine]
+                res = subprocess.run([TGRAG, "--quiet", "bench-gnn", "batch", *args], capture_output=True, text=True)
+                if res.returncode != 0:
+                    sys.exit(res.stderr)
+                ms = _json.loads(res.stdout.strip().splitlines()[-1])["ms_per_step"]
+                record("gnn", f"tgrag-{engine}", metric, ms, "ms", "host engine, 2 threads" if engine == "host" else "burn flex autodiff")
+                record("gnn", f"ratio-{engine}", f"graphqa_{size}_{kind}_vs_pyg", ref / ms, "x", "PyG time / tgrag time")
 
 
 # --- language-model training step (issue 29 item 4) ---------------------------------------------
@@ -816,11 +876,13 @@ def bench_polars():
 
 
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["bm25", "minilm", "diffusion", "latency", "pcst", "gnn", "lm", "polars"]
+    which = sys.argv[1:] or ["bm25", "minilm", "diffusion", "latency", "pcst", "gnn", "graphqa", "lm", "polars"]
     if "lm" in which:
         bench_lm()
     if "gnn" in which:
         bench_gnn()
+    if "graphqa" in which:
+        bench_graphqa_encoders()
     if "pcst" in which:
         bench_pcst()
     if "latency" in which:

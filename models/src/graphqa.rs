@@ -278,6 +278,47 @@ pub fn train_on(
     train_burn(shape, train, val, dim, edge_dim, cfg, dev)
 }
 
+/// Seconds of each of `steps` optimiser steps (after one warm-up step) of a model of `shape` on
+/// consecutive batches of `cfg.train.batch` of `examples` (`make bench`): the host engine (`host`)
+/// or burn's autodiff on `dev`.
+#[allow(clippy::too_many_arguments)]
+pub fn step_times(
+    host: bool,
+    shape: QaShape,
+    examples: &[QaExample],
+    dim: usize,
+    edge_dim: usize,
+    cfg: &QaConfig,
+    steps: usize,
+    dev: &Device,
+) -> Result<Vec<f64>> {
+    if examples.is_empty() {
+        return Err(ModelError::Internal("no example to time".into()));
+    }
+    if host {
+        return host::step_times(shape, examples, dim, edge_dim, cfg, steps);
+    }
+    let ad = dev.clone().autodiff();
+    let mut model = GraphQa::new(shape, cfg.seed, &ad)?;
+    let mut optim = cfg.train.adamw();
+    let batch = cfg.train.batch.max(1);
+    let mut times = Vec::with_capacity(steps);
+    for i in 0..=steps {
+        let refs: Vec<&QaExample> = (0..batch).map(|j| &examples[(i * batch + j) % examples.len()]).collect();
+        let t0 = std::time::Instant::now();
+        let (g, q) = batch_of(&refs, dim, edge_dim, &ad)?;
+        if let Some(loss) = loss_of(&model, &refs, &g, q) {
+            let _ = loss.clone().into_scalar::<f32>();
+            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            model = optim.step(cfg.train.lr, model, grads);
+        }
+        if i > 0 {
+            times.push(t0.elapsed().as_secs_f64());
+        }
+    }
+    Ok(times)
+}
+
 fn train_burn(
     shape: QaShape,
     train: &[QaExample],

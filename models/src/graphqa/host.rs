@@ -772,6 +772,29 @@ pub(crate) fn train(
     Ok((f.kept.write_into(burn)?, f.curve, f.best_epoch))
 }
 
+/// Seconds of each of `steps` optimiser steps (after one warm-up step) on consecutive batches of
+/// `batch` examples: the host engine's step (batch building, forward, loss, backward, AdamW).
+pub(crate) fn step_times(shape: QaShape, examples: &[QaExample], dim: usize, edge_dim: usize, cfg: &QaConfig, steps: usize) -> Result<Vec<f64>> {
+    let t = &cfg.train;
+    let burn = GraphQa::new(shape, cfg.seed, &Device::flex())?;
+    let mut model = HostQa::from_burn(&burn, &shape)?;
+    let mut optim = AdamW::new(t.weight_decay);
+    optim.clip = Some(t.clip);
+    let batch = t.batch.max(1);
+    rayon::scope(|_| {
+        let mut times = Vec::with_capacity(steps);
+        for i in 0..=steps {
+            let refs: Vec<&QaExample> = (0..batch).map(|j| &examples[(i * batch + j) % examples.len().max(1)]).collect();
+            let t0 = std::time::Instant::now();
+            model.step(&refs, dim, edge_dim, &mut optim, t.lr as f32)?;
+            if i > 0 {
+                times.push(t0.elapsed().as_secs_f64());
+            }
+        }
+        Ok(times)
+    })
+}
+
 struct HostLearner<'a> {
     train: &'a [QaExample],
     val: &'a [QaExample],
