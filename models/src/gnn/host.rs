@@ -63,10 +63,65 @@ pub struct HostBatch {
     inc: Vec<u32>,
 }
 
+/// A graph's distinct edge-feature rows, found once (a training run batches each graph every epoch).
+#[derive(Debug, Clone)]
+pub struct EdgeRows {
+    /// Distinct rows (`count × edge_dim`), each edge's row, and each row's hash (`None`: every
+    /// edge its own row, never shared).
+    rows: Vec<f32>,
+    row_of_edge: Vec<u32>,
+    hashes: Option<Vec<u64>>,
+}
+
+impl EdgeRows {
+    /// The distinct rows of `edge_x` (`edges × edge_dim`).
+    pub fn distinct(edge_x: &[f32], edge_dim: usize) -> EdgeRows {
+        let m = edge_x.len().checked_div(edge_dim).unwrap_or(0);
+        let (mut rows, mut row_of_edge, mut hashes) = (Vec::new(), Vec::with_capacity(m), Vec::new());
+        let mut seen: HashMap<u64, u32> = HashMap::new();
+        for row in edge_x.chunks_exact(edge_dim.max(1)).take(m) {
+            let key = row_hash(row);
+            let next = hashes.len() as u32;
+            // The first row with this hash and these values; a row whose hash is taken by other
+            // values is listed again (correct, only not shared).
+            let id = match seen.get(&key) {
+                Some(&id) if rows[id as usize * edge_dim..(id as usize + 1) * edge_dim] == *row => id,
+                found => {
+                    if found.is_none() {
+                        seen.insert(key, next);
+                    }
+                    rows.extend_from_slice(row);
+                    hashes.push(key);
+                    next
+                }
+            };
+            row_of_edge.push(id);
+        }
+        EdgeRows { rows, row_of_edge, hashes: Some(hashes) }
+    }
+
+    /// Every edge its own row.
+    pub fn each(edge_x: &[f32], edge_dim: usize) -> EdgeRows {
+        let m = edge_x.len().checked_div(edge_dim).unwrap_or(0);
+        EdgeRows { rows: edge_x.to_vec(), row_of_edge: (0..m as u32).collect(), hashes: None }
+    }
+}
+
 impl HostBatch {
     /// The batch of `graphs` (each with at least one node); `dedup` lists each distinct edge-feature
     /// row once.
     pub fn new(graphs: &[SmallGraph<'_>], dim: usize, edge_dim: usize, dedup: bool) -> Result<HostBatch> {
+        let rows: Vec<EdgeRows> = graphs
+            .iter()
+            .map(|g| if dedup { EdgeRows::distinct(g.edge_x, edge_dim) } else { EdgeRows::each(g.edge_x, edge_dim) })
+            .collect();
+        let refs: Vec<&EdgeRows> = rows.iter().collect();
+        Self::with_rows(graphs, &refs, dim, edge_dim)
+    }
+
+    /// The batch of `graphs` with their edge rows already found (rows shared across graphs are
+    /// listed once).
+    pub fn with_rows(graphs: &[SmallGraph<'_>], rows: &[&EdgeRows], dim: usize, edge_dim: usize) -> Result<HostBatch> {
         let n: usize = graphs.iter().map(|g| g.n).sum();
         let m: usize = graphs.iter().map(|g| g.edges.len()).sum();
         let (mut x, mut src, mut dst) = (Vec::with_capacity(n * dim), Vec::with_capacity(m), Vec::with_capacity(m));
@@ -74,11 +129,14 @@ impl HostBatch {
         let (mut edge_rows, mut edge_row) = (Vec::new(), Vec::with_capacity(m));
         let mut seen: HashMap<u64, u32> = HashMap::new();
         let mut off = 0usize;
-        for (gi, g) in graphs.iter().enumerate() {
+        if rows.len() != graphs.len() {
+            return Err(ModelError::Internal(format!("{} graphs, {} edge row sets", graphs.len(), rows.len())));
+        }
+        for (gi, (g, r)) in graphs.iter().zip(rows).enumerate() {
             if g.n == 0 {
                 return Err(ModelError::Internal(format!("graph {gi} of the batch has no node")));
             }
-            if g.x.len() != g.n * dim || g.edge_x.len() != g.edges.len() * edge_dim {
+            if g.x.len() != g.n * dim || g.edge_x.len() != g.edges.len() * edge_dim || r.row_of_edge.len() != g.edges.len() {
                 return Err(ModelError::Internal(format!(
                     "graph {gi}: {} node / {} edge feature values for {} nodes, {} edges",
                     g.x.len(),
@@ -88,35 +146,37 @@ impl HostBatch {
                 )));
             }
             x.extend_from_slice(g.x);
+            // This graph's rows as the batch's.
+            let local = r.row_of_edge.iter().map(|&i| i as usize + 1).max().unwrap_or(0);
+            let mut global = Vec::with_capacity(local);
+            for i in 0..local {
+                let row = &r.rows[i * edge_dim..(i + 1) * edge_dim];
+                let next = (edge_rows.len() / edge_dim.max(1)) as u32;
+                let id = match &r.hashes {
+                    Some(h) => match seen.get(&h[i]) {
+                        Some(&id) if edge_rows[id as usize * edge_dim..(id as usize + 1) * edge_dim] == *row => id,
+                        found => {
+                            if found.is_none() {
+                                seen.insert(h[i], next);
+                            }
+                            edge_rows.extend_from_slice(row);
+                            next
+                        }
+                    },
+                    None => {
+                        edge_rows.extend_from_slice(row);
+                        next
+                    }
+                };
+                global.push(id);
+            }
             for (k, &(s, d)) in g.edges.iter().enumerate() {
                 if s as usize >= g.n || d as usize >= g.n {
                     return Err(ModelError::Internal(format!("graph {gi}: edge ({s}, {d}) outside its {} nodes", g.n)));
                 }
                 src.push((off + s as usize) as u32);
                 dst.push((off + d as usize) as u32);
-                let row = &g.edge_x[k * edge_dim..(k + 1) * edge_dim];
-                let next = (edge_rows.len() / edge_dim.max(1)) as u32;
-                let id = if dedup {
-                    // The first row with this hash and these values; a row whose hash is taken by
-                    // other values is listed again (correct, only not shared).
-                    let key = row_hash(row);
-                    match seen.get(&key) {
-                        Some(&id) if edge_rows[id as usize * edge_dim..(id as usize + 1) * edge_dim] == *row => id,
-                        Some(_) => {
-                            edge_rows.extend_from_slice(row);
-                            next
-                        }
-                        None => {
-                            seen.insert(key, next);
-                            edge_rows.extend_from_slice(row);
-                            next
-                        }
-                    }
-                } else {
-                    edge_rows.extend_from_slice(row);
-                    next
-                };
-                edge_row.push(id);
+                edge_row.push(global[r.row_of_edge[k] as usize]);
             }
             node_graph.extend(std::iter::repeat_n(gi as u32, g.n));
             counts.push(g.n);
@@ -650,10 +710,13 @@ impl BatchNorm {
         let inv_std: Vec<f32> = var.iter().map(|v| 1.0 / (v + EPS).sqrt()).collect();
         let mut xhat = vec![0f32; x.len()];
         let mut out = vec![0f32; x.len()];
+        let (g, bb) = (&self.gamma.v[..f], &self.beta.v[..f]);
         for ((xr, hr), or) in x.chunks_exact(f).zip(xhat.chunks_exact_mut(f)).zip(out.chunks_exact_mut(f)) {
-            for j in 0..f {
-                hr[j] = (xr[j] - mean[j]) * inv_std[j];
-                or[j] = hr[j] * self.gamma.v[j] + self.beta.v[j];
+            for (((((h, o), &x), &m), &s), (&g, &b)) in
+                hr.iter_mut().zip(or.iter_mut()).zip(xr).zip(&mean).zip(&inv_std).zip(g.iter().zip(bb))
+            {
+                *h = (x - m) * s;
+                *o = *h * g + b;
             }
         }
         (out, NormCache { xhat, inv_std })
@@ -662,20 +725,22 @@ impl BatchNorm {
     /// burn's `batch_norm_train_backward`: returns `dx`.
     pub fn backward(&mut self, cache: &NormCache, dout: &[f32], rows: usize) -> Vec<f32> {
         let f = self.gamma.v.len();
-        let (mut mg, mut mng) = (vec![0f32; f], vec![0f32; f]);
+        let (mut sg, mut sng) = (vec![0f32; f], vec![0f32; f]);
         for (g, hr) in dout.chunks_exact(f).zip(cache.xhat.chunks_exact(f)) {
-            for j in 0..f {
-                self.beta.g[j] += g[j];
-                self.gamma.g[j] += g[j] * hr[j];
-                mg[j] += g[j];
-                mng[j] += g[j] * hr[j];
+            for (((a, b), &g), &h) in sg.iter_mut().zip(sng.iter_mut()).zip(g).zip(hr) {
+                *a += g;
+                *b += g * h;
             }
         }
-        mg.iter_mut().chain(mng.iter_mut()).for_each(|v| *v /= rows as f32);
+        self.beta.g.iter_mut().zip(&sg).for_each(|(o, v)| *o += v);
+        self.gamma.g.iter_mut().zip(&sng).for_each(|(o, v)| *o += v);
+        let mg: Vec<f32> = sg.iter().map(|v| v / rows as f32).collect();
+        let mng: Vec<f32> = sng.iter().map(|v| v / rows as f32).collect();
+        let scale: Vec<f32> = self.gamma.v.iter().zip(&cache.inv_std).map(|(g, s)| g * s).collect();
         let mut dx = vec![0f32; dout.len()];
         for ((g, hr), dr) in dout.chunks_exact(f).zip(cache.xhat.chunks_exact(f)).zip(dx.chunks_exact_mut(f)) {
-            for j in 0..f {
-                dr[j] = self.gamma.v[j] * cache.inv_std[j] * ((g[j] - mg[j]) - hr[j] * mng[j]);
+            for (((((d, &g), &h), &m), &mn), &sc) in dr.iter_mut().zip(g).zip(hr).zip(&mg).zip(&mng).zip(&scale) {
+                *d = sc * ((g - m) - h * mn);
             }
         }
         dx

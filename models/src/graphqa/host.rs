@@ -16,8 +16,8 @@ use crate::error::{ModelError, Result};
 use crate::gnn::batch::SmallGraph;
 use crate::gnn::encoders::{EncoderKind, EncoderShape, Pooling};
 use crate::gnn::host::{
-    BatchNorm, EdgeIn, Gat, Gcn, HostBatch, LayerNorm, Lin, NormCache, P, Transformer, graph_softmax, graph_softmax_back, mean_pool,
-    mean_pool_back, relu, relu_back,
+    BatchNorm, EdgeIn, EdgeRows, Gat, Gcn, HostBatch, LayerNorm, Lin, NormCache, P, Transformer, graph_softmax, graph_softmax_back,
+    mean_pool, mean_pool_back, relu, relu_back,
 };
 use crate::lm::host::AdamW;
 use crate::train::{Evaluation, Learner, Score, Stepped, Stream, fit};
@@ -473,9 +473,9 @@ impl Encoder {
 }
 
 /// A batch of examples on the host, with its questions (`graphs × question_dim`).
-pub(crate) fn host_batch(examples: &[&QaExample], dim: usize, edge_dim: usize) -> Result<(HostBatch, Vec<f32>)> {
+pub(crate) fn host_batch(examples: &[&QaExample], rows: &[&EdgeRows], dim: usize, edge_dim: usize) -> Result<(HostBatch, Vec<f32>)> {
     let graphs: Vec<SmallGraph<'_>> = examples.iter().map(|e| SmallGraph { x: &e.x, n: e.n, edges: &e.edges, edge_x: &e.edge_x }).collect();
-    let b = HostBatch::new(&graphs, dim, edge_dim, true)?;
+    let b = HostBatch::with_rows(&graphs, rows, dim, edge_dim)?;
     let q = examples.iter().flat_map(|e| e.question.iter().copied()).collect();
     Ok((b, q))
 }
@@ -698,8 +698,16 @@ impl HostQa {
     }
 
     /// One AdamW step on a batch; its loss, or `None` for a batch without a target.
-    fn step(&mut self, examples: &[&QaExample], dim: usize, edge_dim: usize, optim: &mut AdamW, lr: f32) -> Result<Option<f64>> {
-        let (b, q) = host_batch(examples, dim, edge_dim)?;
+    fn step(
+        &mut self,
+        examples: &[&QaExample],
+        rows: &[&EdgeRows],
+        dim: usize,
+        edge_dim: usize,
+        optim: &mut AdamW,
+        lr: f32,
+    ) -> Result<Option<f64>> {
+        let (b, q) = host_batch(examples, rows, dim, edge_dim)?;
         let f = self.forward(&b, &q, true)?;
         let Some((loss, dl)) = self.loss(&f.logits, examples, &b) else { return Ok(None) };
         self.zero_grad();
@@ -713,21 +721,22 @@ impl HostQa {
     }
 
     /// Logits in evaluation mode: `[graphs, classes]` or `[n]`.
-    fn predict_batch(&mut self, examples: &[&QaExample], dim: usize, edge_dim: usize) -> Result<(HostBatch, Vec<f32>)> {
-        let (b, q) = host_batch(examples, dim, edge_dim)?;
+    fn predict_batch(&mut self, examples: &[&QaExample], rows: &[&EdgeRows], dim: usize, edge_dim: usize) -> Result<(HostBatch, Vec<f32>)> {
+        let (b, q) = host_batch(examples, rows, dim, edge_dim)?;
         let f = self.forward(&b, &q, false)?;
         Ok((b, f.logits))
     }
 
     /// Validation loss and metric, as [`super::evaluate`] computes them.
-    fn evaluate(&mut self, examples: &[QaExample], dim: usize, edge_dim: usize, batch: usize) -> Result<(f64, f64)> {
+    fn evaluate(&mut self, examples: &[QaExample], rows: &[EdgeRows], dim: usize, edge_dim: usize, batch: usize) -> Result<(f64, f64)> {
         if examples.is_empty() {
             return Ok((0.0, 0.0));
         }
         let (mut loss, mut counted, mut hits) = (0.0, 0usize, 0usize);
-        for chunk in examples.chunks(batch.max(1)) {
+        for (chunk, rows) in examples.chunks(batch.max(1)).zip(rows.chunks(batch.max(1))) {
             let refs: Vec<&QaExample> = chunk.iter().collect();
-            let (b, logits) = self.predict_batch(&refs, dim, edge_dim)?;
+            let rows: Vec<&EdgeRows> = rows.iter().collect();
+            let (b, logits) = self.predict_batch(&refs, &rows, dim, edge_dim)?;
             if let Some((l, _)) = self.loss(&logits, &refs, &b) {
                 loss += l * chunk.len() as f64;
                 counted += chunk.len();
@@ -740,6 +749,11 @@ impl HostQa {
         }
         Ok((loss / counted.max(1) as f64, hits as f64 / examples.len() as f64))
     }
+}
+
+/// Each example's distinct edge-feature rows.
+fn edge_rows(examples: &[QaExample], edge_dim: usize) -> Vec<EdgeRows> {
+    examples.iter().map(|e| EdgeRows::distinct(&e.edge_x, edge_dim)).collect()
 }
 
 /// [`super::train`] on the host engine.
@@ -764,7 +778,8 @@ pub(crate) fn train(
     let mut optim = AdamW::new(t.weight_decay);
     optim.clip = Some(t.clip);
     let mut rng = Stream(cfg.seed ^ 0x7161_7472);
-    let mut learner = HostLearner { train, val, dim, edge_dim, lr: t.lr as f32, optim };
+    let (train_rows, val_rows) = (edge_rows(train, edge_dim), edge_rows(val, edge_dim));
+    let mut learner = HostLearner { train, val, train_rows, val_rows, dim, edge_dim, lr: t.lr as f32, optim };
     // On a rayon worker, so that the products' halves ([`crate::linalg::gemm_f32_halves`]) are
     // cheap joins rather than cross-thread wake-ups.
     let plan = t.plan(MODEL, cfg.seed, train.len());
@@ -774,19 +789,29 @@ pub(crate) fn train(
 
 /// Seconds of each of `steps` optimiser steps (after one warm-up step) on consecutive batches of
 /// `batch` examples: the host engine's step (batch building, forward, loss, backward, AdamW).
-pub(crate) fn step_times(shape: QaShape, examples: &[QaExample], dim: usize, edge_dim: usize, cfg: &QaConfig, steps: usize) -> Result<Vec<f64>> {
+pub(crate) fn step_times(
+    shape: QaShape,
+    examples: &[QaExample],
+    dim: usize,
+    edge_dim: usize,
+    cfg: &QaConfig,
+    steps: usize,
+) -> Result<Vec<f64>> {
     let t = &cfg.train;
     let burn = GraphQa::new(shape, cfg.seed, &Device::flex())?;
     let mut model = HostQa::from_burn(&burn, &shape)?;
     let mut optim = AdamW::new(t.weight_decay);
     optim.clip = Some(t.clip);
     let batch = t.batch.max(1);
+    let rows = edge_rows(examples, edge_dim);
     rayon::scope(|_| {
         let mut times = Vec::with_capacity(steps);
         for i in 0..=steps {
-            let refs: Vec<&QaExample> = (0..batch).map(|j| &examples[(i * batch + j) % examples.len().max(1)]).collect();
+            let ids: Vec<usize> = (0..batch).map(|j| (i * batch + j) % examples.len().max(1)).collect();
+            let refs: Vec<&QaExample> = ids.iter().map(|&j| &examples[j]).collect();
+            let r: Vec<&EdgeRows> = ids.iter().map(|&j| &rows[j]).collect();
             let t0 = std::time::Instant::now();
-            model.step(&refs, dim, edge_dim, &mut optim, t.lr as f32)?;
+            model.step(&refs, &r, dim, edge_dim, &mut optim, t.lr as f32)?;
             if i > 0 {
                 times.push(t0.elapsed().as_secs_f64());
             }
@@ -798,6 +823,9 @@ pub(crate) fn step_times(shape: QaShape, examples: &[QaExample], dim: usize, edg
 struct HostLearner<'a> {
     train: &'a [QaExample],
     val: &'a [QaExample],
+    /// Each example's distinct edge-feature rows, found once.
+    train_rows: Vec<EdgeRows>,
+    val_rows: Vec<EdgeRows>,
     dim: usize,
     edge_dim: usize,
     lr: f32,
@@ -810,14 +838,16 @@ impl Learner for HostLearner<'_> {
     type Row = QaEpoch;
 
     fn step(&mut self, mut model: HostQa, batch: Option<&[usize]>, _rng: &mut Stream) -> Result<Stepped<HostQa>> {
-        let refs: Vec<&QaExample> = batch.unwrap_or_default().iter().map(|&i| &self.train[i]).collect();
-        let loss = model.step(&refs, self.dim, self.edge_dim, &mut self.optim, self.lr)?;
+        let ids = batch.unwrap_or_default();
+        let refs: Vec<&QaExample> = ids.iter().map(|&i| &self.train[i]).collect();
+        let rows: Vec<&EdgeRows> = ids.iter().map(|&i| &self.train_rows[i]).collect();
+        let loss = model.step(&refs, &rows, self.dim, self.edge_dim, &mut self.optim, self.lr)?;
         Ok((model, loss.map(|l| (l, refs.len() as f64))))
     }
 
     fn evaluate(&mut self, model: &HostQa, epoch: usize, train_loss: f64) -> Result<Evaluation<HostQa, QaEpoch>> {
         let mut keep = model.clone();
-        let (val_loss, val_metric) = keep.evaluate(self.val, self.dim, self.edge_dim, 64)?;
+        let (val_loss, val_metric) = keep.evaluate(self.val, &self.val_rows, self.dim, self.edge_dim, 64)?;
         Ok(Evaluation {
             score: Score::Validated { metric: val_metric, loss: Some(val_loss) },
             keep,
@@ -933,7 +963,9 @@ mod tests {
                 let grads = loss.backward();
                 let mut want = Grads(&grads, vec![]);
                 model.visit(&mut want);
-                let (b, q) = host_batch(&refs, 4, 2).expect("batch");
+                let rows = edge_rows(ex, 2);
+                let rows: Vec<&EdgeRows> = rows.iter().collect();
+                let (b, q) = host_batch(&refs, &rows, 4, 2).expect("batch");
                 let f = host.forward(&b, &q, true).expect("forward");
                 let (lh, dl) = host.loss(&f.logits, &refs, &b).expect("loss");
                 assert!((lh - lb).abs() <= 1e-5 * lb.abs().max(1.0), "{what}: loss {lh} vs {lb}");
