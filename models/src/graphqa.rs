@@ -15,7 +15,7 @@
 //! in a seeded order, the best validation epoch kept and early stopping after `patience` epochs
 //! without improvement, both by the one rule of [`crate::train::fit`].
 
-mod host;
+pub(crate) mod host;
 pub mod lm;
 
 use burn::module::Module;

@@ -201,8 +201,12 @@ impl Both {
 
 /// Gumbel noise (`−log(−log u)`) from the seeded stream.
 pub(crate) fn gumbel(rows: usize, rng: &mut Stream, dev: &Device) -> Tensor<2> {
-    let v: Vec<f32> = (0..rows).map(|_| -(-(rng.unit().max(1e-12)).ln()).max(1e-12).ln() as f32).collect();
-    Tensor::from_data(TensorData::new(v, [rows, 1]), dev)
+    Tensor::from_data(TensorData::new(gumbel_values(rows, rng), [rows, 1]), dev)
+}
+
+/// [`gumbel`]'s values on the host.
+pub(crate) fn gumbel_values(rows: usize, rng: &mut Stream) -> Vec<f32> {
+    (0..rows).map(|_| -(-(rng.unit().max(1e-12)).ln()).max(1e-12).ln() as f32).collect()
 }
 
 /// The differentiable top-k of the module docs (Xie & Ermon's successive softmax): the soft mask
@@ -431,6 +435,8 @@ pub fn annealed(start: f64, end: f64, epochs: usize, epoch: usize) -> f64 {
 
 use crate::graphqa::{QaEpoch, QaExample, argmax, batch_of, correct, loss_from};
 
+mod host;
+
 /// Predictions (class index or top node per question) and each question's mean gate weights
 /// (entity, relation, subgraph), with every node's gate weights (`[N, 3]` row-major, per question in
 /// order).
@@ -499,8 +505,34 @@ fn evaluate(model: &MixRag, examples: &[QaExample], dim: usize, edge_dim: usize,
 }
 
 /// Trains MixRAG on `train`, keeping the epoch with the best metric on `val` (as
-/// [`crate::graphqa::train`]); returns it on the inner device, its curve and the kept epoch.
+/// [`crate::graphqa::train`]); returns it on the inner device, its curve and the kept epoch. The CPU
+/// trains on the host engine (a hand-written backward pass), a GPU on burn ([`train_on`]).
 pub fn train(
+    shape: MixShape,
+    train: &[QaExample],
+    val: &[QaExample],
+    cfg: &MixConfig,
+    dev: &Device,
+) -> Result<(MixRag, Vec<QaEpoch>, u32)> {
+    train_on(crate::graphqa::lm::host_engine(dev), shape, train, val, cfg, dev)
+}
+
+/// [`train`] on the host engine (`host`) or on burn's autodiff.
+pub fn train_on(
+    host: bool,
+    shape: MixShape,
+    train: &[QaExample],
+    val: &[QaExample],
+    cfg: &MixConfig,
+    dev: &Device,
+) -> Result<(MixRag, Vec<QaEpoch>, u32)> {
+    if host {
+        return host::train(shape, train, val, cfg, dev);
+    }
+    train_burn(shape, train, val, cfg, dev)
+}
+
+fn train_burn(
     shape: MixShape,
     train: &[QaExample],
     val: &[QaExample],

@@ -480,6 +480,77 @@ pub(crate) fn host_batch(examples: &[&QaExample], rows: &[&EdgeRows], dim: usize
     Ok((b, q))
 }
 
+/// The loss of a batch (burn's [`super::loss_from`]) and the gradient of the logits; `None`
+/// when no example has a target to learn from.
+pub(crate) fn qa_loss(head: HeadKind, logits: &[f32], examples: &[&QaExample], b: &HostBatch) -> Option<(f64, Vec<f32>)> {
+    let mut dl = vec![0f32; logits.len()];
+    match head {
+        HeadKind::Classify { classes } => {
+            let classes = classes.max(1);
+            let rows: Vec<(usize, usize)> = examples
+                .iter()
+                .enumerate()
+                .filter_map(|(i, e)| match e.target {
+                    Target::Class(c) if (c as usize) < classes => Some((i, c as usize)),
+                    _ => None,
+                })
+                .collect();
+            if rows.is_empty() {
+                return None;
+            }
+            let inv = 1.0 / rows.len() as f32;
+            let mut loss = 0f32;
+            for &(i, c) in &rows {
+                let l = &logits[i * classes..(i + 1) * classes];
+                let max = l.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let sum: f32 = l.iter().map(|v| (v - max).exp()).sum();
+                let lse = max + sum.ln();
+                loss -= l[c] - lse;
+                for (j, d) in dl[i * classes..(i + 1) * classes].iter_mut().enumerate() {
+                    *d = ((l[j] - lse).exp() - if j == c { 1.0 } else { 0.0 }) * inv;
+                }
+            }
+            Some((f64::from(loss * inv), dl))
+        }
+        HeadKind::Nodes => {
+            let p = graph_softmax(logits, 1, b);
+            let mut mask = vec![false; b.n];
+            let mut with_answer = vec![false; b.graphs];
+            for (gi, e) in examples.iter().enumerate() {
+                if let Target::Nodes(a) = &e.target {
+                    for &v in a {
+                        if (v as usize) < e.n {
+                            mask[b.offsets[gi] + v as usize] = true;
+                            with_answer[gi] = true;
+                        }
+                    }
+                }
+            }
+            let used = with_answer.iter().filter(|&&u| u).count();
+            if used == 0 {
+                return None;
+            }
+            let mut mass = vec![0f32; b.graphs];
+            for i in 0..b.n {
+                if mask[i] {
+                    mass[b.node_graph[i] as usize] += p[i];
+                }
+            }
+            let inv = 1.0 / used as f32;
+            let mut loss = 0f32;
+            let mut dmass = vec![0f32; b.graphs];
+            for g in (0..b.graphs).filter(|&g| with_answer[g]) {
+                let m = mass[g].max(1e-12);
+                loss -= m.ln();
+                dmass[g] = if mass[g] >= 1e-12 { -inv / m } else { 0.0 };
+            }
+            let dp: Vec<f32> = (0..b.n).map(|i| if mask[i] { dmass[b.node_graph[i] as usize] } else { 0.0 }).collect();
+            let ds = graph_softmax_back(logits, &p, &dp, 1, b);
+            Some((f64::from(loss * inv), ds))
+        }
+    }
+}
+
 /// The forward pass's intermediate values.
 struct Forward {
     h: Vec<f32>,
@@ -592,75 +663,8 @@ impl HostQa {
         Ok(Forward { h, enc, pool, z, a, logits })
     }
 
-    /// The loss of a batch (burn's [`super::loss_from`]) and the gradient of the logits; `None`
-    /// when no example has a target to learn from.
     fn loss(&self, logits: &[f32], examples: &[&QaExample], b: &HostBatch) -> Option<(f64, Vec<f32>)> {
-        let mut dl = vec![0f32; logits.len()];
-        match self.head {
-            HeadKind::Classify { classes } => {
-                let classes = classes.max(1);
-                let rows: Vec<(usize, usize)> = examples
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, e)| match e.target {
-                        Target::Class(c) if (c as usize) < classes => Some((i, c as usize)),
-                        _ => None,
-                    })
-                    .collect();
-                if rows.is_empty() {
-                    return None;
-                }
-                let inv = 1.0 / rows.len() as f32;
-                let mut loss = 0f32;
-                for &(i, c) in &rows {
-                    let l = &logits[i * classes..(i + 1) * classes];
-                    let max = l.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                    let sum: f32 = l.iter().map(|v| (v - max).exp()).sum();
-                    let lse = max + sum.ln();
-                    loss -= l[c] - lse;
-                    for (j, d) in dl[i * classes..(i + 1) * classes].iter_mut().enumerate() {
-                        *d = ((l[j] - lse).exp() - if j == c { 1.0 } else { 0.0 }) * inv;
-                    }
-                }
-                Some((f64::from(loss * inv), dl))
-            }
-            HeadKind::Nodes => {
-                let p = graph_softmax(logits, 1, b);
-                let mut mask = vec![false; b.n];
-                let mut with_answer = vec![false; b.graphs];
-                for (gi, e) in examples.iter().enumerate() {
-                    if let Target::Nodes(a) = &e.target {
-                        for &v in a {
-                            if (v as usize) < e.n {
-                                mask[b.offsets[gi] + v as usize] = true;
-                                with_answer[gi] = true;
-                            }
-                        }
-                    }
-                }
-                let used = with_answer.iter().filter(|&&u| u).count();
-                if used == 0 {
-                    return None;
-                }
-                let mut mass = vec![0f32; b.graphs];
-                for i in 0..b.n {
-                    if mask[i] {
-                        mass[b.node_graph[i] as usize] += p[i];
-                    }
-                }
-                let inv = 1.0 / used as f32;
-                let mut loss = 0f32;
-                let mut dmass = vec![0f32; b.graphs];
-                for g in (0..b.graphs).filter(|&g| with_answer[g]) {
-                    let m = mass[g].max(1e-12);
-                    loss -= m.ln();
-                    dmass[g] = if mass[g] >= 1e-12 { -inv / m } else { 0.0 };
-                }
-                let dp: Vec<f32> = (0..b.n).map(|i| if mask[i] { dmass[b.node_graph[i] as usize] } else { 0.0 }).collect();
-                let ds = graph_softmax_back(logits, &p, &dp, 1, b);
-                Some((f64::from(loss * inv), ds))
-            }
-        }
+        qa_loss(self.head, logits, examples, b)
     }
 
     /// Gradients of the loss from the logits' gradient.
