@@ -502,7 +502,8 @@ GRAPHQA_SIZES = [
 
 def bench_graphqa_encoders():
     """Every GraphQA encoder (4 layers, hidden 256, 4 heads, 384-wide node and edge features, a
-    2-layer classification head over [graph vector; question]) trains one mini-batch step: PyG
+    2-layer classification head over [graph vector; question]; and MixRAG as its stage trains it,
+    hidden 128, 3 query-aware layers, top-k 20) trains one mini-batch step: PyG
     (2 threads) against `tgrag bench-gnn batch` (the host engine; burn's autodiff too on the small
     size), the same sizes, the median step after a warm-up. Graphs: a path, a chord and random
     extra edges into every node; edge features drawn from a fixed table of relation rows (as the
@@ -554,6 +555,63 @@ def bench_graphqa_encoders():
                 g = global_mean_pool(x, batch)
             return self.head(torch.cat([g, q], 1))
 
+    class Mix(torch.nn.Module):
+        """MixRAG as `models/src/gnn/mixrag.rs` builds it (no code of MixRAG is published): the three
+        experts with Gumbel top-k, the query-aware GNN over messages in both directions, the gate,
+        mean pooling and the head; every concatenation multiplied per message, as PyG layers do."""
+
+        def __init__(self, d=128, layers=3, k=20):
+            super().__init__()
+            L = torch.nn.Linear
+            self.d, self.k = d, k
+            self.px, self.pe, self.pq = L(dim, d), L(dim, d), L(dim, d)
+            self.ea, self.eb, self.g1, self.g2 = L(2 * d, d), L(d, 1), L(d, d), L(d, d)
+            self.rt, self.ra, self.rb, self.ro = L(3 * d, d), L(2 * d, d), L(d, 1), L(d, d)
+            self.q = torch.nn.ModuleList([torch.nn.ModuleList([L(2 * d, 1), L(2 * d, 1), L(2 * d, 1), L(4 * d, d)]) for _ in range(layers)])
+            self.gc, self.gt1, self.gt2 = L(d, d), L(d, d), L(d, 3)
+            self.head = torch.nn.Sequential(L(2 * d, 256), torch.nn.ReLU(), L(256, 2))
+
+        def topk(self, logit, grp, groups):
+            small = (torch.bincount(grp, minlength=groups)[grp] <= self.k).float()
+            mask = torch.zeros_like(logit)
+            for _ in range(self.k):
+                a = seg_softmax(logit, grp, num_nodes=groups)
+                mask = mask + a
+                logit = logit + (1 - a).clamp(min=1e-6).log()
+            return mask.clamp(max=1.0) * (1 - small) + small
+
+        def forward(self, x, ei, ea, batch, q, graphs, tau=1.0):
+            n, m, d = x.shape[0], ei.shape[1], self.d
+            src, dst = ei
+            gumbel = lambda r: -(-(torch.rand(r).clamp(min=1e-12)).log()).clamp(min=1e-12).log()
+            h, hq, he = self.px(x), self.pq(q), self.pe(ea)
+            hqn = hq[batch]
+            s2, d2, e2 = torch.cat([src, dst]), torch.cat([dst, src]), torch.cat([torch.arange(m), torch.arange(m)])
+            deg = torch.bincount(d2, minlength=n).clamp(min=1).float()
+            gs, gd = torch.cat([s2, torch.arange(n)]), torch.cat([d2, torch.arange(n)])
+            gdeg = torch.bincount(gd, minlength=n).float()
+            gw = (gdeg[gs] * gdeg[gd]).rsqrt()[:, None]
+            gcn = lambda t: torch.zeros(n, t.shape[1]).index_add_(0, gd, t[gs] * gw)
+            me = self.topk((self.eb(F.relu(self.ea(torch.cat([h, hqn], 1)))).squeeze(1) + gumbel(n)) / tau, batch, graphs)[:, None]
+            ent = (gcn(F.linear(F.relu(gcn(F.linear(h * me, self.g1.weight)) + self.g1.bias), self.g2.weight)) + self.g2.bias) * me
+            z = self.rt(torch.cat([h[src], he, h[dst]], 1))
+            w = self.topk((self.rb(F.relu(self.ra(torch.cat([z, hq[batch[src]]], 1)))).squeeze(1) + gumbel(m)) / tau, batch[src], graphs)[:, None]
+            ends = torch.cat([src, dst])
+            num = torch.zeros(n, d).index_add_(0, ends, torch.cat([z * w, z * w]))
+            den = torch.zeros(n, 1).index_add_(0, ends, torch.cat([w, w])).clamp(min=1e-6)
+            rel = F.relu(self.ro(num / den))
+            zz, ze, qe = h, he[e2], hqn[d2]
+            for li, (a, b, c, mm) in enumerate(self.q):
+                zi, zj = zz[s2], zz[d2]
+                zeta = torch.tanh(a(torch.cat([zi, qe], 1)) + c(torch.cat([ze, qe], 1)) - b(torch.cat([zj, qe], 1)))
+                msg = mm(torch.cat([zi, zj, ze, qe], 1))
+                upd = torch.zeros(n, d).index_add_(0, d2, msg * zeta / deg[d2][:, None])
+                zz = F.relu(upd) if li + 1 < len(self.q) else upd
+            ctx = F.relu(gcn(F.linear(h, self.gc.weight)) + self.gc.bias)
+            gates = torch.softmax(self.gt2(F.relu(self.gt1(h + ctx))), 1)
+            fused = ent * gates[:, 0:1] + rel * gates[:, 1:2] + zz * gates[:, 2:3]
+            return self.head(torch.cat([global_mean_pool(fused, batch), hq], 1))
+
     for size, graphs, k, degree, relations, steps in GRAPHQA_SIZES:
         rng = np.random.default_rng(0)
         base = [(v - 1, v) for v in range(1, k)] + [(0, k - 1)] + [(int(rng.integers(k)), v) for v in range(k) for _ in range(degree - 1)]
@@ -561,9 +619,9 @@ def bench_graphqa_encoders():
         batch = torch.arange(graphs).repeat_interleave(k)
         table = torch.rand(relations, dim)
         print(f"gnn: GraphQA {size}: {graphs} graphs x {k} nodes, {ei.shape[1]} edges, {relations} relation rows")
-        for kind in ("gcn", "gat", "gt", "gt2"):
+        for kind in ("gcn", "gat", "gt", "gt2", "mixrag"):
             torch.manual_seed(0)
-            enc = Enc(kind)
+            enc = Mix() if kind == "mixrag" else Enc(kind)
             opt = torch.optim.AdamW(enc.parameters(), lr=1e-3, weight_decay=0.05)
             times = []
             for s in range(steps + 1):

@@ -532,6 +532,40 @@ pub fn train_on(
     train_burn(shape, train, val, cfg, dev)
 }
 
+/// Seconds of each of `steps` optimiser steps (after one warm-up step) of MixRAG on consecutive
+/// batches of `cfg.qa.train.batch` of `examples` at the first epoch's temperature (`make bench`): the
+/// host engine (`host`) or burn's autodiff on `dev`.
+pub fn step_times(host: bool, shape: MixShape, examples: &[QaExample], cfg: &MixConfig, steps: usize, dev: &Device) -> Result<Vec<f64>> {
+    if examples.is_empty() {
+        return Err(ModelError::Internal("no example to time".into()));
+    }
+    if host {
+        return host::step_times(shape, examples, cfg, steps);
+    }
+    let ad = dev.clone().autodiff();
+    let mut model = MixRag::new(shape, cfg.qa.seed, &ad)?;
+    let mut optim = cfg.qa.train.adamw();
+    let mut rng = Stream(cfg.qa.seed);
+    let batch = cfg.qa.train.batch.max(1);
+    let mut times = Vec::with_capacity(steps);
+    for i in 0..=steps {
+        let refs: Vec<&QaExample> = (0..batch).map(|j| &examples[(i * batch + j) % examples.len()]).collect();
+        let t0 = std::time::Instant::now();
+        let (g, q) = batch_of(&refs, shape.dim, shape.edge_dim, &ad)?;
+        let noise = (gumbel(g.n_nodes, &mut rng, &ad), gumbel(g.n_edges, &mut rng, &ad));
+        let f = model.forward(&g, q, cfg.tau(1), Some(noise));
+        if let Some(loss) = loss_from(f.logits, model.nodes_head(), &refs, &g) {
+            let _ = loss.clone().into_scalar::<f32>();
+            let grads = burn::optim::GradientsParams::from_grads(loss.backward(), &model);
+            model = optim.step(cfg.qa.train.lr, model, grads);
+        }
+        if i > 0 {
+            times.push(t0.elapsed().as_secs_f64());
+        }
+    }
+    Ok(times)
+}
+
 fn train_burn(
     shape: MixShape,
     train: &[QaExample],

@@ -7,7 +7,7 @@
 //! * `batch`: mini-batches of `--graphs` random graphs (`--nodes` nodes each, a path plus chords:
 //!   `--degree` incoming edges per node on average; 384-wide node and edge features) through
 //!   G-Retriever's `--encoder` (4 layers, hidden 256, 4 heads; `gt2` with attention pooling, the
-//!   others mean pooling) and the classification head: the median of `--steps` optimiser steps
+//!   others mean pooling; or `mixrag`, MixRAG as its stage trains it) and the classification head: the median of `--steps` optimiser steps
 //!   (after one warm-up step), on the host engine (`--engine host`, the CPU default) or burn's
 //!   autodiff (`--engine burn`).
 //!
@@ -176,14 +176,17 @@ fn bench_batch(a: &BenchGnnArgs, device: DeviceChoice) -> Result<()> {
     use tgrag_models::gnn::encoders::{EncoderKind, EncoderShape, Pooling};
     use tgrag_models::graphqa::{HeadKind, QaConfig, QaShape, step_times};
     use tgrag_models::train::TrainConfig;
+    let dim = 384usize;
+    if a.encoder == "mixrag" {
+        return bench_mixrag(a, device, dim);
+    }
     let kind = match a.encoder.as_str() {
         "gt" => EncoderKind::Gt,
         "gat" => EncoderKind::Gat,
         "gcn" => EncoderKind::Gcn,
         "gt2" => EncoderKind::Gt2,
-        other => bail_config!("--encoder {other}: gt, gat, gcn or gt2"),
+        other => bail_config!("--encoder {other}: gt, gat, gcn, gt2 or mixrag"),
     };
-    let dim = 384usize;
     let examples = random_examples(a.graphs * a.steps, a.nodes, a.degree, a.relations, dim);
     let pooling = if kind == EncoderKind::Gt2 { Pooling::Attention } else { Pooling::Mean };
     let enc = EncoderShape { kind, in_dim: dim, edge_dim: dim, hidden: 256, layers: 4, heads: 4, pooling };
@@ -198,6 +201,39 @@ fn bench_batch(a: &BenchGnnArgs, device: DeviceChoice) -> Result<()> {
         bail_config!("--engine host runs on the CPU: use --engine burn with --device gpu");
     }
     let mut times = step_times(host, shape, &examples, dim, dim, &cfg, a.steps, &device.device())?;
+    times.sort_by(f64::total_cmp);
+    let ms = 1e3 * times.get(times.len() / 2).copied().unwrap_or(0.0);
+    println!("{{\"ms_per_step\": {ms:.4}, \"steps\": {}, \"graphs\": {}}}", a.steps, a.graphs);
+    Ok(())
+}
+
+/// `batch --encoder mixrag`: MixRAG as the `mixrag` stage trains it (hidden 128, 3 query-aware
+/// layers, top-k 20, all experts, the first epoch's temperature) with a classification head.
+fn bench_mixrag(a: &BenchGnnArgs, device: DeviceChoice, dim: usize) -> Result<()> {
+    use tgrag_models::gnn::mixrag::{MixConfig, MixShape, step_times};
+    use tgrag_models::graphqa::{HeadKind, QaConfig};
+    use tgrag_models::train::TrainConfig;
+    let examples = random_examples(a.graphs * a.steps, a.nodes, a.degree, a.relations, dim);
+    let shape = MixShape {
+        dim,
+        edge_dim: dim,
+        question_dim: dim,
+        hidden: 128,
+        layers: 3,
+        top_k: 20,
+        experts: [true; 3],
+        head: HeadKind::Classify { classes: 2 },
+        head_hidden: 256,
+    };
+    let cfg = MixConfig {
+        qa: QaConfig { train: TrainConfig { epochs: 1, batch: a.graphs, ..TrainConfig::default() }, head_hidden: 256, ..QaConfig::default() },
+        ..MixConfig::default()
+    };
+    let host = a.engine == EngineArg::Host;
+    if host && device.resolved() == DeviceChoice::Gpu {
+        bail_config!("--engine host runs on the CPU: use --engine burn with --device gpu");
+    }
+    let mut times = step_times(host, shape, &examples, &cfg, a.steps, &device.device())?;
     times.sort_by(f64::total_cmp);
     let ms = 1e3 * times.get(times.len() / 2).copied().unwrap_or(0.0);
     println!("{{\"ms_per_step\": {ms:.4}, \"steps\": {}, \"graphs\": {}}}", a.steps, a.graphs);

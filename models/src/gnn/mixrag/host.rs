@@ -1006,6 +1006,32 @@ pub(crate) fn train(
     Ok((f.kept.write_into(burn)?, f.curve, f.best_epoch))
 }
 
+/// [`super::step_times`] on the host engine.
+pub(crate) fn step_times(shape: MixShape, examples: &[QaExample], cfg: &MixConfig, steps: usize) -> Result<Vec<f64>> {
+    let t = &cfg.qa.train;
+    let burn = MixRag::new(shape, cfg.qa.seed, &Device::flex())?;
+    let mut model = HostMix::from_burn(&burn, shape)?;
+    let mut optim = AdamW::new(t.weight_decay);
+    optim.clip = Some(t.clip);
+    let mut rng = Stream(cfg.qa.seed);
+    let rows = edge_rows(examples, shape.edge_dim);
+    let batch = t.batch.max(1);
+    rayon::scope(|_| {
+        let mut times = Vec::with_capacity(steps);
+        for i in 0..=steps {
+            let ids: Vec<usize> = (0..batch).map(|j| (i * batch + j) % examples.len().max(1)).collect();
+            let refs: Vec<&QaExample> = ids.iter().map(|&j| &examples[j]).collect();
+            let r: Vec<&EdgeRows> = ids.iter().map(|&j| &rows[j]).collect();
+            let t0 = std::time::Instant::now();
+            model.step(&refs, &r, cfg.tau(1) as f32, &mut rng, &mut optim, t.lr as f32)?;
+            if i > 0 {
+                times.push(t0.elapsed().as_secs_f64());
+            }
+        }
+        Ok(times)
+    })
+}
+
 struct MixLearner<'a> {
     train: &'a [QaExample],
     val: &'a [QaExample],
