@@ -1095,13 +1095,21 @@ mod tests {
             .enumerate()
             .map(|(i, e)| QaExample { target: Target::Nodes(if i == 2 { vec![] } else { vec![1] }), ..e.clone() })
             .collect();
-        for (head, experts) in [
-            (HeadKind::Classify { classes: 2 }, [true; 3]),
-            (HeadKind::Nodes, [true; 3]),
-            (HeadKind::Classify { classes: 2 }, [true, false, true]),
+        let bare: Vec<QaExample> = cls.iter().map(|e| QaExample { edges: vec![], edge_x: vec![], ..e.clone() }).collect();
+        for (head, experts, no_edges) in [
+            (HeadKind::Classify { classes: 2 }, [true; 3], false),
+            (HeadKind::Nodes, [true; 3], false),
+            (HeadKind::Classify { classes: 2 }, [true, false, true], false),
+            (HeadKind::Classify { classes: 2 }, [true; 3], true),
         ] {
             let shape = MixShape { head, experts, ..planted_shape(6, 2) };
-            let ex = if head == HeadKind::Nodes { &nodes } else { &cls };
+            let ex = if no_edges {
+                &bare
+            } else if head == HeadKind::Nodes {
+                &nodes
+            } else {
+                &cls
+            };
             let refs: Vec<&QaExample> = ex.iter().collect();
             let model = MixRag::new(shape, 4, &dev).expect("model");
             let mut host = HostMix::from_burn(&model, shape).expect("host");
@@ -1125,7 +1133,7 @@ mod tests {
             let (b, q) = batch(&refs, &rows, &shape).expect("batch");
             let c = host.forward(b, q, tau, Some((&nn, &ne))).expect("forward");
             let (lh, dl) = qa_loss(head, &c.logits, &refs, &c.b).expect("loss");
-            let what = format!("{head:?} {experts:?}");
+            let what = format!("{head:?} {experts:?} without edges: {no_edges}");
             assert!((lh - lb).abs() <= 1e-5 * lb.abs().max(1.0), "{what}: loss {lh} vs {lb}");
             host.zero_grad();
             host.backward(&c, &dl).expect("backward");
