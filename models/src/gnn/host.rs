@@ -316,16 +316,16 @@ fn clamp_pass(z: f32) -> f32 {
 }
 
 /// Softmax over groups of rows (`scores`: `rows × h`, one softmax per group and column), clamped.
-fn group_softmax(scores: &[f32], h: usize, groups: impl Iterator<Item = Vec<usize>>, out: &mut [f32]) {
+fn group_softmax<G: IntoIterator<Item = usize> + Clone>(scores: &[f32], h: usize, groups: impl Iterator<Item = G>, out: &mut [f32]) {
     for rows in groups {
         for k in 0..h {
             let mut s = 0f32;
-            for &r in &rows {
+            for r in rows.clone() {
                 let e = clamp_exp(scores[r * h + k]);
                 out[r * h + k] = e;
                 s += e;
             }
-            for &r in &rows {
+            for r in rows.clone() {
                 out[r * h + k] /= s;
             }
         }
@@ -333,11 +333,18 @@ fn group_softmax(scores: &[f32], h: usize, groups: impl Iterator<Item = Vec<usiz
 }
 
 /// Backward of [`group_softmax`]: `dscore = α (dα − Σ α dα) · clamp'`.
-fn group_softmax_back(scores: &[f32], alpha: &[f32], dalpha: &[f32], h: usize, groups: impl Iterator<Item = Vec<usize>>, ds: &mut [f32]) {
+fn group_softmax_back<G: IntoIterator<Item = usize> + Clone>(
+    scores: &[f32],
+    alpha: &[f32],
+    dalpha: &[f32],
+    h: usize,
+    groups: impl Iterator<Item = G>,
+    ds: &mut [f32],
+) {
     for rows in groups {
         for k in 0..h {
-            let dot: f32 = rows.iter().map(|&r| alpha[r * h + k] * dalpha[r * h + k]).sum();
-            for &r in &rows {
+            let dot: f32 = rows.clone().into_iter().map(|r| alpha[r * h + k] * dalpha[r * h + k]).sum();
+            for r in rows.clone() {
                 let i = r * h + k;
                 ds[i] = alpha[i] * (dalpha[i] - dot) * clamp_pass(scores[i]);
             }
@@ -576,7 +583,7 @@ impl Transformer {
             }
         }
         let mut alpha = vec![0f32; m * h];
-        group_softmax(&scores, h, (0..n).map(|d| b.incoming(d).iter().map(|&e| e as usize).collect()), &mut alpha);
+        group_softmax(&scores, h, (0..n).map(|d| b.incoming(d).iter().map(|&e| e as usize)), &mut alpha);
         for d in 0..n {
             let o = &mut out[d * hc..(d + 1) * hc];
             for &e in b.incoming(d) {
@@ -623,15 +630,13 @@ impl Transformer {
                     let at = kk * c..(kk + 1) * c;
                     dalpha[e * h + kk] =
                         g[at.clone()].iter().zip(&vs[at.clone()]).zip(&er[at.clone()]).map(|((g, v), e)| g * (v + e)).sum();
-                    let a = alpha[e * h + kk];
-                    for j in at {
-                        dv[s * hc + j] += a * g[j];
-                        dee[r * hc + j] += a * g[j];
-                    }
+                    let (a, gk) = (alpha[e * h + kk], &g[at.clone()]);
+                    dv[s * hc..(s + 1) * hc][at.clone()].iter_mut().zip(gk).for_each(|(o, g)| *o += a * g);
+                    dee[r * hc..(r + 1) * hc][at].iter_mut().zip(gk).for_each(|(o, g)| *o += a * g);
                 }
             }
             let mut ds = vec![0f32; m * h];
-            group_softmax_back(scores, alpha, &dalpha, h, (0..n).map(|d| b.incoming(d).iter().map(|&e| e as usize).collect()), &mut ds);
+            group_softmax_back(scores, alpha, &dalpha, h, (0..n).map(|d| b.incoming(d).iter().map(|&e| e as usize)), &mut ds);
             for e in 0..m {
                 let (s, d, r) = (b.src[e] as usize, b.dst[e] as usize, edge.row(e));
                 for kk in 0..h {
@@ -639,12 +644,12 @@ impl Transformer {
                     if w == 0.0 {
                         continue;
                     }
-                    for j in kk * c..(kk + 1) * c {
-                        dq[d * hc + j] += w * (k[s * hc + j] + ee[r * hc + j]);
-                        let dkk = w * q[d * hc + j];
-                        dk[s * hc + j] += dkk;
-                        dee[r * hc + j] += dkk;
-                    }
+                    let at = kk * c..(kk + 1) * c;
+                    let (ks, er, qd) =
+                        (&k[s * hc..(s + 1) * hc][at.clone()], &ee[r * hc..(r + 1) * hc][at.clone()], &q[d * hc..(d + 1) * hc][at.clone()]);
+                    dq[d * hc..(d + 1) * hc][at.clone()].iter_mut().zip(ks).zip(er).for_each(|((o, k), e)| *o += w * (k + e));
+                    dk[s * hc..(s + 1) * hc][at.clone()].iter_mut().zip(qd).for_each(|(o, q)| *o += w * q);
+                    dee[r * hc..(r + 1) * hc][at].iter_mut().zip(qd).for_each(|(o, q)| *o += w * q);
                 }
             }
             self.e.backward(ed, &dee, rows, false, dedge, true)?;
@@ -834,12 +839,12 @@ pub fn mean_pool_back(dp: &[f32], f: usize, b: &HostBatch) -> Vec<f32> {
 /// Softmax of `scores` (`n × h`) over each graph's nodes, clamped.
 pub fn graph_softmax(scores: &[f32], h: usize, b: &HostBatch) -> Vec<f32> {
     let mut out = vec![0f32; scores.len()];
-    group_softmax(scores, h, (0..b.graphs).map(|g| (b.offsets[g]..b.offsets[g] + b.counts[g]).collect()), &mut out);
+    group_softmax(scores, h, (0..b.graphs).map(|g| b.offsets[g]..b.offsets[g] + b.counts[g]), &mut out);
     out
 }
 
 pub fn graph_softmax_back(scores: &[f32], alpha: &[f32], dalpha: &[f32], h: usize, b: &HostBatch) -> Vec<f32> {
     let mut ds = vec![0f32; scores.len()];
-    group_softmax_back(scores, alpha, dalpha, h, (0..b.graphs).map(|g| (b.offsets[g]..b.offsets[g] + b.counts[g]).collect()), &mut ds);
+    group_softmax_back(scores, alpha, dalpha, h, (0..b.graphs).map(|g| b.offsets[g]..b.offsets[g] + b.counts[g]), &mut ds);
     ds
 }
