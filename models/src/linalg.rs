@@ -95,10 +95,10 @@ pub fn gemm_f32_halves(dst: &mut [f32], a: Op<'_>, b: Op<'_>, accumulate: bool) 
     let part = |d: &mut [f32], rows: usize, first: usize| {
         let a = Strided { data: a.data, offset: first * a_rs, rs: a_rs, cs: a_cs };
         let b = Strided { data: b.data, offset: 0, rs: b_rs, cs: b_cs };
-        raw_gemm(d, rows, n, k, a, b, accumulate);
+        raw_gemm(d, rows, n, k, a, b, accumulate)
     };
-    rayon::join(|| part(d0, h, 0), || part(d1, m - h, h));
-    Ok(())
+    let (top, bottom) = rayon::join(|| part(d0, h, 0), || part(d1, m - h, h));
+    top.and(bottom)
 }
 
 /// A matrix read from `data[offset..]` with row and column strides.
@@ -110,13 +110,13 @@ struct Strided<'a> {
     cs: usize,
 }
 
-/// `dst (rows×n) (+)= a (rows×k) · b (k×n)`, single-threaded; the caller checked that every read
-/// lies within the slices: `offset + (rows−1)·rs + (cols−1)·cs < len` for both operands.
+/// `dst (rows×n) (+)= a (rows×k) · b (k×n)`, single-threaded, for `rows, n, k ≥ 1`; every read is
+/// checked to lie within its slice first: `offset + (rows−1)·rs + (cols−1)·cs < len`.
 #[allow(unsafe_code)]
-fn raw_gemm(dst: &mut [f32], rows: usize, n: usize, k: usize, a: Strided<'_>, b: Strided<'_>, accumulate: bool) {
-    let fits = |s: &Strided<'_>, r: usize, c: usize| r == 0 || c == 0 || s.offset + (r - 1) * s.rs + (c - 1) * s.cs < s.data.len();
-    if rows == 0 || n == 0 || k == 0 || dst.len() < rows * n || !fits(&a, rows, k) || !fits(&b, k, n) {
-        return;
+fn raw_gemm(dst: &mut [f32], rows: usize, n: usize, k: usize, a: Strided<'_>, b: Strided<'_>, accumulate: bool) -> Result<()> {
+    let fits = |s: &Strided<'_>, r: usize, c: usize| s.offset + (r - 1) * s.rs + (c - 1) * s.cs < s.data.len();
+    if rows == 0 || n == 0 || k == 0 || dst.len() != rows * n || !fits(&a, rows, k) || !fits(&b, k, n) {
+        return Err(ModelError::Internal(format!("gemm half {rows}×{k}·{k}×{n}: an operand or the result is out of bounds")));
     }
     // SAFETY: checked just above: every element read lies within its slice, `dst` holds rows×n
     // values and is exclusive.
@@ -143,6 +143,7 @@ fn raw_gemm(dst: &mut [f32], rows: usize, n: usize, k: usize, a: Strided<'_>, b:
             gemm::Parallelism::None,
         );
     }
+    Ok(())
 }
 
 #[allow(unsafe_code)]

@@ -74,12 +74,12 @@ pub struct EdgeRows {
 }
 
 impl EdgeRows {
-    /// The distinct rows of `edge_x` (`edges × edge_dim`).
-    pub fn distinct(edge_x: &[f32], edge_dim: usize) -> EdgeRows {
-        let m = edge_x.len().checked_div(edge_dim).unwrap_or(0);
+    /// The distinct rows of `edge_x` (`m × edge_dim`).
+    pub fn distinct(edge_x: &[f32], m: usize, edge_dim: usize) -> EdgeRows {
         let (mut rows, mut row_of_edge, mut hashes) = (Vec::new(), Vec::with_capacity(m), Vec::new());
         let mut seen: HashMap<u64, u32> = HashMap::new();
-        for row in edge_x.chunks_exact(edge_dim.max(1)).take(m) {
+        for e in 0..m {
+            let row = edge_x.get(e * edge_dim..(e + 1) * edge_dim).unwrap_or_default();
             let key = row_hash(row);
             let next = hashes.len() as u32;
             // The first row with this hash and these values; a row whose hash is taken by other
@@ -100,9 +100,8 @@ impl EdgeRows {
         EdgeRows { rows, row_of_edge, hashes: Some(hashes) }
     }
 
-    /// Every edge its own row.
-    pub fn each(edge_x: &[f32], edge_dim: usize) -> EdgeRows {
-        let m = edge_x.len().checked_div(edge_dim).unwrap_or(0);
+    /// Every edge its own row (`m` edges).
+    pub fn each(edge_x: &[f32], m: usize) -> EdgeRows {
         EdgeRows { rows: edge_x.to_vec(), row_of_edge: (0..m as u32).collect(), hashes: None }
     }
 }
@@ -113,7 +112,7 @@ impl HostBatch {
     pub fn new(graphs: &[SmallGraph<'_>], dim: usize, edge_dim: usize, dedup: bool) -> Result<HostBatch> {
         let rows: Vec<EdgeRows> = graphs
             .iter()
-            .map(|g| if dedup { EdgeRows::distinct(g.edge_x, edge_dim) } else { EdgeRows::each(g.edge_x, edge_dim) })
+            .map(|g| if dedup { EdgeRows::distinct(g.edge_x, g.edges.len(), edge_dim) } else { EdgeRows::each(g.edge_x, g.edges.len()) })
             .collect();
         let refs: Vec<&EdgeRows> = rows.iter().collect();
         Self::with_rows(graphs, &refs, dim, edge_dim)

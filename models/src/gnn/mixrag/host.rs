@@ -977,7 +977,7 @@ fn batch(examples: &[&QaExample], rows: &[&EdgeRows], shape: &MixShape) -> Resul
 }
 
 fn edge_rows(examples: &[QaExample], edge_dim: usize) -> Vec<EdgeRows> {
-    examples.iter().map(|e| EdgeRows::distinct(&e.edge_x, edge_dim)).collect()
+    examples.iter().map(|e| EdgeRows::distinct(&e.edge_x, e.edges.len(), edge_dim)).collect()
 }
 
 /// [`super::train`] on the host engine.
