@@ -8,10 +8,10 @@
 //! statistics), so the stage predicts, and a GPU trains, exactly as before. A seed gives the burn
 //! trainer's curve up to float summation order (tested below).
 //!
-//! One difference remains, in a corner: burn's optimiser leaves alone a tensor that took no part in
-//! a step (the graph transformer's query, key and value weights on a batch without a single edge),
-//! where this engine gives it a zero gradient and AdamW's decoupled decay still shrinks it by
-//! `lr · decay` (5e-5 of its value at the defaults).
+//! A tensor that takes no part in a step's loss (the graph transformer's query, key and value
+//! weights on a batch without a single edge; attention pooling under the node head) is left alone
+//! by the optimiser, as burn's leaves a parameter its backward pass did not reach
+//! ([`AdamW::step_some`]).
 
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::tensor::{Device, Tensor, TensorData};
@@ -226,6 +226,47 @@ impl Encoder {
         if let Some(d) = &mut self.proj2 {
             out.push(Slot::Param(&mut d.w));
             out.push(Slot::Param(&mut d.b));
+        }
+        out
+    }
+}
+
+impl Encoder {
+    /// Whether each parameter (in [`Encoder::slots`]' order, running statistics left out) takes
+    /// part in a step's loss, as burn's autodiff sees it: a batch without edges leaves the
+    /// transformer layers' query, key, value and edge weights (and gt2's edge MLP) out, the edge
+    /// and GAT projections' biases are never read, and attention pooling only counts where a
+    /// classification head reads it.
+    fn used(&self, edges: bool, pooled: bool) -> Vec<bool> {
+        let mut out = Vec::new();
+        for _ in &self.gcn {
+            out.extend([true, true]);
+        }
+        for _ in &self.gat {
+            out.extend([true, false, true, true, true]);
+        }
+        for _ in &self.gt {
+            out.extend([edges, edges, edges, edges, edges, edges, edges, false, true, true]);
+        }
+        for _ in &self.bns {
+            out.extend([true, true]);
+        }
+        for _ in &self.lns {
+            out.extend([true, true]);
+        }
+        if self.edge1.is_some() {
+            out.extend([edges, edges]);
+        }
+        if self.edge2.is_some() {
+            out.extend([edges, edges]);
+        }
+        if self.input.is_some() {
+            out.extend([true, true]);
+        }
+        for present in [self.pool_att.is_some(), self.proj1.is_some(), self.proj_ln.is_some(), self.proj2.is_some()] {
+            if present {
+                out.extend([pooled, pooled]);
+            }
         }
         out
     }
@@ -622,6 +663,14 @@ impl HostQa {
         Ok(model)
     }
 
+    /// [`Encoder::used`] for the whole model (the head always takes part).
+    fn used(&self, edges: bool) -> Vec<bool> {
+        let pooled = matches!(self.head, HeadKind::Classify { .. });
+        let mut out = self.encoder.as_ref().map(|e| e.used(edges, pooled)).unwrap_or_default();
+        out.extend([true; 4]);
+        out
+    }
+
     fn zero_grad(&mut self) {
         for s in self.slots() {
             if let Slot::Param(p) = s {
@@ -721,11 +770,12 @@ impl HostQa {
         let Some((loss, dl)) = self.loss(&f.logits, examples, &b) else { return Ok(None) };
         self.zero_grad();
         self.backward(&b, &f, &dl)?;
-        let pairs = self.slots().into_iter().filter_map(|s| match s {
-            Slot::Param(p) => Some((&mut p.v, &p.g)),
+        let used = self.used(b.m > 0);
+        let params = self.slots().into_iter().filter_map(|s| match s {
+            Slot::Param(p) => Some(p),
             Slot::State(_) => None,
         });
-        optim.step(lr, pairs)?;
+        optim.step_some(lr, params.zip(used).map(|(p, u)| (&mut p.v, u.then_some(&p.g))))?;
         Ok(Some(loss))
     }
 
@@ -998,6 +1048,9 @@ mod tests {
                         Slot::State(_) => None,
                     })
                     .collect();
+                // The parameters the optimiser steps are those burn's backward pass reaches.
+                let reached: Vec<bool> = got.iter().zip(&want.1).filter(|(g, _)| g.is_some()).map(|(_, w)| w.is_some()).collect();
+                assert_eq!(host.used(b.m > 0), reached, "{what}: parameters taking part in the step");
                 assert_eq!(got.len(), want.1.len(), "{what}");
                 let scale = want.1.iter().flatten().flatten().fold(0f32, |m, v| m.max(v.abs()));
                 for (i, (g, w)) in got.iter().zip(&want.1).enumerate() {

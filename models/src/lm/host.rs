@@ -1162,7 +1162,9 @@ pub struct AdamW {
     /// whose norm exceeds it is scaled down to it.
     pub clip: Option<f32>,
     step: i32,
-    moments: Vec<(Vec<f32>, Vec<f32>)>,
+    /// Per tensor: first and second moments and the steps it took part in (burn and torch keep
+    /// the bias-correction count per parameter).
+    moments: Vec<(Vec<f32>, Vec<f32>, i32)>,
 }
 
 impl AdamW {
@@ -1172,21 +1174,30 @@ impl AdamW {
 
     /// One step at learning rate `lr` over `(tensor, gradient)` pairs (same order every step).
     pub fn step<'a>(&mut self, lr: f32, pairs: impl Iterator<Item = (&'a mut Vec<f32>, &'a Vec<f32>)>) -> Result<()> {
+        self.step_some(lr, pairs.map(|(p, g)| (p, Some(g))))
+    }
+
+    /// [`AdamW::step`] where a tensor without a gradient (`None`: it took no part in this step's
+    /// loss) is left alone, as burn's optimiser leaves a parameter the backward pass did not
+    /// reach: no decay, no moment update, its step count unchanged.
+    pub fn step_some<'a>(&mut self, lr: f32, pairs: impl Iterator<Item = (&'a mut Vec<f32>, Option<&'a Vec<f32>>)>) -> Result<()> {
         self.step += 1;
         let (b1, b2, eps, wd) = (self.beta1, self.beta2, self.eps, self.weight_decay);
-        let c1 = 1.0 - b1.powi(self.step);
-        let c2 = 1.0 - b2.powi(self.step);
         for (i, (p, g)) in pairs.enumerate() {
+            if self.moments.len() <= i {
+                self.moments.push((vec![0f32; p.len()], vec![0f32; p.len()], 0));
+            }
+            let Some(g) = g else { continue };
             if p.len() != g.len() {
                 return Err(ModelError::Internal(format!("AdamW: tensor {i} has {} values, its gradient {}", p.len(), g.len())));
             }
-            if self.moments.len() <= i {
-                self.moments.push((vec![0f32; p.len()], vec![0f32; p.len()]));
-            }
-            let (m, v) = &mut self.moments[i];
+            let (m, v, t) = &mut self.moments[i];
             if m.len() != p.len() {
                 return Err(ModelError::Internal(format!("AdamW: tensor {i} changed size between steps")));
             }
+            *t += 1;
+            let c1 = 1.0 - b1.powi(*t);
+            let c2 = 1.0 - b2.powi(*t);
             // The clipped gradient is `g · scale`, applied inside the update pass.
             let scale = match self.clip {
                 Some(limit) => {

@@ -536,6 +536,31 @@ fn host_adamw_is_torchs() {
     assert_eq!(opt.steps(), 2);
 }
 
+/// A tensor without a gradient in a step (`step_some`'s `None`: burn's backward pass did not reach
+/// it) is left alone, moments and all, and its bias correction counts only the steps it took part
+/// in: its first real step is a fresh tensor's first step.
+#[test]
+fn host_adamw_leaves_a_tensor_out_of_a_step_alone() {
+    use super::host::AdamW;
+    let g = vec![0.3f32, -0.4];
+    let (mut a, mut b) = (vec![1.0f32, -2.0], vec![1.0f32, -2.0]);
+    let mut skipped = AdamW::new(0.01);
+    // Step 1 moves `a`; `b` sits out (no decay either).
+    skipped.step_some(0.1, [(&mut a, Some(&g)), (&mut b, None)].into_iter()).expect("step");
+    assert_eq!(b, vec![1.0, -2.0]);
+    // Step 2: `b` takes its first step, and moves as a fresh optimiser's first step moves it.
+    skipped.step_some(0.1, [(&mut a, Some(&g)), (&mut b, Some(&g))].into_iter()).expect("step");
+    let (mut fresh, mut c) = (AdamW::new(0.01), vec![1.0f32, -2.0]);
+    fresh.step(0.1, std::iter::once((&mut c, &g))).expect("step");
+    assert_eq!(b, c);
+    // With zero gradients instead, stale momentum would have moved `b` at step 1.
+    let (mut zero_opt, mut z, zeros) = (AdamW::new(0.0), vec![1.0f32, -2.0], vec![0f32; 2]);
+    zero_opt.step(0.1, std::iter::once((&mut z, &g))).expect("step");
+    let before = z.clone();
+    zero_opt.step(0.1, std::iter::once((&mut z, &zeros))).expect("step");
+    assert_ne!(z, before, "a zero gradient still moves a tensor through its first moment");
+}
+
 /// A checkpoint of another architecture is refused by name when its config is read (MPNet's
 /// relative attention bias would otherwise be silently missing from the model).
 #[test]
