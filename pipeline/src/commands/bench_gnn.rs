@@ -226,7 +226,11 @@ fn bench_mixrag(a: &BenchGnnArgs, device: DeviceChoice, dim: usize) -> Result<()
         head_hidden: 256,
     };
     let cfg = MixConfig {
-        qa: QaConfig { train: TrainConfig { epochs: 1, batch: a.graphs, ..TrainConfig::default() }, head_hidden: 256, ..QaConfig::default() },
+        qa: QaConfig {
+            train: TrainConfig { epochs: 1, batch: a.graphs, ..TrainConfig::default() },
+            head_hidden: 256,
+            ..QaConfig::default()
+        },
         ..MixConfig::default()
     };
     let host = a.engine == EngineArg::Host;
