@@ -18,9 +18,65 @@
 
 use std::collections::HashMap;
 
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
+use burn::tensor::{Tensor, TensorData};
+
 use crate::error::{ModelError, Result};
 use crate::gnn::batch::SmallGraph;
 use crate::linalg::{Op, gemm_f32_halves as gemm_f32};
+
+/// Every float tensor of a burn module (parameters and running statistics), in its visiting
+/// order, with its shape: what a host engine starts from.
+pub fn read_tensors<M: Module>(model: &M, what: &str) -> Result<Vec<(Vec<usize>, Vec<f32>)>> {
+    struct Collect(Vec<(Vec<usize>, Vec<f32>)>, Option<String>);
+    impl ModuleVisitor for Collect {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let t = param.val();
+            let shape = t.dims().to_vec();
+            match t.into_data().try_to_vec::<f32>() {
+                Ok(v) => self.0.push((shape, v)),
+                Err(e) => self.1 = Some(format!("{e:?}")),
+            }
+        }
+    }
+    let mut c = Collect(Vec::new(), None);
+    model.visit(&mut c);
+    match c.1 {
+        Some(e) => Err(ModelError::Internal(format!("{what}: reading the burn model: {e}"))),
+        None => Ok(c.0),
+    }
+}
+
+/// `model` with its float tensors replaced, in [`read_tensors`]' order, by `values` (one per
+/// tensor, each of the tensor's size): a host engine's trained state written back.
+pub fn write_tensors<M: Module>(model: M, values: Vec<&[f32]>, what: &str) -> Result<M> {
+    struct Replace<'a> {
+        values: std::vec::IntoIter<&'a [f32]>,
+        error: Option<String>,
+    }
+    impl ModuleMapper for Replace<'_> {
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+            let next = self.values.next();
+            param.map(|t| match next {
+                Some(v) if v.len() == t.shape().num_elements() => Tensor::from_data(TensorData::new(v.to_vec(), t.shape()), &t.device()),
+                _ => {
+                    self.error = Some(format!("a tensor of shape {:?} has no host value of that size", t.dims()));
+                    t
+                }
+            })
+        }
+    }
+    let n = values.len();
+    let mut r = Replace { values: values.into_iter(), error: None };
+    let model = model.map(&mut r);
+    if let Some(e) = r.error {
+        return Err(ModelError::Internal(format!("{what}: writing the burn model: {e}")));
+    }
+    if r.values.len() != 0 {
+        return Err(ModelError::Internal(format!("{what}: {} of {n} host tensors left unwritten", r.values.len())));
+    }
+    Ok(model)
+}
 
 /// A parameter tensor and its gradient (row-major, burn's layout).
 #[derive(Debug, Clone, Default)]

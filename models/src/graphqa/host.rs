@@ -13,8 +13,7 @@
 //! by the optimiser, as burn's leaves a parameter its backward pass did not reach
 //! ([`AdamW::step_some`]).
 
-use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::Device;
 
 use super::{GraphQa, HeadKind, QaConfig, QaEpoch, QaExample, QaShape, Target, argmax, correct};
 use crate::error::{ModelError, Result};
@@ -22,43 +21,10 @@ use crate::gnn::batch::SmallGraph;
 use crate::gnn::encoders::{EncoderKind, EncoderShape, Pooling};
 use crate::gnn::host::{
     BatchNorm, EdgeIn, EdgeRows, Gat, Gcn, HostBatch, LayerNorm, Lin, NormCache, P, Transformer, graph_softmax, graph_softmax_back,
-    mean_pool, mean_pool_back, relu, relu_back,
+    mean_pool, mean_pool_back, read_tensors, relu, relu_back, write_tensors,
 };
 use crate::lm::host::AdamW;
 use crate::train::{Evaluation, Learner, Score, Stepped, Stream, fit};
-
-/// Every float tensor of a burn module, in its visiting order.
-struct Collect(Vec<(Vec<usize>, Vec<f32>)>, Option<String>);
-
-impl ModuleVisitor for Collect {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        let t = param.val();
-        let shape = t.dims().to_vec();
-        match t.into_data().try_to_vec::<f32>() {
-            Ok(v) => self.0.push((shape, v)),
-            Err(e) => self.1 = Some(format!("{e:?}")),
-        }
-    }
-}
-
-/// Replaces every float tensor of a burn module, in its visiting order.
-struct Replace<'a> {
-    values: std::vec::IntoIter<&'a [f32]>,
-    error: Option<String>,
-}
-
-impl ModuleMapper for Replace<'_> {
-    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-        let next = self.values.next();
-        param.map(|t| match next {
-            Some(v) if v.len() == t.shape().num_elements() => Tensor::from_data(TensorData::new(v.to_vec(), t.shape()), &t.device()),
-            _ => {
-                self.error = Some(format!("a tensor of shape {:?} has no host value of that size", t.dims()));
-                t
-            }
-        })
-    }
-}
 
 /// Reads tensors in order, checking each one's size.
 struct Cursor {
@@ -611,13 +577,9 @@ struct Forward {
 impl HostQa {
     /// The burn model's tensors on the host.
     pub(crate) fn from_burn(model: &GraphQa, shape: &QaShape) -> Result<HostQa> {
-        let mut col = Collect(Vec::new(), None);
-        model.visit(&mut col);
-        if let Some(e) = col.1 {
-            return Err(ModelError::Internal(format!("host engine: reading the burn model: {e}")));
-        }
-        let count = col.0.len();
-        let mut c = Cursor { tensors: col.0.into_iter() };
+        let tensors = read_tensors(model, "host engine")?;
+        let count = tensors.len();
+        let mut c = Cursor { tensors: tensors.into_iter() };
         let encoder = shape.encoder.map(|s| Encoder::read(s, &mut c)).transpose()?;
         let g = shape.encoder.map_or(0, |e| e.hidden);
         let out = match shape.head {
@@ -651,16 +613,7 @@ impl HostQa {
                 Slot::State(v) => v.as_slice(),
             })
             .collect();
-        let n = values.len();
-        let mut r = Replace { values: values.into_iter(), error: None };
-        let model = model.map(&mut r);
-        if let Some(e) = r.error {
-            return Err(ModelError::Internal(format!("host engine: writing the burn model: {e}")));
-        }
-        if r.values.len() != 0 {
-            return Err(ModelError::Internal(format!("host engine: {} of {n} host tensors left unwritten", r.values.len())));
-        }
-        Ok(model)
+        write_tensors(model, values, "host engine")
     }
 
     /// [`Encoder::used`] for the whole model (the head always takes part).
@@ -811,7 +764,7 @@ impl HostQa {
 }
 
 /// Each example's distinct edge-feature rows.
-fn edge_rows(examples: &[QaExample], edge_dim: usize) -> Vec<EdgeRows> {
+pub(crate) fn edge_rows(examples: &[QaExample], edge_dim: usize) -> Vec<EdgeRows> {
     examples.iter().map(|e| EdgeRows::distinct(&e.edge_x, e.edges.len(), edge_dim)).collect()
 }
 
@@ -920,6 +873,8 @@ mod tests {
     use super::*;
     use crate::graphqa::tests::planted;
     use crate::train::TrainConfig;
+    use burn::module::{Module, ModuleVisitor, Param};
+    use burn::tensor::Tensor;
 
     /// Graphs whose answer node is marked by its first feature, with repeated edge features.
     fn marked(n: usize, seed: u64) -> Vec<QaExample> {
@@ -1080,9 +1035,7 @@ mod tests {
     }
 
     fn burn_values(model: &GraphQa) -> Vec<Vec<f32>> {
-        let mut c = Collect(vec![], None);
-        model.visit(&mut c);
-        c.0.into_iter().map(|(_, v)| v).collect()
+        read_tensors(model, "test").expect("read").into_iter().map(|(_, v)| v).collect()
     }
 
     /// The host model reads a burn model's tensors in its module order and writes them back in the

@@ -8,49 +8,17 @@
 //! and a sum. Burn multiplies every message's concatenated row; the arithmetic is the same up to
 //! float summation order (the gradients are tested against burn's autodiff, tensor by tensor).
 
-use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::Device;
 
 use super::{MixConfig, MixRag, MixShape, gumbel_values};
 use crate::error::{ModelError, Result};
 use crate::gnn::batch::SmallGraph;
-use crate::gnn::host::{EdgeRows, HostBatch, Lin, P, relu, relu_back};
-use crate::graphqa::host::qa_loss;
+use crate::gnn::host::{EdgeRows, HostBatch, Lin, P, read_tensors, relu, relu_back, write_tensors};
+use crate::graphqa::host::{edge_rows, qa_loss};
 use crate::graphqa::{HeadKind, QaEpoch, QaExample, argmax, correct};
 use crate::linalg::{Op, gemm_f32_halves as gemm};
 use crate::lm::host::AdamW;
 use crate::train::{Evaluation, Learner, Score, Stepped, Stream, fit};
-
-/// Every float tensor of a burn module, in its visiting order.
-struct Collect(Vec<Vec<f32>>, Option<String>);
-
-impl ModuleVisitor for Collect {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        match param.val().into_data().try_to_vec::<f32>() {
-            Ok(v) => self.0.push(v),
-            Err(e) => self.1 = Some(format!("{e:?}")),
-        }
-    }
-}
-
-/// Replaces every float tensor of a burn module, in its visiting order.
-struct Replace<'a> {
-    values: std::vec::IntoIter<&'a [f32]>,
-    error: Option<String>,
-}
-
-impl ModuleMapper for Replace<'_> {
-    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-        let next = self.values.next();
-        param.map(|t| match next {
-            Some(v) if v.len() == t.shape().num_elements() => Tensor::from_data(TensorData::new(v.to_vec(), t.shape()), &t.device()),
-            _ => {
-                self.error = Some(format!("a tensor of shape {:?} has no host value of that size", t.dims()));
-                t
-            }
-        })
-    }
-}
 
 /// `dst (rows×cols) (+)= a (rows×k) · b (k×cols)`.
 fn mm(dst: &mut [f32], a: &[f32], rows: usize, k: usize, b: &[f32], cols: usize, acc: bool) -> Result<()> {
@@ -331,13 +299,9 @@ fn concat(a: &[f32], fa: usize, b: &[f32], fb: usize) -> Vec<f32> {
 impl HostMix {
     /// The burn model's tensors on the host.
     pub(crate) fn from_burn(model: &MixRag, shape: MixShape) -> Result<HostMix> {
-        let mut col = Collect(Vec::new(), None);
-        model.visit(&mut col);
-        if let Some(e) = col.1 {
-            return Err(ModelError::Internal(format!("mixrag host engine: reading the burn model: {e}")));
-        }
-        let count = col.0.len();
-        let mut it = col.0.into_iter();
+        let tensors = read_tensors(model, "mixrag host engine")?;
+        let count = tensors.len();
+        let mut it = tensors.into_iter().map(|(_, v)| v);
         let mut lin = |din: usize, dout: usize| -> Result<Lin> {
             let (w, b) = (it.next(), it.next());
             match (w, b) {
@@ -405,16 +369,7 @@ impl HostMix {
     /// `model` with this model's tensors.
     pub(crate) fn write_into(&mut self, model: MixRag) -> Result<MixRag> {
         let values: Vec<&[f32]> = self.params().into_iter().map(|p| p.v.as_slice()).collect();
-        let n = values.len();
-        let mut r = Replace { values: values.into_iter(), error: None };
-        let model = model.map(&mut r);
-        if let Some(e) = r.error {
-            return Err(ModelError::Internal(format!("mixrag host engine: writing the burn model: {e}")));
-        }
-        if r.values.len() != 0 {
-            return Err(ModelError::Internal(format!("mixrag host engine: {} of {n} host tensors left unwritten", r.values.len())));
-        }
-        Ok(model)
+        write_tensors(model, values, "mixrag host engine")
     }
 
     fn zero_grad(&mut self) {
@@ -989,10 +944,6 @@ fn batch(examples: &[&QaExample], rows: &[&EdgeRows], shape: &MixShape) -> Resul
     Ok((b, q))
 }
 
-fn edge_rows(examples: &[QaExample], edge_dim: usize) -> Vec<EdgeRows> {
-    examples.iter().map(|e| EdgeRows::distinct(&e.edge_x, e.edges.len(), edge_dim)).collect()
-}
-
 /// [`super::train`] on the host engine.
 pub(crate) fn train(
     shape: MixShape,
@@ -1088,6 +1039,8 @@ mod tests {
     use crate::gnn::mixrag::tests::planted_shape;
     use crate::graphqa::Target;
     use crate::train::TrainConfig;
+    use burn::module::{Module, ModuleVisitor, Param};
+    use burn::tensor::{Tensor, TensorData};
 
     /// Every parameter's gradient of one batch's loss (Gumbel noise, a temperature, a top-k that
     /// selects), burn's autodiff against the host engine, for both heads and several expert sets.
