@@ -142,11 +142,21 @@ fn files_named(dir: &Path, pred: impl Fn(&str) -> bool) -> Vec<PathBuf> {
     out
 }
 
+/// `args` with the hashing encoder in place of MiniLM for every stage that embeds text (`dense`,
+/// `toporag`, `textgraphs`): for the tests of the runner (cache, force, SQL over the outputs), where
+/// MiniLM would only add time (half of a tiny run). MiniLM runs end to end, a second run skipping
+/// every stage, in `outputs::a_tiny_run_shows_every_family_and_its_tables_read_in_polars_and_duckdb`.
+fn hashed<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let mut v = args.to_vec();
+    v.extend(["--set", "dense.encoder=\"hash\"", "--set", "toporag.encoder=\"hash\"", "--set", "textgraphs.encoder=\"hash\""]);
+    v
+}
+
 #[test]
 fn second_run_skips_everything_force_reruns_and_config_change_reruns_downstream() {
     let d = tempfile::tempdir().expect("tmp");
     let o = d.path();
-    let first = ok(tgrag(o, &["run", "--size", "tiny"]));
+    let first = ok(tgrag(o, &hashed(&["run", "--size", "tiny"])));
     let v = verbs(&first);
     assert_eq!(
         v.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(),
@@ -173,7 +183,7 @@ fn second_run_skips_everything_force_reruns_and_config_change_reruns_downstream(
 
     // Every stage skipped, each because it is up to date (not a wall-clock bound: that measures the
     // machine, not the cache).
-    let second = ok(tgrag(o, &["run", "--size", "tiny"]));
+    let second = ok(tgrag(o, &hashed(&["run", "--size", "tiny"])));
     let v2 = verbs(&second);
     assert_eq!(v2.len(), v.len(), "{second}");
     assert!(v2.iter().all(|x| x.1 == "skipped"), "{second}");
@@ -181,14 +191,14 @@ fn second_run_skips_everything_force_reruns_and_config_change_reruns_downstream(
     assert_eq!(skipped_lines, v.len(), "every stage says it is up to date: {second}");
     assert!(second.contains("up to date"), "{second}");
 
-    let forced = ok(tgrag(o, &["run", "--size", "tiny", "--force"]));
+    let forced = ok(tgrag(o, &hashed(&["run", "--size", "tiny", "--force"])));
     assert!(verbs(&forced).iter().all(|x| x.1 == "ran"), "{forced}");
     assert!(forced.contains("--force"), "{forced}");
 
     // A config change reruns the stage and, because its outputs change, its dependents: MoR ranks
     // with the bm25 stage's own index, so its parameters reach MoR's runs.
     let mor_run = std::fs::read(o.join("synthetic/mor/run.parquet")).expect("mor run");
-    let changed = ok(tgrag(o, &["run", "--size", "tiny", "--set", "bm25.k1=0.3", "--set", "bm25.b=0.2"]));
+    let changed = ok(tgrag(o, &hashed(&["run", "--size", "tiny", "--set", "bm25.k1=0.3", "--set", "bm25.b=0.2"])));
     let v: BTreeMap<String, String> = verbs(&changed).into_iter().collect();
     let verb = |s: &str| v.get(s).map(String::as_str).unwrap_or("");
     assert_eq!((verb("ingest"), verb("graph"), verb("dense"), verb("pasemiqa")), ("skipped", "skipped", "skipped", "skipped"), "{changed}");
@@ -202,7 +212,7 @@ fn second_run_skips_everything_force_reruns_and_config_change_reruns_downstream(
     // A tampered output is detected.
     let report = o.join("synthetic/report/report.md");
     std::fs::write(&report, "edited").expect("edit");
-    let again = ok(tgrag(o, &["run", "--size", "tiny", "--set", "bm25.k1=0.3", "--set", "bm25.b=0.2"]));
+    let again = ok(tgrag(o, &hashed(&["run", "--size", "tiny", "--set", "bm25.k1=0.3", "--set", "bm25.b=0.2"])));
     assert!(again.contains("report.md was modified"), "{again}");
 
     // Outputs written by another build of the code (here: a manifest whose code version differs, as
@@ -215,12 +225,12 @@ fn second_run_skips_everything_force_reruns_and_config_change_reruns_downstream(
     m["code_version"] = serde_json::Value::String(code.replace(" code ", " code 0"));
     m["fingerprint"] = serde_json::Value::String("0".repeat(64));
     std::fs::write(&manifest_path, serde_json::to_string(&m).expect("json")).expect("write manifest");
-    let stages = ok(tgrag(o, &["stages", "--size", "tiny", "--set", "bm25.k1=0.3", "--set", "bm25.b=0.2"]));
+    let stages = ok(tgrag(o, &hashed(&["stages", "--size", "tiny", "--set", "bm25.k1=0.3", "--set", "bm25.b=0.2"])));
     let mor_line = stages.lines().find(|l| l.trim_start().starts_with("mor ")).expect("mor line");
     assert!(mor_line.contains("stale: code changed"), "{stages}");
 
     // A different size is a different dataset content: ingest reruns.
-    let other = ok(tgrag(o, &["run", "--size", "tiny", "--seed", "7", "--stages", "ingest"]));
+    let other = ok(tgrag(o, &hashed(&["run", "--size", "tiny", "--seed", "7", "--stages", "ingest"])));
     assert_eq!(verbs(&other), vec![("ingest".into(), "ran".into())], "{other}");
     assert!(other.contains("input `dataset` changed"), "{other}");
 }
@@ -229,7 +239,7 @@ fn second_run_skips_everything_force_reruns_and_config_change_reruns_downstream(
 fn sql_counts_nodes_and_schema_and_stages_describe() {
     let d = tempfile::tempdir().expect("tmp");
     let o = d.path();
-    ok(tgrag(o, &["run", "--size", "tiny"]));
+    ok(tgrag(o, &hashed(&["run", "--size", "tiny"])));
     let nodes = tgrag_schemas::io::read_parquet(&o.join("synthetic/ingest/nodes.parquet")).expect("nodes");
     let out = ok(tgrag(o, &["sql", "SELECT count(*) AS n FROM synthetic_ingest_nodes"]));
     assert!(out.contains(&format!("| {} ", nodes.num_rows())), "{out}");
@@ -237,7 +247,7 @@ fn sql_counts_nodes_and_schema_and_stages_describe() {
     let out = ok(tgrag(o, &["sql", "SELECT method, count(*) AS q FROM synthetic_metrics_per_query GROUP BY method"]));
     assert!(
         out.contains("bm25")
-            && out.contains("| dense ")
+            && out.contains("| dense-hash ")
             && out.contains("| mor ")
             && out.contains("| mor-no-rerank ")
             && out.contains("| pasemiqa ")
@@ -299,9 +309,9 @@ fn sql_counts_nodes_and_schema_and_stages_describe() {
     let bad = tgrag(o, &["schema", "nope"]);
     assert!(!bad.status.success() && stderr(&bad).contains("unknown table `nope`"));
 
-    let stages = ok(tgrag(o, &["stages", "--size", "tiny"]));
+    let stages = ok(tgrag(o, &hashed(&["stages", "--size", "tiny"])));
     assert_eq!(stages.matches("up to date").count(), tgrag_stages::all().len(), "{stages}");
-    let stale = ok(tgrag(o, &["stages", "--size", "tiny", "--set", "metrics.mode=mor"]));
+    let stale = ok(tgrag(o, &hashed(&["stages", "--size", "tiny", "--set", "metrics.mode=mor"])));
     assert!(stale.contains("stale: config changed"), "{stale}");
 }
 
@@ -443,14 +453,15 @@ fn wrong_parquet_type_and_truncated_parquet_are_rejected() {
 
 #[test]
 fn sigkill_at_any_stage_then_rerun_gives_the_bytes_of_a_clean_run() {
-    // The hashing encoder keeps this test fast (MiniLM on `medium` takes minutes on 2 cores);
-    // MiniLM's determinism is checked on `tiny` below.
+    // `small` (the size `make run` uses): every stage still runs long enough to be caught mid-flight,
+    // while `medium` made this the slowest test of the suite (about four medium runs, 6-10 min on 2
+    // cores). The hashing encoder keeps it fast; MiniLM's determinism is checked below.
     // A small GraphWave (one scale, two points), few correlation pairs and short GNN trainings keep
     // `toporag` quick too.
     const RUN: [&str; 37] = [
         "run",
         "--size",
-        "medium",
+        "small",
         "--set",
         "dense.encoder=\"hash\"",
         "--set",
@@ -532,6 +543,7 @@ fn sigkill_at_any_stage_then_rerun_gives_the_bytes_of_a_clean_run() {
         }
         let _ = child.wait();
     }
+    eprintln!("killed mid-stage {kills} times");
     assert!(kills >= 3, "the run was killed mid-stage only {kills} times");
     let resumed = ok(tgrag(o, &RUN));
     // When the last attempt missed its stage's window (a fast stage on a busy machine), that run
@@ -549,9 +561,12 @@ fn sigkill_at_any_stage_then_rerun_gives_the_bytes_of_a_clean_run() {
 
 #[test]
 fn minilm_dense_stage_is_deterministic_and_needs_the_model() {
+    // Two runs of `dense` alone, with the `ingest` it reads (`--stages` runs what a stage needs):
+    // the outputs compared are dense's. The whole pipeline's bytes are compared run to run in
+    // `sigkill_at_any_stage_then_rerun_gives_the_bytes_of_a_clean_run`.
     let (a, b) = (tempfile::tempdir().expect("tmp"), tempfile::tempdir().expect("tmp"));
-    ok(tgrag(a.path(), &["run", "--size", "tiny"]));
-    ok(tgrag(b.path(), &["run", "--size", "tiny"]));
+    ok(tgrag(a.path(), &["run", "--size", "tiny", "--stages", "dense"]));
+    ok(tgrag(b.path(), &["run", "--size", "tiny", "--stages", "dense"]));
     let (sa, sb) = (snapshot(a.path()), snapshot(b.path()));
     let dense: Vec<_> = sa.keys().filter(|k| k.to_string_lossy().contains("dense/")).collect();
     assert!(!dense.is_empty());
