@@ -16,6 +16,11 @@
 //!
 //! Where wgpu finds no hardware adapter the figures are those of a software rasteriser (the note
 //! says so): a smoke check of the path, not a GPU's speed.
+//!
+//! The table is written after each section. `--resume` goes on from a bench-gpu into the same
+//! outputs folder that was stopped (a device lent for minutes): the sections the table holds are
+//! kept, and the runs resume where they stopped (completed stages are skipped and keep their
+//! timings) instead of starting over.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -45,16 +50,22 @@ pub struct BenchGpuArgs {
     /// The MiniLM folder (default: weights/all-MiniLM-L6-v2).
     #[arg(long)]
     pub model: Option<PathBuf>,
+    /// Go on from an earlier bench-gpu into the same outputs folder that was stopped (a device's
+    /// time limit): the sections its table already holds are kept, and its `tgrag run`s resume
+    /// where they stopped instead of starting over (`--force` is left out).
+    #[arg(long)]
+    pub resume: bool,
 }
 
 /// One row of `bench_gpu`.
+#[derive(Clone, Debug, PartialEq)]
 struct Figure {
-    section: &'static str,
+    section: String,
     system: String,
-    device: &'static str,
-    metric: &'static str,
+    device: String,
+    metric: String,
     value: f64,
-    unit: &'static str,
+    unit: String,
     note: String,
 }
 
@@ -76,13 +87,23 @@ pub fn run(outputs: &Path, a: BenchGpuArgs) -> Result<()> {
     // what it measured.
     let out = outputs.join("bench").join("bench_gpu.parquet");
     std::fs::create_dir_all(outputs.join("bench")).with_context(|| format!("creating {}", outputs.join("bench").display()))?;
-    let mut figures = minilm_figures(&dir, a.sentences, &note)?;
-    save(&figures, &out)?;
+    let earlier = if a.resume && out.is_file() { load(&out)? } else { Vec::new() };
     let runs = outputs.join("bench").join("gpu-runs");
-    figures.extend(training_figures(&runs, &a.size, &note)?);
-    save(&figures, &out)?;
-    if !a.no_e2e {
-        figures.extend(end_to_end(&runs, &a.e2e_size, &note)?);
+    let mut figures = Vec::new();
+    for section in ["minilm", "training", "end-to-end"] {
+        let kept: Vec<Figure> = earlier.iter().filter(|f| f.section == section).cloned().collect();
+        if !kept.is_empty() {
+            eprintln!("bench-gpu: {section}: kept the {} figures of the earlier run (--resume)", kept.len());
+            figures.extend(kept);
+            continue;
+        }
+        let force = !a.resume;
+        match section {
+            "minilm" => figures.extend(minilm_figures(&dir, a.sentences, &note)?),
+            "training" => figures.extend(training_figures(&runs, &a.size, &note, force)?),
+            _ if a.no_e2e => continue,
+            _ => figures.extend(end_to_end(&runs, &a.e2e_size, &note, force)?),
+        }
         save(&figures, &out)?;
     }
     for f in &figures {
@@ -96,10 +117,37 @@ pub fn run(outputs: &Path, a: BenchGpuArgs) -> Result<()> {
 fn save(figures: &[Figure], out: &Path) -> Result<()> {
     let mut rows = Rows::new(&tables::BENCH_GPU);
     for f in figures {
-        rows.put(f.section).put(f.system.as_str()).put(f.device).put(f.metric).put(f.value).put(f.unit).put(f.note.as_str()).end_row();
+        rows.put(f.section.as_str())
+            .put(f.system.as_str())
+            .put(f.device.as_str())
+            .put(f.metric.as_str())
+            .put(f.value)
+            .put(f.unit.as_str())
+            .put(f.note.as_str())
+            .end_row();
     }
     tgrag_schemas::io::write_table(&tables::BENCH_GPU, out, &rows.finish()?)?;
     Ok(())
+}
+
+/// The figures of an earlier `bench_gpu` table.
+fn load(path: &Path) -> Result<Vec<Figure>> {
+    let t = tgrag_schemas::io::read_table(path, &tables::BENCH_GPU)?;
+    let col = |name: &str| tgrag_schemas::columns::strs(&t, name);
+    let (section, system, device, metric, unit, note) =
+        (col("section")?, col("system")?, col("device")?, col("metric")?, col("unit")?, col("note")?);
+    let value = tgrag_schemas::columns::f64s(&t, "value")?;
+    Ok((0..t.num_rows())
+        .map(|i| Figure {
+            section: section.value(i).into(),
+            system: system.value(i).into(),
+            device: device.value(i).into(),
+            metric: metric.value(i).into(),
+            value: value.value(i),
+            unit: unit.value(i).into(),
+            note: note.value(i).into(),
+        })
+        .collect())
 }
 
 /// `n` seeded sentences of 40–80 words from a fixed vocabulary (as `make bench`'s MiniLM bench).
@@ -171,12 +219,12 @@ fn minilm_figures(dir: &Path, n: usize, note: &str) -> Result<Vec<Figure>> {
         let secs = t.elapsed().as_secs_f64();
         eprintln!("bench-gpu: minilm {name} on {device}: {:.1} sentences/s ({} products)", n as f64 / secs, model.products());
         out.push(Figure {
-            section: "minilm",
+            section: "minilm".into(),
             system: name.to_string(),
-            device,
-            metric: "sentences_per_s",
+            device: device.into(),
+            metric: "sentences_per_s".into(),
             value: n as f64 / secs,
-            unit: "1/s",
+            unit: "1/s".into(),
             note: format!("{n} sentences of 40-80 words, batch 32, {} products; {note}", model.products()),
         });
         embedded.push(e);
@@ -191,22 +239,22 @@ fn minilm_figures(dir: &Path, n: usize, note: &str) -> Result<Vec<Figure>> {
         })
         .fold(1.0f64, f64::min);
     out.push(Figure {
-        section: "minilm",
+        section: "minilm".into(),
         system: "burn-wgpu vs fused".into(),
-        device: "gpu/cpu",
-        metric: "min_cosine",
+        device: "gpu/cpu".into(),
+        metric: "min_cosine".into(),
         value: cos,
-        unit: "cosine",
+        unit: "cosine".into(),
         note: note.to_string(),
     });
     let ratio = out[2].value / out[0].value;
     out.push(Figure {
-        section: "minilm",
+        section: "minilm".into(),
         system: "burn-wgpu vs fused".into(),
-        device: "gpu/cpu",
-        metric: "throughput_ratio",
+        device: "gpu/cpu".into(),
+        metric: "throughput_ratio".into(),
         value: ratio,
-        unit: "x",
+        unit: "x".into(),
         note: note.to_string(),
     });
     Ok(out)
@@ -221,15 +269,17 @@ const TRAINING: &[(&str, &str)] = &[
     ("mixrag", "MixRAG experts + gate"),
 ];
 
-/// `tgrag run` of the synthetic dataset in a child process; its wall time.
-fn child_run(outputs: &Path, size: &str, device: &str) -> Result<f64> {
+/// `tgrag run` of the synthetic dataset in a child process (every stage rerun with `force`, else
+/// resumed: a stage an earlier run finished is skipped and keeps its timings); its wall time.
+fn child_run(outputs: &Path, size: &str, device: &str, force: bool) -> Result<f64> {
     let exe = std::env::current_exe().context("the tgrag executable")?;
     let t = Instant::now();
     let status = Command::new(exe)
         .arg("--outputs")
         .arg(outputs)
         .arg("--quiet")
-        .args(["run", "--dataset", "synthetic", "--size", size, "--seed", "42", "--device", device, "--force"])
+        .args(["run", "--dataset", "synthetic", "--size", size, "--seed", "42", "--device", device])
+        .args(force.then_some("--force"))
         .status()
         .context("starting tgrag run")?;
     if !status.success() {
@@ -259,12 +309,12 @@ fn stage_figures(root: &Path, stage: &str) -> Result<(f64, usize)> {
     Ok((secs, epochs))
 }
 
-fn training_figures(runs: &Path, size: &str, note: &str) -> Result<Vec<Figure>> {
+fn training_figures(runs: &Path, size: &str, note: &str, force: bool) -> Result<Vec<Figure>> {
     let mut out = Vec::new();
     let mut per: Vec<[(f64, usize); 2]> = vec![[(0.0, 0); 2]; TRAINING.len()];
     for (d, device) in ["cpu", "gpu"].into_iter().enumerate() {
         let folder = runs.join(device);
-        child_run(&folder, size, device)?;
+        child_run(&folder, size, device, force)?;
         for (i, (stage, _)) in TRAINING.iter().enumerate() {
             per[i][d] = stage_figures(&dataset_dir(&folder), stage)?;
         }
@@ -275,49 +325,51 @@ fn training_figures(runs: &Path, size: &str, note: &str) -> Result<Vec<Figure>> 
         for (device, (s, e)) in [("cpu", *cpu), ("gpu", *gpu)] {
             let n = format!("synthetic {size}; {e} epochs in {s:.2} s of stage time; {note}");
             out.push(Figure {
-                section: "training",
+                section: "training".into(),
                 system: system.clone(),
-                device,
-                metric: "stage_seconds",
+                device: device.into(),
+                metric: "stage_seconds".into(),
                 value: s,
-                unit: "s",
+                unit: "s".into(),
                 note: n.clone(),
             });
             out.push(Figure {
-                section: "training",
+                section: "training".into(),
                 system: system.clone(),
-                device,
-                metric: "epochs_per_s",
+                device: device.into(),
+                metric: "epochs_per_s".into(),
                 value: rate((s, e)),
-                unit: "1/s",
+                unit: "1/s".into(),
                 note: n,
             });
         }
         out.push(Figure {
-            section: "training",
+            section: "training".into(),
             system,
-            device: "gpu/cpu",
-            metric: "speedup",
+            device: "gpu/cpu".into(),
+            metric: "speedup".into(),
             value: if gpu.0 > 0.0 { cpu.0 / gpu.0 } else { 0.0 },
-            unit: "x",
+            unit: "x".into(),
             note: format!("cpu stage time / gpu stage time; {note}"),
         });
     }
     Ok(out)
 }
 
-fn end_to_end(runs: &Path, size: &str, note: &str) -> Result<Vec<Figure>> {
+fn end_to_end(runs: &Path, size: &str, note: &str, force: bool) -> Result<Vec<Figure>> {
     let folder = runs.join(format!("e2e-{size}"));
-    let wall = child_run(&folder, size, "gpu")?;
+    let wall = child_run(&folder, size, "gpu", force)?;
+    // A resumed run's wall time is that of its last part; the stage rows below cover every stage.
+    let wall_note = if force { note.to_string() } else { format!("resumed (--resume): the wall time of the last part only; {note}") };
     let root = dataset_dir(&folder);
     let mut out = vec![Figure {
-        section: "end-to-end",
+        section: "end-to-end".into(),
         system: format!("tgrag run --size {size}"),
-        device: "gpu",
-        metric: "wall_seconds",
+        device: "gpu".into(),
+        metric: "wall_seconds".into(),
         value: wall,
-        unit: "s",
-        note: note.to_string(),
+        unit: "s".into(),
+        note: wall_note,
     }];
     let mut stages: Vec<String> = std::fs::read_dir(&root)
         .with_context(|| format!("reading {}", root.display()))?
@@ -329,12 +381,12 @@ fn end_to_end(runs: &Path, size: &str, note: &str) -> Result<Vec<Figure>> {
     for stage in stages {
         let (s, _) = stage_figures(&root, &stage)?;
         out.push(Figure {
-            section: "end-to-end",
+            section: "end-to-end".into(),
             system: stage,
-            device: "gpu",
-            metric: "stage_seconds",
+            device: "gpu".into(),
+            metric: "stage_seconds".into(),
             value: s,
-            unit: "s",
+            unit: "s".into(),
             note: note.to_string(),
         });
     }
@@ -369,5 +421,31 @@ mod tests {
         assert_eq!(stage_figures(d.path(), "toporag").expect("figures").1, 0);
         let e = stage_figures(d.path(), "mor").expect_err("no timings").to_string();
         assert!(e.contains("mor") && e.contains("timings.parquet"), "{e}");
+    }
+
+    /// What `--resume` keeps: the figures a table holds read back as they were written.
+    #[test]
+    fn saved_figures_read_back_for_a_resumed_run() {
+        let d = tempfile::tempdir().expect("tmp");
+        let out = d.path().join("bench_gpu.parquet");
+        let figures: Vec<Figure> =
+            [("minilm", "fused", "cpu", "sentences_per_s", 873.5, "1/s"), ("training", "mor (MoR)", "gpu/cpu", "speedup", 0.25, "x")]
+                .into_iter()
+                .map(|(section, system, device, metric, value, unit)| Figure {
+                    section: section.into(),
+                    system: system.into(),
+                    device: device.into(),
+                    metric: metric.into(),
+                    value,
+                    unit: unit.into(),
+                    note: format!("note of {system}"),
+                })
+                .collect();
+        save(&figures, &out).expect("save");
+        assert_eq!(load(&out).expect("load"), figures);
+        // A file that is not the table is an error naming it, never an empty start.
+        std::fs::write(&out, b"not parquet").expect("write");
+        let e = load(&out).expect_err("garbage").to_string();
+        assert!(e.contains("bench_gpu.parquet"), "{e}");
     }
 }

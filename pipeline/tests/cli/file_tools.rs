@@ -177,3 +177,29 @@ fn bench_gpu_refuses_bad_arguments_before_any_work() {
     assert!(!o.join("bench").exists(), "nothing is written");
     assert_listed(&o, "bench_gpu");
 }
+
+/// `tgrag bench-gpu --resume` keeps every section an earlier, stopped bench-gpu wrote: with all
+/// three in the table it measures nothing again (no MiniLM pass, no `tgrag run`), prints the kept
+/// figures and leaves the table's rows as they were.
+#[test]
+fn bench_gpu_resume_keeps_the_sections_an_earlier_run_wrote() {
+    let d = tempfile::tempdir().expect("tmp");
+    let o = d.path().join("outputs");
+    let path = o.join("bench/bench_gpu.parquet");
+    std::fs::create_dir_all(o.join("bench")).expect("mkdir");
+    let mut rows = tgrag_schemas::rows::Rows::new(&tgrag_schemas::tables::BENCH_GPU);
+    for (section, system, device, metric, value) in [
+        ("minilm", "fused", "cpu", "sentences_per_s", 873.25),
+        ("training", "mor (MoR planner + reranker)", "gpu/cpu", "speedup", 0.5),
+        ("end-to-end", "dense", "gpu", "stage_seconds", 71.5),
+    ] {
+        rows.put(section).put(system).put(device).put(metric).put(value).put("u").put("an earlier run").end_row();
+    }
+    let batch = rows.finish().expect("rows");
+    tgrag_schemas::io::write_table(&tgrag_schemas::tables::BENCH_GPU, &path, &batch).expect("write");
+    let out = ok(tgrag(&o, &["bench-gpu", "--resume"]));
+    assert!(out.contains("873.250") && out.contains("71.500"), "{out}");
+    assert!(!o.join("bench/gpu-runs").exists(), "no run was started");
+    let again = tgrag_schemas::io::read_table(&path, &tgrag_schemas::tables::BENCH_GPU).expect("read");
+    assert_eq!(again.columns(), batch.columns(), "the kept rows are the earlier ones");
+}
