@@ -92,10 +92,13 @@ pub fn run(outputs: &Path, a: BenchGpuArgs) -> Result<()> {
     let mut figures = Vec::new();
     for section in ["minilm", "training", "end-to-end"] {
         let kept: Vec<Figure> = earlier.iter().filter(|f| f.section == section).cloned().collect();
-        if !kept.is_empty() {
+        if !kept.is_empty() && measured_as_asked(section, &kept, &a) {
             eprintln!("bench-gpu: {section}: kept the {} figures of the earlier run (--resume)", kept.len());
             figures.extend(kept);
             continue;
+        }
+        if !kept.is_empty() {
+            eprintln!("bench-gpu: {section}: the earlier run measured other sizes; measured again");
         }
         let force = !a.resume;
         match section {
@@ -128,6 +131,16 @@ fn save(figures: &[Figure], out: &Path) -> Result<()> {
     }
     tgrag_schemas::io::write_table(&tables::BENCH_GPU, out, &rows.finish()?)?;
     Ok(())
+}
+
+/// Whether an earlier run's figures of `section` were measured with this run's settings (the
+/// sentence count, the training run's size, the end-to-end size), as their notes and names say.
+fn measured_as_asked(section: &str, kept: &[Figure], a: &BenchGpuArgs) -> bool {
+    match section {
+        "minilm" => kept.iter().any(|f| f.note.starts_with(&format!("{} sentences ", a.sentences))),
+        "training" => kept.iter().any(|f| f.note.starts_with(&format!("synthetic {};", a.size))),
+        _ => kept.iter().any(|f| f.system == format!("tgrag run --size {}", a.e2e_size)),
+    }
 }
 
 /// The figures of an earlier `bench_gpu` table.
@@ -447,5 +460,40 @@ mod tests {
         std::fs::write(&out, b"not parquet").expect("write");
         let e = load(&out).expect_err("garbage").to_string();
         assert!(e.contains("bench_gpu.parquet"), "{e}");
+    }
+
+    /// `--resume` keeps a section only when it was measured with the settings asked for now.
+    #[test]
+    fn only_figures_of_the_same_settings_are_kept() {
+        let fig = |section: &str, system: &str, note: &str| Figure {
+            section: section.into(),
+            system: system.into(),
+            device: "cpu".into(),
+            metric: "m".into(),
+            value: 1.0,
+            unit: "u".into(),
+            note: note.into(),
+        };
+        let args = |extra: &[&str]| {
+            #[derive(clap::Parser)]
+            struct Cli {
+                #[command(flatten)]
+                a: BenchGpuArgs,
+            }
+            let argv = std::iter::once("bench-gpu").chain(extra.iter().copied());
+            <Cli as clap::Parser>::try_parse_from(argv).expect("arguments").a
+        };
+        let minilm = [fig("minilm", "fused", "1000 sentences of 40-80 words, batch 32")];
+        let training =
+            [fig("training", "mor (MoR)", "cpu stage time / gpu stage time"), fig("training", "mor (MoR)", "synthetic small; 60 epochs")];
+        let e2e = [fig("end-to-end", "dense", ""), fig("end-to-end", "tgrag run --size prime", "")];
+        let defaults = args(&[]);
+        assert!(measured_as_asked("minilm", &minilm, &defaults));
+        assert!(measured_as_asked("training", &training, &defaults));
+        assert!(measured_as_asked("end-to-end", &e2e, &defaults));
+        let other = args(&["--sentences", "100", "--size", "tiny", "--e2e-size", "medium"]);
+        assert!(!measured_as_asked("minilm", &minilm, &other));
+        assert!(!measured_as_asked("training", &training, &other));
+        assert!(!measured_as_asked("end-to-end", &e2e, &other));
     }
 }

@@ -188,12 +188,15 @@ fn bench_gpu_resume_keeps_the_sections_an_earlier_run_wrote() {
     let path = o.join("bench/bench_gpu.parquet");
     std::fs::create_dir_all(o.join("bench")).expect("mkdir");
     let mut rows = tgrag_schemas::rows::Rows::new(&tgrag_schemas::tables::BENCH_GPU);
-    for (section, system, device, metric, value) in [
-        ("minilm", "fused", "cpu", "sentences_per_s", 873.25),
-        ("training", "mor (MoR planner + reranker)", "gpu/cpu", "speedup", 0.5),
-        ("end-to-end", "dense", "gpu", "stage_seconds", 71.5),
+    // As bench-gpu writes them with its defaults: 1000 sentences, a `small` training run, `prime`
+    // end to end (the notes and the run's name say which).
+    for (section, system, device, metric, value, note) in [
+        ("minilm", "fused", "cpu", "sentences_per_s", 873.25, "1000 sentences of 40-80 words"),
+        ("training", "mor (MoR planner + reranker)", "cpu", "stage_seconds", 11.5, "synthetic small; 60 epochs"),
+        ("end-to-end", "tgrag run --size prime", "gpu", "wall_seconds", 301.5, "an earlier run"),
+        ("end-to-end", "dense", "gpu", "stage_seconds", 71.5, "an earlier run"),
     ] {
-        rows.put(section).put(system).put(device).put(metric).put(value).put("u").put("an earlier run").end_row();
+        rows.put(section).put(system).put(device).put(metric).put(value).put("u").put(note).end_row();
     }
     let batch = rows.finish().expect("rows");
     tgrag_schemas::io::write_table(&tgrag_schemas::tables::BENCH_GPU, &path, &batch).expect("write");
