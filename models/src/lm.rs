@@ -24,7 +24,7 @@ use burn::module::{Module, Param};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::error::{ModelError, Result};
-use crate::minilm::{Bert, LayerWeights, Part, key_bias, layer_norm, layer_with};
+use crate::minilm::{Bert, LayerWeights, Part, attention_bias, layer_norm, layer_with};
 use crate::train::{Dense, Stream, floats};
 
 /// How the language model's own weights train.
@@ -151,8 +151,11 @@ pub struct LanguageModel {
     layers: Vec<LmLayer>,
     heads: usize,
     eps: f64,
-    /// The position id of the first token (RoBERTa: `pad_token_id + 1`).
+    /// The position id of the first token (RoBERTa, MPNet: `pad_token_id + 1`).
     offset: usize,
+    /// MPNet's relative attention bias `[buckets, heads]`, shared by the layers (trained under
+    /// full fine-tuning, as transformers does); none for BERT and RoBERTa.
+    relative: Option<Param<Tensor<2>>>,
 }
 
 fn host(t: Tensor<2>) -> Result<(Vec<f32>, [usize; 2])> {
@@ -194,12 +197,14 @@ impl LanguageModel {
         let model = LanguageModel {
             word: param(word)?,
             position: param(position)?,
-            token_type: param(token_type)?,
+            // MPNet has no token types: its zero row does not train.
+            token_type: param(token_type)?.set_require_grad(!cfg.is_mpnet()),
             emb_ln: dense((g, b))?,
             layers,
             heads: cfg.num_attention_heads,
             eps: cfg.layer_norm_eps,
             offset: cfg.position_offset(),
+            relative: bert.relative_bias().map(&param).transpose()?,
         };
         match tuning {
             Tuning::Full => Ok(model),
@@ -298,7 +303,7 @@ impl LanguageModel {
         let pos: Tensor<1, Int> = Tensor::from_data(TensorData::new(pos, [b * len]), &dev);
         let x = x + self.position.val().select(0, pos) + self.token_type.val().slice([0..1, 0..d]);
         let mut x = layer_norm(x, self.emb_ln.parts(), self.eps);
-        let bias = key_bias(&mask, b, len, &dev);
+        let bias = attention_bias(&mask, b, len, self.relative.as_ref().map(Param::val), &dev);
         for l in &self.layers {
             x = l.forward(x, bias.clone(), (b, len, self.heads), self.eps);
         }
@@ -330,6 +335,9 @@ impl LanguageModel {
         }
         if self.word.val().is_require_grad() {
             n += self.num_params() - self.layers.iter().map(LmLayer::lora_params).sum::<usize>();
+            if !self.token_type.val().is_require_grad() {
+                n -= self.token_type.val().dims().iter().product::<usize>();
+            }
         }
         n
     }

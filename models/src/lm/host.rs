@@ -22,7 +22,7 @@ use super::{Prompts, Tuning};
 use crate::error::{ModelError, Result};
 use crate::linalg::{Op, gemm_f32_par};
 use crate::minilm::fused::{self, Products, erf_approx, exp_approx, sum16};
-use crate::minilm::{Bert, LayerWeights, amx};
+use crate::minilm::{Bert, LayerWeights, amx, relpos};
 use crate::train::{Stream, floats};
 
 /// The trained tensors of one encoder layer, flat and row-major (`[in, out]` for a product); the
@@ -89,8 +89,9 @@ impl HostLayer {
     }
 }
 
-/// The embedding tables: words `[vocab, d]`, positions `[positions, d]`, token type 0 `[d]`, and
-/// the embedding layer norm.
+/// The embedding tables: words `[vocab, d]`, positions `[positions, d]`, token type 0 `[d]`, the
+/// embedding layer norm, and MPNet's relative attention bias `[buckets, heads]` (shared by the
+/// layers; empty for BERT and RoBERTa).
 #[derive(Debug, Clone, Default)]
 pub struct HostEmbeddings {
     pub(crate) word: Vec<f32>,
@@ -98,6 +99,7 @@ pub struct HostEmbeddings {
     pub(crate) token_type: Vec<f32>,
     pub(crate) ln_g: Vec<f32>,
     pub(crate) ln_b: Vec<f32>,
+    pub(crate) relative: Vec<f32>,
 }
 
 /// Every tensor of the model (or, as [`HostGrads::params`], their gradients).
@@ -110,7 +112,7 @@ pub struct HostParams {
 impl HostParams {
     fn tensors(&self) -> Vec<&Vec<f32>> {
         let e = &self.emb;
-        let mut v = vec![&e.word, &e.position, &e.token_type, &e.ln_g, &e.ln_b];
+        let mut v = vec![&e.word, &e.position, &e.token_type, &e.ln_g, &e.ln_b, &e.relative];
         for l in &self.layers {
             v.extend(l.tensors());
         }
@@ -118,7 +120,7 @@ impl HostParams {
     }
     fn tensors_mut(&mut self) -> Vec<&mut Vec<f32>> {
         let e = &mut self.emb;
-        let mut v = vec![&mut e.word, &mut e.position, &mut e.token_type, &mut e.ln_g, &mut e.ln_b];
+        let mut v = vec![&mut e.word, &mut e.position, &mut e.token_type, &mut e.ln_g, &mut e.ln_b, &mut e.relative];
         for l in &mut self.layers {
             v.extend(l.tensors_mut());
         }
@@ -535,6 +537,7 @@ impl HostLm {
             token_type: floats(token_type)?,
             ln_g: floats(g)?,
             ln_b: floats(b)?,
+            relative: bert.relative_bias().map(floats).transpose()?.unwrap_or_default(),
         };
         let positions = emb.position.len() / d.max(1);
         let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
@@ -811,7 +814,11 @@ impl HostLm {
     pub fn trained_parameters(&self) -> usize {
         match self.tuning {
             Tuning::Frozen => 0,
-            Tuning::Full => self.p.tensors().iter().map(|t| t.len()).sum(),
+            // MPNet's zero token-type row does not train.
+            Tuning::Full => {
+                self.p.tensors().iter().map(|t| t.len()).sum::<usize>()
+                    - if self.p.emb.relative.is_empty() { 0 } else { self.p.emb.token_type.len() }
+            }
             Tuning::Lora { .. } => self.p.layers.iter().map(|l| l.lora_a.iter().chain(&l.lora_b).map(Vec::len).sum::<usize>()).sum(),
         }
     }
@@ -929,6 +936,7 @@ impl HostLm {
         let dh = d / heads;
         let scale = 1.0 / (dh as f32).sqrt();
         let t = qkv.len() / (3 * d);
+        let rel = &self.p.emb.relative;
         let mut ctx = vec![0f32; t * d];
         let probs: Vec<Vec<f32>> = split_rows(&mut ctx, seqs, d)
             .into_par_iter()
@@ -944,7 +952,17 @@ impl HostLm {
                         columns(rows, 3 * d, 2 * d + hd * dh, dh),
                     );
                     small(p, nn(&q, len, dh), tt(&k, len, dh))?;
-                    simd(Pass::Softmax { s: p, len: len.max(1), scale });
+                    if rel.is_empty() {
+                        simd(Pass::Softmax { s: p, len: len.max(1), scale });
+                    } else {
+                        // MPNet: softmax(S/√dh + the bias of each (query, key) distance).
+                        for (i, row) in p.chunks_exact_mut(len.max(1)).enumerate() {
+                            for (j, z) in row.iter_mut().enumerate() {
+                                *z = *z * scale + rel[relpos::bucket(j as i64 - i as i64) * heads + hd];
+                            }
+                        }
+                        simd(Pass::Softmax { s: p, len: len.max(1), scale: 1.0 });
+                    }
                     small(&mut c, nn(p, len, len), nn(&v, len, dh))?;
                     for (row, cr) in out.chunks_exact_mut(d).zip(c.chunks_exact(dh)) {
                         row[hd * dh..(hd + 1) * dh].copy_from_slice(cr);
@@ -967,9 +985,16 @@ impl HostLm {
         let mut grads = HostParams { emb: HostEmbeddings::default(), layers: Vec::with_capacity(self.p.layers.len()) };
         let mut dh = d_states.to_vec();
         let Tape { seqs, ids, slot_of, positions, x0, r0, layers, slots } = tape;
+        // MPNet's relative bias table is shared: its gradient is the sum over the layers.
+        let mut relative = Vec::new();
         for ((li, l), lt) in self.p.layers.iter().enumerate().zip(layers).rev() {
-            let (dx, g) = self.layer_backward(li, l, lt, &dh, &seqs)?;
+            let (dx, g, drel) = self.layer_backward(li, l, lt, &dh, &seqs)?;
             grads.layers.push(g);
+            if relative.is_empty() {
+                relative = drel;
+            } else {
+                add_into(&mut relative, &drel);
+            }
             dh = dx;
         }
         grads.layers.reverse();
@@ -997,7 +1022,9 @@ impl HostLm {
                     pos[p + c] += row[c];
                 }
             }
-            grads.emb = HostEmbeddings { word, position: pos, token_type: col_sums(&dx, d), ln_g: gg, ln_b: gb };
+            // MPNet has no token types: its zero token-type row stays out of training.
+            let token_type = if e.relative.is_empty() { col_sums(&dx, d) } else { Vec::new() };
+            grads.emb = HostEmbeddings { word, position: pos, token_type, ln_g: gg, ln_b: gb, relative };
         }
         Ok(HostGrads { params: grads, soft })
     }
@@ -1009,7 +1036,7 @@ impl HostLm {
         lt: LayerTape,
         dout: &[f32],
         seqs: &[(usize, usize)],
-    ) -> Result<(Vec<f32>, HostLayer)> {
+    ) -> Result<(Vec<f32>, HostLayer, Vec<f32>)> {
         let Dims { d, heads, ff, .. } = self.dims;
         let t = dout.len() / d;
         let (r, s) = (self.rank, self.scale);
@@ -1051,7 +1078,7 @@ impl HostLm {
             (g.lora_a[3], g.lora_b[3]) = self.lora_backward(&lt.ctx, &lt.lora_x[3], &da, &l.lora_b[3], t, s)?;
         }
         // Attention itself, then query, key and value.
-        let dqkv = self.attention_backward(&lt.qkv, &lt.probs, &dctx, seqs, heads)?;
+        let (dqkv, drel) = self.attention_backward(&lt.qkv, &lt.probs, &dctx, seqs, heads)?;
         drop(dctx);
         if full {
             g.wqkv = self.grad_w(&lt.h, &dqkv, (t, d, 3 * d))?;
@@ -1065,7 +1092,7 @@ impl HostLm {
                 (g.lora_a[j], g.lora_b[j]) = self.lora_backward(&lt.h, &lt.lora_x[j], &dy, &l.lora_b[j], t, s)?;
             }
         }
-        Ok((dh, g))
+        Ok((dh, g, drel))
     }
 
     /// LoRA's `y += s·(x·A)·B` backward: `(dA, dB)` from `dy`, with `xa = x·A` kept from the
@@ -1086,14 +1113,28 @@ impl HostLm {
 
     /// Attention's backward per (sequence, head): `dqkv` (`[t, 3d]`) from `dctx`. Parallel over
     /// sequences, each writing its own rows.
-    fn attention_backward(&self, qkv: &[f32], probs: &[Vec<f32>], dctx: &[f32], seqs: &[(usize, usize)], heads: usize) -> Result<Vec<f32>> {
+    /// The gradient of query, key and value `[t, 3d]`, and (MPNet under full fine-tuning) that of
+    /// the relative bias table `[buckets, heads]` from this layer (empty otherwise).
+    fn attention_backward(
+        &self,
+        qkv: &[f32],
+        probs: &[Vec<f32>],
+        dctx: &[f32],
+        seqs: &[(usize, usize)],
+        heads: usize,
+    ) -> Result<(Vec<f32>, Vec<f32>)> {
         let d = self.dims.d;
         let dh = d / heads;
         let scale = 1.0 / (dh as f32).sqrt();
         let t = qkv.len() / (3 * d);
+        let rel_grad = !self.p.emb.relative.is_empty() && self.full();
         let mut dqkv = vec![0f32; t * 3 * d];
-        split_rows(&mut dqkv, seqs, 3 * d).into_par_iter().zip(seqs.par_iter()).zip(probs.par_iter()).try_for_each(
-            |((out, &(s0, len)), probs)| -> Result<()> {
+        let drel: Vec<Vec<f32>> = split_rows(&mut dqkv, seqs, 3 * d)
+            .into_par_iter()
+            .zip(seqs.par_iter())
+            .zip(probs.par_iter())
+            .map(|((out, &(s0, len)), probs)| -> Result<Vec<f32>> {
+                let mut drel = if rel_grad { vec![0f32; relpos::NUM_BUCKETS * heads] } else { Vec::new() };
                 let rows = &qkv[s0 * 3 * d..(s0 + len) * 3 * d];
                 let dctx = &dctx[s0 * d..(s0 + len) * d];
                 let mut dp = vec![0f32; len * len];
@@ -1108,11 +1149,16 @@ impl HostLm {
                     let [dq, dk, dv] = &mut parts;
                     small(&mut dp, nn(&dc, len, dh), tt(&v, len, dh))?;
                     small(dv, tt(p, len, len), nn(&dc, len, dh))?;
-                    // dS = P ∘ (dP − rowsum(dP ∘ P)) · scale
-                    for (prow, drow) in p.chunks_exact(len.max(1)).zip(dp.chunks_exact_mut(len.max(1))) {
+                    // dS = P ∘ (dP − rowsum(dP ∘ P)) · scale; before the scale, the gradient of the
+                    // bias added to each score (MPNet's relative bias, summed into its bucket).
+                    for (i, (prow, drow)) in p.chunks_exact(len.max(1)).zip(dp.chunks_exact_mut(len.max(1))).enumerate() {
                         let dot = dot16(prow, drow);
-                        for (x, pv) in drow.iter_mut().zip(prow) {
-                            *x = pv * (*x - dot) * scale;
+                        for (j, (x, pv)) in drow.iter_mut().zip(prow).enumerate() {
+                            let dz = pv * (*x - dot);
+                            if rel_grad {
+                                drel[relpos::bucket(j as i64 - i as i64) * heads + hd] += dz;
+                            }
+                            *x = dz * scale;
                         }
                     }
                     small(dq, nn(&dp, len, len), nn(&k, len, dh))?;
@@ -1123,10 +1169,15 @@ impl HostLm {
                         }
                     }
                 }
-                Ok(())
-            },
-        )?;
-        Ok(dqkv)
+                Ok(drel)
+            })
+            .collect::<Result<_>>()?;
+        // Summed over the sequences in their order (the same sum whatever the thread count).
+        let mut total = if rel_grad { vec![0f32; relpos::NUM_BUCKETS * heads] } else { Vec::new() };
+        for part in &drel {
+            add_into(&mut total, part);
+        }
+        Ok((dqkv, total))
     }
 
     /// One optimiser step over the trained tensors with `grads` (from [`Self::backward`]); the

@@ -242,6 +242,16 @@ fn hf_parity_roberta() {
     parity_case(&dir, &[false]);
 }
 
+/// MPNet's checkpoint (its own tensor names, no token types, the relative position bias shared by
+/// the layers) with prompts up to 40 pieces long, so that the logarithmic buckets are read: token
+/// states, loss and gradients as transformers' MPNetModel, full fine-tuning (the bias table's
+/// gradient included) and peft LoRA on q, k, v and o.
+#[test]
+fn hf_parity_mpnet() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/lm_parity/mpnet");
+    parity_case(&dir, &[false, true]);
+}
+
 fn parity_case(dir: &std::path::Path, modes: &[bool]) {
     use safetensors::SafeTensors;
     let dir = dir.to_path_buf();
@@ -340,6 +350,12 @@ fn parity_case(dir: &std::path::Path, modes: &[bool]) {
                 &g2(lm.layers[0].q.base.params().0),
                 &t(&f32s("grad.encoder.layer.0.attention.self.query.weight"), d, d),
             );
+            // MPNet: the relative bias table `[buckets, heads]`, the same layout as transformers'.
+            if case.tensor("grad.encoder.relative_attention_bias.weight").is_ok() {
+                let table = lm.relative.as_ref().expect("an MPNet model has its relative bias");
+                close("grad relative attention bias", &g2(table.val()), &f32s("grad.encoder.relative_attention_bias.weight"));
+                assert!(lm.token_type.val().grad(&grads).is_none(), "MPNet has no token types to train");
+            }
             // The BERT case also checks these (the RoBERTa case holds the three above).
             if case.tensor("grad.encoder.layer.1.output.dense.weight").is_ok() {
                 close(
@@ -377,6 +393,12 @@ fn host_hf_parity_full_and_lora() {
 fn host_hf_parity_roberta() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/lm_parity/roberta");
     host_parity_case(&dir, &[false]);
+}
+
+#[test]
+fn host_hf_parity_mpnet() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/lm_parity/mpnet");
+    host_parity_case(&dir, &[false, true]);
 }
 
 fn host_parity_case(dir: &std::path::Path, modes: &[bool]) {
@@ -486,6 +508,12 @@ fn host_parity_case(dir: &std::path::Path, modes: &[bool]) {
                 // Query is the first d columns of the [d, 3d] query-key-value gradient.
                 let q: Vec<f32> = g.layers[0].wqkv.chunks(3 * d).flat_map(|row| row[..d].to_vec()).collect();
                 close("host grad layer 0 query", &q, &t(&f32s("grad.encoder.layer.0.attention.self.query.weight"), d, d));
+                if case.tensor("grad.encoder.relative_attention_bias.weight").is_ok() {
+                    close("host grad relative attention bias", &g.emb.relative, &f32s("grad.encoder.relative_attention_bias.weight"));
+                    assert!(g.emb.token_type.is_empty(), "MPNet has no token types to train");
+                } else {
+                    assert!(g.emb.relative.is_empty(), "no relative bias outside MPNet");
+                }
                 if case.tensor("grad.encoder.layer.1.output.dense.weight").is_ok() {
                     close(
                         "host grad layer 1 attention output",
@@ -561,20 +589,32 @@ fn host_adamw_leaves_a_tensor_out_of_a_step_alone() {
     assert_ne!(z, before, "a zero gradient still moves a tensor through its first moment");
 }
 
-/// A checkpoint of another architecture is refused by name when its config is read (MPNet's
-/// relative attention bias would otherwise be silently missing from the model).
+/// A checkpoint of another architecture is refused by name when its config is read, and a
+/// checkpoint that calls itself MPNet but lacks MPNet's tensors (its relative attention bias, its
+/// attention names) is refused by the strict loader rather than run without them.
 #[test]
-fn an_mpnet_checkpoint_is_refused_by_its_model_type() {
+fn other_architectures_and_mislabelled_checkpoints_are_refused() {
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/lm_parity/roberta");
-    let dir = tempfile::tempdir().expect("tempdir");
     let cfg = std::fs::read_to_string(src.join("config.json")).expect("config");
-    let mpnet = cfg.replace("\"roberta\"", "\"mpnet\"");
-    assert_ne!(cfg, mpnet, "the fixture names its model_type");
-    std::fs::write(dir.path().join("config.json"), mpnet).expect("write");
-    std::fs::copy(src.join("model.safetensors"), dir.path().join("model.safetensors")).expect("copy");
-    match crate::minilm::read_model(dir.path()) {
-        Err(ModelError::BadFile { reason, .. }) => assert!(reason.contains("model_type `mpnet` is not supported"), "{reason}"),
+    let relabel = |kind: &str| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let text = cfg.replace("\"roberta\"", &format!("\"{kind}\""));
+        assert_ne!(cfg, text, "the fixture names its model_type");
+        std::fs::write(dir.path().join("config.json"), text).expect("write");
+        std::fs::copy(src.join("model.safetensors"), dir.path().join("model.safetensors")).expect("copy");
+        dir
+    };
+    let deberta = relabel("deberta-v2");
+    match crate::minilm::read_model(deberta.path()) {
+        Err(ModelError::BadFile { reason, .. }) => assert!(reason.contains("model_type `deberta-v2` is not supported"), "{reason}"),
         other => panic!("expected a refusal, got {:?}", other.map(|(c, p, _)| (c, p))),
+    }
+    let mpnet = relabel("mpnet");
+    let (c, path, bytes) = crate::minilm::read_model(mpnet.path()).expect("an MPNet config reads");
+    match Bert::from_safetensors(c, &path, &bytes, &Device::flex()) {
+        Err(ModelError::Weights { reason, .. }) => assert!(reason.contains("missing tensor"), "{reason}"),
+        Err(e) => panic!("expected a strict-loading refusal, got {e}"),
+        Ok(_) => panic!("a RoBERTa checkpoint labelled MPNet must not load"),
     }
     assert!(crate::minilm::read_model(&src).is_ok(), "RoBERTa reads");
 }

@@ -17,9 +17,9 @@
 
 use rayon::prelude::*;
 
-use super::BertConfig;
 use super::amx::Epilogue;
 use super::weights::WeightFile;
+use super::{BertConfig, Tables, read_tables, relpos};
 use super::{amx, bf16};
 use crate::error::{ModelError, Result};
 
@@ -340,6 +340,8 @@ pub struct FusedBert {
     word: Vec<f32>,
     position: Vec<f32>,
     token_type0: Vec<f32>,
+    /// MPNet's relative attention bias `[buckets, heads]` ([`relpos`]).
+    relative: Option<Vec<f32>>,
     emb_ln: Norm,
     layers: Vec<Layer>,
     /// Packed weights when the products run on AMX or AVX512-BF16 (f32 gemm otherwise).
@@ -375,27 +377,16 @@ impl FusedBert {
     /// Reads every tensor strictly (missing, misshapen or unused tensors are errors), as the burn engine.
     pub fn from_safetensors(cfg: BertConfig, w_path: &std::path::Path, bytes: &[u8]) -> Result<Self> {
         let mut wf = WeightFile::parse(w_path, bytes)?;
-        let (d, v, di) = (cfg.hidden_size, cfg.vocab_size, cfg.intermediate_size);
-        let word = wf.f32s("embeddings.word_embeddings.weight", &[v, d])?;
-        let position = wf.f32s("embeddings.position_embeddings.weight", &[cfg.max_position_embeddings, d])?;
-        let token_type = wf.f32s("embeddings.token_type_embeddings.weight", &[cfg.type_vocab_size, d])?;
-        let token_type0 =
-            token_type.get(..d).map(<[f32]>::to_vec).ok_or_else(|| ModelError::Internal("empty token_type_embeddings".into()))?;
-        let pos_ids = wf.i64s("embeddings.position_ids", &[1, cfg.max_position_embeddings])?;
-        if pos_ids.iter().enumerate().any(|(i, &p)| p != i as i64) {
-            return Err(ModelError::Weights {
-                path: w_path.to_path_buf(),
-                reason: "embeddings.position_ids is not 0..max_position_embeddings".into(),
-            });
-        }
+        let (d, di) = (cfg.hidden_size, cfg.intermediate_size);
+        let Tables { word, position, token_type0, relative } = read_tables(&mut wf, &cfg, w_path)?;
         let emb_ln = norm(&mut wf, "embeddings.LayerNorm", d)?;
         let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
         for i in 0..cfg.num_hidden_layers {
-            let p = format!("encoder.layer.{i}");
+            let [nq, nk, nv, no, nln1, ni, nout, nln2] = cfg.layer_names(i);
             let (q, k, vv) = (
-                linear(&mut wf, &format!("{p}.attention.self.query.weight"), d, d)?,
-                linear(&mut wf, &format!("{p}.attention.self.key.weight"), d, d)?,
-                linear(&mut wf, &format!("{p}.attention.self.value.weight"), d, d)?,
+                linear(&mut wf, &format!("{nq}.weight"), d, d)?,
+                linear(&mut wf, &format!("{nk}.weight"), d, d)?,
+                linear(&mut wf, &format!("{nv}.weight"), d, d)?,
             );
             let mut wqkv = vec![0f32; d * 3 * d];
             for r in 0..d {
@@ -403,27 +394,24 @@ impl FusedBert {
                 wqkv[r * 3 * d + d..r * 3 * d + 2 * d].copy_from_slice(&k[r * d..(r + 1) * d]);
                 wqkv[r * 3 * d + 2 * d..(r + 1) * 3 * d].copy_from_slice(&vv[r * d..(r + 1) * d]);
             }
-            let mut bqkv = wf.f32s(&format!("{p}.attention.self.query.bias"), &[d])?;
-            bqkv.extend(wf.f32s(&format!("{p}.attention.self.key.bias"), &[d])?);
-            bqkv.extend(wf.f32s(&format!("{p}.attention.self.value.bias"), &[d])?);
+            let mut bqkv = wf.f32s(&format!("{nq}.bias"), &[d])?;
+            bqkv.extend(wf.f32s(&format!("{nk}.bias"), &[d])?);
+            bqkv.extend(wf.f32s(&format!("{nv}.bias"), &[d])?);
             layers.push(Layer {
                 wqkv,
                 bqkv,
-                wo: linear(&mut wf, &format!("{p}.attention.output.dense.weight"), d, d)?,
-                bo: wf.f32s(&format!("{p}.attention.output.dense.bias"), &[d])?,
-                ln1: norm(&mut wf, &format!("{p}.attention.output.LayerNorm"), d)?,
-                wi: linear(&mut wf, &format!("{p}.intermediate.dense.weight"), d, di)?,
-                bi: wf.f32s(&format!("{p}.intermediate.dense.bias"), &[di])?,
-                wo2: linear(&mut wf, &format!("{p}.output.dense.weight"), di, d)?,
-                bo2: wf.f32s(&format!("{p}.output.dense.bias"), &[d])?,
-                ln2: norm(&mut wf, &format!("{p}.output.LayerNorm"), d)?,
+                wo: linear(&mut wf, &format!("{no}.weight"), d, d)?,
+                bo: wf.f32s(&format!("{no}.bias"), &[d])?,
+                ln1: norm(&mut wf, &nln1, d)?,
+                wi: linear(&mut wf, &format!("{ni}.weight"), d, di)?,
+                bi: wf.f32s(&format!("{ni}.bias"), &[di])?,
+                wo2: linear(&mut wf, &format!("{nout}.weight"), di, d)?,
+                bo2: wf.f32s(&format!("{nout}.bias"), &[d])?,
+                ln2: norm(&mut wf, &nln2, d)?,
             });
         }
-        // The pooler belongs to BertModel: read (strictness), not used by sentence embeddings.
-        wf.f32s("pooler.dense.weight", &[d, d])?;
-        wf.f32s("pooler.dense.bias", &[d])?;
         wf.finish()?;
-        Ok(FusedBert { cfg, word, position, token_type0, emb_ln, layers, packed: None })
+        Ok(FusedBert { cfg, word, position, token_type0, relative, emb_ln, layers, packed: None })
     }
 
     /// Chooses how the linear layers are computed (packing the weights for the kernel used);
@@ -523,9 +511,11 @@ impl FusedBert {
         let off = self.cfg.position_offset();
         let mut x = vec![0f32; t * d];
         for (si, s) in batch.iter().enumerate() {
-            for (p, &id) in s.iter().enumerate() {
-                let p = p + off;
-                let row = &mut x[(starts[si] + p) * d..(starts[si] + p + 1) * d];
+            for (c, &id) in s.iter().enumerate() {
+                // Row `c` of the sentence, position id `c + off` (RoBERTa and MPNet start after the
+                // padding index).
+                let (r, p) = (starts[si] + c, c + off);
+                let row = &mut x[r * d..(r + 1) * d];
                 let (w, pe) = (&self.word[id as usize * d..(id as usize + 1) * d], &self.position[p * d..(p + 1) * d]);
                 for j in 0..d {
                     row[j] = w[j] + pe[j] + self.token_type0[j];
@@ -554,7 +544,18 @@ impl FusedBert {
                 let mut s = vec![0f32; len * len];
                 // S = Q·Kᵀ: rhs element (i, j) = K[j][i] → row stride 1, column stride 3d.
                 matmul(len, len, dh, &mut s, len, q, 3 * d, k, 1, 3 * d, false, false)?;
-                simd(Pass::Softmax { s: &mut s, len, scale });
+                match &self.relative {
+                    // MPNet: softmax(S/√dh + bias of each (query, key) distance).
+                    Some(table) => {
+                        for (i, row) in s.chunks_exact_mut(len).enumerate() {
+                            for (j, z) in row.iter_mut().enumerate() {
+                                *z = *z * scale + table[relpos::bucket(j as i64 - i as i64) * h + hh];
+                            }
+                        }
+                        simd(Pass::Softmax { s: &mut s, len, scale: 1.0 });
+                    }
+                    None => simd(Pass::Softmax { s: &mut s, len, scale }),
+                }
                 let mut out = vec![0f32; len * dh];
                 matmul(len, dh, len, &mut out, dh, &s, len, v, 3 * d, 1, false, false)?;
                 Ok((si, hh, out))

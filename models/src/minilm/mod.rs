@@ -8,12 +8,16 @@
 //! Sentences are encoded in batches of similar length (sorted by word-piece count, padded to the
 //! longest in the batch, padded keys masked out of attention), and returned in input order.
 //! Weights are read strictly ([`weights::WeightFile`]): a missing, misshapen or unused tensor is an
-//! error. The pooler (`pooler.dense`) belongs to BertModel and is loaded, but sentence embeddings
-//! do not use it; `embeddings.position_ids` must be the buffer `0..max_position_embeddings`.
+//! error. The pooler (`pooler.dense`) belongs to BertModel and is read when present, but sentence
+//! embeddings do not use it; `embeddings.position_ids`, when present, must be the buffer
+//! `0..max_position_embeddings`. The same encoder reads RoBERTa checkpoints (positions after the
+//! padding index) and MPNet ones (its own tensor names, no token types, a relative position bias
+//! shared by the layers: [`relpos`]); the architecture is read from `config.json`'s `model_type`.
 
 pub mod amx;
 pub mod bf16;
 pub mod fused;
+pub mod relpos;
 
 /// The operand check of the packed-weight kernels (`amx`, `bf16`): `m × k` rows of `lhs` (length,
 /// row stride) and `m × n` of `dst` fit their slices. `m ≥ 1`.
@@ -61,14 +65,20 @@ pub struct BertConfig {
     pub num_attention_heads: usize,
     pub intermediate_size: usize,
     pub max_position_embeddings: usize,
+    /// Token types (BERT's segments); MPNet has none (0).
+    #[serde(default)]
     pub type_vocab_size: usize,
     pub layer_norm_eps: f64,
     pub hidden_act: String,
-    /// `bert` (the default) or `roberta`: RoBERTa numbers positions from `pad_token_id + 1`.
+    /// `bert` (the default), `roberta` or `mpnet`: RoBERTa and MPNet number positions from
+    /// `pad_token_id + 1`; MPNet adds a relative position bias to the attention scores ([`relpos`]).
     #[serde(default)]
     pub model_type: Option<String>,
     #[serde(default)]
     pub pad_token_id: Option<u32>,
+    /// MPNet: rows of the relative attention bias table (transformers reads the first 32).
+    #[serde(default)]
+    pub relative_attention_num_buckets: Option<usize>,
 }
 
 impl BertConfig {
@@ -76,9 +86,29 @@ impl BertConfig {
     /// Hugging Face's `create_position_ids_from_input_ids` numbers unpadded tokens).
     pub fn position_offset(&self) -> usize {
         match self.model_type.as_deref() {
-            Some("roberta") => self.pad_token_id.unwrap_or(1) as usize + 1,
+            Some("roberta" | "mpnet") => self.pad_token_id.unwrap_or(1) as usize + 1,
             _ => 0,
         }
+    }
+
+    /// Whether the checkpoint is an MPNet (relative position bias, no token types).
+    pub fn is_mpnet(&self) -> bool {
+        self.model_type.as_deref() == Some("mpnet")
+    }
+
+    /// The checkpoint's names of encoder layer `i`'s tensors (without `.weight`/`.bias`), in
+    /// [`LayerWeights`] order: query, key, value, attention output, attention LayerNorm,
+    /// intermediate, output, output LayerNorm. BERT and RoBERTa share BERT's names; MPNet names
+    /// its attention `attention.attn.{q,k,v,o}` with the LayerNorm beside it.
+    pub fn layer_names(&self, i: usize) -> [String; 8] {
+        let p = format!("encoder.layer.{i}");
+        let attn: [&str; 5] = if self.is_mpnet() {
+            ["attention.attn.q", "attention.attn.k", "attention.attn.v", "attention.attn.o", "attention.LayerNorm"]
+        } else {
+            ["attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense", "attention.output.LayerNorm"]
+        };
+        let [q, k, v, o, ln] = attn.map(|a| format!("{p}.{a}"));
+        [q, k, v, o, ln, format!("{p}.intermediate.dense"), format!("{p}.output.dense"), format!("{p}.output.LayerNorm")]
     }
 
     /// The longest sequence the position table holds.
@@ -137,9 +167,62 @@ pub struct Bert {
     token_type0: Tensor<2>,
     emb_ln: LayerNorm,
     layers: Vec<Layer>,
-    /// Loaded for strictness; sentence embeddings use mean pooling, not the pooler.
-    #[allow(dead_code)]
-    pooler: Linear,
+    /// MPNet's relative attention bias `[buckets, heads]` ([`relpos`]); none for BERT and RoBERTa.
+    relative: Option<Tensor<2>>,
+}
+
+/// The embedding tables of a checkpoint and MPNet's relative bias table, read strictly; the
+/// optional parts (the `embeddings.position_ids` buffer, which newer transformers no longer
+/// save, and the pooler, which sentence embeddings do not use) are checked and taken when present.
+pub(crate) struct Tables {
+    pub word: Vec<f32>,
+    pub position: Vec<f32>,
+    /// Token type 0's embedding (zeros for MPNet, which has no token types).
+    pub token_type0: Vec<f32>,
+    /// `[buckets, heads]`, MPNet only.
+    pub relative: Option<Vec<f32>>,
+}
+
+pub(crate) fn read_tables(wf: &mut WeightFile<'_>, cfg: &BertConfig, w_path: &Path) -> Result<Tables> {
+    let (d, v) = (cfg.hidden_size, cfg.vocab_size);
+    let word = wf.f32s("embeddings.word_embeddings.weight", &[v, d])?;
+    let position = wf.f32s("embeddings.position_embeddings.weight", &[cfg.max_position_embeddings, d])?;
+    let token_type0 = if cfg.is_mpnet() {
+        vec![0f32; d]
+    } else {
+        let token_type = wf.f32s("embeddings.token_type_embeddings.weight", &[cfg.type_vocab_size, d])?;
+        token_type.get(..d).map(<[f32]>::to_vec).ok_or_else(|| ModelError::Weights {
+            path: w_path.to_path_buf(),
+            reason: "embeddings.token_type_embeddings is empty (type_vocab_size 0)".into(),
+        })?
+    };
+    if wf.has("embeddings.position_ids") {
+        let pos_ids = wf.i64s("embeddings.position_ids", &[1, cfg.max_position_embeddings])?;
+        if pos_ids.iter().enumerate().any(|(i, &p)| p != i as i64) {
+            return Err(ModelError::Weights {
+                path: w_path.to_path_buf(),
+                reason: "embeddings.position_ids is not 0..max_position_embeddings".into(),
+            });
+        }
+    }
+    let relative = if cfg.is_mpnet() {
+        let rows = cfg.relative_attention_num_buckets.unwrap_or(relpos::NUM_BUCKETS);
+        if rows < relpos::NUM_BUCKETS {
+            return Err(ModelError::Weights {
+                path: w_path.to_path_buf(),
+                reason: format!("relative_attention_num_buckets is {rows}: MPNet reads {} buckets", relpos::NUM_BUCKETS),
+            });
+        }
+        let t = wf.f32s("encoder.relative_attention_bias.weight", &[rows, cfg.num_attention_heads])?;
+        Some(t[..relpos::NUM_BUCKETS * cfg.num_attention_heads].to_vec())
+    } else {
+        None
+    };
+    if wf.has("pooler.dense.weight") {
+        wf.f32s("pooler.dense.weight", &[d, d])?;
+        wf.f32s("pooler.dense.bias", &[d])?;
+    }
+    Ok(Tables { word, position, token_type0, relative })
 }
 
 /// Which implementation of the encoder runs.
@@ -257,36 +340,29 @@ impl Bert {
     pub fn from_safetensors(cfg: BertConfig, w_path: &Path, bytes: &[u8], device: &Device) -> Result<Self> {
         let mut wf = WeightFile::parse(w_path, bytes)?;
         let (d, v) = (cfg.hidden_size, cfg.vocab_size);
-        let word = wf.matrix("embeddings.word_embeddings.weight", v, d, device)?;
-        let position = wf.matrix("embeddings.position_embeddings.weight", cfg.max_position_embeddings, d, device)?;
-        let token_type = wf.f32s("embeddings.token_type_embeddings.weight", &[cfg.type_vocab_size, d])?;
-        let token_type0 = Tensor::from_data(TensorData::new(token_type[..d].to_vec(), [1, d]), device);
-        let pos_ids = wf.i64s("embeddings.position_ids", &[1, cfg.max_position_embeddings])?;
-        if pos_ids.iter().enumerate().any(|(i, &p)| p != i as i64) {
-            return Err(ModelError::Weights {
-                path: w_path.to_path_buf(),
-                reason: "embeddings.position_ids is not 0..max_position_embeddings".into(),
-            });
-        }
+        let Tables { word, position, token_type0, relative } = read_tables(&mut wf, &cfg, w_path)?;
+        let word = Tensor::from_data(TensorData::new(word, [v, d]), device);
+        let position = Tensor::from_data(TensorData::new(position, [cfg.max_position_embeddings, d]), device);
+        let token_type0 = Tensor::from_data(TensorData::new(token_type0, [1, d]), device);
+        let relative = relative.map(|t| Tensor::from_data(TensorData::new(t, [relpos::NUM_BUCKETS, cfg.num_attention_heads]), device));
         let eps = cfg.layer_norm_eps;
         let emb_ln = LayerNorm::load(&mut wf, "embeddings.LayerNorm", d, eps, device)?;
         let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
         for i in 0..cfg.num_hidden_layers {
-            let p = format!("encoder.layer.{i}");
+            let [q, k, vv, o, ln1, inter, out, ln2] = cfg.layer_names(i);
             layers.push(Layer {
-                q: Linear::load(&mut wf, &format!("{p}.attention.self.query"), d, d, device)?,
-                k: Linear::load(&mut wf, &format!("{p}.attention.self.key"), d, d, device)?,
-                v: Linear::load(&mut wf, &format!("{p}.attention.self.value"), d, d, device)?,
-                attn_out: Linear::load(&mut wf, &format!("{p}.attention.output.dense"), d, d, device)?,
-                attn_ln: LayerNorm::load(&mut wf, &format!("{p}.attention.output.LayerNorm"), d, eps, device)?,
-                inter: Linear::load(&mut wf, &format!("{p}.intermediate.dense"), d, cfg.intermediate_size, device)?,
-                out: Linear::load(&mut wf, &format!("{p}.output.dense"), cfg.intermediate_size, d, device)?,
-                out_ln: LayerNorm::load(&mut wf, &format!("{p}.output.LayerNorm"), d, eps, device)?,
+                q: Linear::load(&mut wf, &q, d, d, device)?,
+                k: Linear::load(&mut wf, &k, d, d, device)?,
+                v: Linear::load(&mut wf, &vv, d, d, device)?,
+                attn_out: Linear::load(&mut wf, &o, d, d, device)?,
+                attn_ln: LayerNorm::load(&mut wf, &ln1, d, eps, device)?,
+                inter: Linear::load(&mut wf, &inter, d, cfg.intermediate_size, device)?,
+                out: Linear::load(&mut wf, &out, cfg.intermediate_size, d, device)?,
+                out_ln: LayerNorm::load(&mut wf, &ln2, d, eps, device)?,
             });
         }
-        let pooler = Linear::load(&mut wf, "pooler.dense", d, d, device)?;
         wf.finish()?;
-        Ok(Bert { cfg, device: device.clone(), word, position, token_type0, emb_ln, layers, pooler })
+        Ok(Bert { cfg, device: device.clone(), word, position, token_type0, emb_ln, layers, relative })
     }
 
     pub fn config(&self) -> &BertConfig {
@@ -342,7 +418,7 @@ impl Bert {
         let pos_t: Tensor<1, Int> = Tensor::from_data(TensorData::new(pos_ids, [b * len]), dev);
         let x = self.word.clone().select(0, ids_t) + self.position.clone().select(0, pos_t) + self.token_type0.clone();
         let mut x = self.emb_ln.forward(x);
-        let bias_t = key_bias(&mask, b, len, dev);
+        let bias_t = attention_bias(&mask, b, len, self.relative.clone(), dev);
         for layer in self.layers.iter().take(layers) {
             x = layer_forward(layer.weights(), x, bias_t.clone(), b, len, self.cfg.num_attention_heads, self.cfg.layer_norm_eps);
         }
@@ -380,6 +456,11 @@ impl Bert {
     /// and the embedding layer norm (gain, bias) `[1, d]` (for [`crate::lm`]).
     pub(crate) fn embedding_weights(&self) -> (Tensor<2>, Tensor<2>, Tensor<2>, (Tensor<2>, Tensor<2>)) {
         (self.word.clone(), self.position.clone(), self.token_type0.clone(), (self.emb_ln.g.clone(), self.emb_ln.b.clone()))
+    }
+
+    /// MPNet's relative attention bias table `[buckets, heads]` ([`relpos`]); none for BERT and RoBERTa.
+    pub(crate) fn relative_bias(&self) -> Option<Tensor<2>> {
+        self.relative.clone()
     }
 
     /// The weights of encoder layer `i` (for [`tune::TopLayers::from_bert`] and [`crate::lm`]).
@@ -423,6 +504,23 @@ impl Layer {
 pub(crate) fn key_bias(mask: &[f32], b: usize, len: usize, dev: &Device) -> Tensor<4> {
     let bias: Vec<f32> = mask.iter().map(|&m| if m > 0.0 { 0.0 } else { -1.0e30 }).collect();
     Tensor::from_data(TensorData::new(bias, [b, 1, 1, len]), dev)
+}
+
+/// The additive attention bias `[b, h or 1, len, len or 1]`: the key mask, plus MPNet's relative
+/// position bias when `relative` (the table `[buckets, heads]`) is given. Differentiable in the table.
+pub(crate) fn attention_bias(mask: &[f32], b: usize, len: usize, relative: Option<Tensor<2>>, dev: &Device) -> Tensor<4> {
+    let keys = key_bias(mask, b, len, dev);
+    match relative {
+        None => keys,
+        Some(table) => {
+            let heads = table.dims()[1];
+            let idx: Vec<i64> = (0..len * len).map(|k| relpos::bucket((k % len) as i64 - (k / len) as i64) as i64).collect();
+            let idx: Tensor<1, Int> = Tensor::from_data(TensorData::new(idx, [len * len]), dev);
+            // [len·len, heads] → [heads, len (query), len (key)] → broadcast over the batch.
+            let rel: Tensor<3> = table.select(0, idx).reshape([len, len, heads]).permute([2, 0, 1]);
+            keys + rel.unsqueeze::<4>()
+        }
+    }
 }
 
 pub(crate) fn layer_norm(x: Tensor<2>, (g, b): (Tensor<2>, Tensor<2>), eps: f64) -> Tensor<2> {
@@ -499,12 +597,10 @@ pub(crate) fn read_model(dir: &Path) -> Result<(BertConfig, PathBuf, Vec<u8>)> {
             reason: format!("hidden_act `{}` is not supported (only `gelu`)", cfg.hidden_act),
         });
     }
-    if let Some(kind) = cfg.model_type.as_deref().filter(|k| !matches!(*k, "bert" | "roberta")) {
+    if let Some(kind) = cfg.model_type.as_deref().filter(|k| !matches!(*k, "bert" | "roberta" | "mpnet")) {
         return Err(ModelError::BadFile {
             path: cfg_path,
-            reason: format!(
-                "model_type `{kind}` is not supported: BERT and RoBERTa checkpoints are (MPNet's relative attention bias is not implemented)"
-            ),
+            reason: format!("model_type `{kind}` is not supported: BERT, RoBERTa and MPNet checkpoints are"),
         });
     }
     if cfg.num_attention_heads == 0 || !cfg.hidden_size.is_multiple_of(cfg.num_attention_heads) {

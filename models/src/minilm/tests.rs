@@ -73,6 +73,7 @@ fn tiny_cfg() -> BertConfig {
         hidden_act: "gelu".into(),
         model_type: None,
         pad_token_id: None,
+        relative_attention_num_buckets: None,
     }
 }
 
@@ -289,8 +290,19 @@ fn weight_loading_is_strict() {
     missing.remove("encoder.layer.1.output.dense.bias");
     let e = load(&missing, true).expect("missing tensor must fail");
     assert!(e.contains("missing tensor `encoder.layer.1.output.dense.bias`"), "{e}");
-    // The position_ids buffer is part of the file and must be there.
-    assert!(load(&m, false).expect("no position ids").contains("embeddings.position_ids"));
+    // The position_ids buffer and the pooler are optional (newer transformers do not save the
+    // buffer; sentence embeddings do not use the pooler), but checked when present.
+    assert_eq!(load(&m, false), None, "a checkpoint without the position_ids buffer loads");
+    let mut no_pooler = m.clone();
+    no_pooler.remove("pooler.dense.weight");
+    no_pooler.remove("pooler.dense.bias");
+    assert_eq!(load(&no_pooler, true), None, "a checkpoint without the pooler loads");
+    let mut half_pooler = m.clone();
+    half_pooler.remove("pooler.dense.bias");
+    assert!(load(&half_pooler, true).is_some_and(|e| e.contains("pooler.dense.bias")), "half a pooler is refused");
+    let mut bad_pooler = m.clone();
+    bad_pooler.insert("pooler.dense.weight".into(), (vec![8, 7], vec![0.0; 56]));
+    assert!(load(&bad_pooler, true).is_some_and(|e| e.contains("pooler.dense.weight")), "a misshapen pooler is refused");
     // A misshapen tensor.
     let mut shaped = m.clone();
     shaped.insert("encoder.layer.0.intermediate.dense.weight".into(), (vec![12, 7], vec![0.0; 84]));
@@ -511,10 +523,10 @@ fn top_layer_tuning_learns_a_planted_rule() {
     std::fs::create_dir_all(&dir).expect("dir");
     let path = dir.join("encoder.safetensors");
     model.save(&path).expect("save");
-    let back = tune::TopLayers::load(&path, shape, &dev).expect("load");
+    let back = tune::TopLayers::load(&path, &bert, shape, &dev).expect("load");
     let (a, b) = (model.embed(&shape, &states, 32, &dev).expect("a"), back.embed(&shape, &states, 32, &dev).expect("b"));
     assert_eq!(a, b, "reloaded layers embed identically");
-    assert!(tune::TopLayers::load(&path, bert.top_shape(2, 2), &dev).is_err(), "a two-layer shape does not load one layer");
+    assert!(tune::TopLayers::load(&path, &bert, bert.top_shape(2, 2), &dev).is_err(), "a two-layer shape does not load one layer");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -546,6 +558,54 @@ fn products_resolve_to_what_this_cpu_runs() {
         match p.resolve() {
             Ok(r) => assert!(has && r == p),
             Err(e) => assert!(!has && matches!(e, crate::error::ModelError::Config { .. }) && e.to_string().contains(missing), "{e}"),
+        }
+    }
+}
+
+/// The tiny RoBERTa and MPNet checkpoints of `tests/fixtures/lm_parity` (made by transformers):
+/// both engines' sentence embeddings (mean over the real tokens, L2-normalised) of the fixture's
+/// prompts against transformers' own, and MPNet's relative position buckets against
+/// `MPNetEncoder.relative_position_bucket` over distances −300…300.
+#[test]
+fn roberta_and_mpnet_sentences_match_transformers_on_both_engines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/lm_parity");
+    for arch in ["roberta", "mpnet"] {
+        let dir = root.join(arch);
+        let bytes = std::fs::read(dir.join("case.safetensors")).expect("tests/fixtures/lm_parity (make.py)");
+        let case = safetensors::SafeTensors::deserialize(&bytes).expect("case");
+        let f32s = |name: &str| -> Vec<f32> {
+            let t = case.tensor(name).unwrap_or_else(|_| panic!("{arch} case has no {name}"));
+            t.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+        };
+        let i64s = |name: &str| -> (Vec<i64>, Vec<usize>) {
+            let t = case.tensor(name).unwrap_or_else(|_| panic!("{arch} case has no {name}"));
+            (t.data().chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))).collect(), t.shape().to_vec())
+        };
+        let (ids, shape) = i64s("ids");
+        let (mask, _) = i64s("mask");
+        let (b, len) = (shape[0], shape[1]);
+        let rows: Vec<Vec<u32>> =
+            (0..b).map(|r| (0..len).filter(|&c| mask[r * len + c] == 1).map(|c| ids[r * len + c] as u32).collect()).collect();
+        let want = f32s("sentence");
+        let (cfg, path, weights) = read_model(&dir).expect("config and checkpoint");
+        let burn = Bert::from_safetensors(cfg.clone(), &path, &weights, &Device::flex()).expect("burn engine");
+        let fused = fused::FusedBert::from_safetensors(cfg.clone(), &path, &weights).expect("fused engine");
+        let refs: Vec<&[u32]> = rows.iter().map(Vec::as_slice).collect();
+        for (engine, got) in [
+            ("burn", burn.encode_ids(&rows, EncodeOptions { batch_size: 2 }, &|_| {}).expect("burn")),
+            ("fused", fused.forward_pooled(&refs).expect("fused")),
+        ] {
+            assert_eq!(got.len(), want.len(), "{arch} {engine}: sizes");
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!((g - w).abs() <= 1e-5, "{arch} {engine}[{i}]: {g} vs transformers {w}");
+            }
+        }
+        if arch == "mpnet" {
+            let (rel, _) = i64s("relative");
+            let (buckets, _) = i64s("buckets");
+            for (r, want) in rel.iter().zip(&buckets) {
+                assert_eq!(relpos::bucket(*r) as i64, *want, "bucket of relative position {r}");
+            }
         }
     }
 }

@@ -19,7 +19,7 @@ use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Tensor, TensorData};
 
-use super::{Bert, LayerWeights, key_bias, layer_forward};
+use super::{Bert, LayerWeights, attention_bias, layer_forward, relpos};
 use crate::error::{ModelError, Result};
 use crate::train::{Dense, Evaluation, Learner, Plan, Score, Stepped, Stream, fit, floats};
 
@@ -131,10 +131,14 @@ impl TunedLayer {
 pub struct TopLayers {
     layers: Vec<TunedLayer>,
     head: Dense,
+    /// MPNet's relative attention bias table `[buckets, heads]`, frozen (none for BERT and RoBERTa).
+    #[module(skip)]
+    relative: Option<Vec<f32>>,
 }
 
-/// Token states of a batch, padded: `[b·len, d]`, the key bias and the pooling mask `[b, len, 1]`.
-fn pad(states: &[&[f32]], d: usize, dev: &Device) -> (Tensor<2>, Tensor<4>, Tensor<3>, usize) {
+/// Token states of a batch, padded: `[b·len, d]`, the attention bias (key mask, and MPNet's
+/// relative bias from `relative`, `[buckets, heads]`) and the pooling mask `[b, len, 1]`.
+fn pad(states: &[&[f32]], d: usize, relative: Option<&[f32]>, dev: &Device) -> (Tensor<2>, Tensor<4>, Tensor<3>, usize) {
     let b = states.len();
     let len = states.iter().map(|s| s.len() / d).max().unwrap_or(0).max(1);
     let mut x = vec![0f32; b * len * d];
@@ -145,7 +149,11 @@ fn pad(states: &[&[f32]], d: usize, dev: &Device) -> (Tensor<2>, Tensor<4>, Tens
             *m = 1.0;
         }
     }
-    let bias = key_bias(&mask, b, len, dev);
+    let table = relative.map(|t| {
+        let heads = t.len() / relpos::NUM_BUCKETS;
+        Tensor::<2>::from_data(TensorData::new(t.to_vec(), [relpos::NUM_BUCKETS, heads]), dev)
+    });
+    let bias = attention_bias(&mask, b, len, table, dev);
     (Tensor::from_data(TensorData::new(x, [b * len, d]), dev), bias, Tensor::from_data(TensorData::new(mask, [b, len, 1]), dev), len)
 }
 
@@ -164,12 +172,13 @@ impl TopLayers {
             })
             .collect::<Result<Vec<_>>>()?;
         let mut rng = Stream(seed ^ 0x7475_6e65);
-        Ok(TopLayers { layers, head: Dense::new(shape.dim, shape.classes.max(1), &mut rng, dev) })
+        let relative = bert.relative_bias().map(floats).transpose()?;
+        Ok(TopLayers { layers, head: Dense::new(shape.dim, shape.classes.max(1), &mut rng, dev), relative })
     }
 
     /// Mean of the top layers' token states over each sequence, `[b, d]` (not normalised).
     fn pooled(&self, shape: &TopShape, states: &[&[f32]], dev: &Device) -> Tensor<2> {
-        let (mut x, bias, mask, len) = pad(states, shape.dim, dev);
+        let (mut x, bias, mask, len) = pad(states, shape.dim, self.relative.as_deref(), dev);
         let b = states.len();
         for l in &self.layers {
             x = layer_forward(l.weights(), x, bias.clone(), b, len, shape.heads, shape.eps);
@@ -225,8 +234,9 @@ impl TopLayers {
         crate::train::save_layers(path, &named.iter().map(|(n, l)| (n.as_str(), *l)).collect::<Vec<_>>())
     }
 
-    /// Reads weights written by [`TopLayers::save`], strictly.
-    pub fn load(path: &Path, shape: TopShape, dev: &Device) -> Result<Self> {
+    /// Reads weights written by [`TopLayers::save`], strictly; `bert` is the encoder they top (its
+    /// relative attention bias, MPNet's, is frozen and not saved).
+    pub fn load(path: &Path, bert: &Bert, shape: TopShape, dev: &Device) -> Result<Self> {
         let mut names = Vec::new();
         for i in 0..shape.layers {
             for (n, (a, b)) in PARTS.iter().zip(TunedLayer::dims(&shape)) {
@@ -251,7 +261,8 @@ impl TopLayers {
             });
         }
         let head = next()?;
-        Ok(TopLayers { layers, head })
+        let relative = bert.relative_bias().map(floats).transpose()?;
+        Ok(TopLayers { layers, head, relative })
     }
 }
 

@@ -28,6 +28,11 @@ impl<'a> WeightFile<'a> {
         ModelError::Weights { path: self.path.clone(), reason }
     }
 
+    /// Whether the file holds a tensor `name` (for the optional parts of a checkpoint).
+    pub fn has(&self, name: &str) -> bool {
+        self.st.tensor(name).is_ok()
+    }
+
     /// The f32 values of `name`, which must have exactly `shape`.
     pub fn f32s(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
         let view = self.st.tensor(name).map_err(|_| self.err(format!("missing tensor `{name}`")))?;

@@ -100,7 +100,7 @@ pub struct LmSettings {
     pub lm_prompt_tokens: usize,
     pub lm_projector_hidden: usize,
     /// The language model (`--set <stage>.lm=…`): a model folder, or a hub model id
-    /// `<owner>/<name>` fetched with `tgrag fetch <owner>/<name>` (any BERT or RoBERTa
+    /// `<owner>/<name>` fetched with `tgrag fetch <owner>/<name>` (any BERT, RoBERTa or MPNet
     /// sentence-transformers checkpoint, e.g. `sentence-transformers/all-roberta-large-v1`).
     /// Default: the pinned all-MiniLM-L6-v2 of `model_dir`.
     #[serde(default, rename = "lm")]

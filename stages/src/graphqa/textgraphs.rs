@@ -29,7 +29,7 @@ pub struct TextgraphsConfig {
     pub device: DeviceChoice,
     /// Another sentence encoder than MiniLM for node, edge and question texts
     /// (`--set textgraphs.lm=…`, with `encoder=minilm`): a model folder or a hub model id fetched
-    /// with `tgrag fetch` (any BERT or RoBERTa sentence-transformers checkpoint).
+    /// with `tgrag fetch` (any BERT, RoBERTa or MPNet sentence-transformers checkpoint).
     #[serde(default)]
     pub lm: Option<String>,
 }

@@ -199,7 +199,7 @@ impl TextEncoder {
     }
 
     /// The sentence encoder of a language model named by a stage's `lm` option ([`backbone_dir`]):
-    /// any BERT or RoBERTa sentence-transformers checkpoint, mean-pooled and normalised as
+    /// any BERT, RoBERTa or MPNet sentence-transformers checkpoint, mean-pooled and normalised as
     /// sentence-transformers does, on the fused CPU engine (or burn on wgpu).
     pub fn backbone(spec: &str, device: DeviceChoice, progress: Progress) -> Result<TextEncoder> {
         let model = tgrag_models::minilm::MiniLm::for_device(&backbone_dir(spec)?, device)?;

@@ -165,7 +165,7 @@ impl PlanModel {
                 return Err(StageError::Internal("the tuned encoder needs MiniLM's burn engine".into()));
             };
             let shape = b.top_shape(meta.tune_layers, meta.tune_classes);
-            let top = TopLayers::load(&dir.join("encoder.safetensors"), shape, &dev)?;
+            let top = TopLayers::load(&dir.join("encoder.safetensors"), b, shape, &dev)?;
             Some(Tuned { bert, top, shape })
         } else {
             None

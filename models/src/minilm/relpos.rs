@@ -1,0 +1,81 @@
+//! MPNet's relative position bias: one table `[buckets, heads]` shared by every layer, read at the
+//! bucket of each (query, key) distance and added to that head's attention scores after the
+//! `1/√dh` scaling, before the key mask (Hugging Face's `MPNetEncoder.compute_position_bias`).
+//!
+//! The buckets are T5's: 32 in all, half for keys before the query and half for keys after it; in
+//! each half distances below 8 have a bucket each and the rest share 8 buckets spaced
+//! logarithmically up to 128 (farther keys fall in the last). transformers always asks for 32
+//! buckets, whatever `relative_attention_num_buckets` says (it sizes the table only), and so does
+//! this module. The logarithm is taken in f32 as transformers' tensors do, so the buckets are its
+//! buckets exactly (a test compares them over distances −300…300).
+
+/// Buckets transformers' `compute_position_bias` asks for.
+pub const NUM_BUCKETS: usize = 32;
+/// The distance from which every key shares the farthest bucket of its side.
+const MAX_DISTANCE: f32 = 128.0;
+
+/// The bucket of a key at `relative = key position − query position`.
+pub fn bucket(relative: i64) -> usize {
+    let half = (NUM_BUCKETS / 2) as i64;
+    let n = -relative;
+    let side = if n < 0 { half } else { 0 };
+    let n = n.abs();
+    let exact = half / 2;
+    if n < exact {
+        return (side + n) as usize;
+    }
+    // f32 as torch computes `log(n / max_exact) / log(max_distance / max_exact) * (half − max_exact)`
+    // (the Python float `math.log(16)` enters as an f32 scalar), truncated toward zero.
+    let ratio = (n as f32 / exact as f32).ln() / (f64::from(MAX_DISTANCE / exact as f32).ln() as f32);
+    let large = exact + (ratio * (half - exact) as f32) as i64;
+    (side + large.min(half - 1)) as usize
+}
+
+/// The bias of every (query, key) pair of a `len`-token sequence, head-major: `[heads, len, len]`,
+/// from the table `[buckets, heads]` (row-major).
+pub fn bias_matrix(table: &[f32], heads: usize, len: usize) -> Vec<f32> {
+    let mut out = vec![0f32; heads * len * len];
+    for i in 0..len {
+        for j in 0..len {
+            let row = &table[bucket(j as i64 - i as i64) * heads..][..heads];
+            for (h, &v) in row.iter().enumerate() {
+                out[(h * len + i) * len + j] = v;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hand-computed buckets: exact below 8 on each side, then ⌊8 + ln(n/8)/ln 16 · 8⌋ capped at 15.
+    #[test]
+    fn buckets_by_hand() {
+        // key before the query (relative < 0): n = −relative > 0, first half.
+        assert_eq!(bucket(0), 0);
+        assert_eq!(bucket(-7), 7);
+        assert_eq!(bucket(-8), 8);
+        assert_eq!(bucket(-15), 8 + (((15f64 / 8.0).ln() / 16f64.ln()) * 8.0) as usize);
+        assert_eq!(bucket(-16), 10);
+        assert_eq!(bucket(-127), 15);
+        assert_eq!(bucket(-1000), 15);
+        // key after the query: second half.
+        assert_eq!(bucket(1), 17);
+        assert_eq!(bucket(7), 23);
+        assert_eq!(bucket(8), 24);
+        assert_eq!(bucket(1000), 31);
+    }
+
+    #[test]
+    fn bias_matrix_reads_the_table_at_each_distance() {
+        let heads = 2;
+        let table: Vec<f32> = (0..NUM_BUCKETS * heads).map(|k| k as f32).collect();
+        let m = bias_matrix(&table, heads, 3);
+        // head 1, query 2, key 0: relative −2 → bucket 2 → table[2][1] = 5.
+        assert_eq!(m[(3 + 2) * 3], 5.0);
+        // head 0, query 0, key 2: relative 2 → bucket 18 → table[18][0] = 36.
+        assert_eq!(m[2], 36.0);
+    }
+}
