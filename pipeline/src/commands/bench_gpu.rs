@@ -137,10 +137,26 @@ fn save(figures: &[Figure], out: &Path) -> Result<()> {
 /// sentence count, the training run's size, the end-to-end size), as their notes and names say.
 fn measured_as_asked(section: &str, kept: &[Figure], a: &BenchGpuArgs) -> bool {
     match section {
-        "minilm" => kept.iter().any(|f| f.note.starts_with(&format!("{} sentences ", a.sentences))),
-        "training" => kept.iter().any(|f| f.note.starts_with(&format!("synthetic {};", a.size))),
-        _ => kept.iter().any(|f| f.system == format!("tgrag run --size {}", a.e2e_size)),
+        "minilm" => kept.iter().any(|f| f.note.starts_with(&minilm_setting(a.sentences))),
+        "training" => kept.iter().any(|f| f.note.starts_with(&training_setting(&a.size))),
+        _ => kept.iter().any(|f| f.system == end_to_end_system(&a.e2e_size)),
     }
+}
+
+/// How a MiniLM figure's note begins: the sentence count it was measured on. The producer
+/// ([`minilm_figures`]) and the checker ([`measured_as_asked`]) both format it here.
+fn minilm_setting(sentences: usize) -> String {
+    format!("{sentences} sentences of 40-80 words")
+}
+
+/// How a training figure's note begins: the synthetic size its runs used.
+fn training_setting(size: &str) -> String {
+    format!("synthetic {size};")
+}
+
+/// The system name of the end-to-end wall-time figure: the size it ran.
+fn end_to_end_system(size: &str) -> String {
+    format!("tgrag run --size {size}")
 }
 
 /// The figures of an earlier `bench_gpu` table.
@@ -238,7 +254,7 @@ fn minilm_figures(dir: &Path, n: usize, note: &str) -> Result<Vec<Figure>> {
             metric: "sentences_per_s".into(),
             value: n as f64 / secs,
             unit: "1/s".into(),
-            note: format!("{n} sentences of 40-80 words, batch 32, {} products; {note}", model.products()),
+            note: format!("{}, batch 32, {} products; {note}", minilm_setting(n), model.products()),
         });
         embedded.push(e);
     }
@@ -336,7 +352,7 @@ fn training_figures(runs: &Path, size: &str, note: &str, force: bool) -> Result<
         let system = format!("{stage} ({what})");
         let rate = |(s, e): (f64, usize)| if s > 0.0 { e as f64 / s } else { 0.0 };
         for (device, (s, e)) in [("cpu", *cpu), ("gpu", *gpu)] {
-            let n = format!("synthetic {size}; {e} epochs in {s:.2} s of stage time; {note}");
+            let n = format!("{} {e} epochs in {s:.2} s of stage time; {note}", training_setting(size));
             out.push(Figure {
                 section: "training".into(),
                 system: system.clone(),
@@ -377,7 +393,7 @@ fn end_to_end(runs: &Path, size: &str, note: &str, force: bool) -> Result<Vec<Fi
     let root = dataset_dir(&folder);
     let mut out = vec![Figure {
         section: "end-to-end".into(),
-        system: format!("tgrag run --size {size}"),
+        system: end_to_end_system(size),
         device: "gpu".into(),
         metric: "wall_seconds".into(),
         value: wall,
