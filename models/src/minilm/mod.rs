@@ -237,6 +237,8 @@ pub enum Engine {
 pub struct MiniLm {
     pub engine: Engine,
     tokenizer: Tokenizer,
+    /// Where the tokenizer came from (for errors about it).
+    tokenizer_path: PathBuf,
 }
 
 /// Options of [`MiniLm::encode`].
@@ -258,7 +260,8 @@ impl MiniLm {
     pub fn load(dir: &Path, device: &Device) -> Result<Self> {
         let (cfg, w_path, bytes) = read_model(dir)?;
         let bert = Bert::from_safetensors(cfg, &w_path, &bytes, device)?;
-        Ok(MiniLm { engine: Engine::Burn(Box::new(bert)), tokenizer: load_tokenizer(&dir.join("tokenizer.json"))? })
+        let tokenizer_path = dir.join("tokenizer.json");
+        Ok(MiniLm { engine: Engine::Burn(Box::new(bert)), tokenizer: load_tokenizer(&tokenizer_path)?, tokenizer_path })
     }
 
     /// Load the model into the CPU engine ([`fused::FusedBert`]), its linear layers computed as
@@ -266,7 +269,8 @@ impl MiniLm {
     pub fn load_fused(dir: &Path, products: fused::Products) -> Result<Self> {
         let (cfg, w_path, bytes) = read_model(dir)?;
         let bert = fused::FusedBert::from_safetensors(cfg, &w_path, &bytes)?.with_products(products)?;
-        Ok(MiniLm { engine: Engine::Fused(Box::new(bert)), tokenizer: load_tokenizer(&dir.join("tokenizer.json"))? })
+        let tokenizer_path = dir.join("tokenizer.json");
+        Ok(MiniLm { engine: Engine::Fused(Box::new(bert)), tokenizer: load_tokenizer(&tokenizer_path)?, tokenizer_path })
     }
 
     /// The engine for a device choice: the CPU engine for `cpu`, burn on wgpu for `gpu`.
@@ -310,12 +314,21 @@ impl MiniLm {
         Ok(enc.get_ids().to_vec())
     }
 
-    /// The beginning and separator tokens: `[CLS]`/`[SEP]` (BERT, MPNet-style vocabularies) or
-    /// `<s>`/`</s>` (RoBERTa).
+    /// The beginning and separator tokens, as the tokenizer's own post-processor puts them around
+    /// a sentence: `[CLS]`/`[SEP]` for BERT, `<s>`/`</s>` for RoBERTa and MPNet. (MPNet's vocabulary
+    /// is BERT's and also holds `[CLS]` and `[SEP]`, which the model was not trained to read there,
+    /// so the vocabulary alone cannot say.)
     pub fn bos_sep(&self) -> Result<(u32, u32)> {
-        match (self.special_id("[CLS]"), self.special_id("[SEP]")) {
-            (Ok(b), Ok(s)) => Ok((b, s)),
-            _ => Ok((self.special_id("<s>")?, self.special_id("</s>")?)),
+        let enc = self.tokenizer.encode("", true).map_err(|e| ModelError::Internal(format!("tokenizing: {e}")))?;
+        match enc.get_ids() {
+            &[b, s] => Ok((b, s)),
+            ids => Err(ModelError::Tokenizer {
+                path: self.tokenizer_path.clone(),
+                reason: format!(
+                    "its post-processor puts {} token(s) around a sentence ({ids:?}), not one beginning and one separator token",
+                    ids.len()
+                ),
+            }),
         }
     }
 

@@ -609,3 +609,43 @@ fn roberta_and_mpnet_sentences_match_transformers_on_both_engines() {
         }
     }
 }
+
+/// The prompt's beginning and separator tokens come from the tokenizer's post-processor, not from
+/// which special tokens the vocabulary holds: MiniLM's template gives `[CLS]`/`[SEP]` (101, 102);
+/// the same vocabulary under a template of two other tokens (as MPNet's BERT vocabulary holds
+/// `[CLS]` and `[SEP]` but wraps sentences in `<s>`/`</s>`) gives those two; a template of one
+/// token is refused, naming the tokenizer file.
+#[test]
+fn bos_and_sep_come_from_the_tokenizers_post_processor() {
+    let dir = model_dir();
+    if !dir.join("model.safetensors").exists() {
+        skip(&format!("bos_and_sep_come_from_the_tokenizers_post_processor: no model in {} (run `make models`)", dir.display()));
+        return;
+    }
+    let minilm = MiniLm::load_fused(&dir, Products::F32).expect("MiniLM");
+    assert_eq!(minilm.bos_sep().expect("bos/sep"), (101, 102));
+    let text = std::fs::read_to_string(dir.join("tokenizer.json")).expect("tokenizer.json");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let with_template = |single: serde_json::Value, specials: serde_json::Value| {
+        let mut j = json.clone();
+        j["post_processor"] = serde_json::json!({ "type": "TemplateProcessing", "single": single, "pair": [], "special_tokens": specials });
+        let tmp = tempfile::tempdir().expect("tempdir");
+        for f in ["config.json", "model.safetensors"] {
+            std::fs::copy(dir.join(f), tmp.path().join(f)).expect("copy");
+        }
+        std::fs::write(tmp.path().join("tokenizer.json"), serde_json::to_string(&j).expect("json")).expect("write");
+        let m = MiniLm::load_fused(tmp.path(), Products::F32).expect("load");
+        (m.bos_sep().map_err(|e| e.to_string()), tmp)
+    };
+    let special = |name: &str, id: u32| serde_json::json!({ "id": name, "ids": [id], "tokens": [name] });
+    let tok = |name: &str| serde_json::json!({ "SpecialToken": { "id": name, "type_id": 0 } });
+    let seq = serde_json::json!({ "Sequence": { "id": "A", "type_id": 0 } });
+    let (got, _keep) = with_template(
+        serde_json::json!([tok("[unused0]"), seq.clone(), tok("[unused1]")]),
+        serde_json::json!({ "[unused0]": special("[unused0]", 1), "[unused1]": special("[unused1]", 2) }),
+    );
+    assert_eq!(got, Ok((1, 2)), "the template's tokens, though the vocabulary holds [CLS] and [SEP]");
+    let (got, _keep) = with_template(serde_json::json!([tok("[CLS]"), seq]), serde_json::json!({ "[CLS]": special("[CLS]", 101) }));
+    let e = got.expect_err("one token around a sentence");
+    assert!(e.contains("tokenizer.json") && e.contains("1 token(s)"), "{e}");
+}
