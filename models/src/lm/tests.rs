@@ -235,11 +235,12 @@ fn hf_parity_full_and_lora() {
 }
 
 /// RoBERTa's checkpoint (positions after the padding index, one token type) through the same
-/// model: token states, loss and full fine-tuning's gradients as transformers' RobertaModel.
+/// model: token states, loss, full fine-tuning's and LoRA's gradients as transformers'
+/// RobertaModel with peft.
 #[test]
 fn hf_parity_roberta() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/lm_parity/roberta");
-    parity_case(&dir, &[false]);
+    parity_case(&dir, &[false, true]);
 }
 
 /// MPNet's checkpoint (its own tensor names, no token types, the relative position bias shared by
@@ -392,7 +393,7 @@ fn host_hf_parity_full_and_lora() {
 #[test]
 fn host_hf_parity_roberta() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/lm_parity/roberta");
-    host_parity_case(&dir, &[false]);
+    host_parity_case(&dir, &[false, true]);
 }
 
 #[test]
