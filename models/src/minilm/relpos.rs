@@ -31,21 +31,6 @@ pub fn bucket(relative: i64) -> usize {
     (side + large.min(half - 1)) as usize
 }
 
-/// The bias of every (query, key) pair of a `len`-token sequence, head-major: `[heads, len, len]`,
-/// from the table `[buckets, heads]` (row-major).
-pub fn bias_matrix(table: &[f32], heads: usize, len: usize) -> Vec<f32> {
-    let mut out = vec![0f32; heads * len * len];
-    for i in 0..len {
-        for j in 0..len {
-            let row = &table[bucket(j as i64 - i as i64) * heads..][..heads];
-            for (h, &v) in row.iter().enumerate() {
-                out[(h * len + i) * len + j] = v;
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,16 +51,5 @@ mod tests {
         assert_eq!(bucket(7), 23);
         assert_eq!(bucket(8), 24);
         assert_eq!(bucket(1000), 31);
-    }
-
-    #[test]
-    fn bias_matrix_reads_the_table_at_each_distance() {
-        let heads = 2;
-        let table: Vec<f32> = (0..NUM_BUCKETS * heads).map(|k| k as f32).collect();
-        let m = bias_matrix(&table, heads, 3);
-        // head 1, query 2, key 0: relative −2 → bucket 2 → table[2][1] = 5.
-        assert_eq!(m[(3 + 2) * 3], 5.0);
-        // head 0, query 0, key 2: relative 2 → bucket 18 → table[18][0] = 36.
-        assert_eq!(m[2], 36.0);
     }
 }
