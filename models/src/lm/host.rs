@@ -956,11 +956,7 @@ impl HostLm {
                         simd(Pass::Softmax { s: p, len: len.max(1), scale });
                     } else {
                         // MPNet: softmax(S/√dh + the bias of each (query, key) distance).
-                        for (i, row) in p.chunks_exact_mut(len.max(1)).enumerate() {
-                            for (j, z) in row.iter_mut().enumerate() {
-                                *z = *z * scale + rel[relpos::bucket(j as i64 - i as i64) * heads + hd];
-                            }
-                        }
+                        relpos::add_scaled(p, len, scale, rel, heads, hd);
                         simd(Pass::Softmax { s: p, len: len.max(1), scale: 1.0 });
                     }
                     small(&mut c, nn(p, len, len), nn(&v, len, dh))?;
@@ -1135,6 +1131,7 @@ impl HostLm {
             .zip(probs.par_iter())
             .map(|((out, &(s0, len)), probs)| -> Result<Vec<f32>> {
                 let mut drel = if rel_grad { vec![0f32; relpos::NUM_BUCKETS * heads] } else { Vec::new() };
+                let buckets = if rel_grad { relpos::distance_buckets(len) } else { Vec::new() };
                 let rows = &qkv[s0 * 3 * d..(s0 + len) * 3 * d];
                 let dctx = &dctx[s0 * d..(s0 + len) * d];
                 let mut dp = vec![0f32; len * len];
@@ -1156,7 +1153,7 @@ impl HostLm {
                         for (j, (x, pv)) in drow.iter_mut().zip(prow).enumerate() {
                             let dz = pv * (*x - dot);
                             if rel_grad {
-                                drel[relpos::bucket(j as i64 - i as i64) * heads + hd] += dz;
+                                drel[buckets[len - 1 - i + j] * heads + hd] += dz;
                             }
                             *x = dz * scale;
                         }

@@ -547,11 +547,7 @@ impl FusedBert {
                 match &self.relative {
                     // MPNet: softmax(S/√dh + bias of each (query, key) distance).
                     Some(table) => {
-                        for (i, row) in s.chunks_exact_mut(len).enumerate() {
-                            for (j, z) in row.iter_mut().enumerate() {
-                                *z = *z * scale + table[relpos::bucket(j as i64 - i as i64) * h + hh];
-                            }
-                        }
+                        relpos::add_scaled(&mut s, len, scale, table, h, hh);
                         simd(Pass::Softmax { s: &mut s, len, scale: 1.0 });
                     }
                     None => simd(Pass::Softmax { s: &mut s, len, scale }),

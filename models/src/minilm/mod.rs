@@ -527,7 +527,8 @@ pub(crate) fn attention_bias(mask: &[f32], b: usize, len: usize, relative: Optio
         None => keys,
         Some(table) => {
             let heads = table.dims()[1];
-            let idx: Vec<i64> = (0..len * len).map(|k| relpos::bucket((k % len) as i64 - (k / len) as i64) as i64).collect();
+            let buckets = relpos::distance_buckets(len);
+            let idx: Vec<i64> = (0..len * len).map(|k| buckets[len - 1 - k / len + k % len] as i64).collect();
             let idx: Tensor<1, Int> = Tensor::from_data(TensorData::new(idx, [len * len]), dev);
             // [len·len, heads] → [heads, len (query), len (key)] → broadcast over the batch.
             let rel: Tensor<3> = table.select(0, idx).reshape([len, len, heads]).permute([2, 0, 1]);

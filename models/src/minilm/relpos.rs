@@ -31,6 +31,22 @@ pub fn bucket(relative: i64) -> usize {
     (side + large.min(half - 1)) as usize
 }
 
+/// The bucket of every distance within a `len`-token sequence: entry `len − 1 + key − query`.
+pub fn distance_buckets(len: usize) -> Vec<usize> {
+    (0..2 * len.max(1) - 1).map(|k| bucket(k as i64 - (len.max(1) as i64 - 1))).collect()
+}
+
+/// Scores of one head of one sequence (`len × len`, row = query) scaled by `scale`, plus the
+/// relative bias of head `head` from `table` (`[buckets, heads]`): the softmax's input. The
+/// buckets of the `2·len − 1` distances are found once per call (the CPU engines' one place).
+pub fn add_scaled(scores: &mut [f32], len: usize, scale: f32, table: &[f32], heads: usize, head: usize) {
+    let bias: Vec<f32> = distance_buckets(len).iter().map(|&b| table[b * heads + head]).collect();
+    for (i, row) in scores.chunks_exact_mut(len.max(1)).enumerate() {
+        let b = &bias[len - 1 - i..][..len];
+        row.iter_mut().zip(b).for_each(|(z, b)| *z = *z * scale + b);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
