@@ -143,12 +143,15 @@ fn files_named(dir: &Path, pred: impl Fn(&str) -> bool) -> Vec<PathBuf> {
 }
 
 /// `args` with the hashing encoder in place of MiniLM for every stage that embeds text (`dense`,
-/// `toporag`, `textgraphs`): for the tests of the runner (cache, force, SQL over the outputs), where
-/// MiniLM would only add time (half of a tiny run). MiniLM runs end to end, a second run skipping
-/// every stage, in `outputs::a_tiny_run_shows_every_family_and_its_tables_read_in_polars_and_duckdb`.
+/// `toporag`, `textgraphs`), and TopoRAG's GNNs trained for a few epochs: for the tests of the runner
+/// (cache, force, SQL over the outputs), where MiniLM would only add time (half of a tiny run) and
+/// the GNNs' full trainings half of what is left. MiniLM and the full trainings run end to end, a
+/// second run skipping every stage, in
+/// `outputs::a_tiny_run_shows_every_family_and_its_tables_read_in_polars_and_duckdb`.
 fn hashed<'a>(args: &[&'a str]) -> Vec<&'a str> {
     let mut v = args.to_vec();
     v.extend(["--set", "dense.encoder=\"hash\"", "--set", "toporag.encoder=\"hash\"", "--set", "textgraphs.encoder=\"hash\""]);
+    v.extend(["--set", "toporag.nc_max_epochs=20", "--set", "toporag.lp_max_epochs=5"]);
     v
 }
 
@@ -457,11 +460,16 @@ fn sigkill_at_any_stage_then_rerun_gives_the_bytes_of_a_clean_run() {
     // while `medium` made this the slowest test of the suite (about four medium runs, 6-10 min on 2
     // cores). The hashing encoder keeps it fast; MiniLM's determinism is checked below.
     // A small GraphWave (one scale, two points), few correlation pairs and short GNN trainings keep
-    // `toporag` quick too.
-    const RUN: [&str; 37] = [
+    // `toporag` quick too; so do short planner and reranker trainings for `mor` (not a kill target:
+    // its default 20 reranker epochs were a third of each run).
+    const RUN: [&str; 41] = [
         "run",
         "--size",
         "small",
+        "--set",
+        "mor.planner_epochs=5",
+        "--set",
+        "mor.reranker_epochs=2",
         "--set",
         "dense.encoder=\"hash\"",
         "--set",
@@ -641,8 +649,19 @@ fn real_raw_datasets_run_from_their_own_files() {
     ] {
         let dir = root.join(folder);
         // The hashing encoder and short GNN trainings keep the TopoRAG stage fast here (MiniLM and
-        // the paper's epochs: ~4 min on 2 cores for CiteSeer).
-        let fast = ["--set", "toporag.encoder=\"hash\"", "--set", "toporag.nc_max_epochs=15", "--set", "toporag.lp_max_epochs=5"];
+        // the paper's epochs: ~4 min on 2 cores for CiteSeer). ExplaGraphs' node, edge and question
+        // texts are hashed too: MiniLM over its 10,071 texts took 55 s of this test on an AVX2-only
+        // CPU, and MiniLM runs every stage of the tiny run in `outputs::a_tiny_run_…`.
+        let fast = [
+            "--set",
+            "toporag.encoder=\"hash\"",
+            "--set",
+            "toporag.nc_max_epochs=15",
+            "--set",
+            "toporag.lp_max_epochs=5",
+            "--set",
+            "textgraphs.encoder=\"hash\"",
+        ];
         let mut args = vec!["run", "--dataset", name, "--data-dir", dir.to_str().expect("utf8 path")];
         args.extend(fast);
         // ExplaGraphs: one seed of G-Retriever's graph transformer on G-Retriever's split (the
@@ -656,7 +675,8 @@ fn real_raw_datasets_run_from_their_own_files() {
         assert!(out.contains(want), "{name}: {out}");
     }
     // ExplaGraphs: the graph transformer over the whole graph beats answering the majority class
-    // ("support", 0.5884 of G-Retriever's test split) on test.
+    // ("support", 0.5884 of G-Retriever's test split) on test, on hashed text features too (0.641
+    // on an AVX2-only EPYC; 0.652 with MiniLM's).
     let acc = |method: &str| -> f64 {
         let q = format!(
             "SELECT value FROM explagraphs_gretriever_scores WHERE method = '{method}' AND split = 'test' AND metric = 'accuracy' AND seed IS NULL"
@@ -1348,17 +1368,7 @@ fn a_second_run_into_the_same_dataset_folder_is_refused_or_waits_and_nothing_mix
     let d = tempfile::tempdir().expect("tmp");
     let o = d.path();
     let lock = o.join("synthetic").join(".tgrag.lock");
-    let args = [
-        "run",
-        "--size",
-        "tiny",
-        "--set",
-        "dense.encoder=\"hash\"",
-        "--set",
-        "toporag.encoder=\"hash\"",
-        "--set",
-        "textgraphs.encoder=\"hash\"",
-    ];
+    let args = hashed(&["run", "--size", "tiny"]);
     let spawn = |extra: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_tgrag"))
             .env("TGRAG_MODELS", Path::new(env!("CARGO_MANIFEST_DIR")).join("../weights"))
@@ -1366,7 +1376,7 @@ fn a_second_run_into_the_same_dataset_folder_is_refused_or_waits_and_nothing_mix
             .arg(o)
             .arg("--quiet")
             .args(extra)
-            .args(args)
+            .args(&args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
