@@ -38,6 +38,8 @@ pub mod train;
 mod divergence_tests;
 #[cfg(test)]
 mod gpu_tests;
+#[cfg(test)]
+mod parity_case;
 
 pub use device::DeviceChoice;
 pub use error::ModelError;

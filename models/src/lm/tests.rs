@@ -254,18 +254,9 @@ fn hf_parity_mpnet() {
 }
 
 fn parity_case(dir: &std::path::Path, modes: &[bool]) {
-    use safetensors::SafeTensors;
     let dir = dir.to_path_buf();
-    let bytes = std::fs::read(dir.join("case.safetensors")).expect("tests/fixtures/lm_parity/case.safetensors (make.py)");
-    let case = SafeTensors::deserialize(&bytes).expect("case");
-    let f32s = |name: &str| -> Vec<f32> {
-        let t = case.tensor(name).unwrap_or_else(|_| panic!("case has no {name}"));
-        t.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
-    };
-    let i64s = |name: &str| -> (Vec<i64>, Vec<usize>) {
-        let t = case.tensor(name).unwrap_or_else(|_| panic!("case has no {name}"));
-        (t.data().chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))).collect(), t.shape().to_vec())
-    };
+    let case = crate::parity_case::Case::read(&dir);
+    let (f32s, i64s) = (|name: &str| case.f32s(name), |name: &str| case.i64s(name));
     let (cfg, path, weights) = crate::minilm::read_model(&dir).expect("config and checkpoint");
     let bert = Bert::from_safetensors(cfg.clone(), &path, &weights, &Device::flex()).expect("strict load");
     let d = cfg.hidden_size;
@@ -352,13 +343,13 @@ fn parity_case(dir: &std::path::Path, modes: &[bool]) {
                 &t(&f32s("grad.encoder.layer.0.attention.self.query.weight"), d, d),
             );
             // MPNet: the relative bias table `[buckets, heads]`, the same layout as transformers'.
-            if case.tensor("grad.encoder.relative_attention_bias.weight").is_ok() {
+            if case.has("grad.encoder.relative_attention_bias.weight") {
                 let table = lm.relative.as_ref().expect("an MPNet model has its relative bias");
                 close("grad relative attention bias", &g2(table.val()), &f32s("grad.encoder.relative_attention_bias.weight"));
                 assert!(lm.token_type.val().grad(&grads).is_none(), "MPNet has no token types to train");
             }
             // The BERT case also checks these (the RoBERTa case holds the three above).
-            if case.tensor("grad.encoder.layer.1.output.dense.weight").is_ok() {
+            if case.has("grad.encoder.layer.1.output.dense.weight") {
                 close(
                     "grad layer 1 attention output",
                     &g2(lm.layers[1].attn_out.base.params().0),
@@ -404,17 +395,8 @@ fn host_hf_parity_mpnet() {
 
 fn host_parity_case(dir: &std::path::Path, modes: &[bool]) {
     use super::host::HostLm;
-    use safetensors::SafeTensors;
-    let bytes = std::fs::read(dir.join("case.safetensors")).expect("tests/fixtures/lm_parity/case.safetensors (make.py)");
-    let case = SafeTensors::deserialize(&bytes).expect("case");
-    let f32s = |name: &str| -> Vec<f32> {
-        let t = case.tensor(name).unwrap_or_else(|_| panic!("case has no {name}"));
-        t.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
-    };
-    let i64s = |name: &str| -> (Vec<i64>, Vec<usize>) {
-        let t = case.tensor(name).unwrap_or_else(|_| panic!("case has no {name}"));
-        (t.data().chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))).collect(), t.shape().to_vec())
-    };
+    let case = crate::parity_case::Case::read(dir);
+    let (f32s, i64s) = (|name: &str| case.f32s(name), |name: &str| case.i64s(name));
     let (cfg, path, weights) = crate::minilm::read_model(dir).expect("config and checkpoint");
     let bert = Bert::from_safetensors(cfg.clone(), &path, &weights, &Device::flex()).expect("strict load");
     let d = cfg.hidden_size;
@@ -509,13 +491,13 @@ fn host_parity_case(dir: &std::path::Path, modes: &[bool]) {
                 // Query is the first d columns of the [d, 3d] query-key-value gradient.
                 let q: Vec<f32> = g.layers[0].wqkv.chunks(3 * d).flat_map(|row| row[..d].to_vec()).collect();
                 close("host grad layer 0 query", &q, &t(&f32s("grad.encoder.layer.0.attention.self.query.weight"), d, d));
-                if case.tensor("grad.encoder.relative_attention_bias.weight").is_ok() {
+                if case.has("grad.encoder.relative_attention_bias.weight") {
                     close("host grad relative attention bias", &g.emb.relative, &f32s("grad.encoder.relative_attention_bias.weight"));
                     assert!(g.emb.token_type.is_empty(), "MPNet has no token types to train");
                 } else {
                     assert!(g.emb.relative.is_empty(), "no relative bias outside MPNet");
                 }
-                if case.tensor("grad.encoder.layer.1.output.dense.weight").is_ok() {
+                if case.has("grad.encoder.layer.1.output.dense.weight") {
                     close(
                         "host grad layer 1 attention output",
                         &g.layers[1].wo,

@@ -571,16 +571,8 @@ fn roberta_and_mpnet_sentences_match_transformers_on_both_engines() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/lm_parity");
     for arch in ["roberta", "mpnet"] {
         let dir = root.join(arch);
-        let bytes = std::fs::read(dir.join("case.safetensors")).expect("tests/fixtures/lm_parity (make.py)");
-        let case = safetensors::SafeTensors::deserialize(&bytes).expect("case");
-        let f32s = |name: &str| -> Vec<f32> {
-            let t = case.tensor(name).unwrap_or_else(|_| panic!("{arch} case has no {name}"));
-            t.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
-        };
-        let i64s = |name: &str| -> (Vec<i64>, Vec<usize>) {
-            let t = case.tensor(name).unwrap_or_else(|_| panic!("{arch} case has no {name}"));
-            (t.data().chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))).collect(), t.shape().to_vec())
-        };
+        let case = crate::parity_case::Case::read(&dir);
+        let (f32s, i64s) = (|name: &str| case.f32s(name), |name: &str| case.i64s(name));
         let (ids, shape) = i64s("ids");
         let (mask, _) = i64s("mask");
         let (b, len) = (shape[0], shape[1]);
