@@ -1412,17 +1412,7 @@ fn a_lock_left_by_a_killed_run_is_taken_over() {
         .arg("--outputs")
         .arg(o)
         .arg("--quiet")
-        .args([
-            "run",
-            "--size",
-            "tiny",
-            "--set",
-            "dense.encoder=\"hash\"",
-            "--set",
-            "toporag.encoder=\"hash\"",
-            "--set",
-            "textgraphs.encoder=\"hash\"",
-        ])
+        .args(hashed(&["run", "--size", "tiny"]))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

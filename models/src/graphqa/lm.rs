@@ -452,6 +452,20 @@ pub fn host_engine(dev: &Device) -> bool {
     dev.clone().inner() == Device::flex()
 }
 
+/// The learning rates of a training run: `cfg.lr` drives the language model and the head, `side`
+/// the soft-token side (graph encoder or MixRAG, projector, prompt); `None` gives it `cfg.lr` too.
+#[derive(Debug, Clone, Copy)]
+pub struct Rates<'a> {
+    pub cfg: &'a TrainConfig,
+    pub side: Option<f64>,
+}
+
+impl Rates<'_> {
+    fn side(&self) -> f64 {
+        self.side.unwrap_or(self.cfg.lr)
+    }
+}
+
 /// Trains a model on `train`, keeping the epoch with the best validation accuracy; returns it (on
 /// the inner device of `dev`), its curve and the kept epoch. The CPU trains on the host engine,
 /// a GPU on burn ([`train_on`] chooses explicitly).
@@ -460,11 +474,11 @@ pub fn train(
     shape: &LmQaShape,
     train: &[LmExample],
     val: &[LmExample],
-    cfg: &TrainConfig,
+    rates: Rates<'_>,
     seed: u64,
     dev: &Device,
 ) -> Result<(TrainedQa, Vec<QaEpoch>, u32)> {
-    train_on(host_engine(dev), bert, shape, train, val, cfg, seed, dev)
+    train_on(host_engine(dev), bert, shape, train, val, rates, seed, dev)
 }
 
 /// [`train`] on the host engine (`host`) or on burn.
@@ -475,12 +489,14 @@ pub fn train_on(
     shape: &LmQaShape,
     train: &[LmExample],
     val: &[LmExample],
-    cfg: &TrainConfig,
+    rates: Rates<'_>,
     seed: u64,
     dev: &Device,
 ) -> Result<(TrainedQa, Vec<QaEpoch>, u32)> {
     const MODEL: &str = "language-model QA";
+    let cfg = rates.cfg;
     crate::train::check_lr(MODEL, cfg.lr)?;
+    crate::train::check_lr(MODEL, rates.side())?;
     if train.is_empty() {
         return Err(ModelError::Internal("no training question".into()));
     }
@@ -497,6 +513,7 @@ pub fn train_on(
             train,
             val,
             lr: cfg.lr,
+            side_lr: rates.side(),
             epochs: cfg.epochs,
             tau: temperature(shape, cfg.epochs, 1),
             side_optim: cfg.adamw(),
@@ -513,6 +530,7 @@ pub fn train_on(
         train,
         val,
         lr: cfg.lr,
+        side_lr: rates.side(),
         epochs: cfg.epochs,
         tau: temperature(shape, cfg.epochs, 1),
         optim: cfg.adamw(),
@@ -528,6 +546,8 @@ struct LmLearner<'a> {
     train: &'a [LmExample],
     val: &'a [LmExample],
     lr: f64,
+    /// The soft-token side's learning rate.
+    side_lr: f64,
     epochs: usize,
     /// MixRAG's temperature of the current epoch.
     tau: f64,
@@ -550,8 +570,13 @@ impl Learner for LmLearner<'_> {
         let logits = model.forward(&refs, self.shape, (self.tau, Some(rng)), &self.ad)?;
         let Some(loss) = loss_of(logits, &refs) else { return Ok((model, None)) };
         let step = (f64::from(loss.clone().into_scalar::<f32>()), refs.len() as f64);
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        Ok((self.optim.step(self.lr, model, grads), Some(step)))
+        // Two steps of one optimiser over disjoint parameters (its state is per parameter): the
+        // soft-token side at its own rate, then the language model and the head.
+        let mut grads = loss.backward();
+        let side = GradientsParams::from_module(&mut grads, &model.side);
+        let rest = GradientsParams::from_grads(grads, &model);
+        let model = self.optim.step(self.side_lr, model, side);
+        Ok((self.optim.step(self.lr, model, rest), Some(step)))
     }
 
     fn evaluate(&mut self, model: &LmQa, epoch: usize, train_loss: f64) -> Result<Evaluation<LmQa, QaEpoch>> {
@@ -571,6 +596,7 @@ struct HostLearner<'a> {
     train: &'a [LmExample],
     val: &'a [LmExample],
     lr: f64,
+    side_lr: f64,
     epochs: usize,
     tau: f64,
     /// The soft-token side's optimiser (burn) and the language model's and head's (host): the
@@ -629,7 +655,7 @@ impl Learner for HostLearner<'_> {
             let g: Tensor<2> = Tensor::from_data(TensorData::new(grads.soft, [k, sd]), &self.ad);
             let surrogate = (soft * g).sum();
             let side_grads = GradientsParams::from_grads(surrogate.backward(), &model.side);
-            model.side = self.side_optim.step(self.lr, model.side, side_grads);
+            model.side = self.side_optim.step(self.side_lr, model.side, side_grads);
         }
         Ok((model, Some((loss, refs.len() as f64))))
     }

@@ -67,7 +67,7 @@ pub struct GretrieverConfig {
     #[serde(default)]
     pub model_dir: Option<String>,
     /// The language-model rows (`lm_rows`: `prompt-tuning`, `graphtoken`, `g-retriever`, `lora`,
-    /// `g-retriever-lora`, `full`, `g-retriever-full`) and their settings (`lm_lr_frozen`, `lm_lr_lora`, `lm_lr_full`, `lm_epochs`, …),
+    /// `g-retriever-lora`, `full`, `g-retriever-full`) and their settings (`lm_lr_frozen`, `lm_lr_lora`, `lm_lr_full`, `lm_lr_graph`, `lm_epochs`, …),
     /// classification tasks only ([`crate::graphqa::lm`]). None by default. Needs the model.
     pub lm_rows: Vec<crate::graphqa::lm::LmRow>,
     #[serde(flatten)]

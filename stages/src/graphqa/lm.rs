@@ -11,7 +11,7 @@ use tgrag_models::gnn::encoders::EncoderShape;
 use tgrag_models::gnn::mixrag::MixShape;
 use tgrag_models::graphqa::QaEpoch;
 use tgrag_models::graphqa::QaExample;
-use tgrag_models::graphqa::lm::{Layout, LmExample, LmQaShape, MixSource, Soft, predict, temperature, train};
+use tgrag_models::graphqa::lm::{Layout, LmExample, LmQaShape, MixSource, Rates, Soft, predict, temperature, train};
 use tgrag_models::lm::Tuning;
 use tgrag_models::minilm::{Engine, MiniLm};
 use tgrag_models::train::TrainConfig;
@@ -90,6 +90,11 @@ pub struct LmSettings {
     pub lm_lr_frozen: f64,
     pub lm_lr_lora: f64,
     pub lm_lr_full: f64,
+    /// Learning rate of the soft-token side (graph encoder or MixRAG, projector, prompt) in every
+    /// row; absent (`null`), the row's own rate above. The graph encoder and projector start from
+    /// random weights, where the language model starts trained.
+    #[serde(default)]
+    pub lm_lr_graph: Option<f64>,
     pub lm_epochs: usize,
     pub lm_batch: usize,
     pub lm_patience: usize,
@@ -113,6 +118,7 @@ impl Default for LmSettings {
             lm_lr_frozen: 1e-3,
             lm_lr_lora: 3e-4,
             lm_lr_full: 5e-5,
+            lm_lr_graph: None,
             lm_epochs: 4,
             lm_batch: 16,
             lm_patience: 2,
@@ -130,8 +136,9 @@ impl LmSettings {
     /// The settings' own checks.
     pub fn validate(&self) -> std::result::Result<(), String> {
         let positive = |x: f64| x > 0.0 && x.is_finite();
-        if ![self.lm_lr_frozen, self.lm_lr_lora, self.lm_lr_full, self.lm_alpha].into_iter().all(positive) {
-            return Err("lm_lr_frozen, lm_lr_lora, lm_lr_full and lm_alpha must be finite and > 0".into());
+        let rates = [self.lm_lr_frozen, self.lm_lr_lora, self.lm_lr_full, self.lm_alpha];
+        if !rates.into_iter().chain(self.lm_lr_graph).all(positive) {
+            return Err("lm_lr_frozen, lm_lr_lora, lm_lr_full, lm_lr_graph and lm_alpha must be finite and > 0".into());
         }
         if self.lm_epochs == 0 || self.lm_batch == 0 || self.lm_rank == 0 || self.lm_prompt_tokens == 0 || self.lm_projector_hidden == 0 {
             return Err("lm_epochs, lm_batch, lm_rank, lm_prompt_tokens and lm_projector_hidden must be ≥ 1".into());
@@ -322,7 +329,7 @@ pub fn run_row(
         layout,
     };
     let cfg = settings.train(base, spec.tuning);
-    let (model, curve, best) = train(b, &shape, train_x, val_x, &cfg, seed, dev)?;
+    let (model, curve, best) = train(b, &shape, train_x, val_x, Rates { cfg: &cfg, side: settings.lm_lr_graph }, seed, dev)?;
     let tau = temperature(&shape, cfg.epochs, best as usize);
     let predicted = predict(&model, &shape, eval_x, tau, 32, &dev.clone().autodiff().inner())?;
     Ok(RowResult { predicted, curve, best })
@@ -360,5 +367,7 @@ mod tests {
         assert_eq!(MixLmRow::MixragLora.method([true; 3]), "lm-mixrag-lora");
         assert_eq!(MixLmRow::Mixrag.method([true, false, true]), "lm-mixrag-entity+subgraph");
         assert!(LmSettings { lm_rank: 0, ..LmSettings::default() }.validate().is_err());
+        assert!(LmSettings { lm_lr_graph: Some(0.0), ..LmSettings::default() }.validate().is_err());
+        assert!(LmSettings { lm_lr_graph: Some(1e-3), ..LmSettings::default() }.validate().is_ok());
     }
 }
