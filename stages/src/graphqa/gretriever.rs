@@ -67,7 +67,8 @@ pub struct GretrieverConfig {
     #[serde(default)]
     pub model_dir: Option<String>,
     /// The language-model rows (`lm_rows`: `prompt-tuning`, `graphtoken`, `g-retriever`, `lora`,
-    /// `g-retriever-lora`, `full`, `g-retriever-full`) and their settings (`lm_lr_frozen`, `lm_lr_lora`, `lm_lr_full`, `lm_lr_graph`, `lm_epochs`, …),
+    /// `g-retriever-lora`, `full`, `g-retriever-full`, and Efficient G-Retriever's `efficient-g-retriever`,
+    /// `efficient-g-retriever-lora`, `efficient-g-retriever-full`) and their settings (`lm_lr_frozen`, `lm_lr_lora`, `lm_lr_full`, `lm_lr_graph`, `lm_epochs`, …),
     /// classification tasks only ([`crate::graphqa::lm`]). None by default. Needs the model.
     pub lm_rows: Vec<crate::graphqa::lm::LmRow>,
     #[serde(flatten)]
@@ -178,13 +179,16 @@ impl<'a> TaskData<'a> {
         task: Task,
         cfg: &GretrieverConfig,
     ) -> Result<Self> {
+        let mut read: Vec<SubgraphMethod> = methods(task, cfg).iter().map(|m| m.subgraph).collect();
+        if task != Task::WebQsp {
+            // The language-model rows' subgraphs.
+            read.extend(cfg.lm_rows.iter().map(|r| if r.efficient() { SubgraphMethod::Attention } else { SubgraphMethod::Pcst }));
+        }
+        read.retain(|&m| m != SubgraphMethod::Whole);
         for g in graphs {
-            for m in methods(task, cfg).iter().filter(|m| m.subgraph != SubgraphMethod::Whole) {
-                if !subs.contains_key(&(g.graph_id, m.subgraph)) {
-                    return Err(StageError::Input(format!(
-                        "graph {}: no `{}` subgraph in the subgraphs stage's tables",
-                        g.graph_id, m.subgraph
-                    )));
+            for &m in &read {
+                if !subs.contains_key(&(g.graph_id, m)) {
+                    return Err(StageError::Input(format!("graph {}: no `{m}` subgraph in the subgraphs stage's tables", g.graph_id)));
                 }
             }
         }
@@ -364,8 +368,10 @@ fn text_head(
     Ok(())
 }
 
-/// The language-model rows (classification tasks): G-Retriever's graph encoder over the `pcst`
-/// subgraph, its textualisation and the question read by the language model, per row and seed.
+/// The language-model rows (classification tasks), per row and seed: G-Retriever's graph
+/// transformer (mean-pooled) over the `pcst` subgraph, or for Efficient G-Retriever's rows `gt2`
+/// with attention pooling over the `attention` subgraph; that subgraph's textualisation and the
+/// question are read by the language model.
 fn lm_rows(
     d: &TaskData<'_>,
     cfg: &GretrieverConfig,
@@ -374,35 +380,44 @@ fn lm_rows(
     out: &mut TaskResult,
 ) -> Result<()> {
     use crate::graphqa::lm;
-    if cfg.lm_rows.is_empty() {
-        return Ok(());
-    }
     let (graphs, task, enc) = (d.graphs, d.task, d.enc);
-    let read = |ids: &[usize]| -> Result<Vec<tgrag_models::graphqa::lm::LmExample>> {
-        let descs: Vec<String> = ids.iter().map(|&i| lm::desc(enc, graphs[i], &d.sub_of(graphs[i], SubgraphMethod::Pcst))).collect();
-        let questions: Vec<String> = ids.iter().map(|&i| enc.texts[graphs[i].question as usize].clone()).collect();
-        lm::examples(bert, d.examples(ids, SubgraphMethod::Pcst), &descs, &questions)
-    };
-    let (train_x, val_x, eval_x) = (read(&d.tr)?, read(&d.va)?, read(&d.eval)?);
-    let encoder = EncoderShape {
-        kind: EncoderKind::Gt,
-        in_dim: enc.dim,
-        edge_dim: enc.dim,
-        hidden: cfg.hidden.get(),
-        layers: cfg.layers,
-        heads: cfg.heads,
-        pooling: Pooling::Mean,
-    };
-    let specs: Vec<lm::RowSpec> = cfg.lm_rows.iter().map(|r| r.spec(&cfg.lm, encoder)).collect();
-    let run = lm::RowsRun { stage: INFO.name, task: task.as_str(), classes: d.class_names.len(), settings: &cfg.lm, base: &cfg.train };
-    let sets = (train_x.as_slice(), val_x.as_slice(), eval_x.as_slice());
-    let TaskResult { predictions, curves } = out;
-    lm::run_rows(bert, &run, &specs, &cfg.seeds, sets, &cfg.device.device(), progress, curves, |method, seed, predicted| {
-        for ((&i, x), &p) in d.eval.iter().zip(&eval_x).zip(predicted) {
-            let text = d.class_names.get(p as usize).cloned().unwrap_or_default();
-            predictions.push(d.prediction(i, method, Some(seed), text, correct(&x.qa, p)));
+    for efficient in [false, true] {
+        let rows: Vec<lm::LmRow> = cfg.lm_rows.iter().copied().filter(|r| r.efficient() == efficient).collect();
+        if rows.is_empty() {
+            continue;
         }
-    })
+        let (subgraph, kind, pooling) = if efficient {
+            (SubgraphMethod::Attention, EncoderKind::Gt2, Pooling::Attention)
+        } else {
+            (SubgraphMethod::Pcst, EncoderKind::Gt, Pooling::Mean)
+        };
+        let read = |ids: &[usize]| -> Result<Vec<tgrag_models::graphqa::lm::LmExample>> {
+            let descs: Vec<String> = ids.iter().map(|&i| lm::desc(enc, graphs[i], &d.sub_of(graphs[i], subgraph))).collect();
+            let questions: Vec<String> = ids.iter().map(|&i| enc.texts[graphs[i].question as usize].clone()).collect();
+            lm::examples(bert, d.examples(ids, subgraph), &descs, &questions)
+        };
+        let (train_x, val_x, eval_x) = (read(&d.tr)?, read(&d.va)?, read(&d.eval)?);
+        let encoder = EncoderShape {
+            kind,
+            in_dim: enc.dim,
+            edge_dim: enc.dim,
+            hidden: cfg.hidden.get(),
+            layers: cfg.layers,
+            heads: cfg.heads,
+            pooling,
+        };
+        let specs: Vec<lm::RowSpec> = rows.iter().map(|r| r.spec(&cfg.lm, encoder)).collect();
+        let run = lm::RowsRun { stage: INFO.name, task: task.as_str(), classes: d.class_names.len(), settings: &cfg.lm, base: &cfg.train };
+        let sets = (train_x.as_slice(), val_x.as_slice(), eval_x.as_slice());
+        let TaskResult { predictions, curves } = &mut *out;
+        lm::run_rows(bert, &run, &specs, &cfg.seeds, sets, &cfg.device.device(), progress, curves, |method, seed, predicted| {
+            for ((&i, x), &p) in d.eval.iter().zip(&eval_x).zip(predicted) {
+                let text = d.class_names.get(p as usize).cloned().unwrap_or_default();
+                predictions.push(d.prediction(i, method, Some(seed), text, correct(&x.qa, p)));
+            }
+        })?;
+    }
+    Ok(())
 }
 
 impl StageSpec for GretrieverStage {

@@ -40,6 +40,13 @@ pub enum LmRow {
     Full,
     /// Every weight trained, with the graph token.
     GRetrieverFull,
+    /// Efficient G-Retriever's token (`gt2`, attention pooling, over the attention subgraph and
+    /// its textualisation), frozen model.
+    EfficientGRetriever,
+    /// Efficient G-Retriever's token with LoRA (its paper's "G-Retriever w/ LoRA" configuration).
+    EfficientGRetrieverLora,
+    /// Efficient G-Retriever's token, every weight trained.
+    EfficientGRetrieverFull,
 }
 
 impl LmRow {
@@ -53,7 +60,16 @@ impl LmRow {
             LmRow::GRetrieverLora => "lm-gretriever-lora",
             LmRow::Full => "lm-full",
             LmRow::GRetrieverFull => "lm-gretriever-full",
+            LmRow::EfficientGRetriever => "lm-efficient-gretriever",
+            LmRow::EfficientGRetrieverLora => "lm-efficient-gretriever-lora",
+            LmRow::EfficientGRetrieverFull => "lm-efficient-gretriever-full",
         }
+    }
+
+    /// Whether the row is Efficient G-Retriever's: `gt2` with attention pooling over the
+    /// attention subgraph (else G-Retriever's graph transformer, mean-pooled, over PCST's).
+    pub fn efficient(self) -> bool {
+        matches!(self, LmRow::EfficientGRetriever | LmRow::EfficientGRetrieverLora | LmRow::EfficientGRetrieverFull)
     }
 
     /// Where its soft tokens come from (`prompt_tokens` for prompt tuning).
@@ -68,9 +84,9 @@ impl LmRow {
     /// How the language model trains.
     pub fn tuning(self, rank: usize, alpha: f64) -> Tuning {
         match self {
-            LmRow::PromptTuning | LmRow::Graphtoken | LmRow::GRetriever => Tuning::Frozen,
-            LmRow::Lora | LmRow::GRetrieverLora => Tuning::Lora { rank, alpha },
-            LmRow::Full | LmRow::GRetrieverFull => Tuning::Full,
+            LmRow::PromptTuning | LmRow::Graphtoken | LmRow::GRetriever | LmRow::EfficientGRetriever => Tuning::Frozen,
+            LmRow::Lora | LmRow::GRetrieverLora | LmRow::EfficientGRetrieverLora => Tuning::Lora { rank, alpha },
+            LmRow::Full | LmRow::GRetrieverFull | LmRow::EfficientGRetrieverFull => Tuning::Full,
         }
     }
 
@@ -356,14 +372,31 @@ mod tests {
             "node_id,node_attr\n0,\"says \"\"no\"\", twice\"\n1,concept 1\n2,concept 3\n\nsrc,edge_attr,dst\n1,antonym of,0\n0,synonym of,2\n"
         );
         // Row names and settings as the stages' options spell them.
-        let rows: Vec<LmRow> =
-            serde_json::from_str(r#"["prompt-tuning","graphtoken","g-retriever","lora","g-retriever-lora","full","g-retriever-full"]"#)
-                .expect("rows");
+        let rows: Vec<LmRow> = serde_json::from_str(
+            r#"["prompt-tuning","graphtoken","g-retriever","lora","g-retriever-lora","full","g-retriever-full",
+                "efficient-g-retriever","efficient-g-retriever-lora","efficient-g-retriever-full"]"#,
+        )
+        .expect("rows");
         let methods: Vec<&str> = rows.iter().map(|r| r.method()).collect();
         assert_eq!(
             methods,
-            ["lm-prompt-tuning", "lm-graphtoken", "lm-gretriever", "lm-lora", "lm-gretriever-lora", "lm-full", "lm-gretriever-full"]
+            [
+                "lm-prompt-tuning",
+                "lm-graphtoken",
+                "lm-gretriever",
+                "lm-lora",
+                "lm-gretriever-lora",
+                "lm-full",
+                "lm-gretriever-full",
+                "lm-efficient-gretriever",
+                "lm-efficient-gretriever-lora",
+                "lm-efficient-gretriever-full"
+            ]
         );
+        let efficient: Vec<bool> = rows.iter().map(|r| r.efficient()).collect();
+        assert_eq!(efficient, [false, false, false, false, false, false, false, true, true, true]);
+        let tunings: Vec<Tuning> = rows[7..].iter().map(|r| r.tuning(8, 16.0)).collect();
+        assert_eq!(tunings, [Tuning::Frozen, Tuning::Lora { rank: 8, alpha: 16.0 }, Tuning::Full]);
         assert_eq!(MixLmRow::MixragLora.method([true; 3]), "lm-mixrag-lora");
         assert_eq!(MixLmRow::Mixrag.method([true, false, true]), "lm-mixrag-entity+subgraph");
         assert!(LmSettings { lm_rank: 0, ..LmSettings::default() }.validate().is_err());

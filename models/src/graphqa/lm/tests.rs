@@ -110,13 +110,19 @@ fn the_host_engine_trains_as_burn_does() {
     let (tr, va) = (examples(64, 3), examples(24, 4));
     let cfg = TrainConfig { lr: 3e-3, epochs: 3, patience: 3, batch: 16, ..TrainConfig::default() };
     // The soft-token side at its own rate in two cases: both engines must apply it to that side only.
-    for (soft, tuning, side) in [
-        (Soft::Graph, Tuning::Frozen, None),
-        (Soft::Graph, Tuning::Lora { rank: 2, alpha: 4.0 }, Some(3e-2)),
-        (Soft::Prompt { tokens: 2 }, Tuning::Full, Some(1e-4)),
-        (Soft::None, Tuning::Full, None),
+    // Efficient G-Retriever's token: `gt2` with attention pooling.
+    let efficient = |s: LmQaShape| LmQaShape {
+        encoder: s.encoder.map(|e| EncoderShape { kind: EncoderKind::Gt2, pooling: Pooling::Attention, ..e }),
+        ..s
+    };
+    for (soft, tuning, side, gt2) in [
+        (Soft::Graph, Tuning::Frozen, None, false),
+        (Soft::Graph, Tuning::Lora { rank: 2, alpha: 4.0 }, Some(3e-2), false),
+        (Soft::Graph, Tuning::Full, Some(1e-2), true),
+        (Soft::Prompt { tokens: 2 }, Tuning::Full, Some(1e-4), false),
+        (Soft::None, Tuning::Full, None, false),
     ] {
-        let s = shape(soft, tuning);
+        let s = if gt2 { efficient(shape(soft, tuning)) } else { shape(soft, tuning) };
         let rates = Rates { cfg: &cfg, side };
         let (host, hc, _) = train_on(true, &bert, &s, &tr, &va, rates, 5, &dev).expect("host");
         let (burn, bc, _) = train_on(false, &bert, &s, &tr, &va, rates, 5, &dev).expect("burn");
