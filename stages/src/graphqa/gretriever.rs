@@ -103,6 +103,14 @@ impl Default for GretrieverConfig {
     }
 }
 
+impl GretrieverConfig {
+    /// The graph encoder `kind` with `pooling` at this stage's sizes, over `dim`-wide node and edge
+    /// features.
+    fn encoder(&self, kind: EncoderKind, pooling: Pooling, dim: usize) -> EncoderShape {
+        EncoderShape { kind, in_dim: dim, edge_dim: dim, hidden: self.hidden.get(), layers: self.layers, heads: self.heads, pooling }
+    }
+}
+
 pub struct GretrieverStage;
 
 static INFO: StageInfo = StageInfo {
@@ -284,15 +292,7 @@ fn trained_methods(d: &TaskData<'_>, cfg: &GretrieverConfig, out: &mut TaskResul
             let (train_x, val_x, eval_x) = (d.examples(&d.tr, m.subgraph), d.examples(&d.va, m.subgraph), d.examples(&d.eval, m.subgraph));
             let head = if task == Task::WebQsp { HeadKind::Nodes } else { HeadKind::Classify { classes: d.class_names.len() } };
             let shape = QaShape {
-                encoder: m.encoder.map(|(kind, pooling)| EncoderShape {
-                    kind,
-                    in_dim: enc.dim,
-                    edge_dim: enc.dim,
-                    hidden: cfg.hidden.get(),
-                    layers: cfg.layers,
-                    heads: cfg.heads,
-                    pooling,
-                }),
+                encoder: m.encoder.map(|(kind, pooling)| cfg.encoder(kind, pooling, enc.dim)),
                 question_dim: enc.dim,
                 head,
                 head_hidden: cfg.head_hidden.get(),
@@ -397,16 +397,7 @@ fn lm_rows(
             lm::examples(bert, d.examples(ids, subgraph), &descs, &questions)
         };
         let (train_x, val_x, eval_x) = (read(&d.tr)?, read(&d.va)?, read(&d.eval)?);
-        let encoder = EncoderShape {
-            kind,
-            in_dim: enc.dim,
-            edge_dim: enc.dim,
-            hidden: cfg.hidden.get(),
-            layers: cfg.layers,
-            heads: cfg.heads,
-            pooling,
-        };
-        let specs: Vec<lm::RowSpec> = rows.iter().map(|r| r.spec(&cfg.lm, encoder)).collect();
+        let specs: Vec<lm::RowSpec> = rows.iter().map(|r| r.spec(&cfg.lm, cfg.encoder(kind, pooling, enc.dim))).collect();
         let run = lm::RowsRun { stage: INFO.name, task: task.as_str(), classes: d.class_names.len(), settings: &cfg.lm, base: &cfg.train };
         let sets = (train_x.as_slice(), val_x.as_slice(), eval_x.as_slice());
         let TaskResult { predictions, curves } = &mut *out;
