@@ -119,6 +119,12 @@ impl GraphQa {
         })
     }
 
+    /// The graph encoder (`None`: the question-only baseline): what a language-model row can
+    /// start its graph token from ([`lm::train_from`]).
+    pub fn encoder(&self) -> Option<&GraphEncoder> {
+        self.encoder.as_ref()
+    }
+
     /// Logits: `[G, classes]` (classification) or `[N, 1]` (node scores).
     fn forward(&self, g: &GraphBatch, q: Tensor<2>) -> Tensor<2> {
         match &self.encoder {

@@ -58,7 +58,11 @@ pub fn write_tensors<M: Module>(model: M, values: Vec<&[f32]>, what: &str) -> Re
         fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
             let next = self.values.next();
             param.map(|t| match next {
-                Some(v) if v.len() == t.shape().num_elements() => Tensor::from_data(TensorData::new(v.to_vec(), t.shape()), &t.device()),
+                Some(v) if v.len() == t.shape().num_elements() => {
+                    // A parameter that trains keeps training: the new value is tracked as the old one was.
+                    let tracked = t.is_require_grad();
+                    Tensor::from_data(TensorData::new(v.to_vec(), t.shape()), &t.device()).set_require_grad(tracked)
+                }
                 _ => {
                     self.error = Some(format!("a tensor of shape {:?} has no host value of that size", t.dims()));
                     t

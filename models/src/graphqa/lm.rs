@@ -30,6 +30,7 @@ use burn::tensor::{Device, Tensor, TensorData};
 
 use crate::error::{ModelError, Result};
 use crate::gnn::encoders::{EncoderShape, GraphEncoder};
+use crate::gnn::host::{read_tensors, write_tensors};
 use crate::gnn::mixrag::{MixRag, MixShape, gumbel};
 use crate::graphqa::{QaEpoch, QaExample, Target, argmax, batch_of};
 use crate::lm::host::{AdamW, HostLm};
@@ -146,18 +147,30 @@ pub struct SoftSide {
 impl SoftSide {
     /// New weights for `shape` (width `d`), drawn from `rng` (and `seed` for the encoders);
     /// `words` gives the word embeddings a learned prompt starts from.
+    /// `start`: trained encoder weights the graph token starts from (else drawn with `seed`).
     fn new(
         shape: &LmQaShape,
         (seed, vocab, d): (u64, usize, usize),
         rng: &mut Stream,
         words: &dyn Fn(&[u32]) -> Result<Vec<f32>>,
+        start: Option<&GraphEncoder>,
         dev: &Device,
     ) -> Result<Self> {
         let (mut encoder, mut mix, mut proj1, mut proj2, mut prompt) = (None, None, None, None, None);
+        if start.is_some() && shape.soft != Soft::Graph {
+            return Err(ModelError::Internal("trained encoder weights given to a row without a graph token".into()));
+        }
         match shape.soft {
             Soft::Graph => {
                 let e = shape.encoder.ok_or_else(|| ModelError::Internal("a graph token needs a graph encoder".into()))?;
-                encoder = Some(GraphEncoder::new(e, seed, dev)?);
+                let fresh = GraphEncoder::new(e, seed, dev)?;
+                encoder = Some(match start {
+                    Some(s) => {
+                        let values = read_tensors(s, "the starting graph encoder")?;
+                        write_tensors(fresh, values.iter().map(|(_, v)| v.as_slice()).collect(), "the starting graph encoder")?
+                    }
+                    None => fresh,
+                });
                 proj1 = Some(Dense::new(e.hidden, shape.projector_hidden.max(1), rng, dev));
                 proj2 = Some(Dense::new(shape.projector_hidden.max(1), d, rng, dev));
             }
@@ -225,11 +238,16 @@ pub struct LmQa {
 impl LmQa {
     /// A model over `bert`'s weights (on `dev`); `seed` draws every new weight.
     pub fn new(bert: &Bert, shape: &LmQaShape, seed: u64, dev: &Device) -> Result<Self> {
+        Self::starting(bert, shape, seed, None, dev)
+    }
+
+    /// [`LmQa::new`] with the graph encoder's weights from `start` when given.
+    fn starting(bert: &Bert, shape: &LmQaShape, seed: u64, start: Option<&GraphEncoder>, dev: &Device) -> Result<Self> {
         let lm = LanguageModel::from_bert(bert, shape.tuning, seed, dev)?;
         let d = lm.dim();
         let mut rng = Stream(seed ^ 0x6c6d_7161);
         let words = |ids: &[u32]| floats(lm.word_embeddings(ids));
-        let side = SoftSide::new(shape, (seed, bert.config().vocab_size, d), &mut rng, &words, dev)?;
+        let side = SoftSide::new(shape, (seed, bert.config().vocab_size, d), &mut rng, &words, start, dev)?;
         let head = Dense::new(d, shape.classes.max(1), &mut rng, dev);
         Ok(LmQa { side, lm, head })
     }
@@ -278,11 +296,16 @@ impl TrainedQa {
 impl HostQa {
     /// The same model as [`LmQa::new`] draws (same seed, same weights), with the side on `dev`.
     pub fn new(bert: &Bert, shape: &LmQaShape, seed: u64, dev: &Device) -> Result<Self> {
+        Self::starting(bert, shape, seed, None, dev)
+    }
+
+    /// [`HostQa::new`] with the graph encoder's weights from `start` when given.
+    fn starting(bert: &Bert, shape: &LmQaShape, seed: u64, start: Option<&GraphEncoder>, dev: &Device) -> Result<Self> {
         let lm = HostLm::from_bert(bert, shape.tuning, seed)?;
         let d = lm.dim();
         let mut rng = Stream(seed ^ 0x6c6d_7161);
         let words = |ids: &[u32]| lm.word_embeddings(ids);
-        let side = SoftSide::new(shape, (seed, bert.config().vocab_size, d), &mut rng, &words, dev)?;
+        let side = SoftSide::new(shape, (seed, bert.config().vocab_size, d), &mut rng, &words, start, dev)?;
         let classes = shape.classes.max(1);
         let (head_w, head_b) = Dense::new(d, classes, &mut rng, &dev.clone().inner()).to_host()?;
         Ok(HostQa { side, lm, head_w, head_b, classes })
@@ -493,6 +516,23 @@ pub fn train_on(
     seed: u64,
     dev: &Device,
 ) -> Result<(TrainedQa, Vec<QaEpoch>, u32)> {
+    train_from(host, bert, shape, train, val, rates, (seed, None), dev)
+}
+
+/// [`train_on`] with the graph token's encoder started from `start`'s weights (a graph encoder
+/// already trained, e.g. with an answer head: [`crate::graphqa::GraphQa::encoder`]) instead of
+/// weights drawn with the seed; the projector, head and language model start as in [`train_on`].
+#[allow(clippy::too_many_arguments)]
+pub fn train_from(
+    host: bool,
+    bert: &Bert,
+    shape: &LmQaShape,
+    train: &[LmExample],
+    val: &[LmExample],
+    rates: Rates<'_>,
+    (seed, start): (u64, Option<&GraphEncoder>),
+    dev: &Device,
+) -> Result<(TrainedQa, Vec<QaEpoch>, u32)> {
     const MODEL: &str = "language-model QA";
     let cfg = rates.cfg;
     crate::train::check_lr(MODEL, cfg.lr)?;
@@ -505,7 +545,7 @@ pub fn train_on(
     let mut rng = Stream(seed ^ 0x6c6d_7472);
     let plan = cfg.plan(MODEL, seed, train.len());
     if host {
-        let model = HostQa::new(bert, shape, seed, &ad)?;
+        let model = HostQa::starting(bert, shape, seed, start, &ad)?;
         let mut optim = AdamW::new(cfg.weight_decay);
         optim.clip = Some(cfg.clip);
         let mut learner = HostLearner {
@@ -524,7 +564,7 @@ pub fn train_on(
         let f = fit(&plan, &mut learner, model, &mut rng)?;
         return Ok((TrainedQa::Host(Box::new(f.kept)), f.curve, f.best_epoch));
     }
-    let model = LmQa::new(bert, shape, seed, &ad)?;
+    let model = LmQa::starting(bert, shape, seed, start, &ad)?;
     let mut learner = LmLearner {
         shape,
         train,

@@ -68,7 +68,7 @@ pub struct GretrieverConfig {
     pub model_dir: Option<String>,
     /// The language-model rows (`lm_rows`: `prompt-tuning`, `graphtoken`, `g-retriever`, `lora`,
     /// `g-retriever-lora`, `full`, `g-retriever-full`, and Efficient G-Retriever's `efficient-g-retriever`,
-    /// `efficient-g-retriever-lora`, `efficient-g-retriever-full`) and their settings (`lm_lr_frozen`, `lm_lr_lora`, `lm_lr_full`, `lm_lr_graph`, `lm_epochs`, …),
+    /// `efficient-g-retriever-lora`, `efficient-g-retriever-full`) and their settings (`lm_lr_frozen`, `lm_lr_lora`, `lm_lr_full`, `lm_lr_graph`, `lm_graph_init`, `lm_epochs`, …),
     /// classification tasks only ([`crate::graphqa::lm`]). None by default. Needs the model.
     pub lm_rows: Vec<crate::graphqa::lm::LmRow>,
     #[serde(flatten)]
@@ -398,7 +398,14 @@ fn lm_rows(
         };
         let (train_x, val_x, eval_x) = (read(&d.tr)?, read(&d.va)?, read(&d.eval)?);
         let specs: Vec<lm::RowSpec> = rows.iter().map(|r| r.spec(&cfg.lm, cfg.encoder(kind, pooling, enc.dim))).collect();
-        let run = lm::RowsRun { stage: INFO.name, task: task.as_str(), classes: d.class_names.len(), settings: &cfg.lm, base: &cfg.train };
+        let run = lm::RowsRun {
+            stage: INFO.name,
+            task: task.as_str(),
+            classes: d.class_names.len(),
+            settings: &cfg.lm,
+            base: &cfg.train,
+            head_hidden: cfg.head_hidden.get(),
+        };
         let sets = (train_x.as_slice(), val_x.as_slice(), eval_x.as_slice());
         let TaskResult { predictions, curves } = &mut *out;
         lm::run_rows(bert, &run, &specs, &cfg.seeds, sets, &cfg.device.device(), progress, curves, |method, seed, predicted| {

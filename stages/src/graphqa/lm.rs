@@ -9,9 +9,8 @@
 use serde::{Deserialize, Serialize};
 use tgrag_models::gnn::encoders::EncoderShape;
 use tgrag_models::gnn::mixrag::MixShape;
-use tgrag_models::graphqa::QaEpoch;
-use tgrag_models::graphqa::QaExample;
-use tgrag_models::graphqa::lm::{Layout, LmExample, LmQaShape, MixSource, Rates, Soft, predict, temperature, train};
+use tgrag_models::graphqa::lm::{Layout, LmExample, LmQaShape, MixSource, Rates, Soft, host_engine, predict, temperature, train_from};
+use tgrag_models::graphqa::{HeadKind, QaConfig, QaEpoch, QaExample, QaShape};
 use tgrag_models::lm::Tuning;
 use tgrag_models::minilm::{Engine, MiniLm};
 use tgrag_models::train::TrainConfig;
@@ -96,6 +95,18 @@ impl LmRow {
     }
 }
 
+/// Where a graph token's encoder starts ([`LmSettings::lm_graph_init`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GraphInit {
+    /// Weights drawn with the seed (G-Retriever trains its GNN from scratch with the projector).
+    #[default]
+    Scratch,
+    /// The encoder's weights after training it with an answer head first (same data, seed and
+    /// training settings as the stage's head methods; validation keeps its epoch).
+    Trained,
+}
+
 /// The language model's settings (options of the `gretriever` and `mixrag` stages, `lm_*`; each
 /// stage has its own `lm_rows`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -111,6 +122,11 @@ pub struct LmSettings {
     /// random weights, where the language model starts trained.
     #[serde(default)]
     pub lm_lr_graph: Option<f64>,
+    /// Where the graph token's encoder starts (G-Retriever's rows): `scratch` (the papers: drawn
+    /// with the seed) or `trained` (the weights of the same encoder first trained, same seed, with
+    /// the stage's answer head over `[graph vector; question]`, as its `gretriever-<kind>` method).
+    #[serde(default)]
+    pub lm_graph_init: GraphInit,
     pub lm_epochs: usize,
     pub lm_batch: usize,
     pub lm_patience: usize,
@@ -135,6 +151,7 @@ impl Default for LmSettings {
             lm_lr_lora: 3e-4,
             lm_lr_full: 5e-5,
             lm_lr_graph: None,
+            lm_graph_init: GraphInit::Scratch,
             lm_epochs: 4,
             lm_batch: 16,
             lm_patience: 2,
@@ -281,6 +298,8 @@ pub struct RowsRun<'a> {
     pub classes: usize,
     pub settings: &'a LmSettings,
     pub base: &'a TrainConfig,
+    /// The answer head's hidden width (the encoder's first training, `lm_graph_init=trained`).
+    pub head_hidden: usize,
 }
 
 /// Every (row, seed) of `specs` × `seeds`, in that order, with one progress bar: each row's curve
@@ -302,7 +321,7 @@ pub fn run_rows(
     let pb = progress.bar((specs.len() * seeds.len()) as u64, &format!("{}: language model", run.stage));
     for spec in specs {
         for &seed in seeds {
-            let r = run_row(bert, spec, run.classes, run.settings, run.base, sets, seed, dev).map_err(|e| match e {
+            let r = run_row(bert, spec, run, sets, seed, dev).map_err(|e| match e {
                 StageError::Model(e) => StageError::training(run.stage, &format!("{} on {}", spec.method, run.task), e),
                 e => e,
             })?;
@@ -323,13 +342,12 @@ pub fn run_rows(
 pub fn run_row(
     bert: &MiniLm,
     spec: &RowSpec,
-    classes: usize,
-    settings: &LmSettings,
-    base: &TrainConfig,
+    run: &RowsRun<'_>,
     (train_x, val_x, eval_x): (&[LmExample], &[LmExample], &[LmExample]),
     seed: u64,
     dev: &burn::tensor::Device,
 ) -> Result<RowResult> {
+    let (classes, settings) = (run.classes, run.settings);
     let Engine::Burn(b) = &bert.engine else {
         return Err(StageError::Internal("the language-model rows need MiniLM's burn engine".into()));
     };
@@ -344,8 +362,21 @@ pub fn run_row(
         classes,
         layout,
     };
-    let cfg = settings.train(base, spec.tuning);
-    let (model, curve, best) = train(b, &shape, train_x, val_x, Rates { cfg: &cfg, side: settings.lm_lr_graph }, seed, dev)?;
+    let cfg = settings.train(run.base, spec.tuning);
+    let start = match (settings.lm_graph_init, spec.soft, spec.encoder) {
+        (GraphInit::Trained, Soft::Graph, Some(e)) => {
+            let qa = |x: &[LmExample]| -> Vec<QaExample> { x.iter().map(|e| e.qa.clone()).collect() };
+            let shape =
+                QaShape { encoder: Some(e), question_dim: e.in_dim, head: HeadKind::Classify { classes }, head_hidden: run.head_hidden };
+            let qcfg = QaConfig { train: run.base.clone(), head_hidden: run.head_hidden, seed };
+            let (first, _, _) = tgrag_models::graphqa::train(shape, &qa(train_x), &qa(val_x), e.in_dim, e.edge_dim, &qcfg, dev)?;
+            Some(first)
+        }
+        _ => None,
+    };
+    let start_encoder = start.as_ref().and_then(|m| m.encoder());
+    let rates = Rates { cfg: &cfg, side: settings.lm_lr_graph };
+    let (model, curve, best) = train_from(host_engine(dev), b, &shape, train_x, val_x, rates, (seed, start_encoder), dev)?;
     let tau = temperature(&shape, cfg.epochs, best as usize);
     let predicted = predict(&model, &shape, eval_x, tau, 32, &dev.clone().autodiff().inner())?;
     Ok(RowResult { predicted, curve, best })

@@ -289,7 +289,14 @@ fn lm_rows(
             specs.push(first.spec(&cfg.lm, source(v.experts)));
         }
     }
-    let run = lm::RowsRun { stage: INFO.name, task: task.as_str(), classes: t.class_names.len(), settings: &cfg.lm, base: &cfg.train };
+    let run = lm::RowsRun {
+        stage: INFO.name,
+        task: task.as_str(),
+        classes: t.class_names.len(),
+        settings: &cfg.lm,
+        base: &cfg.train,
+        head_hidden: cfg.head_hidden.get(),
+    };
     let sets = (train_x.as_slice(), val_x.as_slice(), eval_x.as_slice());
     let TaskOut { predictions, curves, .. } = out;
     lm::run_rows(bert, &run, &specs, &cfg.seeds, sets, &cfg.device.device(), progress, curves, |method, seed, predicted| {
@@ -619,6 +626,9 @@ impl StageSpec for MixragStage {
         if !c.lm_rows.is_empty() {
             c.lm.validate()?;
         }
+        if c.lm.lm_graph_init != crate::graphqa::lm::GraphInit::Scratch {
+            return Err("lm_graph_init applies to G-Retriever's graph token (gretriever.lm_rows); MixRAG's rows start from scratch".into());
+        }
         Ok(())
     }
     fn model(c: &MixragConfig) -> Option<crate::ModelNeed> {
@@ -711,6 +721,16 @@ impl StageSpec for MixragStage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trained_start_is_g_retrievers_option_only() {
+        let mut v = serde_json::to_value(MixragConfig::default()).expect("config");
+        v["lm_graph_init"] = "trained".into();
+        let c: MixragConfig = serde_json::from_value(v).expect("parses");
+        assert_eq!(c.lm.lm_graph_init, crate::graphqa::lm::GraphInit::Trained);
+        assert!(MixragStage::validate(&c).is_err_and(|e| e.contains("lm_graph_init")));
+        assert!(MixragStage::validate(&MixragConfig::default()).is_ok());
+    }
 
     #[test]
     fn variants_cover_table_4_and_figure_4() {

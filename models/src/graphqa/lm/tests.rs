@@ -109,7 +109,7 @@ fn the_host_engine_trains_as_burn_does() {
     let dev = Device::flex();
     let (tr, va) = (examples(64, 3), examples(24, 4));
     let cfg = TrainConfig { lr: 3e-3, epochs: 3, patience: 3, batch: 16, ..TrainConfig::default() };
-    // The soft-token side at its own rate in two cases: both engines must apply it to that side only.
+    // The soft-token side at its own rate in three cases: both engines must apply it to that side only.
     // Efficient G-Retriever's token: `gt2` with attention pooling.
     let efficient = |s: LmQaShape| LmQaShape {
         encoder: s.encoder.map(|e| EncoderShape { kind: EncoderKind::Gt2, pooling: Pooling::Attention, ..e }),
@@ -146,4 +146,29 @@ fn the_host_engine_trains_as_burn_does() {
         // The losses moved: the comparison is of training, not of two untrained models.
         assert!(hc.last().expect("epochs").train_loss < hc[0].train_loss, "{soft:?} {tuning:?}: {hc:?}");
     }
+}
+
+/// A graph token started from given encoder weights: the weights the seed itself would draw give
+/// exactly the curve of a run from scratch, on both engines (so the given weights are the ones
+/// read, and they still train); other weights give another curve; a row without a graph token
+/// refuses them.
+#[test]
+fn a_graph_token_starts_from_given_encoder_weights_and_trains_them() {
+    let (_, _, bert) = tiny_bert(21);
+    let dev = Device::flex();
+    let (tr, va) = (examples(48, 5), examples(16, 6));
+    let cfg = TrainConfig { lr: 3e-3, epochs: 2, patience: 2, batch: 16, ..TrainConfig::default() };
+    let s = shape(Soft::Graph, Tuning::Frozen);
+    let enc = s.encoder.expect("encoder");
+    let (own, other) = (GraphEncoder::new(enc, 5, &dev).expect("encoder"), GraphEncoder::new(enc, 6, &dev).expect("encoder"));
+    let rates = Rates { cfg: &cfg, side: None };
+    for host in [true, false] {
+        let (_, scratch, _) = train_on(host, &bert, &s, &tr, &va, rates, 5, &dev).expect("scratch");
+        let (_, same, _) = train_from(host, &bert, &s, &tr, &va, rates, (5, Some(&own)), &dev).expect("own weights");
+        assert_eq!(scratch, same, "host engine {host}: the seed's own weights, given, train as from scratch");
+        let (_, moved, _) = train_from(host, &bert, &s, &tr, &va, rates, (5, Some(&other)), &dev).expect("other weights");
+        assert_ne!(scratch, moved, "host engine {host}: other weights give another run");
+    }
+    let text = shape(Soft::None, Tuning::Frozen);
+    assert!(train_from(true, &bert, &text, &tr, &va, rates, (5, Some(&own)), &dev).is_err(), "no graph token, no encoder weights");
 }
