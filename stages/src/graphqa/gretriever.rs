@@ -190,7 +190,7 @@ impl<'a> TaskData<'a> {
         let mut read: Vec<SubgraphMethod> = methods(task, cfg).iter().map(|m| m.subgraph).collect();
         if task != Task::WebQsp {
             // The language-model rows' subgraphs.
-            read.extend(cfg.lm_rows.iter().map(|r| if r.efficient() { SubgraphMethod::Attention } else { SubgraphMethod::Pcst }));
+            read.extend(cfg.lm_rows.iter().map(|r| lm_source(r.efficient()).0));
         }
         read.retain(|&m| m != SubgraphMethod::Whole);
         for g in graphs {
@@ -372,6 +372,17 @@ fn text_head(
 /// transformer (mean-pooled) over the `pcst` subgraph, or for Efficient G-Retriever's rows `gt2`
 /// with attention pooling over the `attention` subgraph; that subgraph's textualisation and the
 /// question are read by the language model.
+/// What a language-model row's graph token reads (`efficient`: [`crate::graphqa::lm::LmRow::efficient`]):
+/// Efficient G-Retriever's `gt2` with attention pooling over the attention subgraph, else
+/// G-Retriever's graph transformer, mean-pooled, over PCST's.
+fn lm_source(efficient: bool) -> (SubgraphMethod, EncoderKind, Pooling) {
+    if efficient {
+        (SubgraphMethod::Attention, EncoderKind::Gt2, Pooling::Attention)
+    } else {
+        (SubgraphMethod::Pcst, EncoderKind::Gt, Pooling::Mean)
+    }
+}
+
 fn lm_rows(
     d: &TaskData<'_>,
     cfg: &GretrieverConfig,
@@ -386,11 +397,7 @@ fn lm_rows(
         if rows.is_empty() {
             continue;
         }
-        let (subgraph, kind, pooling) = if efficient {
-            (SubgraphMethod::Attention, EncoderKind::Gt2, Pooling::Attention)
-        } else {
-            (SubgraphMethod::Pcst, EncoderKind::Gt, Pooling::Mean)
-        };
+        let (subgraph, kind, pooling) = lm_source(efficient);
         let read = |ids: &[usize]| -> Result<Vec<tgrag_models::graphqa::lm::LmExample>> {
             let descs: Vec<String> = ids.iter().map(|&i| lm::desc(enc, graphs[i], &d.sub_of(graphs[i], subgraph))).collect();
             let questions: Vec<String> = ids.iter().map(|&i| enc.texts[graphs[i].question as usize].clone()).collect();

@@ -25,7 +25,7 @@ fn run_algo(
     expected_edges: &[u32],
     order: (&[u32], &[u32]),
 ) {
-    let (nodes, edge_result) = pcst(edges, prizes, costs, root, num_clusters, pruning).expect("valid input");
+    let (nodes, edge_result) = pcst(edges, prizes, costs, root, num_clusters, pruning).unwrap_or_else(|e| panic!("valid input: {e:?}"));
     assert_eq!(sorted(&nodes), sorted(expected_nodes), "node set");
     assert_eq!(sorted(&edge_result), sorted(expected_edges), "edge set");
     assert_eq!((nodes.as_slice(), edge_result.as_slice()), order, "output order");
@@ -231,7 +231,7 @@ fn simple8_test_unrooted_strong_pruning() {
 #[test]
 fn py_test_simple1() {
     // Upstream checks the exact order here.
-    let (nodes, edges) = pcst(&PATH4, &[1.0; 4], &[0.8, 1.8, 2.8], None, 1, Pruning::Strong).expect("valid");
+    let (nodes, edges) = pcst(&PATH4, &[1.0; 4], &[0.8, 1.8, 2.8], None, 1, Pruning::Strong).unwrap_or_else(|e| panic!("valid: {e:?}"));
     assert_eq!(nodes, [0, 1]);
     assert_eq!(edges, [0]);
 }
@@ -275,7 +275,8 @@ fn empty_and_trivial_graphs() {
     // last one stays active (pcst_fast returns that single vertex).
     assert_eq!(pcst(&SIMPLE_EDGES, &[0.0; 3], &[1.0, 1.0], None, 1, Pruning::Gw), Ok((vec![2], vec![])));
     // Self-loops and parallel edges are accepted, as in pcst_fast.
-    let (v, e) = pcst(&[(0, 0), (0, 1), (0, 1)], &[2.0, 2.0], &[0.1, 1.0, 0.5], None, 1, Pruning::Gw).expect("valid");
+    let (v, e) =
+        pcst(&[(0, 0), (0, 1), (0, 1)], &[2.0, 2.0], &[0.1, 1.0, 0.5], None, 1, Pruning::Gw).unwrap_or_else(|e| panic!("valid: {e:?}"));
     assert_eq!((v, e), (vec![0, 1], vec![2]));
 }
 
@@ -427,7 +428,7 @@ fn random_outputs_are_forests() {
         let root = (rng.below(3) == 0).then(|| rng.below(n as u64) as usize);
         let k = if root.is_some() { 1 } else { 1 + rng.below(3) as usize };
         for pruning in [Pruning::None, Pruning::Simple, Pruning::Gw, Pruning::Strong] {
-            let (v, e) = pcst(&inst.edges, &inst.prizes, &inst.costs, root, k, pruning).expect("valid instance");
+            let (v, e) = pcst(&inst.edges, &inst.prizes, &inst.costs, root, k, pruning).unwrap_or_else(|e| panic!("valid instance: {e:?}"));
             let what = format!("case {case} {pruning:?} root {root:?} k {k}");
             assert_forest(&inst, &v, &e, &what);
             // Deterministic: a second run gives the very same output.
@@ -453,7 +454,7 @@ fn strong_pruning_is_never_worse_than_gw_or_simple() {
         let root = (rng.below(3) == 0).then(|| rng.below(n as u64) as usize);
         let k = if root.is_some() { 1 } else { 1 + rng.below(3) as usize };
         let solve = |p| {
-            let (v, e) = pcst(&inst.edges, &inst.prizes, &inst.costs, root, k, p).expect("valid instance");
+            let (v, e) = pcst(&inst.edges, &inst.prizes, &inst.costs, root, k, p).unwrap_or_else(|e| panic!("valid instance: {e:?}"));
             objective(&inst, &v, &e)
         };
         let strong = solve(Pruning::Strong);

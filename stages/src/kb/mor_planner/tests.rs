@@ -48,16 +48,19 @@ fn tokens_round_trip_both_syntaxes_and_bad_sequences_are_no_plan() {
     let t = plan_tokens(std::slice::from_ref(&arrow));
     assert_eq!(t, ["institution", "->", "author", "->", "paper", "<-", "field_of_study"]);
     assert_eq!(tokens_to_paths(&t), Some(vec![arrow.clone()]));
-    assert_eq!(render_metapath(&[arrow], PlanSyntax::Arrow).expect("render"), "institution -> author -> paper <- field_of_study");
+    assert_eq!(
+        render_metapath(&[arrow], PlanSyntax::Arrow).unwrap_or_else(|e| panic!("render: {e:?}")),
+        "institution -> author -> paper <- field_of_study"
+    );
     let prime = vec![
         Metapath { types: vec!["anatomy".into(), "gene/protein".into()], hops: vec![(Some("expression present".into()), Dir::Forward)] },
         Metapath { types: vec!["disease".into(), "disease".into()], hops: vec![(Some("parent-child".into()), Dir::Forward)] },
     ];
     let t = plan_tokens(&prime);
     assert_eq!(t, ["anatomy", "-expression present->", "gene/protein", "|", "disease", "-parent-child->", "disease"]);
-    let s = render_metapath(&prime, PlanSyntax::Lists).expect("render");
+    let s = render_metapath(&prime, PlanSyntax::Lists).unwrap_or_else(|e| panic!("render: {e:?}"));
     assert_eq!(s, r#"[["anatomy","expression present","gene/protein"],["disease","parent-child","disease"]]"#);
-    assert_eq!(p_tokens(&s, PlanSyntax::Lists).expect("tokens"), t);
+    assert_eq!(p_tokens(&s, PlanSyntax::Lists).unwrap_or_else(|e| panic!("tokens: {e:?}")), t);
     assert!(p_tokens("[[\"anatomy\"", PlanSyntax::Lists).is_err(), "a metapath that does not read back is an error, not an empty plan");
     for bad in [vec!["->"], vec!["a", "->"], vec!["a", "b"], vec!["a", "|"]] {
         let bad: Vec<String> = bad.into_iter().map(String::from).collect();

@@ -65,10 +65,11 @@ fn index_matches_formula_and_orders_ties_by_id() {
 
 fn token_lists(path: &std::path::Path, id_col: &str) -> Vec<(u32, Vec<String>)> {
     use arrow::array::AsArray;
-    let b = tgrag_schemas::io::read_parquet(path).expect("read fixture");
-    let ids = arrow::compute::cast(b.column_by_name(id_col).expect("ids"), &arrow::datatypes::DataType::UInt32).expect("cast");
+    let b = tgrag_schemas::io::read_parquet(path).unwrap_or_else(|e| panic!("read fixture: {e:?}"));
+    let ids = arrow::compute::cast(b.column_by_name(id_col).unwrap_or_else(|| panic!("ids")), &arrow::datatypes::DataType::UInt32)
+        .unwrap_or_else(|e| panic!("cast: {e:?}"));
     let ids = ids.as_primitive::<arrow::datatypes::UInt32Type>();
-    let toks = b.column_by_name("tokens").expect("tokens").as_list::<i32>();
+    let toks = b.column_by_name("tokens").unwrap_or_else(|| panic!("tokens")).as_list::<i32>();
     (0..b.num_rows())
         .map(|i| {
             let l = toks.value(i);
@@ -86,8 +87,10 @@ fn check_against(dir: &std::path::Path, file: &str, params: Bm25Params, tol: f32
     let corpus: Vec<Vec<String>> = docs.into_iter().map(|d| d.1).collect();
     let index = Index::build(&corpus, params);
     let queries = token_lists(&dir.join("queries.parquet"), "query_id");
-    let want = tgrag_schemas::io::read_parquet(&dir.join(file)).expect("top20");
-    let cast = |c: &str, t| arrow::compute::cast(want.column_by_name(c).expect("col"), &t).expect("cast");
+    let want = tgrag_schemas::io::read_parquet(&dir.join(file)).unwrap_or_else(|e| panic!("top20: {e:?}"));
+    let cast = |c: &str, t| {
+        arrow::compute::cast(want.column_by_name(c).unwrap_or_else(|| panic!("col")), &t).unwrap_or_else(|e| panic!("cast: {e:?}"))
+    };
     let (q, d, s) = (
         cast("query_id", arrow::datatypes::DataType::UInt32),
         cast("doc_id", arrow::datatypes::DataType::UInt32),
@@ -196,11 +199,16 @@ fn persisted_index_reloads_and_scores_identically() {
     let b = Index::build_texts(&refs[..700], TokenizerKind::Bm25s, Bm25Params::default());
     let nodes_a: Vec<u32> = (0..3000).map(|d| 10 * d + 3).collect();
     let nodes_b: Vec<u32> = (0..700).map(|d| 2 * d).collect();
-    let (ta, tb) = (a.to_tables("*", &nodes_a).expect("a"), b.to_tables("paper", &nodes_b).expect("b"));
-    let cat = |k: usize| arrow::compute::concat_batches(&ta[k].schema(), &[ta[k].clone(), tb[k].clone()]).expect("concat");
+    let (ta, tb) = (
+        a.to_tables("*", &nodes_a).unwrap_or_else(|e| panic!("a: {e:?}")),
+        b.to_tables("paper", &nodes_b).unwrap_or_else(|e| panic!("b: {e:?}")),
+    );
+    let cat = |k: usize| {
+        arrow::compute::concat_batches(&ta[k].schema(), &[ta[k].clone(), tb[k].clone()]).unwrap_or_else(|e| panic!("concat: {e:?}"))
+    };
     let (idx, terms, postings, docs) = (cat(0), cat(1), cat(2), cat(3));
     for (scope, orig, nodes) in [("*", &a, &nodes_a), ("paper", &b, &nodes_b)] {
-        let (re, node_of) = Index::from_tables(scope, &idx, &terms, &postings, &docs).expect("load");
+        let (re, node_of) = Index::from_tables(scope, &idx, &terms, &postings, &docs).unwrap_or_else(|e| panic!("load: {e:?}"));
         assert_eq!(&node_of, nodes);
         assert_eq!((re.params, re.tokenizer, re.vocab_size()), (orig.params, orig.tokenizer, orig.vocab_size()));
         for q in ["w0", "w1 w2 w3", "w57 w0", "w30"] {
@@ -210,8 +218,8 @@ fn persisted_index_reloads_and_scores_identically() {
     }
     assert!(Index::from_tables("nope", &idx, &terms, &postings, &docs).is_err());
     // Postings out of order are refused, not silently mis-scored.
-    let rev =
-        arrow::compute::take_record_batch(&postings, &UInt32Array::from_iter_values((0..postings.num_rows() as u32).rev())).expect("take");
+    let rev = arrow::compute::take_record_batch(&postings, &UInt32Array::from_iter_values((0..postings.num_rows() as u32).rev()))
+        .unwrap_or_else(|e| panic!("take: {e:?}"));
     let e = Index::from_tables("*", &idx, &terms, &rev, &docs).expect_err("unsorted postings");
     assert!(e.to_string().contains("sorted by term then node"), "{e}");
 }
