@@ -122,3 +122,54 @@ impl IndexedQueue {
         self.pos[item.1 as usize] = p as u32;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Against `BTreeSet<(value, index)>` (the C++ `std::set`), over random inserts, key changes and
+    /// deletions, with many equal values: the same minimum after every operation.
+    #[test]
+    fn the_minimum_is_a_sorted_sets() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |m: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % m
+        };
+        let n = 300u32;
+        let mut q = IndexedQueue::with_capacity(n as usize);
+        let mut set = std::collections::BTreeSet::<(u64, u32)>::new();
+        let mut key = vec![None::<u64>; n as usize];
+        for step in 0..20_000 {
+            let i = next(u64::from(n)) as u32;
+            match next(4) {
+                0 | 1 => {
+                    let v = next(50);
+                    if let Some(old) = key[i as usize] {
+                        set.remove(&(old, i));
+                    }
+                    set.insert((v, i));
+                    key[i as usize] = Some(v);
+                    q.set(v as f64, i);
+                }
+                2 => {
+                    if let Some(old) = key[i as usize].take() {
+                        set.remove(&(old, i));
+                    }
+                    q.delete_element(i);
+                }
+                _ => {
+                    if let Some(&(v, j)) = set.iter().next() {
+                        set.remove(&(v, j));
+                        key[j as usize] = None;
+                    }
+                    q.delete_min();
+                }
+            }
+            let want = set.iter().next().map(|&(v, j)| (v as f64, j));
+            assert_eq!(q.get_min(), want, "step {step}");
+        }
+    }
+}
