@@ -120,7 +120,7 @@ impl GraphQa {
     }
 
     /// The graph encoder (`None`: the question-only baseline): what a language-model row can
-    /// start its graph token from ([`lm::train_from`]).
+    /// start its graph token from ([`lm::train`]).
     pub fn encoder(&self) -> Option<&GraphEncoder> {
         self.encoder.as_ref()
     }

@@ -17,11 +17,12 @@
 //! its [`Tuning`] says; the graph encoder, the projector, the prompt and the head always train.
 //! Training is [`crate::train::fit`]'s, with the GraphQA settings (AdamW, clipping, patience).
 //!
-//! Two engines train it, chosen by the device ([`train`]): on the CPU the language model and the
-//! head run on the host engine ([`crate::lm::host`], a hand-written backward pass) while the soft
-//! tokens' side (encoder, MixRAG, projector, prompt) stays on burn: the host backward pass gives
-//! the soft tokens' gradient `g`, and burn back-propagates the surrogate `Σ soft ∘ g` through that
-//! side, which has the same gradients. On a GPU everything is burn ([`LmQa`]).
+//! Two engines train it ([`train`] takes either, [`host_engine`] is the device's choice): on the
+//! CPU the language model and the head run on the host engine ([`crate::lm::host`], a
+//! hand-written backward pass) while the soft tokens' side (encoder, MixRAG, projector, prompt)
+//! stays on burn: the host backward pass gives the soft tokens' gradient `g`, and burn
+//! back-propagates the surrogate `Σ soft ∘ g` through that side, which has the same gradients. On
+//! a GPU everything is burn ([`LmQa`]).
 
 use burn::module::{Module, Param};
 use burn::optim::{GradientsParams, ModuleOptimizer};
@@ -490,40 +491,14 @@ impl Rates<'_> {
 }
 
 /// Trains a model on `train`, keeping the epoch with the best validation accuracy; returns it (on
-/// the inner device of `dev`), its curve and the kept epoch. The CPU trains on the host engine,
-/// a GPU on burn ([`train_on`] chooses explicitly).
+/// the inner device of `dev`), its curve and the kept epoch. `host` picks the engine: the host
+/// engine (a hand-written backward pass) or burn's autodiff; [`host_engine`] is the device's own
+/// choice (the CPU trains on the host engine, a GPU on burn). The graph token's encoder starts
+/// from `start`'s weights when given (a graph encoder already trained, e.g. with an answer head:
+/// [`crate::graphqa::GraphQa::encoder`]), else from weights drawn with `seed`; the projector, head
+/// and language model always start from `seed`.
+#[allow(clippy::too_many_arguments)]
 pub fn train(
-    bert: &Bert,
-    shape: &LmQaShape,
-    train: &[LmExample],
-    val: &[LmExample],
-    rates: Rates<'_>,
-    seed: u64,
-    dev: &Device,
-) -> Result<(TrainedQa, Vec<QaEpoch>, u32)> {
-    train_on(host_engine(dev), bert, shape, train, val, rates, seed, dev)
-}
-
-/// [`train`] on the host engine (`host`) or on burn.
-#[allow(clippy::too_many_arguments)]
-pub fn train_on(
-    host: bool,
-    bert: &Bert,
-    shape: &LmQaShape,
-    train: &[LmExample],
-    val: &[LmExample],
-    rates: Rates<'_>,
-    seed: u64,
-    dev: &Device,
-) -> Result<(TrainedQa, Vec<QaEpoch>, u32)> {
-    train_from(host, bert, shape, train, val, rates, (seed, None), dev)
-}
-
-/// [`train_on`] with the graph token's encoder started from `start`'s weights (a graph encoder
-/// already trained, e.g. with an answer head: [`crate::graphqa::GraphQa::encoder`]) instead of
-/// weights drawn with the seed; the projector, head and language model start as in [`train_on`].
-#[allow(clippy::too_many_arguments)]
-pub fn train_from(
     host: bool,
     bert: &Bert,
     shape: &LmQaShape,

@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, HashMap};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use tgrag_models::gnn::encoders::{EncoderKind, EncoderShape, Pooling};
-use tgrag_models::graphqa::{HeadKind, QaConfig, QaExample, QaShape, correct, predict, train};
+use tgrag_models::graphqa::{GraphQa, HeadKind, QaConfig, QaExample, QaShape, correct, predict, train};
 use tgrag_models::train::TrainConfig;
 
 pub use crate::graphqa::answer::{Prediction, classes, example, loose_hit, normalise, predictions_batch, read_subgraphs, task_scores};
@@ -241,14 +241,14 @@ pub fn run_task(
 ) -> Result<TaskResult> {
     let d = TaskData::new(enc, graphs, subs, task, cfg)?;
     let mut out = TaskResult { predictions: rule_predictions(&d), curves: Curves::default() };
-    trained_methods(&d, cfg, &mut out)?;
+    let trained = trained_methods(&d, cfg, &mut out)?;
     if task != Task::WebQsp {
         if let (Some(bert), true) = (text_model, cfg.text_head) {
             text_head(&d, cfg, bert, progress, &mut out)?;
         }
         // The language-model rows read `lm` when it is set, else MiniLM.
         if let Some(bert) = lm_model.or(text_model) {
-            lm_rows(&d, cfg, bert, progress, &mut out)?;
+            lm_rows(&d, cfg, bert, trained, progress, &mut out)?;
         }
     }
     Ok(out)
@@ -281,8 +281,13 @@ fn rule_predictions(d: &TaskData<'_>) -> Vec<Prediction> {
 }
 
 /// The trained methods, every (method, seed) a job run in parallel; their curves and predictions
-/// in job order.
-fn trained_methods(d: &TaskData<'_>, cfg: &GretrieverConfig, out: &mut TaskResult) -> Result<()> {
+/// in job order. Returns the models the language-model rows start their graph token from
+/// (`lm_graph_init=trained`), each with the subgraph it read; none otherwise.
+fn trained_methods(
+    d: &TaskData<'_>,
+    cfg: &GretrieverConfig,
+    out: &mut TaskResult,
+) -> Result<Vec<(SubgraphMethod, EncoderShape, u64, GraphQa)>> {
     let (enc, task) = (d.enc, d.task);
     let jobs: Vec<(Method, u64)> = methods(task, cfg).into_iter().flat_map(|m| cfg.seeds.iter().map(move |&s| (m.clone(), s))).collect();
     let dev = cfg.device.device();
@@ -291,21 +296,24 @@ fn trained_methods(d: &TaskData<'_>, cfg: &GretrieverConfig, out: &mut TaskResul
         .map(|(m, seed)| {
             let (train_x, val_x, eval_x) = (d.examples(&d.tr, m.subgraph), d.examples(&d.va, m.subgraph), d.examples(&d.eval, m.subgraph));
             let head = if task == Task::WebQsp { HeadKind::Nodes } else { HeadKind::Classify { classes: d.class_names.len() } };
-            let shape = QaShape {
-                encoder: m.encoder.map(|(kind, pooling)| cfg.encoder(kind, pooling, enc.dim)),
-                question_dim: enc.dim,
-                head,
-                head_hidden: cfg.head_hidden.get(),
-            };
+            let encoder = m.encoder.map(|(kind, pooling)| cfg.encoder(kind, pooling, enc.dim));
+            let shape = QaShape { encoder, question_dim: enc.dim, head, head_hidden: cfg.head_hidden.get() };
             let qcfg = QaConfig { train: cfg.train.clone(), head_hidden: cfg.head_hidden.get(), seed: *seed };
             let (model, curve, best) = train(shape, &train_x, &val_x, enc.dim, enc.dim, &qcfg, &dev)
                 .map_err(|e| StageError::training(INFO.name, &format!("{} on {}", m.name, task.as_str()), e))?;
             let pred = predict(&model, &eval_x, enc.dim, enc.dim, 64, &dev)?;
-            Ok::<_, StageError>((curve, best, eval_x, pred))
+            let read_by_rows = cfg.lm_rows.iter().any(|r| {
+                let (subgraph, kind, pooling) = lm_source(r.efficient());
+                m.subgraph == subgraph && m.encoder == Some((kind, pooling))
+            });
+            let keep = encoder.filter(|_| read_by_rows && cfg.lm.lm_graph_init == crate::graphqa::lm::GraphInit::Trained);
+            Ok::<_, StageError>((curve, best, eval_x, pred, keep.map(|e| (m.subgraph, e, *seed, model))))
         })
         .collect::<Vec<_>>();
+    let mut kept = Vec::new();
     for ((m, seed), r) in jobs.iter().zip(results) {
-        let (curve, best, eval_x, pred) = r?;
+        let (curve, best, eval_x, pred, keep) = r?;
+        kept.extend(keep);
         for c in &curve {
             let metrics = [("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metric", c.val_metric)];
             out.curves.push(&m.name, task.as_str(), *seed, c.epoch, c.epoch == best, &metrics);
@@ -322,7 +330,7 @@ fn trained_methods(d: &TaskData<'_>, cfg: &GretrieverConfig, out: &mut TaskResul
             out.predictions.push(d.prediction(i, &m.name, Some(*seed), text, correct(x, p)));
         }
     }
-    Ok(())
+    Ok(kept)
 }
 
 /// The MiniLM text head over the question and the `pcst` subgraph (classification tasks), per seed.
@@ -368,10 +376,6 @@ fn text_head(
     Ok(())
 }
 
-/// The language-model rows (classification tasks), per row and seed: G-Retriever's graph
-/// transformer (mean-pooled) over the `pcst` subgraph, or for Efficient G-Retriever's rows `gt2`
-/// with attention pooling over the `attention` subgraph; that subgraph's textualisation and the
-/// question are read by the language model.
 /// What a language-model row's graph token reads (`efficient`: [`crate::graphqa::lm::LmRow::efficient`]):
 /// Efficient G-Retriever's `gt2` with attention pooling over the attention subgraph, else
 /// G-Retriever's graph transformer, mean-pooled, over PCST's.
@@ -383,10 +387,16 @@ fn lm_source(efficient: bool) -> (SubgraphMethod, EncoderKind, Pooling) {
     }
 }
 
+/// The language-model rows (classification tasks), per row and seed: G-Retriever's graph
+/// transformer (mean-pooled) over the `pcst` subgraph, or for Efficient G-Retriever's rows `gt2`
+/// with attention pooling over the `attention` subgraph; that subgraph's textualisation and the
+/// question are read by the language model. `trained`: the trained methods' models a row of
+/// `lm_graph_init=trained` starts from ([`trained_methods`]).
 fn lm_rows(
     d: &TaskData<'_>,
     cfg: &GretrieverConfig,
     bert: &tgrag_models::minilm::MiniLm,
+    mut trained: Vec<(SubgraphMethod, EncoderShape, u64, GraphQa)>,
     progress: crate::shared::context::Progress,
     out: &mut TaskResult,
 ) -> Result<()> {
@@ -414,13 +424,29 @@ fn lm_rows(
             head_hidden: cfg.head_hidden.get(),
         };
         let sets = (train_x.as_slice(), val_x.as_slice(), eval_x.as_slice());
+        // The answer-head models the trained methods left over these same questions.
+        let mut starts = lm::Starts::default();
+        for (_, e, seed, model) in trained.extract_if(.., |t| t.0 == subgraph) {
+            starts.keep(e, seed, model);
+        }
         let TaskResult { predictions, curves } = &mut *out;
-        lm::run_rows(bert, &run, &specs, &cfg.seeds, sets, &cfg.device.device(), progress, curves, |method, seed, predicted| {
-            for ((&i, x), &p) in d.eval.iter().zip(&eval_x).zip(predicted) {
-                let text = d.class_names.get(p as usize).cloned().unwrap_or_default();
-                predictions.push(d.prediction(i, method, Some(seed), text, correct(&x.qa, p)));
-            }
-        })?;
+        lm::run_rows(
+            bert,
+            &run,
+            &specs,
+            &cfg.seeds,
+            sets,
+            &mut starts,
+            &cfg.device.device(),
+            progress,
+            curves,
+            |method, seed, predicted| {
+                for ((&i, x), &p) in d.eval.iter().zip(&eval_x).zip(predicted) {
+                    let text = d.class_names.get(p as usize).cloned().unwrap_or_default();
+                    predictions.push(d.prediction(i, method, Some(seed), text, correct(&x.qa, p)));
+                }
+            },
+        )?;
     }
     Ok(())
 }

@@ -9,8 +9,8 @@
 use serde::{Deserialize, Serialize};
 use tgrag_models::gnn::encoders::EncoderShape;
 use tgrag_models::gnn::mixrag::MixShape;
-use tgrag_models::graphqa::lm::{Layout, LmExample, LmQaShape, MixSource, Rates, Soft, host_engine, predict, temperature, train_from};
-use tgrag_models::graphqa::{HeadKind, QaConfig, QaEpoch, QaExample, QaShape};
+use tgrag_models::graphqa::lm::{Layout, LmExample, LmQaShape, MixSource, Rates, Soft, host_engine, predict, temperature, train};
+use tgrag_models::graphqa::{GraphQa, HeadKind, QaConfig, QaEpoch, QaExample, QaShape};
 use tgrag_models::lm::Tuning;
 use tgrag_models::minilm::{Engine, MiniLm};
 use tgrag_models::train::TrainConfig;
@@ -313,6 +313,7 @@ pub fn run_rows(
     specs: &[RowSpec],
     seeds: &[u64],
     sets: (&[LmExample], &[LmExample], &[LmExample]),
+    starts: &mut Starts,
     dev: &burn::tensor::Device,
     progress: crate::shared::context::Progress,
     curves: &mut crate::shared::curves::Curves,
@@ -321,7 +322,7 @@ pub fn run_rows(
     let pb = progress.bar((specs.len() * seeds.len()) as u64, &format!("{}: language model", run.stage));
     for spec in specs {
         for &seed in seeds {
-            let r = run_row(bert, spec, run, sets, seed, dev).map_err(|e| match e {
+            let r = run_row(bert, spec, run, sets, seed, starts, dev).map_err(|e| match e {
                 StageError::Model(e) => StageError::training(run.stage, &format!("{} on {}", spec.method, run.task), e),
                 e => e,
             })?;
@@ -337,7 +338,50 @@ pub fn run_rows(
     Ok(())
 }
 
-/// Trains `spec` with `seed` on `train` (validation picks the epoch) and answers `eval`.
+/// Graph encoders trained with the stage's answer head over `[graph vector; question]` (the
+/// `gretriever-gt` way), per (encoder, seed), over one set of questions: where the rows of
+/// `lm_graph_init=trained` start their graph token. Each is trained once, however many rows read
+/// it; a stage that already trained one over the same questions hands it over ([`Starts::keep`]).
+#[derive(Default)]
+pub struct Starts(Vec<(EncoderShape, u64, GraphQa)>);
+
+impl Starts {
+    /// `model` (encoder `encoder`, seed `seed`), trained over the questions the rows will read.
+    pub fn keep(&mut self, encoder: EncoderShape, seed: u64, model: GraphQa) {
+        if !self.0.iter().any(|(e, s, _)| *e == encoder && *s == seed) {
+            self.0.push((encoder, seed, model));
+        }
+    }
+
+    /// The model of (`encoder`, `seed`), trained on `train` (validation picks the epoch) if no
+    /// row has needed it before.
+    fn trained(
+        &mut self,
+        encoder: EncoderShape,
+        run: &RowsRun<'_>,
+        (train_x, val_x): (&[LmExample], &[LmExample]),
+        seed: u64,
+        dev: &burn::tensor::Device,
+    ) -> Result<&GraphQa> {
+        let at = match self.0.iter().position(|(e, s, _)| *e == encoder && *s == seed) {
+            Some(at) => at,
+            None => {
+                let qa = |x: &[LmExample]| -> Vec<QaExample> { x.iter().map(|e| e.qa.clone()).collect() };
+                let head = HeadKind::Classify { classes: run.classes };
+                let shape = QaShape { encoder: Some(encoder), question_dim: encoder.in_dim, head, head_hidden: run.head_hidden };
+                let qcfg = QaConfig { train: run.base.clone(), head_hidden: run.head_hidden, seed };
+                let (model, _, _) =
+                    tgrag_models::graphqa::train(shape, &qa(train_x), &qa(val_x), encoder.in_dim, encoder.edge_dim, &qcfg, dev)?;
+                self.0.push((encoder, seed, model));
+                self.0.len() - 1
+            }
+        };
+        Ok(&self.0[at].2)
+    }
+}
+
+/// Trains `spec` with `seed` on `train` (validation picks the epoch) and answers `eval`; the
+/// graph token of `lm_graph_init=trained` starts from `starts`.
 #[allow(clippy::too_many_arguments)]
 pub fn run_row(
     bert: &MiniLm,
@@ -345,6 +389,7 @@ pub fn run_row(
     run: &RowsRun<'_>,
     (train_x, val_x, eval_x): (&[LmExample], &[LmExample], &[LmExample]),
     seed: u64,
+    starts: &mut Starts,
     dev: &burn::tensor::Device,
 ) -> Result<RowResult> {
     let (classes, settings) = (run.classes, run.settings);
@@ -363,20 +408,12 @@ pub fn run_row(
         layout,
     };
     let cfg = settings.train(run.base, spec.tuning);
-    let start = match (settings.lm_graph_init, spec.soft, spec.encoder) {
-        (GraphInit::Trained, Soft::Graph, Some(e)) => {
-            let qa = |x: &[LmExample]| -> Vec<QaExample> { x.iter().map(|e| e.qa.clone()).collect() };
-            let shape =
-                QaShape { encoder: Some(e), question_dim: e.in_dim, head: HeadKind::Classify { classes }, head_hidden: run.head_hidden };
-            let qcfg = QaConfig { train: run.base.clone(), head_hidden: run.head_hidden, seed };
-            let (first, _, _) = tgrag_models::graphqa::train(shape, &qa(train_x), &qa(val_x), e.in_dim, e.edge_dim, &qcfg, dev)?;
-            Some(first)
-        }
+    let start_encoder = match (settings.lm_graph_init, spec.soft, spec.encoder) {
+        (GraphInit::Trained, Soft::Graph, Some(e)) => starts.trained(e, run, (train_x, val_x), seed, dev)?.encoder(),
         _ => None,
     };
-    let start_encoder = start.as_ref().and_then(|m| m.encoder());
     let rates = Rates { cfg: &cfg, side: settings.lm_lr_graph };
-    let (model, curve, best) = train_from(host_engine(dev), b, &shape, train_x, val_x, rates, (seed, start_encoder), dev)?;
+    let (model, curve, best) = train(host_engine(dev), b, &shape, train_x, val_x, rates, (seed, start_encoder), dev)?;
     let tau = temperature(&shape, cfg.epochs, best as usize);
     let predicted = predict(&model, &shape, eval_x, tau, 32, &dev.clone().autodiff().inner())?;
     Ok(RowResult { predicted, curve, best })
@@ -386,6 +423,63 @@ pub fn run_row(
 mod tests {
     use super::*;
     use crate::graphqa::answer::tests::planted;
+
+    /// `lm_graph_init=trained`: each (encoder, seed) is trained once however many rows read it,
+    /// and a model handed over (the trained methods' own) is used as it is, never trained again.
+    #[test]
+    fn a_trained_start_is_trained_once_per_encoder_and_seed() {
+        use std::collections::HashMap;
+        use tgrag_models::gnn::encoders::{EncoderKind, Pooling};
+        use tgrag_models::gnn::host::read_tensors;
+        let enc = planted();
+        let class_of: HashMap<&str, u32> = [("counter", 0), ("support", 1)].into_iter().collect();
+        let split = |name: &str| -> Vec<LmExample> {
+            enc.graphs
+                .iter()
+                .filter(|g| g.split == name)
+                .map(|g| {
+                    let sub = Subgraph { nodes: (0..g.nodes.len() as u32).collect(), edges: (0..g.edges.len() as u32).collect() };
+                    LmExample { qa: crate::graphqa::answer::example(&enc, g, &sub, &class_of), desc: vec![], question: vec![] }
+                })
+                .collect()
+        };
+        let (tr, va) = (split("train"), split("val"));
+        let e = EncoderShape {
+            kind: EncoderKind::Gt,
+            in_dim: enc.dim,
+            edge_dim: enc.dim,
+            hidden: 8,
+            layers: 1,
+            heads: 2,
+            pooling: Pooling::Mean,
+        };
+        let base = TrainConfig { epochs: 2, ..TrainConfig::default() };
+        let settings = LmSettings::default();
+        let run = RowsRun { stage: "gretriever", task: "explagraphs", classes: 2, settings: &settings, base: &base, head_hidden: 8 };
+        let dev = burn::tensor::Device::flex();
+        let weights = |m: &GraphQa| read_tensors(m, "test").unwrap_or_else(|err| panic!("weights: {err:?}"));
+        let none: &[LmExample] = &[];
+
+        let mut starts = Starts::default();
+        // Training refuses an empty training set, so an answer without questions is a kept model.
+        assert!(starts.trained(e, &run, (none, none), 3, &dev).is_err(), "nothing kept yet: it trains");
+        let first = weights(starts.trained(e, &run, (&tr, &va), 3, &dev).unwrap_or_else(|err| panic!("trains: {err:?}")));
+        let again = weights(starts.trained(e, &run, (none, none), 3, &dev).unwrap_or_else(|err| panic!("kept: {err:?}")));
+        assert_eq!(first, again);
+        assert!(starts.trained(e, &run, (none, none), 4, &dev).is_err(), "another seed is another model");
+        let wider = EncoderShape { hidden: 16, ..e };
+        assert!(starts.trained(wider, &run, (none, none), 3, &dev).is_err(), "another encoder is another model");
+
+        // Handed over: a model with other weights (seed 9's) is the one the rows of seed 3 read.
+        let mut other = Starts::default();
+        let theirs = weights(other.trained(e, &run, (&tr, &va), 9, &dev).unwrap_or_else(|err| panic!("trains: {err:?}")));
+        assert_ne!(theirs, first);
+        let Some((_, _, model)) = other.0.pop() else { panic!("one model kept") };
+        let mut handed = Starts::default();
+        handed.keep(e, 3, model);
+        let used = weights(handed.trained(e, &run, (&tr, &va), 3, &dev).unwrap_or_else(|err| panic!("kept: {err:?}")));
+        assert_eq!(used, theirs);
+    }
 
     /// A subgraph's text: its nodes renumbered in subgraph order, edges with an end outside it dropped.
     #[test]

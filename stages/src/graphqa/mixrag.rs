@@ -299,20 +299,31 @@ fn lm_rows(
     };
     let sets = (train_x.as_slice(), val_x.as_slice(), eval_x.as_slice());
     let TaskOut { predictions, curves, .. } = out;
-    lm::run_rows(bert, &run, &specs, &cfg.seeds, sets, &cfg.device.device(), progress, curves, |method, seed, predicted| {
-        for ((&i, x), &p) in t.sets.2.iter().zip(&eval_x).zip(predicted) {
-            let g = t.graphs[i];
-            let text = t.class_names.get(p as usize).cloned().unwrap_or_default();
-            predictions.push(Prediction {
-                graph: i,
-                method: method.to_string(),
-                seed: Some(seed),
-                loose: loose_hit(&text, &g.answer),
-                text,
-                correct: correct(&x.qa, p),
-            });
-        }
-    })
+    lm::run_rows(
+        bert,
+        &run,
+        &specs,
+        &cfg.seeds,
+        sets,
+        &mut lm::Starts::default(),
+        &cfg.device.device(),
+        progress,
+        curves,
+        |method, seed, predicted| {
+            for ((&i, x), &p) in t.sets.2.iter().zip(&eval_x).zip(predicted) {
+                let g = t.graphs[i];
+                let text = t.class_names.get(p as usize).cloned().unwrap_or_default();
+                predictions.push(Prediction {
+                    graph: i,
+                    method: method.to_string(),
+                    seed: Some(seed),
+                    loose: loose_hit(&text, &g.answer),
+                    text,
+                    correct: correct(&x.qa, p),
+                });
+            }
+        },
+    )
 }
 
 /// A task's training, validation and evaluated examples.

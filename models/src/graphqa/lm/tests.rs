@@ -62,19 +62,28 @@ fn the_graph_token_reaches_a_frozen_language_model_and_the_text_alone_cannot() {
     let (tr, va) = (examples(160, 1), examples(60, 2));
     let cfg = TrainConfig { lr: 5e-3, epochs: 25, patience: 25, batch: 16, ..TrainConfig::default() };
     let g = shape(Soft::Graph, Tuning::Frozen);
-    let (model, curve, best) = train(&bert, &g, &tr, &va, Rates { cfg: &cfg, side: None }, 0, &dev).expect("train");
+    let (model, curve, best) =
+        train(host_engine(&dev), &bert, &g, &tr, &va, Rates { cfg: &cfg, side: None }, (0, None), &dev).expect("train");
     let acc = kept(&curve, best);
     assert!(acc >= 0.9, "graph token, frozen model: validation accuracy {acc} ({curve:?})");
     assert_eq!(model.lm_trained_parameters(), 0, "frozen");
     let pred = predict(&model, &g, &va, 1.0, 7, &dev).expect("predict");
     let right = va.iter().zip(&pred).filter(|(e, p)| e.qa.target == Target::Class(**p)).count() as f64 / va.len() as f64;
     assert!((right - acc).abs() < 1e-9, "predict agrees with the kept epoch: {right} vs {acc}");
-    let (_, again, _) = train(&bert, &g, &tr, &va, Rates { cfg: &cfg, side: None }, 0, &dev).expect("train");
+    let (_, again, _) = train(host_engine(&dev), &bert, &g, &tr, &va, Rates { cfg: &cfg, side: None }, (0, None), &dev).expect("train");
     assert_eq!(curve, again, "same seed, same curve");
     for soft in [Soft::None, Soft::Prompt { tokens: 2 }] {
-        let (_, c, b) =
-            train(&bert, &shape(soft, Tuning::Lora { rank: 2, alpha: 4.0 }), &tr, &va, Rates { cfg: &cfg, side: None }, 0, &dev)
-                .expect("train");
+        let (_, c, b) = train(
+            host_engine(&dev),
+            &bert,
+            &shape(soft, Tuning::Lora { rank: 2, alpha: 4.0 }),
+            &tr,
+            &va,
+            Rates { cfg: &cfg, side: None },
+            (0, None),
+            &dev,
+        )
+        .expect("train");
         assert!(kept(&c, b) <= 0.65, "{soft:?}: the text carries nothing, validation accuracy {}", kept(&c, b));
     }
     assert!(LmQa::new(&bert, &LmQaShape { encoder: None, ..g }, 0, &dev).is_err(), "a graph token needs an encoder");
@@ -90,7 +99,8 @@ fn mixrags_soft_prompt_reaches_a_frozen_language_model() {
     let cfg = TrainConfig { lr: 5e-3, epochs: 20, patience: 20, batch: 16, ..TrainConfig::default() };
     let mix = MixSource { shape: crate::gnn::mixrag::tests::planted_shape(16, 20), tau_start: 1.0, tau_end: 0.1 };
     let s = LmQaShape { encoder: None, mix: Some(mix), ..shape(Soft::Mix, Tuning::Frozen) };
-    let (model, curve, best) = train(&bert, &s, &tr, &va, Rates { cfg: &cfg, side: None }, 0, &dev).expect("train");
+    let (model, curve, best) =
+        train(host_engine(&dev), &bert, &s, &tr, &va, Rates { cfg: &cfg, side: None }, (0, None), &dev).expect("train");
     let acc = kept(&curve, best);
     assert!(acc >= 0.9, "MixRAG token, frozen model: validation accuracy {acc} ({curve:?})");
     let tau = temperature(&s, cfg.epochs, best as usize);
@@ -124,11 +134,11 @@ fn the_host_engine_trains_as_burn_does() {
     ] {
         let s = if gt2 { efficient(shape(soft, tuning)) } else { shape(soft, tuning) };
         let rates = Rates { cfg: &cfg, side };
-        let (host, hc, _) = train_on(true, &bert, &s, &tr, &va, rates, 5, &dev).expect("host");
-        let (burn, bc, _) = train_on(false, &bert, &s, &tr, &va, rates, 5, &dev).expect("burn");
+        let (host, hc, _) = train(true, &bert, &s, &tr, &va, rates, (5, None), &dev).expect("host");
+        let (burn, bc, _) = train(false, &bert, &s, &tr, &va, rates, (5, None), &dev).expect("burn");
         assert!(matches!(host, TrainedQa::Host(_)) && matches!(burn, TrainedQa::Burn(_)));
         if side.is_some() {
-            let (_, one_rate, _) = train_on(true, &bert, &s, &tr, &va, Rates { cfg: &cfg, side: None }, 5, &dev).expect("host");
+            let (_, one_rate, _) = train(true, &bert, &s, &tr, &va, Rates { cfg: &cfg, side: None }, (5, None), &dev).expect("host");
             assert_ne!(hc, one_rate, "{soft:?} {tuning:?}: the side's own rate changes training");
         }
         let fresh = crate::lm::LanguageModel::from_bert(&bert, tuning, 5, &dev.clone().autodiff()).expect("lm").trained_parameters();
@@ -163,12 +173,12 @@ fn a_graph_token_starts_from_given_encoder_weights_and_trains_them() {
     let (own, other) = (GraphEncoder::new(enc, 5, &dev).expect("encoder"), GraphEncoder::new(enc, 6, &dev).expect("encoder"));
     let rates = Rates { cfg: &cfg, side: None };
     for host in [true, false] {
-        let (_, scratch, _) = train_on(host, &bert, &s, &tr, &va, rates, 5, &dev).expect("scratch");
-        let (_, same, _) = train_from(host, &bert, &s, &tr, &va, rates, (5, Some(&own)), &dev).expect("own weights");
+        let (_, scratch, _) = train(host, &bert, &s, &tr, &va, rates, (5, None), &dev).expect("scratch");
+        let (_, same, _) = train(host, &bert, &s, &tr, &va, rates, (5, Some(&own)), &dev).expect("own weights");
         assert_eq!(scratch, same, "host engine {host}: the seed's own weights, given, train as from scratch");
-        let (_, moved, _) = train_from(host, &bert, &s, &tr, &va, rates, (5, Some(&other)), &dev).expect("other weights");
+        let (_, moved, _) = train(host, &bert, &s, &tr, &va, rates, (5, Some(&other)), &dev).expect("other weights");
         assert_ne!(scratch, moved, "host engine {host}: other weights give another run");
     }
     let text = shape(Soft::None, Tuning::Frozen);
-    assert!(train_from(true, &bert, &text, &tr, &va, rates, (5, Some(&own)), &dev).is_err(), "no graph token, no encoder weights");
+    assert!(train(true, &bert, &text, &tr, &va, rates, (5, Some(&own)), &dev).is_err(), "no graph token, no encoder weights");
 }
