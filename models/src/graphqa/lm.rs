@@ -130,8 +130,19 @@ pub struct LmQaShape {
     pub tuning: Tuning,
     /// Width of the projector's hidden layer (G-Retriever: 2048).
     pub projector_hidden: usize,
+    /// The projector's last layer starts at zero (else drawn like every layer): the soft token
+    /// then starts as the zero vector, a neutral slot in front of the text, and grows as its
+    /// gradient says (LoRA's `B = 0` start, on the token). The other weights are drawn as before.
+    pub projector_zero: bool,
     pub classes: usize,
     pub layout: Layout,
+}
+
+/// The projector's last layer, into the language model's width `d`: drawn from `rng`, or zero
+/// ([`LmQaShape::projector_zero`]; `rng` moves the same, so every other weight is unchanged).
+fn last_projector(shape: &LmQaShape, d: usize, rng: &mut Stream, dev: &Device) -> Dense {
+    let drawn = Dense::new(shape.projector_hidden.max(1), d, rng, dev);
+    if shape.projector_zero { Dense::zeros(shape.projector_hidden.max(1), d, dev) } else { drawn }
 }
 
 /// Where the soft tokens come from: the graph encoder and projector, MixRAG and projector, or a
@@ -173,13 +184,13 @@ impl SoftSide {
                     None => fresh,
                 });
                 proj1 = Some(Dense::new(e.hidden, shape.projector_hidden.max(1), rng, dev));
-                proj2 = Some(Dense::new(shape.projector_hidden.max(1), d, rng, dev));
+                proj2 = Some(last_projector(shape, d, rng, dev));
             }
             Soft::Mix => {
                 let m = shape.mix.ok_or_else(|| ModelError::Internal("a MixRAG token needs MixRAG's shape".into()))?;
                 mix = Some(MixRag::new(m.shape, seed, dev)?);
                 proj1 = Some(Dense::new(m.shape.hidden, shape.projector_hidden.max(1), rng, dev));
-                proj2 = Some(Dense::new(shape.projector_hidden.max(1), d, rng, dev));
+                proj2 = Some(last_projector(shape, d, rng, dev));
             }
             Soft::Prompt { tokens } => {
                 if tokens == 0 {

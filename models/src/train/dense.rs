@@ -24,6 +24,14 @@ impl Dense {
         }
     }
 
+    /// Zero weights and bias.
+    pub(crate) fn zeros(d_in: usize, d_out: usize, dev: &Device) -> Self {
+        Dense {
+            w: Param::from_data(TensorData::new(vec![0f32; d_in * d_out], [d_in, d_out]), dev),
+            b: Param::from_data(TensorData::new(vec![0f32; d_out], [d_out]), dev),
+        }
+    }
+
     pub(crate) fn forward(&self, x: Tensor<2>) -> Tensor<2> {
         x.matmul(self.w.val()) + self.b.val().unsqueeze()
     }

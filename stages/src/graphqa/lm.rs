@@ -136,6 +136,11 @@ pub struct LmSettings {
     pub lm_desc_budget: usize,
     pub lm_prompt_tokens: usize,
     pub lm_projector_hidden: usize,
+    /// The projector's last layer starts at zero, so a graph (or MixRAG) token starts as the zero
+    /// vector, a neutral slot, and grows as training finds it useful; `false` (the papers):
+    /// drawn like every other layer.
+    #[serde(default)]
+    pub lm_projector_zero: bool,
     /// The language model (`--set <stage>.lm=…`): a model folder, or a hub model id
     /// `<owner>/<name>` fetched with `tgrag fetch <owner>/<name>` (any BERT, RoBERTa or MPNet
     /// sentence-transformers checkpoint, e.g. `sentence-transformers/all-roberta-large-v1`).
@@ -160,6 +165,7 @@ impl Default for LmSettings {
             lm_desc_budget: 192,
             lm_prompt_tokens: 4,
             lm_projector_hidden: 1024,
+            lm_projector_zero: false,
             backbone: None,
         }
     }
@@ -404,6 +410,7 @@ pub fn run_row(
         soft: spec.soft,
         tuning: spec.tuning,
         projector_hidden: settings.lm_projector_hidden,
+        projector_zero: settings.lm_projector_zero,
         classes,
         layout,
     };

@@ -48,7 +48,7 @@ fn examples(n: usize, seed: u64) -> Vec<LmExample> {
 
 fn shape(soft: Soft, tuning: Tuning) -> LmQaShape {
     let enc = EncoderShape { kind: EncoderKind::Gt, in_dim: 4, edge_dim: 2, hidden: 16, layers: 2, heads: 2, pooling: Pooling::Mean };
-    LmQaShape { encoder: Some(enc), mix: None, soft, tuning, projector_hidden: 16, classes: 2, layout: LAYOUT }
+    LmQaShape { encoder: Some(enc), mix: None, soft, tuning, projector_hidden: 16, projector_zero: false, classes: 2, layout: LAYOUT }
 }
 
 fn kept(curve: &[QaEpoch], best: u32) -> f64 {
@@ -181,4 +181,38 @@ fn a_graph_token_starts_from_given_encoder_weights_and_trains_them() {
     }
     let text = shape(Soft::None, Tuning::Frozen);
     assert!(train(true, &bert, &text, &tr, &va, rates, (5, Some(&own)), &dev).is_err(), "no graph token, no encoder weights");
+}
+
+/// A zero-started projector (`projector_zero`): before training the graph token is the zero
+/// vector whatever the graph (a drawn projector's token differs between graphs), the weights
+/// before it are the drawn start's; training moves the token off zero, by graph, and it still
+/// carries the planted rule to a frozen language model.
+#[test]
+fn a_zero_started_projector_gives_a_zero_token_that_learns() {
+    let (_, _, bert) = tiny_bert(21);
+    let dev = Device::flex();
+    let (tr, va) = (examples(160, 1), examples(60, 2));
+    let drawn = shape(Soft::Graph, Tuning::Frozen);
+    let zero = LmQaShape { projector_zero: true, ..drawn };
+    let some: Vec<&LmExample> = va.iter().take(8).collect();
+    let values = |t: Option<Tensor<2>>| -> Vec<f32> { t.expect("a token").into_data().try_to_vec::<f32>().expect("f32") };
+    let (z, d) = (LmQa::new(&bert, &zero, 0, &dev).expect("zero"), LmQa::new(&bert, &drawn, 0, &dev).expect("drawn"));
+    let tokens = |m: &LmQa, s: &LmQaShape| values(m.side.soft(&some, s, (1.0, None), &dev).expect("tokens"));
+    assert!(tokens(&z, &zero).iter().all(|&x| x == 0.0), "the zero start's token is zero");
+    let drawn_tokens = tokens(&d, &drawn);
+    let width = drawn_tokens.len() / some.len();
+    assert!(drawn_tokens.chunks(width).any(|row| row != &drawn_tokens[..width]), "a drawn token depends on the graph");
+    let before = |m: &LmQa| {
+        let enc = read_tensors(m.side.encoder.as_ref().expect("encoder"), "encoder").expect("weights");
+        let p1 = read_tensors(m.side.proj1.as_ref().expect("projector"), "projector").expect("weights");
+        (enc, p1)
+    };
+    assert_eq!(before(&z), before(&d), "only the last layer starts otherwise");
+
+    let cfg = TrainConfig { lr: 5e-3, epochs: 25, patience: 25, batch: 16, ..TrainConfig::default() };
+    let (model, curve, best) = train(true, &bert, &zero, &tr, &va, Rates { cfg: &cfg, side: None }, (0, None), &dev).expect("train");
+    assert!(kept(&curve, best) >= 0.9, "zero-started graph token, frozen model: {curve:?}");
+    let TrainedQa::Host(h) = model else { panic!("the host engine's model") };
+    let trained = values(h.side.soft(&some, &zero, (1.0, None), &dev).expect("tokens"));
+    assert!(trained.chunks(width).any(|row| row != &trained[..width]), "the trained token depends on the graph");
 }
