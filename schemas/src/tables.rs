@@ -723,14 +723,22 @@ pub const GATE_WEIGHTS: TableSpec = TableSpec {
 /// MixRAG's ablations (the `mixrag` stage).
 pub const MIXRAG_ABLATION: TableSpec = TableSpec {
     name: "mixrag_ablation",
-    version: 1,
+    version: 2,
     family: "graph QA",
-    doc: "MixRAG's ablations per task and split, mean ± std over seeds: expert combinations (the paper's Table 4), query-aware GNN depth (Fig. 4), the query-aware GNN against G-Retriever's graph transformer on the same subgraphs, and the mean gate weight per expert by question type (Fig. 5).",
+    doc: "MixRAG's ablations per task and split, mean ± std over seeds: expert combinations (the paper's Table 4) with trained heads and, with `lm_ablation_experts`, read by the language model, query-aware GNN depth (Fig. 4), the query-aware GNN against G-Retriever's graph transformer on the same subgraphs, and the mean gate weight per expert by question type (Fig. 5).",
     run_dependent: false,
     columns: &[
         req("dataset", Utf8, "dataset (`<dataset>/<task>` where a dataset holds several tasks)"),
-        req_in("ablation", &["experts", "depth", "encoder", "gate"], "experts | depth | encoder | gate"),
-        req("setting", Utf8, "experts: entity+subgraph …; depth: 1…4; encoder: query-aware-gnn | graph-transformer; gate: the expert"),
+        req_in(
+            "ablation",
+            &["experts", "experts-lm", "depth", "encoder", "gate"],
+            "experts | experts-lm (the same combinations under the first of `lm_rows`, method `<row>-<experts>` in `scores`) | depth | encoder | gate",
+        ),
+        req(
+            "setting",
+            Utf8,
+            "experts, experts-lm: entity+subgraph …; depth: 1…4; encoder: query-aware-gnn | graph-transformer; gate: the expert",
+        ),
         req("group", Utf8, "`*`, or the question type (`hops=1`) for the gate"),
         req("split", Utf8, "val | test"),
         req("metric", Utf8, "accuracy | hit1 | gate_weight"),

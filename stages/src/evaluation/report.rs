@@ -258,7 +258,7 @@ pub fn paper_section(scores: &[RecordBatch]) -> Result<String> {
     let mut by_ds: BTreeMap<String, BTreeMap<String, Figure>> = BTreeMap::new();
     for b in scores {
         for r in rows(b)? {
-            if r.split != "test" || r.group != ALL || !PAPER_ROWS.iter().any(|p| p.1 == r.method) {
+            if r.split != "test" || r.group != ALL {
                 continue;
             }
             let metric = if r.dataset.contains("webqsp") { "hit1" } else { "accuracy" };
@@ -292,8 +292,69 @@ pub fn paper_section(scores: &[RecordBatch]) -> Result<String> {
             let published = published.map_or("—".to_string(), |p| format!("{:.4}", p[col]));
             out.push_str(&format!("| {row} | `{method}` | {} | {seeds} | {published} |\n", cell(*v, *sd)));
         }
+        out.push_str(&experts_table(ds, col, methods));
     }
     Ok(out)
+}
+
+/// MixRAG's Table 4 (accuracy of each expert combination, Llama-2-7B with LoRA): (paper row, the
+/// method suffix after a MixRAG method's name, published ExplaGraphs accuracy and WebQSP Hit@1).
+const EXPERT_ROWS: &[(&str, &str, [f64; 2])] = &[
+    ("Only Entity", "-entity", [0.8247, 0.6776]),
+    ("Only Relation", "-relation", [0.8466, 0.6989]),
+    ("Only Subgraph", "-subgraph", [0.8765, 0.7399]),
+    ("Entity + Relation", "-entity+relation", [0.8574, 0.7192]),
+    ("Entity + Subgraph", "-entity+subgraph", [0.8646, 0.7291]),
+    ("Relation + Subgraph", "-relation+subgraph", [0.8682, 0.7303]),
+    ("MixRAG (All)", "", [0.8863, 0.7531]),
+];
+
+/// The MixRAG methods an expert ablation can run under: (column, method of all three experts).
+const EXPERT_BASES: &[(&str, &str)] =
+    &[("trained head", "mixrag"), ("frozen LM", "lm-mixrag"), ("LM w/ LoRA", "lm-mixrag-lora"), ("LM, full", "lm-mixrag-full")];
+
+/// Table 4 for one dataset (`col`: 0 ExplaGraphs, 1 SceneGraphs, 2 WebQSP) when a language-model
+/// row ran the expert ablation: a column per MixRAG method whose ablation ran, the published
+/// figure last (none for SceneGraphs: the paper omits it).
+fn experts_table(ds: &str, col: usize, methods: &BTreeMap<String, (Option<f64>, Option<f64>, usize)>) -> String {
+    let ran = |base: &str| EXPERT_ROWS.iter().any(|(_, suffix, _)| !suffix.is_empty() && methods.contains_key(&format!("{base}{suffix}")));
+    if !EXPERT_BASES.iter().any(|(_, base)| base.starts_with("lm-") && ran(base)) {
+        return String::new();
+    }
+    let bases: Vec<&(&str, &str)> = EXPERT_BASES.iter().filter(|(_, base)| ran(base)).collect();
+    let mut out = format!(
+        "
+### MixRAG's expert combinations (its Table 4): {ds}, test, mean ± std (seeds)
+
+| experts |"
+    );
+    for (name, base) in &bases {
+        out.push_str(&format!(" {name} (`{base}-…`) |"));
+    }
+    out.push_str(
+        " published |
+|---|",
+    );
+    out.push_str(&"---:|".repeat(bases.len() + 1));
+    out.push('\n');
+    for (row, suffix, published) in EXPERT_ROWS {
+        out.push_str(&format!("| {row} |"));
+        for (_, base) in &bases {
+            let text = match methods.get(&format!("{base}{suffix}")) {
+                Some((Some(v), sd, 0)) => cell(*v, *sd),
+                Some((Some(v), sd, seeds)) => format!("{} ({seeds})", cell(*v, *sd)),
+                _ => String::new(),
+            };
+            out.push_str(&format!(" {text} |"));
+        }
+        let published = match col {
+            0 => format!("{:.4}", published[0]),
+            2 => format!("{:.4}", published[1]),
+            _ => "—".into(),
+        };
+        out.push_str(&format!(" {published} |\n"));
+    }
+    out
 }
 
 pub struct ReportStage;
@@ -403,6 +464,35 @@ mod tests {
         // Rows in the paper's order: LoRA rows after the frozen ones, the no-LM rows last.
         assert!(text.find("G-Retriever w/ LoRA").expect("a") < text.find("MixRAG w/ LoRA").expect("b"));
         assert!(text.find("MixRAG w/ LoRA").expect("b") < text.find("no language model").expect("c"));
+        assert!(!text.contains("Table 4"), "no expert ablation ran with the language model: {text}");
+    }
+
+    #[test]
+    fn the_expert_ablation_with_the_language_model_renders_as_table_4() {
+        let mut m = Scores::new("explagraphs", "mixrag");
+        // Heads: the full model and one combination; the LM (LoRA): two seeds of `-subgraph`, the full row.
+        m.push("mixrag", "test", ALL, "accuracy", 0.70, 554, None);
+        m.push("mixrag-entity", "test", ALL, "accuracy", 0.60, 554, None);
+        m.push("lm-mixrag-lora", "test", ALL, "accuracy", 0.74, 554, Some(0));
+        m.push("lm-mixrag-lora", "test", ALL, "accuracy", 0.74, 554, None);
+        for (seed, v) in [(0, 0.71), (1, 0.73)] {
+            m.push("lm-mixrag-lora-subgraph", "test", ALL, "accuracy", v, 554, Some(seed));
+        }
+        m.push("lm-mixrag-lora-subgraph", "test", ALL, "accuracy", 0.72, 554, None);
+        m.push("lm-mixrag-lora-subgraph", "test", ALL, "accuracy_std", 0.014_142_136, 554, None);
+        m.push("lm-mixrag-lora-subgraph", "val", ALL, "accuracy", 0.99, 553, None);
+        let text = paper_section(&[m.batch().expect("m")]).expect("render");
+        assert!(text.contains("### MixRAG's expert combinations (its Table 4): explagraphs"), "{text}");
+        assert!(
+            text.contains("| experts | trained head (`mixrag-…`) | LM w/ LoRA (`lm-mixrag-lora-…`) | published |\n|---|---:|---:|---:|\n"),
+            "{text}"
+        );
+        assert!(text.contains("| Only Entity | 0.6000 |  | 0.8247 |\n"), "{text}");
+        assert!(text.contains("| Only Subgraph |  | 0.7200 ± 0.0141 (2) | 0.8765 |\n"), "{text}");
+        assert!(text.contains("| MixRAG (All) | 0.7000 | 0.7400 (1) | 0.8863 |\n"), "{text}");
+        assert!(!text.contains("frozen LM") && !text.contains("0.9900"), "{text}");
+        // The rows in the paper's order.
+        assert!(text.find("Only Relation").expect("r") < text.find("Entity + Relation").expect("er"));
     }
 
     #[test]

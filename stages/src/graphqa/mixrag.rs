@@ -285,8 +285,8 @@ fn lm_rows(
     };
     let mut specs: Vec<lm::RowSpec> = cfg.lm_rows.iter().map(|r| r.spec(&cfg.lm, source([true; 3]))).collect();
     if let (true, Some(first)) = (cfg.lm_ablation_experts, cfg.lm_rows.first()) {
-        for v in variants(&MixragConfig { ablation_depths: Vec::new(), ablation_experts: true, ..cfg.clone() }).into_iter().skip(1) {
-            specs.push(first.spec(&cfg.lm, source(v.experts)));
+        for experts in lm_expert_sets().into_iter().skip(1) {
+            specs.push(first.spec(&cfg.lm, source(experts)));
         }
     }
     let run = lm::RowsRun {
@@ -449,8 +449,20 @@ fn method_ablations(dataset: &str, metric: &str, graphs: &[&EncodedGraph], out: 
             }
         }
         push("encoder", "query-aware-gnn".into(), "mixrag-subgraph", split);
+        if let (true, Some(first)) = (cfg.lm_ablation_experts, cfg.lm_rows.first()) {
+            for experts in lm_expert_sets() {
+                let on: Vec<&str> = EXPERTS.iter().zip(experts).filter(|x| x.1).map(|x| *x.0).collect();
+                push("experts-lm", on.join("+"), &first.method(experts), split);
+            }
+        }
     }
     rows
+}
+
+/// The expert combinations the language model's ablation trains: all three first, then Table 4's six.
+fn lm_expert_sets() -> Vec<[bool; 3]> {
+    let all = MixragConfig { ablation_depths: Vec::new(), ablation_experts: true, ..MixragConfig::default() };
+    variants(&all).into_iter().map(|v| v.experts).collect()
 }
 
 /// The encoder ablation's other arm: `gretriever-gt`'s figures per split (read from its scores).
@@ -539,12 +551,25 @@ pub fn task_plots(task: Task, rows: &[AblationRow]) -> Result<Vec<(String, Vec<u
         let r: Vec<&&AblationRow> = test.iter().filter(|r| r.ablation == ab && r.group == "*").collect();
         (r.iter().map(|r| r.setting.clone()).collect(), r.iter().map(|r| Some(r.mean)).collect())
     };
-    let (cats, vals) = bars_of("experts");
+    let (mut cats, _) = bars_of("experts");
+    let (lm_cats, _) = bars_of("experts-lm");
+    for c in lm_cats {
+        if !cats.contains(&c) {
+            cats.push(c);
+        }
+    }
     if !cats.is_empty() {
         let metric = test.first().map_or("accuracy", |r| r.metric.as_str());
+        let series_of = |ab: &str| -> Vec<Option<f64>> {
+            cats.iter().map(|c| test.iter().find(|r| r.ablation == ab && r.group == "*" && &r.setting == c).map(|r| r.mean)).collect()
+        };
+        let mut series = vec![("trained head", series_of("experts"))];
+        if test.iter().any(|r| r.ablation == "experts-lm") {
+            series.push(("language model", series_of("experts-lm")));
+        }
         out.push((
             format!("experts-{t}.png"),
-            plots::bars(&format!("MixRAG experts — {t} (test)"), metric, &cats, &[(metric, vals)], (760, 380))?,
+            plots::bars(&format!("MixRAG experts — {t} (test, {metric})"), metric, &cats, &series, (760, 380))?,
         ));
     }
     let depth: Vec<(f64, f64)> =
@@ -762,6 +787,69 @@ mod tests {
         assert_eq!(names.iter().filter(|n| n.starts_with("mixrag-depth")).count(), 3, "{names:?}");
         let lean = MixragConfig { ablation_experts: false, ablation_depths: vec![], ..cfg };
         assert_eq!(variants(&lean).len(), 1);
+    }
+
+    #[test]
+    fn the_language_models_expert_ablation_lands_in_the_ablation_table() {
+        use crate::graphqa::lm::MixLmRow;
+        let enc = crate::graphqa::answer::tests::planted();
+        let graphs: Vec<&EncodedGraph> = enc.graphs.iter().collect();
+        let test: Vec<usize> = (0..graphs.len()).filter(|&i| graphs[i].split == "test").collect();
+        assert!(test.len() >= 4, "the planted task has a test split");
+        let sets = lm_expert_sets();
+        assert_eq!(sets.len(), 7);
+        assert_eq!(sets[0], [true; 3], "the full row first: the ablation skips it");
+        // Every combination under the LoRA row, two seeds: right on every `k + seed + 1`-th question.
+        let mut out = TaskOut { predictions: Vec::new(), curves: Curves::default(), gates: Vec::new() };
+        for (k, &experts) in sets.iter().enumerate() {
+            for seed in [0u64, 1] {
+                for (j, &i) in test.iter().enumerate() {
+                    out.predictions.push(Prediction {
+                        graph: i,
+                        method: MixLmRow::MixragLora.method(experts),
+                        seed: Some(seed),
+                        text: String::new(),
+                        loose: false,
+                        correct: j % (k + seed as usize + 1) == 0,
+                    });
+                }
+            }
+        }
+        let cfg =
+            MixragConfig { lm_rows: vec![MixLmRow::MixragLora, MixLmRow::Mixrag], lm_ablation_experts: true, ..MixragConfig::default() };
+        let rows = ablations("ds", Task::ExplaGraphs, &graphs, &out, &cfg, &BTreeMap::new());
+        let lm: Vec<&AblationRow> = rows.iter().filter(|r| r.ablation == "experts-lm" && r.split == "test").collect();
+        let settings: Vec<&str> = lm.iter().map(|r| r.setting.as_str()).collect();
+        assert_eq!(
+            settings,
+            ["entity+relation+subgraph", "entity", "relation", "subgraph", "entity+relation", "entity+subgraph", "relation+subgraph"]
+        );
+        let n = test.len();
+        for (k, r) in lm.iter().enumerate() {
+            // Brute force: the fraction of multiples per seed, then mean and sample std over the two.
+            let acc = |step: usize| (0..n).filter(|j| j % step == 0).count() as f64 / n as f64;
+            let (a, b) = (acc(k + 1), acc(k + 2));
+            let mean = (a + b) / 2.0;
+            let std = ((a - mean).powi(2) + (b - mean).powi(2)).sqrt();
+            assert!((r.mean - mean).abs() < 1e-12 && (r.std - std).abs() < 1e-12, "{k}: {r:?} against {mean} ± {std}");
+            assert_eq!((r.seeds, r.n), (2, n as u64));
+        }
+        // Without the option the table has no such rows, and the head ablation finds no predictions.
+        let off = ablations(
+            "ds",
+            Task::ExplaGraphs,
+            &graphs,
+            &out,
+            &MixragConfig { lm_ablation_experts: false, ..cfg.clone() },
+            &BTreeMap::new(),
+        );
+        assert!(off.iter().all(|r| r.ablation != "experts-lm") && off.iter().all(|r| r.ablation != "experts"));
+        assert!(ablation_batch(&rows).is_ok());
+        let plots = task_plots(Task::ExplaGraphs, &rows).expect("plots");
+        assert!(
+            plots.iter().any(|(name, png)| name == "experts-explagraphs.png" && png.starts_with(b"\x89PNG")),
+            "the LM's bars alone draw the plot"
+        );
     }
 
     #[test]
