@@ -133,6 +133,7 @@ GRAPHQA_LM_SET ?= --set 'gretriever.lm_rows=$(GRAPHQA_LM_ROWS)' --set 'mixrag.lm
 
 graphqa-lm: build models
 	$(TGRAG) --outputs $(OUTPUTS) $(QUIET) run --dataset $(GRAPHQA) $(GRAPHQA_SET) $(GRAPHQA_LM_SET)
+	@awk '/^## GraphQA with a language model/ { p = 1 } /^## / && !/^## GraphQA with/ { p = 0 } p' $(OUTPUTS)/$(GRAPHQA)/report/report.md
 	@sed -n '/^## gretriever: .*split `test`/,/^$$/p' $(OUTPUTS)/$(GRAPHQA)/report/report.md
 	@sed -n '/^## mixrag: .*split `test`/,/^$$/p' $(OUTPUTS)/$(GRAPHQA)/report/report.md
 
