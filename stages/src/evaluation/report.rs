@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use arrow::array::RecordBatch;
 use serde::{Deserialize, Serialize};
+use tgrag_models::gnn::mixrag::MixShape;
 
 use crate::evaluation::ranking::EvalMode;
 use crate::shared::scores::{ALL, ALL_SPLITS, ScoreRow, score_rows};
@@ -297,50 +298,52 @@ pub fn paper_section(scores: &[RecordBatch]) -> Result<String> {
     Ok(out)
 }
 
-/// MixRAG's Table 4 (accuracy of each expert combination, Llama-2-7B with LoRA): (paper row, the
-/// method suffix after a MixRAG method's name, published ExplaGraphs accuracy and WebQSP Hit@1).
-const EXPERT_ROWS: &[(&str, &str, [f64; 2])] = &[
-    ("Only Entity", "-entity", [0.8247, 0.6776]),
-    ("Only Relation", "-relation", [0.8466, 0.6989]),
-    ("Only Subgraph", "-subgraph", [0.8765, 0.7399]),
-    ("Entity + Relation", "-entity+relation", [0.8574, 0.7192]),
-    ("Entity + Subgraph", "-entity+subgraph", [0.8646, 0.7291]),
-    ("Relation + Subgraph", "-relation+subgraph", [0.8682, 0.7303]),
-    ("MixRAG (All)", "", [0.8863, 0.7531]),
+/// MixRAG's Table 4 (accuracy of each expert combination, Llama-2-7B with LoRA), in the paper's
+/// order: (paper row, the experts on (entity, relation, subgraph), published ExplaGraphs accuracy
+/// and WebQSP Hit@1).
+const EXPERT_ROWS: &[(&str, [bool; 3], [f64; 2])] = &[
+    ("Only Entity", [true, false, false], [0.8247, 0.6776]),
+    ("Only Relation", [false, true, false], [0.8466, 0.6989]),
+    ("Only Subgraph", [false, false, true], [0.8765, 0.7399]),
+    ("Entity + Relation", [true, true, false], [0.8574, 0.7192]),
+    ("Entity + Subgraph", [true, false, true], [0.8646, 0.7291]),
+    ("Relation + Subgraph", [false, true, true], [0.8682, 0.7303]),
+    ("MixRAG (All)", [true; 3], [0.8863, 0.7531]),
 ];
 
 /// The MixRAG methods an expert ablation can run under: (column, method of all three experts).
 const EXPERT_BASES: &[(&str, &str)] =
     &[("trained head", "mixrag"), ("frozen LM", "lm-mixrag"), ("LM w/ LoRA", "lm-mixrag-lora"), ("LM, full", "lm-mixrag-full")];
 
+/// The method of `base` (a MixRAG method of all three experts) with only `experts` on, named as
+/// the `mixrag` stage names them ([`MixShape::experts_name`]'s suffix after `base`).
+fn expert_method(base: &str, experts: [bool; 3]) -> String {
+    let name = MixShape::experts_name(experts);
+    format!("{base}{}", name.strip_prefix("mixrag").unwrap_or(&name))
+}
+
 /// Table 4 for one dataset (`col`: 0 ExplaGraphs, 1 SceneGraphs, 2 WebQSP) when a language-model
 /// row ran the expert ablation: a column per MixRAG method whose ablation ran, the published
 /// figure last (none for SceneGraphs: the paper omits it).
 fn experts_table(ds: &str, col: usize, methods: &BTreeMap<String, (Option<f64>, Option<f64>, usize)>) -> String {
-    let ran = |base: &str| EXPERT_ROWS.iter().any(|(_, suffix, _)| !suffix.is_empty() && methods.contains_key(&format!("{base}{suffix}")));
+    let ran = |base: &str| {
+        EXPERT_ROWS.iter().any(|(_, experts, _)| *experts != [true; 3] && methods.contains_key(&expert_method(base, *experts)))
+    };
     if !EXPERT_BASES.iter().any(|(_, base)| base.starts_with("lm-") && ran(base)) {
         return String::new();
     }
     let bases: Vec<&(&str, &str)> = EXPERT_BASES.iter().filter(|(_, base)| ran(base)).collect();
-    let mut out = format!(
-        "
-### MixRAG's expert combinations (its Table 4): {ds}, test, mean ± std (seeds)
-
-| experts |"
-    );
+    let mut out = format!("\n### MixRAG's expert combinations (its Table 4): {ds}, test, mean ± std (seeds)\n\n| experts |");
     for (name, base) in &bases {
         out.push_str(&format!(" {name} (`{base}-…`) |"));
     }
-    out.push_str(
-        " published |
-|---|",
-    );
+    out.push_str(" published |\n|---|");
     out.push_str(&"---:|".repeat(bases.len() + 1));
     out.push('\n');
-    for (row, suffix, published) in EXPERT_ROWS {
+    for (row, experts, published) in EXPERT_ROWS {
         out.push_str(&format!("| {row} |"));
         for (_, base) in &bases {
-            let text = match methods.get(&format!("{base}{suffix}")) {
+            let text = match methods.get(&expert_method(base, *experts)) {
                 Some((Some(v), sd, 0)) => cell(*v, *sd),
                 Some((Some(v), sd, seeds)) => format!("{} ({seeds})", cell(*v, *sd)),
                 _ => String::new(),

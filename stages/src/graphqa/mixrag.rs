@@ -441,8 +441,7 @@ fn method_ablations(dataset: &str, metric: &str, graphs: &[&EncodedGraph], out: 
     for split in ["val", "test"] {
         for v in variants(cfg) {
             if v.layers == cfg.layers {
-                let on: Vec<&str> = EXPERTS.iter().zip(v.experts).filter(|x| x.1).map(|x| *x.0).collect();
-                push("experts", on.join("+"), &v.name, split);
+                push("experts", experts_setting(v.experts), &v.name, split);
             }
             if v.experts == [true; 3] {
                 push("depth", v.layers.to_string(), &v.name, split);
@@ -451,12 +450,17 @@ fn method_ablations(dataset: &str, metric: &str, graphs: &[&EncodedGraph], out: 
         push("encoder", "query-aware-gnn".into(), "mixrag-subgraph", split);
         if let (true, Some(first)) = (cfg.lm_ablation_experts, cfg.lm_rows.first()) {
             for experts in lm_expert_sets() {
-                let on: Vec<&str> = EXPERTS.iter().zip(experts).filter(|x| x.1).map(|x| *x.0).collect();
-                push("experts-lm", on.join("+"), &first.method(experts), split);
+                push("experts-lm", experts_setting(experts), &first.method(experts), split);
             }
         }
     }
     rows
+}
+
+/// An expert combination as `mixrag_ablation`'s `setting` spells it: `entity+subgraph`.
+fn experts_setting(experts: [bool; 3]) -> String {
+    let on: Vec<&str> = EXPERTS.iter().zip(experts).filter(|x| x.1).map(|x| *x.0).collect();
+    on.join("+")
 }
 
 /// The expert combinations the language model's ablation trains: all three first, then Table 4's six.
@@ -551,11 +555,13 @@ pub fn task_plots(task: Task, rows: &[AblationRow]) -> Result<Vec<(String, Vec<u
         let r: Vec<&&AblationRow> = test.iter().filter(|r| r.ablation == ab && r.group == "*").collect();
         (r.iter().map(|r| r.setting.clone()).collect(), r.iter().map(|r| Some(r.mean)).collect())
     };
-    let (mut cats, _) = bars_of("experts");
-    let (lm_cats, _) = bars_of("experts-lm");
-    for c in lm_cats {
-        if !cats.contains(&c) {
-            cats.push(c);
+    // The combinations of both expert ablations, the trained heads' first.
+    let mut cats: Vec<String> = Vec::new();
+    for ab in ["experts", "experts-lm"] {
+        for r in test.iter().filter(|r| r.ablation == ab && r.group == "*") {
+            if !cats.contains(&r.setting) {
+                cats.push(r.setting.clone());
+            }
         }
     }
     if !cats.is_empty() {
