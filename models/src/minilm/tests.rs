@@ -208,8 +208,35 @@ fn burn_bert_matches_f64_reference_with_padding_and_bucketing() {
 fn fused_engine_matches_f64_reference_with_packing_and_bucketing() {
     check_engine_against_reference("fused", 11, |cfg, bytes, seqs, batch_size| {
         let fused = fused::FusedBert::from_safetensors(cfg.clone(), Path::new("tiny.safetensors"), bytes)?;
-        encode_batched(cfg, seqs, EncodeOptions { batch_size }, &|_| {}, |b| fused.forward_pooled(b))
+        // A token budget as well: with these short sequences it cuts batches the count does not.
+        encode_batched(cfg, seqs, EncodeOptions { batch_size }, &|_| {}, Some(9), |b| fused.forward_pooled(b))
     });
+}
+
+#[test]
+fn batches_respect_both_limits_and_cover_the_order_once() {
+    let ids: Vec<Vec<u32>> = [3usize, 5, 1, 8, 2, 2, 7, 4, 20, 1].iter().map(|&n| vec![1u32; n]).collect();
+    let order: Vec<usize> = (0..ids.len()).rev().collect();
+    for batch_size in [1usize, 2, 3, 32] {
+        for max_tokens in [None, Some(1), Some(6), Some(10), Some(1000)] {
+            let got = batches(&order, &ids, batch_size, max_tokens);
+            // Consecutive, in order, every position once.
+            assert_eq!(got.concat(), order, "{batch_size} {max_tokens:?}");
+            for (b, next) in got.iter().zip(got.iter().skip(1).map(Some).chain([None])) {
+                let tokens: usize = b.iter().map(|&i| ids[i].len()).sum();
+                assert!(!b.is_empty() && b.len() <= batch_size, "{batch_size} {max_tokens:?}: {b:?}");
+                if let Some(m) = max_tokens {
+                    assert!(tokens <= m || b.len() == 1, "{batch_size} {max_tokens:?}: {b:?} holds {tokens} tokens");
+                    // Greedy: the next batch's first sequence would not have fitted.
+                    if let Some(n) = next.filter(|_| b.len() < batch_size) {
+                        assert!(tokens + ids[n[0]].len() > m, "{batch_size} {max_tokens:?}: {b:?} could take {}", n[0]);
+                    }
+                } else if next.is_some() {
+                    assert_eq!(b.len(), batch_size);
+                }
+            }
+        }
+    }
 }
 
 #[test]
