@@ -242,7 +242,8 @@ pub struct MiniLm {
 }
 
 /// Tokens per forward pass of the fused CPU engine (besides `batch_size` sentences). Its batches
-/// are packed, so the embeddings do not depend on the cut (byte-identical tables). On a 2-core AMX
+/// are packed, so the embeddings do not depend on the cut (the
+/// tables written before and after compare equal). On a 2-core AMX
 /// Xeon the default run's 6,519 node texts (82 word pieces on average, so about 2,600 tokens in 32
 /// sentences) took 38.2 s against 41.8 s, median of three paired runs (docs/benchmarks.md).
 const FUSED_BATCH_TOKENS: usize = 1024;

@@ -551,24 +551,22 @@ pub fn task_plots(task: Task, rows: &[AblationRow]) -> Result<Vec<(String, Vec<u
     let t = task.as_str();
     let test: Vec<&AblationRow> = rows.iter().filter(|r| r.split == "test").collect();
     let mut out = Vec::new();
-    let bars_of = |ab: &str| -> (Vec<String>, Vec<Option<f64>>) {
-        let r: Vec<&&AblationRow> = test.iter().filter(|r| r.ablation == ab && r.group == "*").collect();
-        (r.iter().map(|r| r.setting.clone()).collect(), r.iter().map(|r| Some(r.mean)).collect())
+    // An ablation's rows over all questions.
+    let overall = |ab: &'static str| test.iter().filter(move |r| r.ablation == ab && r.group == "*");
+    let bars_of = |ab: &'static str| -> (Vec<String>, Vec<Option<f64>>) {
+        (overall(ab).map(|r| r.setting.clone()).collect(), overall(ab).map(|r| Some(r.mean)).collect())
     };
     // The combinations of both expert ablations, the trained heads' first.
     let mut cats: Vec<String> = Vec::new();
-    for ab in ["experts", "experts-lm"] {
-        for r in test.iter().filter(|r| r.ablation == ab && r.group == "*") {
-            if !cats.contains(&r.setting) {
-                cats.push(r.setting.clone());
-            }
+    for r in overall("experts").chain(overall("experts-lm")) {
+        if !cats.contains(&r.setting) {
+            cats.push(r.setting.clone());
         }
     }
     if !cats.is_empty() {
         let metric = test.first().map_or("accuracy", |r| r.metric.as_str());
-        let series_of = |ab: &str| -> Vec<Option<f64>> {
-            cats.iter().map(|c| test.iter().find(|r| r.ablation == ab && r.group == "*" && &r.setting == c).map(|r| r.mean)).collect()
-        };
+        let series_of =
+            |ab: &'static str| -> Vec<Option<f64>> { cats.iter().map(|c| overall(ab).find(|r| &r.setting == c).map(|r| r.mean)).collect() };
         let mut series = vec![("trained head", series_of("experts"))];
         if test.iter().any(|r| r.ablation == "experts-lm") {
             series.push(("language model", series_of("experts-lm")));
