@@ -12,7 +12,8 @@
 //! concatenated to 1280 → linear 256 → ReLU → linear → score (the paper's head), or MoR's released
 //! head (linear 1280 → 1 → linear 1 → 1, [`Head::Released`]). Trained with softmax cross-entropy
 //! over one positive and `negatives` sampled negatives per query (seeded), Adam; the checkpoint is
-//! the epoch with the best validation hit@1.
+//! the epoch with the best validation hit@1. The CPU trains it on host buffers ([`host`]: forward
+//! and backward written out, tested against burn's autodiff); a GPU on burn.
 
 use burn::module::Module;
 use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
@@ -21,6 +22,8 @@ use burn::tensor::{Device, Tensor, TensorData};
 
 use crate::error::{ModelError, Result};
 use crate::train::{Dense, Evaluation, Learner, Plan, Score, Stepped, Stream, fit, floats, ints};
+
+pub(crate) mod host;
 
 /// Trajectory features of one candidate.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -184,7 +187,8 @@ pub fn hit1(model: &Reranker, groups: &[Group], feats: Features, dev: &Device) -
     Ok(hits as f64 / groups.len() as f64)
 }
 
-/// Trains the reranker; returns the best-validation model, the curve and the kept epoch.
+/// Trains the reranker; returns the best-validation model, the curve and the kept epoch. On the
+/// CPU it trains on the host engine ([`host`]), elsewhere on burn.
 pub fn train_reranker(
     n_types: usize,
     train: &[Group],
@@ -199,14 +203,51 @@ pub fn train_reranker(
     if usable.is_empty() {
         return Err(ModelError::Internal("no training query has both an answer and enough negatives among its candidates".into()));
     }
+    if crate::graphqa::lm::host_engine(dev) {
+        host::train(n_types, usable, val, feats, cfg, dev)
+    } else {
+        train_burn(n_types, usable, val, feats, cfg, dev)
+    }
+}
+
+/// The seed of the batch and negative draws, mixed with the run's seed.
+const BATCH_STREAM: u64 = 0x6e65_6773;
+
+/// [`train_reranker`] on burn's autodiff, over the groups it can learn from.
+fn train_burn(
+    n_types: usize,
+    usable: Vec<&Group>,
+    val: &[Group],
+    feats: Features,
+    cfg: &RerankerConfig,
+    dev: &Device,
+) -> Result<(Reranker, Vec<RerankerEpoch>, u32)> {
     let ad = dev.clone().autodiff();
-    let mut rng = Stream(cfg.seed ^ 0x6e65_6773);
+    let mut rng = Stream(cfg.seed ^ BATCH_STREAM);
     let model = Reranker::new(n_types, cfg.head, cfg.seed, &ad);
     let items = usable.len();
     let mut learner = RerankerLearner { usable, val, feats, cfg, dev, ad, optim: AdamConfig::new().with_epsilon(1e-8).init() };
     let plan = Plan::every_epoch("reranker", cfg.seed, cfg.epochs, items, cfg.batch);
     let f = fit(&plan, &mut learner, model, &mut rng)?;
     Ok((f.kept, f.curve, f.best_epoch))
+}
+
+/// The rows of one batch: per group of `chunk`, one positive and `negatives` negatives drawn from
+/// the run's stream (the positive first).
+fn sample_rows(usable: &[&Group], chunk: &[usize], negatives: usize, rng: &mut Stream) -> Vec<Trajectory> {
+    let mut rows = Vec::with_capacity(chunk.len() * (1 + negatives));
+    for &gi in chunk {
+        let g = usable[gi];
+        let pos: Vec<usize> = (0..g.positive.len()).filter(|&k| g.positive[k]).collect();
+        let mut neg: Vec<usize> = (0..g.positive.len()).filter(|&k| !g.positive[k]).collect();
+        rows.push(g.candidates[pos[rng.below(pos.len())]]);
+        for k in 0..negatives {
+            let j = k + rng.below(neg.len() - k);
+            neg.swap(k, j);
+            rows.push(g.candidates[neg[k]]);
+        }
+    }
+    rows
 }
 
 /// The reranker's training steps and evaluation for [`crate::train::fit`].
@@ -229,18 +270,7 @@ impl Learner for RerankerLearner<'_> {
     fn step(&mut self, model: Reranker, batch: Option<&[usize]>, rng: &mut Stream) -> Result<Stepped<Reranker>> {
         let chunk = batch.unwrap_or_default();
         let g_size = 1 + self.cfg.negatives;
-        let mut rows = Vec::with_capacity(chunk.len() * g_size);
-        for &gi in chunk {
-            let g = self.usable[gi];
-            let pos: Vec<usize> = (0..g.positive.len()).filter(|&k| g.positive[k]).collect();
-            let mut neg: Vec<usize> = (0..g.positive.len()).filter(|&k| !g.positive[k]).collect();
-            rows.push(g.candidates[pos[rng.below(pos.len())]]);
-            for k in 0..self.cfg.negatives {
-                let j = k + rng.below(neg.len() - k);
-                neg.swap(k, j);
-                rows.push(g.candidates[neg[k]]);
-            }
-        }
+        let rows = sample_rows(&self.usable, chunk, self.cfg.negatives, rng);
         let s = model.forward(&rows, self.feats, &self.ad).reshape([chunk.len(), g_size]);
         let lp = log_softmax(s, 1);
         let loss = lp.narrow(1, 0, 1).sum().mul_scalar(-1.0 / chunk.len() as f64);
