@@ -6,7 +6,7 @@
 
 use burn::tensor::Device;
 
-use super::{Features, Group, Head, RerankerConfig, RerankerEpoch, Trajectory, sample_rows};
+use super::{Features, Group, Head, RerankerConfig, RerankerEpoch, Trajectory, sample_rows, top_is_positive};
 use crate::error::{ModelError, Result};
 use crate::gnn::host::{Lin, read_tensors, relu, relu_back, write_tensors};
 use crate::lm::host::AdamW;
@@ -330,12 +330,7 @@ pub(crate) fn hit1(model: &HostReranker, groups: &[Group], feats: Features) -> R
     }
     let mut hits = 0usize;
     for g in groups {
-        let s = model.score(&g.candidates, feats)?;
-        if let Some(best) = (0..s.len()).reduce(|b, k| if s[k] > s[b] { k } else { b })
-            && g.positive[best]
-        {
-            hits += 1;
-        }
+        hits += usize::from(top_is_positive(&model.score(&g.candidates, feats)?, &g.positive));
     }
     Ok(hits as f64 / groups.len() as f64)
 }

@@ -177,14 +177,14 @@ pub fn hit1(model: &Reranker, groups: &[Group], feats: Features, dev: &Device) -
     }
     let mut hits = 0usize;
     for g in groups {
-        let s = model.score(&g.candidates, feats, dev)?;
-        if let Some(best) = (0..s.len()).reduce(|b, k| if s[k] > s[b] { k } else { b })
-            && g.positive[best]
-        {
-            hits += 1;
-        }
+        hits += usize::from(top_is_positive(&model.score(&g.candidates, feats, dev)?, &g.positive));
     }
     Ok(hits as f64 / groups.len() as f64)
+}
+
+/// Whether the top-scored candidate (ties: the first) is positive.
+fn top_is_positive(scores: &[f32], positive: &[bool]) -> bool {
+    (0..scores.len()).reduce(|b, k| if scores[k] > scores[b] { k } else { b }).is_some_and(|best| positive[best])
 }
 
 /// Trains the reranker; returns the best-validation model, the curve and the kept epoch. On the
