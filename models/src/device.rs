@@ -17,6 +17,12 @@ pub enum DeviceChoice {
     Auto,
 }
 
+/// Whether `dev` is the CPU (burn's flex backend): the host engines (hand-written backward passes
+/// on host buffers) train there, burn's autodiff elsewhere.
+pub fn host_engine(dev: &Device) -> bool {
+    dev.clone().inner() == Device::flex()
+}
+
 impl DeviceChoice {
     /// Parse `cpu`, `gpu` or `auto`.
     pub fn parse(s: &str) -> Option<Self> {

@@ -47,6 +47,22 @@ pub fn read_tensors<M: Module>(model: &M, what: &str) -> Result<Vec<(Vec<usize>,
     }
 }
 
+/// Every float tensor's gradient in `grads` (`None` where burn's backward pass did not reach it),
+/// in [`read_tensors`]' order: what the host engines' gradient tests compare with.
+#[cfg(test)]
+pub(crate) fn burn_gradients<M: Module>(model: &M, grads: &burn::tensor::Gradients) -> Vec<Option<Vec<f32>>> {
+    struct Grads<'a>(&'a burn::tensor::Gradients, Vec<Option<Vec<f32>>>);
+    impl ModuleVisitor for Grads<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let g = param.val().grad(self.0).map(|g| g.into_data().try_to_vec::<f32>().expect("f32"));
+            self.1.push(g);
+        }
+    }
+    let mut g = Grads(grads, Vec::new());
+    model.visit(&mut g);
+    g.1
+}
+
 /// `model` with its float tensors replaced, in [`read_tensors`]' order, by `values` (one per
 /// tensor, each of the tensor's size): a host engine's trained state written back.
 pub fn write_tensors<M: Module>(model: M, values: Vec<&[f32]>, what: &str) -> Result<M> {

@@ -873,8 +873,6 @@ mod tests {
     use super::*;
     use crate::graphqa::tests::planted;
     use crate::train::TrainConfig;
-    use burn::module::{Module, ModuleVisitor, Param};
-    use burn::tensor::Tensor;
 
     /// Graphs whose answer node is marked by its first feature, with repeated edge features.
     fn marked(n: usize, seed: u64) -> Vec<QaExample> {
@@ -949,13 +947,6 @@ mod tests {
     /// backward pass (running statistics have none), for every encoder, pooling and head.
     #[test]
     fn host_gradients_are_burns() {
-        struct Grads<'a>(&'a burn::tensor::Gradients, Vec<Option<Vec<f32>>>);
-        impl ModuleVisitor for Grads<'_> {
-            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-                let g = param.val().grad(self.0).map(|g| g.into_data().try_to_vec::<f32>().expect("f32"));
-                self.1.push(g);
-            }
-        }
         let dev = Device::flex().autodiff();
         let (cls, nodes) = (planted(10, 1), marked(10, 3));
         // The same questions with every edge removed (a batch without edges: burn's graph
@@ -984,9 +975,7 @@ mod tests {
                 let (g, q) = super::super::batch_of(&refs, 4, 2, &dev).expect("batch");
                 let loss = super::super::loss_of(&model, &refs, &g, q).expect("loss");
                 let lb = f64::from(loss.clone().into_scalar::<f32>());
-                let grads = loss.backward();
-                let mut want = Grads(&grads, vec![]);
-                model.visit(&mut want);
+                let want = crate::gnn::host::burn_gradients(&model, &loss.backward());
                 let rows = edge_rows(ex, 2);
                 let rows: Vec<&EdgeRows> = rows.iter().collect();
                 let (b, q) = host_batch(&refs, &rows, 4, 2).expect("batch");
@@ -1004,11 +993,11 @@ mod tests {
                     })
                     .collect();
                 // The parameters the optimiser steps are those burn's backward pass reaches.
-                let reached: Vec<bool> = got.iter().zip(&want.1).filter(|(g, _)| g.is_some()).map(|(_, w)| w.is_some()).collect();
+                let reached: Vec<bool> = got.iter().zip(&want).filter(|(g, _)| g.is_some()).map(|(_, w)| w.is_some()).collect();
                 assert_eq!(host.used(b.m > 0), reached, "{what}: parameters taking part in the step");
-                assert_eq!(got.len(), want.1.len(), "{what}");
-                let scale = want.1.iter().flatten().flatten().fold(0f32, |m, v| m.max(v.abs()));
-                for (i, (g, w)) in got.iter().zip(&want.1).enumerate() {
+                assert_eq!(got.len(), want.len(), "{what}");
+                let scale = want.iter().flatten().flatten().fold(0f32, |m, v| m.max(v.abs()));
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                     match (g, w) {
                         (Some(g), Some(w)) => {
                             let worst = g.iter().zip(w).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);

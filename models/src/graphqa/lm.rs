@@ -482,10 +482,7 @@ fn evaluate(model: &TrainedQa, shape: &LmQaShape, examples: &[LmExample], tau: f
     Ok((loss / counted.max(1) as f64, right as f64 / examples.len().max(1) as f64))
 }
 
-/// Whether `dev` is the CPU (burn's flex backend): the host engine trains there.
-pub fn host_engine(dev: &Device) -> bool {
-    dev.clone().inner() == Device::flex()
-}
+pub use crate::device::host_engine;
 
 /// The learning rates of a training run: `cfg.lr` drives the language model and the head, `side`
 /// the soft-token side (graph encoder or MixRAG, projector, prompt); `None` gives it `cfg.lr` too.

@@ -6,12 +6,12 @@
 
 use burn::tensor::Device;
 
-use super::{Features, Group, Head, RerankerConfig, RerankerEpoch, Trajectory, sample_rows, top_is_positive};
+use super::{Features, Group, RerankerConfig, RerankerEpoch, Trajectory, sample_rows, top_is_positive};
 use crate::error::{ModelError, Result};
 use crate::gnn::host::{Lin, read_tensors, relu, relu_back, write_tensors};
 use crate::linalg::{Op, gemm_f32_halves as gemm_f32};
 use crate::lm::host::AdamW;
-use crate::train::{Evaluation, Learner, Plan, Score, Stepped, Stream, fit};
+use crate::train::{Evaluation, Learner, Score, Stepped, Stream};
 
 /// Width of the structural fingerprint's token (type and position embeddings).
 const TOKEN: usize = 64;
@@ -445,32 +445,20 @@ pub(crate) fn train(
 ) -> Result<(super::Reranker, Vec<RerankerEpoch>, u32)> {
     let start = super::Reranker::new(n_types, cfg.head, cfg.seed, dev);
     let model = HostReranker::from_burn(&start)?;
-    debug_assert_eq!(model.paper, cfg.head == Head::Paper);
-    let mut rng = Stream(cfg.seed ^ super::BATCH_STREAM);
     let items = usable.len();
     let mut learner = HostLearner { usable, val, feats, cfg, optim: AdamW::new(0.0) };
-    let plan = Plan::every_epoch("reranker", cfg.seed, cfg.epochs, items, cfg.batch);
-    let f = fit(&plan, &mut learner, model, &mut rng)?;
+    let f = super::fit_reranker(&mut learner, model, items, cfg)?;
     Ok((f.kept.write_into(start)?, f.curve, f.best_epoch))
 }
 
 #[cfg(test)]
 mod tests {
-    use burn::module::{Module, ModuleVisitor, Param};
-    use burn::tensor::Tensor;
     use burn::tensor::activation::log_softmax;
 
     use super::super::tests::groups;
-    use super::super::{Reranker, train_burn};
+    use super::super::{Head, Reranker, train_burn};
     use super::*;
-
-    struct Grads<'a>(&'a burn::tensor::Gradients, Vec<Option<Vec<f32>>>);
-    impl ModuleVisitor for Grads<'_> {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            let g = param.val().grad(self.0).map(|g| g.into_data().try_to_vec::<f32>().expect("f32"));
-            self.1.push(g);
-        }
-    }
+    use crate::gnn::host::burn_gradients;
 
     /// The loss of one batch and every parameter's gradient, burn's autodiff against the host
     /// engine's backward pass, for both heads and with each feature group left out.
@@ -493,9 +481,7 @@ mod tests {
             let s = model.forward(&rows, feats, &dev).reshape([chunk.len(), size]);
             let loss = log_softmax(s, 1).narrow(1, 0, 1).sum().mul_scalar(-1.0 / chunk.len() as f64);
             let lb = f64::from(loss.clone().into_scalar::<f32>());
-            let grads = loss.backward();
-            let mut want = Grads(&grads, vec![]);
-            model.visit(&mut want);
+            let want = burn_gradients(&model, &loss.backward());
 
             let mut host = HostReranker::from_burn(&model).expect("host");
             let f = host.forward(&rows, feats).expect("forward");
@@ -504,10 +490,10 @@ mod tests {
             host.zero_grad();
             host.backward(&f, &ds).expect("backward");
             let got: Vec<&Vec<f32>> = host.layers().into_iter().flat_map(|l| [&l.w.g, &l.b.g]).collect();
-            assert_eq!(got.len(), want.1.len(), "{what}");
-            let scale = want.1.iter().flatten().flatten().fold(0f32, |m, v| m.max(v.abs()));
+            assert_eq!(got.len(), want.len(), "{what}");
+            let scale = want.iter().flatten().flatten().fold(0f32, |m, v| m.max(v.abs()));
             assert!(scale > 0.0, "{what}: no gradient at all");
-            for (i, (g, w)) in got.iter().zip(&want.1).enumerate() {
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                 match w {
                     Some(w) => {
                         let worst = g.iter().zip(w).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
@@ -576,8 +562,11 @@ mod tests {
                     host.score(&g.candidates, Features::default()).expect("b"),
                 );
                 assert!(a.iter().zip(&b).all(|(x, y)| (x - y).abs() <= 1e-5 * x.abs().max(1.0)), "{head:?}: {a:?} vs {b:?}");
+                // The burn-trained model, same seed and batches, scores the same candidates within
+                // the drift of four epochs of rounding (up to 6.7e-3 of a score here).
                 let c = bm.score(&g.candidates, Features::default(), &dev).expect("c");
-                assert_eq!(c.len(), a.len());
+                let worst = a.iter().zip(&c).map(|(x, y)| (x - y).abs() / y.abs().max(1.0)).fold(0f32, f32::max);
+                assert!(worst <= 2e-2, "{head:?}: host-trained {a:?} vs burn-trained {c:?}");
             }
         }
     }

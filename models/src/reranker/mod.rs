@@ -21,7 +21,7 @@ use burn::tensor::activation::{log_softmax, relu, softmax};
 use burn::tensor::{Device, Tensor, TensorData};
 
 use crate::error::{ModelError, Result};
-use crate::train::{Dense, Evaluation, Learner, Plan, Score, Stepped, Stream, fit, floats, ints};
+use crate::train::{Dense, Evaluation, Fitted, Learner, Plan, Score, Stepped, Stream, fit, floats, ints};
 
 pub(crate) mod host;
 
@@ -203,15 +203,24 @@ pub fn train_reranker(
     if usable.is_empty() {
         return Err(ModelError::Internal("no training query has both an answer and enough negatives among its candidates".into()));
     }
-    if crate::graphqa::lm::host_engine(dev) {
+    if crate::device::host_engine(dev) {
         host::train(n_types, usable, val, feats, cfg, dev)
     } else {
         train_burn(n_types, usable, val, feats, cfg, dev)
     }
 }
 
-/// The seed of the batch and negative draws, mixed with the run's seed.
-const BATCH_STREAM: u64 = 0x6e65_6773;
+/// The epochs of either learner over `items` usable groups: seeded batches and negatives (the
+/// same stream on both engines), `cfg.epochs`, the kept epoch by validation hit@1.
+fn fit_reranker<L: Learner<Row = RerankerEpoch>>(
+    learner: &mut L,
+    model: L::Model,
+    items: usize,
+    cfg: &RerankerConfig,
+) -> Result<Fitted<L::Kept, RerankerEpoch>> {
+    let plan = Plan::every_epoch("reranker", cfg.seed, cfg.epochs, items, cfg.batch);
+    fit(&plan, learner, model, &mut Stream(cfg.seed ^ 0x6e65_6773))
+}
 
 /// [`train_reranker`] on burn's autodiff, over the groups it can learn from.
 fn train_burn(
@@ -223,12 +232,10 @@ fn train_burn(
     dev: &Device,
 ) -> Result<(Reranker, Vec<RerankerEpoch>, u32)> {
     let ad = dev.clone().autodiff();
-    let mut rng = Stream(cfg.seed ^ BATCH_STREAM);
     let model = Reranker::new(n_types, cfg.head, cfg.seed, &ad);
     let items = usable.len();
     let mut learner = RerankerLearner { usable, val, feats, cfg, dev, ad, optim: AdamConfig::new().with_epsilon(1e-8).init() };
-    let plan = Plan::every_epoch("reranker", cfg.seed, cfg.epochs, items, cfg.batch);
-    let f = fit(&plan, &mut learner, model, &mut rng)?;
+    let f = fit_reranker(&mut learner, model, items, cfg)?;
     Ok((f.kept, f.curve, f.best_epoch))
 }
 

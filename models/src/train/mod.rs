@@ -13,7 +13,7 @@ mod tensors;
 mod weights;
 
 pub use dense::Dense;
-pub(crate) use fit::{Batches, Evaluation, Learner, Plan, Score, Stepped, fit, gnn_evaluation};
+pub(crate) use fit::{Batches, Evaluation, Fitted, Learner, Plan, Score, Stepped, fit, gnn_evaluation};
 pub use fit::{EpochRow, Trained};
 pub(crate) use guard::{check_losses, check_lr};
 pub use settings::TrainConfig;
