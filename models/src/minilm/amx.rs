@@ -325,7 +325,7 @@ fn store_row(d: &mut [f32], c: &[f32], e: Epilogue<'_>, b: &[f32]) {
 impl pulp::WithSimd for StoreBlock<'_> {
     type Output = ();
     #[inline(always)]
-    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+    fn with_simd<S: pulp::Simd>(self, simd: S) {
         let StoreBlock { c, out, ldd, rows, cols, epilogue } = self;
         let bias = epilogue.bias().unwrap_or(&[0f32; 2 * TILE]);
         let (b0, b1) = bias[..2 * TILE].split_at(TILE);
@@ -337,13 +337,31 @@ impl pulp::WithSimd for StoreBlock<'_> {
             let (c0, c1) = (&c0[(rr % TILE) * TILE..][..TILE], &c1[(rr % TILE) * TILE..][..TILE]);
             let (d0, d1) = d.split_at_mut(cols.min(TILE));
             for (d, c, b) in [(d0, c0, b0), (d1, c1, b1)] {
-                match (<&mut [f32; TILE]>::try_from(&mut *d), <&[f32; TILE]>::try_from(c), <&[f32; TILE]>::try_from(b)) {
-                    // A whole tile row: fixed lengths, whole vectors, no bounds checks.
-                    (Ok(d), Ok(c), Ok(b)) => store_row(d, c, epilogue, b),
-                    _ => store_row(d, c, epilogue, b),
+                if d.len() == TILE {
+                    // A whole tile row: whole vectors.
+                    let (dv, _) = S::as_mut_simd_f32s(d);
+                    let (cv, _) = S::as_simd_f32s(c);
+                    let (bv, _) = S::as_simd_f32s(b);
+                    for ((d, &c), &b) in dv.iter_mut().zip(cv).zip(bv) {
+                        *d = store_vec(simd, *d, c, b, epilogue);
+                    }
+                } else {
+                    store_row(d, c, epilogue, b);
                 }
             }
         }
+    }
+}
+
+/// [`store_row`] of one vector.
+#[inline(always)]
+fn store_vec<S: pulp::Simd>(simd: S, d: S::f32s, c: S::f32s, b: S::f32s, e: Epilogue<'_>) -> S::f32s {
+    match e {
+        Epilogue::Store => c,
+        Epilogue::Accumulate => simd.add_f32s(d, c),
+        Epilogue::Bias(_) => simd.add_f32s(b, c),
+        Epilogue::BiasGelu(_) => super::fused::gelu_vec(simd, simd.add_f32s(b, c)),
+        Epilogue::AccumulateBias(_) => simd.add_f32s(simd.add_f32s(d, b), c),
     }
 }
 

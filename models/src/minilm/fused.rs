@@ -7,7 +7,8 @@
 //! * Q, K and V are one matrix product (their weights concatenated);
 //! * bias, residual, GELU, softmax and LayerNorm are fused into the passes around the products;
 //! * products use the `gemm` crate (AVX-512 kernels when the CPU has them, chosen at run time),
-//!   attention is parallel over (sentence, head) with rayon;
+//!   or bf16 kernels ([`super::amx`], [`super::bf16`]); attention is a register-blocked kernel of
+//!   its own ([`super::attention`]), parallel over sentences with rayon;
 //! * GELU's erf and softmax's exp are branch-free polynomial forms that the compiler vectorises
 //!   (erf: the rational approximation used by Eigen and XLA, |error| < 2e-7 on [−4, 4] and exact
 //!   saturation outside; exp: Cody–Waite range reduction and a degree-6 polynomial, relative error
@@ -19,8 +20,8 @@ use rayon::prelude::*;
 
 use super::amx::Epilogue;
 use super::weights::WeightFile;
-use super::{BertConfig, Tables, read_tables, relpos};
-use super::{amx, bf16};
+use super::{BertConfig, Tables, read_tables};
+use super::{amx, attention, bf16};
 use crate::error::{ModelError, Result};
 
 /// `dst (m×n, row stride ldd) (+)= lhs (m×k, row stride lda) · rhs`, with `rhs` read as `k×n`
@@ -128,7 +129,6 @@ pub fn erf_approx(x: f32) -> f32 {
 /// vectorised) for the best instruction set of this CPU: AVX-512, AVX2 or baseline. (A struct, not a
 /// closure: `with_simd` is inlined into the target-feature function, a closure body may not be.)
 enum Pass<'a> {
-    Softmax { s: &'a mut [f32], len: usize, scale: f32 },
     LayerNorm { rows: &'a mut [f32], d: usize, norm: &'a Norm, eps: f32 },
     Gelu(&'a mut [f32]),
 }
@@ -138,7 +138,6 @@ impl pulp::WithSimd for Pass<'_> {
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, _simd: S) {
         match self {
-            Pass::Softmax { s, len, scale } => softmax_rows(s, len, scale),
             Pass::LayerNorm { rows, d, norm, eps } => layer_norm_rows(rows, d, norm, eps),
             Pass::Gelu(c) => gelu_chunk(c),
         }
@@ -161,19 +160,6 @@ pub(crate) fn sum16(v: &[f32]) -> f32 {
         }
     }
     acc.iter().sum::<f32>() + it.remainder().iter().sum::<f32>()
-}
-
-/// Maximum with 16 independent lanes (inputs are finite).
-#[inline(always)]
-fn max16(v: &[f32]) -> f32 {
-    let mut acc = [f32::NEG_INFINITY; 16];
-    let mut it = v.chunks_exact(16);
-    for c in &mut it {
-        for i in 0..16 {
-            acc[i] = if c[i] > acc[i] { c[i] } else { acc[i] };
-        }
-    }
-    acc.iter().chain(it.remainder()).fold(f32::NEG_INFINITY, |m, &z| if z > m { z } else { m })
 }
 
 /// Exact-erf GELU, 0.5·x·(1 + erf(x/√2)), in place.
@@ -210,21 +196,29 @@ fn layer_norm_rows(rows: &mut [f32], d: usize, norm: &Norm, eps: f32) {
     }
 }
 
-/// Row-wise softmax of `scale`·s (rows of width `len`), in place.
-#[inline(always)]
-fn softmax_rows(s: &mut [f32], len: usize, scale: f32) {
-    for row in s.chunks_exact_mut(len.max(1)) {
-        let max = max16(row);
-        row.iter_mut().for_each(|z| *z = exp_approx((*z - max) * scale));
-        let inv = 1.0 / sum16(row);
-        row.iter_mut().for_each(|z| *z *= inv);
-    }
-}
-
 /// Exact-erf GELU of one value, 0.5·x·(1 + erf(x/√2)) (vectorisable: [`erf_approx`]).
 #[inline(always)]
 pub(crate) fn gelu(x: f32) -> f32 {
     0.5 * x * (1.0 + erf_approx(x * std::f32::consts::FRAC_1_SQRT_2))
+}
+
+/// [`gelu`] of each lane, the same operations in the same order (bit-identical to it).
+#[inline(always)]
+pub(crate) fn gelu_vec<S: pulp::Simd>(simd: S, x: S::f32s) -> S::f32s {
+    let z = simd.mul_f32s(x, simd.splat_f32s(std::f32::consts::FRAC_1_SQRT_2));
+    let z = simd.min_f32s(simd.max_f32s(z, simd.splat_f32s(-4.0)), simd.splat_f32s(4.0));
+    let x2 = simd.mul_f32s(z, z);
+    let mut p = simd.add_f32s(simd.mul_f32s(x2, simd.splat_f32s(-2.726_142_3e-10)), simd.splat_f32s(2.770_681_4e-8));
+    for k in [-2.101_024e-6, -5.692_506_4e-5, -7.349_906_3e-4, -2.954_600_2e-3, -1.609_603_3e-2] {
+        p = simd.add_f32s(simd.mul_f32s(x2, p), simd.splat_f32s(k));
+    }
+    let mut q = simd.add_f32s(simd.mul_f32s(x2, simd.splat_f32s(-1.456_607_2e-5)), simd.splat_f32s(-2.133_740_6e-4));
+    for k in [-1.682_827e-3, -7.373_329_5e-3, -1.426_474e-2] {
+        q = simd.add_f32s(simd.mul_f32s(x2, q), simd.splat_f32s(k));
+    }
+    let erf = simd.div_f32s(simd.mul_f32s(z, p), q);
+    let erf = simd.min_f32s(simd.max_f32s(erf, simd.splat_f32s(-1.0)), simd.splat_f32s(1.0));
+    simd.mul_f32s(simd.mul_f32s(simd.splat_f32s(0.5), x), simd.add_f32s(simd.splat_f32s(1.0), erf))
 }
 
 #[inline(always)]
@@ -525,44 +519,24 @@ impl FusedBert {
         x
     }
 
-    /// Self-attention per (sentence, head), in parallel: softmax(Q·Kᵀ/√dh)·V into that head's
-    /// columns of `ctx`, from the packed `[Q K V]` rows of `qkv`.
+    /// Self-attention of every sentence, in parallel over sentences ([`attention::sentence`]):
+    /// softmax(Q·Kᵀ/√dh)·V of each head into that head's columns of `ctx`, from the packed
+    /// `[Q K V]` rows of `qkv`.
     fn attention(&self, qkv: &[f32], starts: &[usize], ctx: &mut [f32]) -> Result<()> {
         let d = self.cfg.hidden_size;
-        let h = self.cfg.num_attention_heads;
-        let dh = d / h;
-        let scale = 1.0 / (dh as f32).sqrt();
-        let jobs: Vec<(usize, usize)> = (0..starts.len() - 1).flat_map(|s| (0..h).map(move |hh| (s, hh))).collect();
-        let heads: Vec<(usize, usize, Vec<f32>)> = jobs
-            .par_iter()
-            .map(|&(si, hh)| -> Result<(usize, usize, Vec<f32>)> {
-                let (a, len) = (starts[si], starts[si + 1] - starts[si]);
-                let base = &qkv[a * 3 * d..];
-                let q = &base[hh * dh..];
-                let k = &base[d + hh * dh..];
-                let v = &base[2 * d + hh * dh..];
-                let mut s = vec![0f32; len * len];
-                // S = Q·Kᵀ: rhs element (i, j) = K[j][i] → row stride 1, column stride 3d.
-                matmul(len, len, dh, &mut s, len, q, 3 * d, k, 1, 3 * d, false, false)?;
-                match &self.relative {
-                    // MPNet: softmax(S/√dh + bias of each (query, key) distance).
-                    Some(table) => {
-                        relpos::add_scaled(&mut s, len, scale, table, h, hh);
-                        simd(Pass::Softmax { s: &mut s, len, scale: 1.0 });
-                    }
-                    None => simd(Pass::Softmax { s: &mut s, len, scale }),
-                }
-                let mut out = vec![0f32; len * dh];
-                matmul(len, dh, len, &mut out, dh, &s, len, v, 3 * d, 1, false, false)?;
-                Ok((si, hh, out))
-            })
-            .collect::<Result<_>>()?;
-        for (si, hh, out) in heads {
-            let a = starts[si];
-            for (r, o) in out.chunks_exact(dh).enumerate() {
-                ctx[(a + r) * d + hh * dh..(a + r) * d + (hh + 1) * dh].copy_from_slice(o);
-            }
+        let heads = self.cfg.num_attention_heads;
+        let shape = attention::Shape { d, heads, scale: 1.0 / ((d / heads) as f32).sqrt(), relative: self.relative.as_deref() };
+        let mut parts: Vec<(usize, &[f32], &mut [f32])> = Vec::with_capacity(starts.len());
+        let mut rest = &mut ctx[..];
+        for w in starts.windows(2) {
+            let len = w[1] - w[0];
+            let (mine, tail) = std::mem::take(&mut rest).split_at_mut(len * d);
+            parts.push((len, &qkv[w[0] * 3 * d..w[1] * 3 * d], mine));
+            rest = tail;
         }
+        parts
+            .into_par_iter()
+            .for_each_init(attention::Scratch::default, |scratch, (len, q, c)| attention::sentence(q, len, shape, c, scratch));
         Ok(())
     }
 }

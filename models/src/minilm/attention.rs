@@ -1,0 +1,382 @@
+//! Self-attention of one sentence for the CPU engine, every head, a block of query rows at a time:
+//! the scores of the block against every key, their softmax and the weighted sum of the values,
+//! without leaving the block.
+//!
+//! Per (sentence, head) the work is small (MiniLM: 32-wide heads, sentences of a few dozen to 256
+//! tokens): two `gemm` calls per head paid for their packing and dispatch on every call, and the
+//! `len × len` score matrix went through memory between them. Here the head's keys are copied once,
+//! transposed and padded to whole 16-lane blocks, so that the score of [`ROWS`] queries against 16
+//! keys is [`ROWS`] accumulators of 16 lanes updated by one broadcast multiply-add per query and
+//! dimension; the values likewise, padded to whole 16-lane blocks of columns. The loops have fixed
+//! widths (16 lanes, [`ROWS`] rows), so the compiler keeps the accumulators in vector registers;
+//! they are compiled for the CPU's best instruction set through pulp's runtime dispatch.
+//!
+//! The arithmetic is the attention of `super::Bert` in another order of additions (checked against
+//! the f64 reference with the rest of the engine, and against the per-head `gemm` form in this
+//! module's tests).
+
+use super::fused::exp_approx;
+use super::relpos;
+
+/// Query rows per block: the accumulators of one 16-key block (scores) or one 16-column block
+/// (values) are `ROWS` vectors, enough independent multiply-adds to keep both FMA ports busy.
+pub(crate) const ROWS: usize = 8;
+const LANES: usize = 16;
+
+/// Per-thread buffers, reused across heads and sentences.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    /// Keys of one head in blocks of the vector width, each `dh × lanes` (`kp` keys: the length
+    /// rounded up to 16, zero-padded).
+    kt: Vec<f32>,
+    /// Values of one head: `len` rows of `vp` (`dh` rounded up to 16, zero-padded).
+    v: Vec<f32>,
+    /// One block of queries, transposed: `dh × ROWS` (rows past the sentence are zero).
+    qt: Vec<f32>,
+    /// Scores, then probabilities, of one block: `ROWS × kp`.
+    s: Vec<f32>,
+    /// MPNet's relative bias of one head at every distance (`2·len − 1`).
+    bias: Vec<f32>,
+}
+
+/// The shape of one attention: model width, heads, softmax scale, and MPNet's relative-position
+/// table (`[buckets, heads]`) when the model has one.
+#[derive(Clone, Copy)]
+pub(crate) struct Shape<'a> {
+    pub d: usize,
+    pub heads: usize,
+    pub scale: f32,
+    pub relative: Option<&'a [f32]>,
+}
+
+/// `ctx` (`len × d`) ← softmax(Q·Kᵀ·scale (+ relative bias))·V of each head into that head's
+/// columns, from the sentence's packed `[Q K V]` rows (`qkv`: `len × 3d`).
+pub(crate) fn sentence(qkv: &[f32], len: usize, shape: Shape<'_>, ctx: &mut [f32], scratch: &mut Scratch) {
+    pulp::Arch::new().dispatch(Sentence { qkv, len, shape, ctx, scratch });
+}
+
+struct Sentence<'a, 'b> {
+    qkv: &'a [f32],
+    len: usize,
+    shape: Shape<'a>,
+    ctx: &'b mut [f32],
+    scratch: &'b mut Scratch,
+}
+
+impl pulp::WithSimd for Sentence<'_, '_> {
+    type Output = ();
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, simd: S) {
+        let Sentence { qkv, len, shape, ctx, scratch } = self;
+        for head in 0..shape.heads {
+            one_head(simd, qkv, len, shape, head, ctx, scratch);
+        }
+    }
+}
+
+#[inline(always)]
+fn round16(n: usize) -> usize {
+    n.div_ceil(LANES) * LANES
+}
+
+#[inline(always)]
+fn one_head<S: pulp::Simd>(simd: S, qkv: &[f32], len: usize, shape: Shape<'_>, head: usize, ctx: &mut [f32], sc: &mut Scratch) {
+    let d = shape.d;
+    let dh = d / shape.heads;
+    let (kp, vp, lanes) = (round16(len), round16(dh), S::F32_LANES);
+    let w = 3 * d;
+    let (q0, k0, v0) = (head * dh, d + head * dh, 2 * d + head * dh);
+    // Keys in blocks of `lanes`: block b holds, for each dimension c, keys b·lanes … b·lanes + lanes − 1.
+    sc.kt.clear();
+    sc.kt.resize(dh * kp, 0.0);
+    sc.v.clear();
+    sc.v.resize(len * vp, 0.0);
+    for (j, row) in qkv.chunks_exact(w).take(len).enumerate() {
+        let block = &mut sc.kt[(j / lanes) * dh * lanes + j % lanes..];
+        for (c, &x) in row[k0..k0 + dh].iter().enumerate() {
+            block[c * lanes] = x;
+        }
+        sc.v[j * vp..j * vp + dh].copy_from_slice(&row[v0..v0 + dh]);
+    }
+    if let Some(table) = shape.relative {
+        sc.bias.clear();
+        sc.bias.extend(relpos::distance_buckets(len).iter().map(|&b| table[b * shape.heads + head]));
+    }
+    sc.qt.resize(dh * ROWS, 0.0);
+    sc.s.resize(ROWS * kp, 0.0);
+    for r0 in (0..len).step_by(ROWS) {
+        let rows = ROWS.min(len - r0);
+        // The block's queries, transposed (`dh × ROWS`; rows past the sentence are zero).
+        sc.qt.fill(0.0);
+        for r in 0..rows {
+            let row = &qkv[(r0 + r) * w + q0..][..dh];
+            for (c, &x) in row.iter().enumerate() {
+                sc.qt[c * ROWS + r] = x;
+            }
+        }
+        scores(simd, &sc.qt, &sc.kt, dh, kp, &mut sc.s);
+        for (r, s) in sc.s.chunks_exact_mut(kp).take(rows).enumerate() {
+            s[len..].fill(f32::NEG_INFINITY);
+            match shape.relative {
+                // MPNet: softmax(S·scale + bias of each (query, key) distance).
+                Some(_) => {
+                    let b = &sc.bias[len - 1 - (r0 + r)..][..len];
+                    s.iter_mut().zip(b).for_each(|(z, b)| *z = *z * shape.scale + b);
+                    softmax(simd, s, 1.0);
+                }
+                None => softmax(simd, s, shape.scale),
+            }
+        }
+        weighted_values(simd, &sc.s, kp, len, &sc.v, vp, dh, rows, &mut ctx[r0 * d..], d, q0);
+    }
+}
+
+/// `s` (`ROWS × kp`) ← the block's queries (`qt`: `dh × ROWS`) against every key (`kt`: blocks of
+/// `lanes` keys, each `dh × lanes`), two blocks at a time where vectors are 16 wide (16
+/// accumulators: two loads of keys and eight broadcasts of queries feed 16 multiply-adds).
+#[inline(always)]
+fn scores<S: pulp::Simd>(simd: S, qt: &[f32], kt: &[f32], dh: usize, kp: usize, s: &mut [f32]) {
+    let blocks = kp / S::F32_LANES;
+    let mut b = 0;
+    if S::F32_LANES >= 16 {
+        while b + 2 <= blocks {
+            score_blocks::<S, 2>(simd, qt, kt, dh, kp, s, b);
+            b += 2;
+        }
+    }
+    while b < blocks {
+        score_blocks::<S, 1>(simd, qt, kt, dh, kp, s, b);
+        b += 1;
+    }
+}
+
+/// [`scores`] of key blocks `b0 .. b0 + N`.
+#[inline(always)]
+fn score_blocks<S: pulp::Simd, const N: usize>(simd: S, qt: &[f32], kt: &[f32], dh: usize, kp: usize, s: &mut [f32], b0: usize) {
+    let lanes = S::F32_LANES;
+    let keys = S::as_simd_f32s(&kt[b0 * dh * lanes..(b0 + N) * dh * lanes]).0;
+    let mut acc = [[simd.splat_f32s(0.0); N]; ROWS];
+    for c in 0..dh {
+        let q = &qt[c * ROWS..][..ROWS];
+        let mut k = [simd.splat_f32s(0.0); N];
+        for (i, k) in k.iter_mut().enumerate() {
+            *k = keys[i * dh + c];
+        }
+        for r in 0..ROWS {
+            let x = simd.splat_f32s(q[r]);
+            for i in 0..N {
+                acc[r][i] = simd.mul_add_f32s(x, k[i], acc[r][i]);
+            }
+        }
+    }
+    for (r, a) in acc.iter().enumerate() {
+        let out = S::as_mut_simd_f32s(&mut s[r * kp + b0 * lanes..][..N * lanes]).0;
+        out.copy_from_slice(a);
+    }
+}
+
+/// Softmax of `scale`·s in place, `s` a whole number of vectors long (one row of scores, the
+/// padding past the sentence set to −∞ so that it weighs nothing).
+#[inline(always)]
+pub(crate) fn softmax<S: pulp::Simd>(simd: S, s: &mut [f32], scale: f32) {
+    let (v, tail) = S::as_mut_simd_f32s(s);
+    let mut m = simd.splat_f32s(f32::NEG_INFINITY);
+    for x in v.iter() {
+        m = simd.max_f32s(m, *x);
+    }
+    let max = tail.iter().fold(simd.reduce_max_f32s(m), |a, &b| a.max(b));
+    let (k, off) = (simd.splat_f32s(scale), simd.splat_f32s(-max * scale));
+    let mut acc = simd.splat_f32s(0.0);
+    for x in v.iter_mut() {
+        *x = exp(simd, simd.mul_add_f32s(*x, k, off));
+        acc = simd.add_f32s(acc, *x);
+    }
+    let mut sum = simd.reduce_sum_f32s(acc);
+    for x in tail.iter_mut() {
+        *x = exp_approx((*x - max) * scale);
+        sum += *x;
+    }
+    let inv = simd.splat_f32s(1.0 / sum);
+    for x in v.iter_mut() {
+        *x = simd.mul_f32s(*x, inv);
+    }
+    tail.iter_mut().for_each(|x| *x /= sum);
+}
+
+/// e^x of each lane: [`exp_approx`]'s range reduction and polynomial with fused multiply-adds.
+/// Inputs below −87 give 0, as in [`exp_approx`] (a softmax's tiny weights must not become
+/// subnormal numbers when scaled: on Intel cores each costs a microcode assist).
+#[inline(always)]
+pub(crate) fn exp<S: pulp::Simd>(simd: S, x: S::f32s) -> S::f32s {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    const MAGIC: f32 = 12_582_912.0;
+    let under = simd.less_than_f32s(x, simd.splat_f32s(-87.0));
+    let x = simd.min_f32s(simd.max_f32s(x, simd.splat_f32s(-87.0)), simd.splat_f32s(88.0));
+    // n = round(x·log2 e), read back from the low mantissa bits of y (1.5·2^23 + n).
+    let y = simd.mul_add_f32s(x, simd.splat_f32s(LOG2E), simd.splat_f32s(MAGIC));
+    let n = simd.sub_f32s(y, simd.splat_f32s(MAGIC));
+    let r = simd.mul_add_f32s(n, simd.splat_f32s(-LN2_HI), x);
+    let r = simd.mul_add_f32s(n, simd.splat_f32s(-LN2_LO), r);
+    let mut p = simd.splat_f32s(1.0 / 720.0);
+    for k in [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
+        p = simd.mul_add_f32s(p, r, simd.splat_f32s(k));
+    }
+    let bits: S::u32s = pulp::bytemuck::cast(y);
+    let e = simd.add_u32s(simd.sub_u32s(bits, simd.splat_u32s(MAGIC.to_bits())), simd.splat_u32s(127));
+    let scale: S::f32s = pulp::bytemuck::cast(simd.wrapping_dyn_shl_u32s(e, simd.splat_u32s(23)));
+    simd.select_f32s(under, simd.splat_f32s(0.0), simd.mul_f32s(p, scale))
+}
+
+/// `ctx` rows `0..rows`, columns `c0..c0 + dh` (row stride `d`) ← the block's probabilities
+/// (`p`: `ROWS × kp`, the first `len` of each row) times the values (`v`: `len × vp`), two
+/// 16-wide column blocks at a time where they exist.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn weighted_values<S: pulp::Simd>(
+    simd: S,
+    p: &[f32],
+    kp: usize,
+    len: usize,
+    v: &[f32],
+    vp: usize,
+    dh: usize,
+    rows: usize,
+    ctx: &mut [f32],
+    d: usize,
+    c0: usize,
+) {
+    let out = Out { rows, dh, ctx, d, c0 };
+    let blocks = vp / S::F32_LANES;
+    let mut b = 0;
+    let out = if S::F32_LANES >= 16 {
+        let mut out = out;
+        while b + 2 <= blocks {
+            out = value_blocks::<S, 2>(simd, p, kp, len, v, vp, b, out);
+            b += 2;
+        }
+        out
+    } else {
+        out
+    };
+    let mut out = out;
+    while b < blocks {
+        out = value_blocks::<S, 1>(simd, p, kp, len, v, vp, b, out);
+        b += 1;
+    }
+}
+
+/// Where [`weighted_values`] writes: rows `0..rows` of `ctx` (row stride `d`), columns
+/// `c0..c0 + dh`.
+struct Out<'a> {
+    rows: usize,
+    dh: usize,
+    ctx: &'a mut [f32],
+    d: usize,
+    c0: usize,
+}
+
+/// [`weighted_values`] of the value column blocks `b0 .. b0 + N`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn value_blocks<'a, S: pulp::Simd, const N: usize>(
+    simd: S,
+    p: &[f32],
+    kp: usize,
+    len: usize,
+    v: &[f32],
+    vp: usize,
+    b0: usize,
+    out: Out<'a>,
+) -> Out<'a> {
+    let lanes = S::F32_LANES;
+    let p = &p[..ROWS * kp];
+    let mut acc = [[simd.splat_f32s(0.0); N]; ROWS];
+    for j in 0..len {
+        let x = S::as_simd_f32s(&v[j * vp + b0 * lanes..][..N * lanes]).0;
+        for r in 0..ROWS {
+            let pr = simd.splat_f32s(p[r * kp + j]);
+            for i in 0..N {
+                acc[r][i] = simd.mul_add_f32s(pr, x[i], acc[r][i]);
+            }
+        }
+    }
+    let mut tmp = [0f32; 2 * LANES];
+    let (first, width) = (b0 * lanes, (N * lanes).min(out.dh.saturating_sub(b0 * lanes)));
+    for (r, a) in acc.iter().enumerate().take(out.rows) {
+        S::as_mut_simd_f32s(&mut tmp[..N * lanes]).0.copy_from_slice(a);
+        let at = r * out.d + out.c0 + first;
+        out.ctx[at..at + width].copy_from_slice(&tmp[..width]);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Attention of one sentence in f64, straight from the definition.
+    fn reference(qkv: &[f32], len: usize, shape: Shape<'_>) -> Vec<f64> {
+        let (d, h) = (shape.d, shape.heads);
+        let dh = d / h;
+        let at = |r: usize, c: usize| f64::from(qkv[r * 3 * d + c]);
+        let buckets = relpos::distance_buckets(len);
+        let mut out = vec![0f64; len * d];
+        for hh in 0..h {
+            for i in 0..len {
+                let mut s: Vec<f64> = (0..len)
+                    .map(|j| {
+                        let dot: f64 = (0..dh).map(|c| at(i, hh * dh + c) * at(j, d + hh * dh + c)).sum();
+                        let bias = shape.relative.map_or(0.0, |t| f64::from(t[buckets[len - 1 + j - i] * h + hh]));
+                        dot * f64::from(shape.scale) + bias
+                    })
+                    .collect();
+                let max = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                s.iter_mut().for_each(|z| *z = (*z - max).exp());
+                let sum: f64 = s.iter().sum();
+                for c in 0..dh {
+                    out[i * d + hh * dh + c] = (0..len).map(|j| s[j] / sum * at(j, 2 * d + hh * dh + c)).sum();
+                }
+            }
+        }
+        out
+    }
+
+    fn seeded(n: usize, seed: u64) -> Vec<f32> {
+        let mut x = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        (0..n)
+            .map(|_| {
+                x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                ((x >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
+            })
+            .collect()
+    }
+
+    /// Every length around the block and lane boundaries, heads narrower and wider than a vector
+    /// and not a multiple of one, with and without MPNet's relative bias: equal to the f64
+    /// definition within f32 rounding, and the columns of each head written only by that head.
+    #[test]
+    fn attention_matches_the_definition() {
+        for (d, heads) in [(8, 2), (40, 2), (64, 2), (96, 3)] {
+            let table = seeded(relpos::NUM_BUCKETS * heads, 7);
+            for relative in [None, Some(table.as_slice())] {
+                let shape = Shape { d, heads, scale: 1.0 / ((d / heads) as f32).sqrt(), relative };
+                let mut scratch = Scratch::default();
+                for len in [1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 70, 130] {
+                    let qkv = seeded(len * 3 * d, (len * d) as u64);
+                    let mut ctx = vec![f32::NAN; len * d];
+                    sentence(&qkv, len, shape, &mut ctx, &mut scratch);
+                    let want = reference(&qkv, len, shape);
+                    for (i, (g, w)) in ctx.iter().zip(&want).enumerate() {
+                        assert!(
+                            (f64::from(*g) - w).abs() < 2e-5 * (1.0 + w.abs()),
+                            "d {d} heads {heads} len {len} relative {} at {i}: {g} against {w}",
+                            relative.is_some()
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
