@@ -21,6 +21,7 @@ use rayon::prelude::*;
 use super::{Prompts, Tuning};
 use crate::error::{ModelError, Result};
 use crate::linalg::{Op, gemm_f32_par};
+use crate::minilm::attention::softmax;
 use crate::minilm::fused::{self, Products, erf_approx, exp_approx, sum16};
 use crate::minilm::{Bert, LayerWeights, amx, relpos};
 use crate::train::{Stream, floats};
@@ -324,7 +325,7 @@ struct AdamCoefficients {
 impl pulp::WithSimd for Pass<'_> {
     type Output = ();
     #[inline(always)]
-    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+    fn with_simd<S: pulp::Simd>(self, simd: S) {
         match self {
             Pass::LnForward { x, y, xhat, rstd, g, b, eps } => ln_forward_rows(x, y, xhat, rstd, g, b, eps),
             Pass::LnBackward { dy, xhat, rstd, g, dx } => ln_backward_rows(dy, xhat, rstd, g, dx),
@@ -338,7 +339,11 @@ impl pulp::WithSimd for Pass<'_> {
                     *g *= 0.5 * (1.0 + erf_approx(x * SQRT_HALF)) + x * INV_SQRT_2PI * exp_approx(-0.5 * x * x);
                 }
             }
-            Pass::Softmax { s, len, scale } => softmax_rows(s, len, scale),
+            Pass::Softmax { s, len, scale } => {
+                for row in s.chunks_exact_mut(len) {
+                    softmax(simd, row, scale);
+                }
+            }
             Pass::AdamW { p, g, m, v, c } => {
                 let AdamCoefficients { lr, b1, b2, eps, wd, c1, c2, scale } = c;
                 let (ic1, ic2) = (1.0 / c1, 1.0 / c2);
@@ -483,28 +488,6 @@ fn columns(x: &[f32], n: usize, c0: usize, w: usize) -> Vec<f32> {
 
 fn add_into(dst: &mut [f32], src: &[f32]) {
     dst.par_iter_mut().zip(src.par_iter()).for_each(|(a, b)| *a += b);
-}
-
-/// Row-wise softmax of `scale · s` in place (rows of width `len`).
-#[inline(always)]
-fn softmax_rows(s: &mut [f32], len: usize, scale: f32) {
-    for row in s.chunks_exact_mut(len) {
-        let mut acc = [f32::NEG_INFINITY; 16];
-        let mut it = row.chunks_exact(16);
-        for c in &mut it {
-            for i in 0..16 {
-                acc[i] = if c[i] > acc[i] { c[i] } else { acc[i] };
-            }
-        }
-        let max = acc.iter().chain(it.remainder()).fold(f32::NEG_INFINITY, |m, &z| if z > m { z } else { m });
-        for v in row.iter_mut() {
-            *v = exp_approx((*v - max) * scale);
-        }
-        let inv = 1.0 / sum16(row);
-        for v in row.iter_mut() {
-            *v *= inv;
-        }
-    }
 }
 
 /// `x` (packed rows of width `w`) cut into one mutable slice per sequence.

@@ -175,8 +175,8 @@ fn score_blocks<S: pulp::Simd, const N: usize>(simd: S, qt: &[f32], kt: &[f32], 
     }
 }
 
-/// Softmax of `scale`·s in place, `s` a whole number of vectors long (one row of scores, the
-/// padding past the sentence set to −∞ so that it weighs nothing).
+/// Softmax of `scale`·s in place (one row of scores; padding set to −∞ weighs nothing). Whole
+/// vectors go through [`exp`], a remainder shorter than a vector through [`exp_approx`].
 #[inline(always)]
 pub(crate) fn softmax<S: pulp::Simd>(simd: S, s: &mut [f32], scale: f32) {
     let (v, tail) = S::as_mut_simd_f32s(s);

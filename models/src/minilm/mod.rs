@@ -15,7 +15,7 @@
 //! shared by the layers: [`relpos`]); the architecture is read from `config.json`'s `model_type`.
 
 pub mod amx;
-mod attention;
+pub(crate) mod attention;
 pub mod bf16;
 pub mod fused;
 pub mod relpos;
