@@ -358,7 +358,7 @@ mod tests {
     /// definition within f32 rounding, and the columns of each head written only by that head.
     #[test]
     fn attention_matches_the_definition() {
-        for (d, heads) in [(8, 2), (40, 2), (64, 2), (96, 3)] {
+        for (d, heads) in [(8, 2), (40, 2), (64, 2), (96, 3), (128, 2)] {
             let table = seeded(relpos::NUM_BUCKETS * heads, 7);
             for relative in [None, Some(table.as_slice())] {
                 let shape = Shape { d, heads, scale: 1.0 / ((d / heads) as f32).sqrt(), relative };
