@@ -115,19 +115,23 @@ fn one_head<S: pulp::Simd>(simd: S, qkv: &[f32], len: usize, shape: Shape<'_>, h
             }
         }
         scores(simd, &sc.qt, &sc.kt, dh, kp, &mut sc.s);
-        for (r, s) in sc.s.chunks_exact_mut(kp).take(rows).enumerate() {
+        // The softmax's numerators; each output row is divided by its sum at the end.
+        let mut inv = [0f32; ROWS];
+        for ((r, s), inv) in sc.s.chunks_exact_mut(kp).take(rows).enumerate().zip(inv.iter_mut()) {
             s[len..].fill(f32::NEG_INFINITY);
-            match shape.relative {
+            let sum = match shape.relative {
                 // MPNet: softmax(S·scale + bias of each (query, key) distance).
                 Some(_) => {
                     let b = &sc.bias[len - 1 - (r0 + r)..][..len];
                     s.iter_mut().zip(b).for_each(|(z, b)| *z = *z * shape.scale + b);
-                    softmax(simd, s, 1.0);
+                    exp_shifted(simd, s, 1.0)
                 }
-                None => softmax(simd, s, shape.scale),
-            }
+                None => exp_shifted(simd, s, shape.scale),
+            };
+            *inv = 1.0 / sum;
         }
-        weighted_values(simd, &sc.s, kp, len, &sc.v, vp, dh, rows, &mut ctx[r0 * d..], d, q0);
+        let out = Out { rows, inv, dh, ctx: &mut ctx[r0 * d..], d, c0: q0 };
+        weighted_values(simd, &sc.s, kp, len, &sc.v, vp, out);
     }
 }
 
@@ -179,6 +183,19 @@ fn score_blocks<S: pulp::Simd, const N: usize>(simd: S, qt: &[f32], kt: &[f32], 
 /// vectors go through [`exp`], a remainder shorter than a vector through [`exp_approx`].
 #[inline(always)]
 pub(crate) fn softmax<S: pulp::Simd>(simd: S, s: &mut [f32], scale: f32) {
+    let inv = 1.0 / exp_shifted(simd, s, scale);
+    let (v, tail) = S::as_mut_simd_f32s(s);
+    let k = simd.splat_f32s(inv);
+    for x in v.iter_mut() {
+        *x = simd.mul_f32s(*x, k);
+    }
+    tail.iter_mut().for_each(|x| *x *= inv);
+}
+
+/// The softmax's numerators in place, e^(scale·(s − max s)), and their sum: the weighted values
+/// divide by it once per output row instead of once per weight.
+#[inline(always)]
+fn exp_shifted<S: pulp::Simd>(simd: S, s: &mut [f32], scale: f32) -> f32 {
     let (v, tail) = S::as_mut_simd_f32s(s);
     let mut m = simd.splat_f32s(f32::NEG_INFINITY);
     for x in v.iter() {
@@ -196,11 +213,7 @@ pub(crate) fn softmax<S: pulp::Simd>(simd: S, s: &mut [f32], scale: f32) {
         *x = exp_approx((*x - max) * scale);
         sum += *x;
     }
-    let inv = simd.splat_f32s(1.0 / sum);
-    for x in v.iter_mut() {
-        *x = simd.mul_f32s(*x, inv);
-    }
-    tail.iter_mut().for_each(|x| *x /= sum);
+    sum
 }
 
 /// e^x of each lane: [`exp_approx`]'s range reduction and polynomial with fused multiply-adds.
@@ -229,38 +242,21 @@ pub(crate) fn exp<S: pulp::Simd>(simd: S, x: S::f32s) -> S::f32s {
     simd.select_f32s(under, simd.splat_f32s(0.0), simd.mul_f32s(p, scale))
 }
 
-/// `ctx` rows `0..rows`, columns `c0..c0 + dh` (row stride `d`) ← the block's probabilities
-/// (`p`: `ROWS × kp`, the first `len` of each row) times the values (`v`: `len × vp`), two
-/// 16-wide column blocks at a time where they exist.
+/// `out` ← the block's softmax numerators (`p`: `ROWS × kp`, the first `len` of each row) times
+/// the values (`v`: `len × vp`), each row divided by its sum; two 16-wide column blocks at a time
+/// where they exist.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn weighted_values<S: pulp::Simd>(
-    simd: S,
-    p: &[f32],
-    kp: usize,
-    len: usize,
-    v: &[f32],
-    vp: usize,
-    dh: usize,
-    rows: usize,
-    ctx: &mut [f32],
-    d: usize,
-    c0: usize,
-) {
-    let out = Out { rows, dh, ctx, d, c0 };
+fn weighted_values<S: pulp::Simd>(simd: S, p: &[f32], kp: usize, len: usize, v: &[f32], vp: usize, out: Out<'_>) {
     let blocks = vp / S::F32_LANES;
     let mut b = 0;
-    let out = if S::F32_LANES >= 16 {
-        let mut out = out;
+    let mut out = out;
+    if S::F32_LANES >= 16 {
         while b + 2 <= blocks {
             out = value_blocks::<S, 2>(simd, p, kp, len, v, vp, b, out);
             b += 2;
         }
-        out
-    } else {
-        out
-    };
-    let mut out = out;
+    }
     while b < blocks {
         out = value_blocks::<S, 1>(simd, p, kp, len, v, vp, b, out);
         b += 1;
@@ -268,9 +264,10 @@ fn weighted_values<S: pulp::Simd>(
 }
 
 /// Where [`weighted_values`] writes: rows `0..rows` of `ctx` (row stride `d`), columns
-/// `c0..c0 + dh`.
+/// `c0..c0 + dh`, each row times its `inv` (one over its softmax sum).
 struct Out<'a> {
     rows: usize,
+    inv: [f32; ROWS],
     dh: usize,
     ctx: &'a mut [f32],
     d: usize,
@@ -305,7 +302,10 @@ fn value_blocks<'a, S: pulp::Simd, const N: usize>(
     let mut tmp = [0f32; 2 * LANES];
     let (first, width) = (b0 * lanes, (N * lanes).min(out.dh.saturating_sub(b0 * lanes)));
     for (r, a) in acc.iter().enumerate().take(out.rows) {
-        S::as_mut_simd_f32s(&mut tmp[..N * lanes]).0.copy_from_slice(a);
+        let k = simd.splat_f32s(out.inv[r]);
+        for (t, a) in S::as_mut_simd_f32s(&mut tmp[..N * lanes]).0.iter_mut().zip(a) {
+            *t = simd.mul_f32s(*a, k);
+        }
         let at = r * out.d + out.c0 + first;
         out.ctx[at..at + width].copy_from_slice(&tmp[..width]);
     }
