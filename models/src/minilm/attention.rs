@@ -11,9 +11,10 @@
 //! widths (16 lanes, [`ROWS`] rows), so the compiler keeps the accumulators in vector registers;
 //! they are compiled for the CPU's best instruction set through pulp's runtime dispatch.
 //!
-//! The arithmetic is the attention of `super::Bert` in another order of additions (checked against
-//! the f64 reference with the rest of the engine, and against the per-head `gemm` form in this
-//! module's tests).
+//! The arithmetic is the attention of `super::Bert` in another order of additions, and each output
+//! row is divided by its softmax sum once rather than every weight (checked against the f64
+//! reference with the rest of the engine, and against the f64 definition, MPNet's relative bias
+//! included, in this module's tests).
 
 use super::fused::exp_approx;
 use super::relpos;
@@ -33,7 +34,7 @@ pub(crate) struct Scratch {
     v: Vec<f32>,
     /// One block of queries, transposed: `dh × ROWS` (rows past the sentence are zero).
     qt: Vec<f32>,
-    /// Scores, then probabilities, of one block: `ROWS × kp`.
+    /// Scores, then the softmax's numerators, of one block: `ROWS × kp`.
     s: Vec<f32>,
     /// MPNet's relative bias of one head at every distance (`2·len − 1`).
     bias: Vec<f32>,
