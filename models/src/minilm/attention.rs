@@ -36,7 +36,8 @@ pub(crate) struct Scratch {
     qt: Vec<f32>,
     /// Scores, then the softmax's numerators, of one block: `ROWS × kp`.
     s: Vec<f32>,
-    /// MPNet's relative bias of one head at every distance (`2·len − 1`).
+    /// MPNet's bucket of every distance of the sentence (`2·len − 1`), and one head's bias there.
+    buckets: Vec<usize>,
     bias: Vec<f32>,
 }
 
@@ -69,6 +70,10 @@ impl pulp::WithSimd for Sentence<'_, '_> {
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, simd: S) {
         let Sentence { qkv, len, shape, ctx, scratch } = self;
+        if shape.relative.is_some() {
+            // The bucket of every (query, key) distance: the same for every head.
+            scratch.buckets = relpos::distance_buckets(len);
+        }
         for head in 0..shape.heads {
             one_head(simd, qkv, len, shape, head, ctx, scratch);
         }
@@ -100,8 +105,7 @@ fn one_head<S: pulp::Simd>(simd: S, qkv: &[f32], len: usize, shape: Shape<'_>, h
         sc.v[j * vp..j * vp + dh].copy_from_slice(&row[v0..v0 + dh]);
     }
     if let Some(table) = shape.relative {
-        sc.bias.clear();
-        sc.bias.extend(relpos::distance_buckets(len).iter().map(|&b| table[b * shape.heads + head]));
+        relpos::head_bias(&sc.buckets, table, shape.heads, head, &mut sc.bias);
     }
     sc.qt.resize(dh * ROWS, 0.0);
     sc.s.resize(ROWS * kp, 0.0);
@@ -123,8 +127,7 @@ fn one_head<S: pulp::Simd>(simd: S, qkv: &[f32], len: usize, shape: Shape<'_>, h
             let sum = match shape.relative {
                 // MPNet: softmax(S·scale + bias of each (query, key) distance).
                 Some(_) => {
-                    let b = &sc.bias[len - 1 - (r0 + r)..][..len];
-                    s.iter_mut().zip(b).for_each(|(z, b)| *z = *z * shape.scale + b);
+                    relpos::scale_and_add(&mut s[..len], &sc.bias, r0 + r, shape.scale);
                     exp_shifted(simd, s, 1.0)
                 }
                 None => exp_shifted(simd, s, shape.scale),

@@ -107,21 +107,19 @@ pub fn exp_approx(x: f32) -> f32 {
     if under { 0.0 } else { p * scale }
 }
 
+/// The numerator's and the denominator's coefficients of [`erf_approx`], highest power of x²
+/// first (Eigen's / XLA's): erf(x) ≈ x·P(x²)/Q(x²) on [−4, 4].
+const ERF_P: [f32; 7] =
+    [-2.726_142_3e-10, 2.770_681_4e-8, -2.101_024e-6, -5.692_506_4e-5, -7.349_906_3e-4, -2.954_600_2e-3, -1.609_603_3e-2];
+const ERF_Q: [f32; 5] = [-1.456_607_2e-5, -2.133_740_6e-4, -1.682_827e-3, -7.373_329_5e-3, -1.426_474e-2];
+
 /// erf for f32 (Eigen's / XLA's rational approximation; exact ±1 saturation beyond |x| = 4).
 #[inline(always)]
 pub fn erf_approx(x: f32) -> f32 {
     let x = x.clamp(-4.0, 4.0);
     let x2 = x * x;
-    let mut p = x2 * -2.726_142_3e-10 + 2.770_681_4e-8;
-    p = x2 * p + -2.101_024e-6;
-    p = x2 * p + -5.692_506_4e-5;
-    p = x2 * p + -7.349_906_3e-4;
-    p = x2 * p + -2.954_600_2e-3;
-    p = x2 * p + -1.609_603_3e-2;
-    let mut q = x2 * -1.456_607_2e-5 + -2.133_740_6e-4;
-    q = x2 * q + -1.682_827e-3;
-    q = x2 * q + -7.373_329_5e-3;
-    q = x2 * q + -1.426_474e-2;
+    let p = ERF_P[1..].iter().fold(ERF_P[0], |p, &k| x2 * p + k);
+    let q = ERF_Q[1..].iter().fold(ERF_Q[0], |q, &k| x2 * q + k);
     (x * p / q).clamp(-1.0, 1.0)
 }
 
@@ -208,13 +206,13 @@ pub(crate) fn gelu_vec<S: pulp::Simd>(simd: S, x: S::f32s) -> S::f32s {
     let z = simd.mul_f32s(x, simd.splat_f32s(std::f32::consts::FRAC_1_SQRT_2));
     let z = simd.min_f32s(simd.max_f32s(z, simd.splat_f32s(-4.0)), simd.splat_f32s(4.0));
     let x2 = simd.mul_f32s(z, z);
-    let mut p = simd.add_f32s(simd.mul_f32s(x2, simd.splat_f32s(-2.726_142_3e-10)), simd.splat_f32s(2.770_681_4e-8));
-    for k in [-2.101_024e-6, -5.692_506_4e-5, -7.349_906_3e-4, -2.954_600_2e-3, -1.609_603_3e-2] {
-        p = simd.add_f32s(simd.mul_f32s(x2, p), simd.splat_f32s(k));
+    let mut p = simd.splat_f32s(ERF_P[0]);
+    for k in &ERF_P[1..] {
+        p = simd.add_f32s(simd.mul_f32s(x2, p), simd.splat_f32s(*k));
     }
-    let mut q = simd.add_f32s(simd.mul_f32s(x2, simd.splat_f32s(-1.456_607_2e-5)), simd.splat_f32s(-2.133_740_6e-4));
-    for k in [-1.682_827e-3, -7.373_329_5e-3, -1.426_474e-2] {
-        q = simd.add_f32s(simd.mul_f32s(x2, q), simd.splat_f32s(k));
+    let mut q = simd.splat_f32s(ERF_Q[0]);
+    for k in &ERF_Q[1..] {
+        q = simd.add_f32s(simd.mul_f32s(x2, q), simd.splat_f32s(*k));
     }
     let erf = simd.div_f32s(simd.mul_f32s(z, p), q);
     let erf = simd.min_f32s(simd.max_f32s(erf, simd.splat_f32s(-1.0)), simd.splat_f32s(1.0));

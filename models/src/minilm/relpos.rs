@@ -40,11 +40,27 @@ pub fn distance_buckets(len: usize) -> Vec<usize> {
 /// relative bias of head `head` from `table` (`[buckets, heads]`): the softmax's input. The
 /// buckets of the `2·len − 1` distances are found once per call (the CPU engines' one place).
 pub fn add_scaled(scores: &mut [f32], len: usize, scale: f32, table: &[f32], heads: usize, head: usize) {
-    let bias: Vec<f32> = distance_buckets(len).iter().map(|&b| table[b * heads + head]).collect();
+    let mut bias = Vec::new();
+    head_bias(&distance_buckets(len), table, heads, head, &mut bias);
     for (i, row) in scores.chunks_exact_mut(len.max(1)).enumerate() {
-        let b = &bias[len - 1 - i..][..len];
-        row.iter_mut().zip(b).for_each(|(z, b)| *z = *z * scale + b);
+        scale_and_add(row, &bias, i, scale);
     }
+}
+
+/// `out` ← head `head`'s bias (from `table`, `[buckets, heads]`) at each distance whose bucket
+/// `buckets` gives ([`distance_buckets`]).
+pub fn head_bias(buckets: &[usize], table: &[f32], heads: usize, head: usize, out: &mut Vec<f32>) {
+    out.clear();
+    out.extend(buckets.iter().map(|&b| table[b * heads + head]));
+}
+
+/// The scores of query `query` (`row`: one per key) scaled by `scale`, plus the bias of each
+/// distance (`bias`: [`head_bias`] of the sequence's `2·len − 1` distances).
+#[inline(always)]
+pub fn scale_and_add(row: &mut [f32], bias: &[f32], query: usize, scale: f32) {
+    let len = row.len();
+    let b = &bias[len - 1 - query..][..len];
+    row.iter_mut().zip(b).for_each(|(z, b)| *z = *z * scale + b);
 }
 
 #[cfg(test)]

@@ -219,8 +219,11 @@ fn fit_reranker<L: Learner<Row = RerankerEpoch>>(
     cfg: &RerankerConfig,
 ) -> Result<Fitted<L::Kept, RerankerEpoch>> {
     let plan = Plan::every_epoch("reranker", cfg.seed, cfg.epochs, items, cfg.batch);
-    fit(&plan, learner, model, &mut Stream(cfg.seed ^ 0x6e65_6773))
+    fit(&plan, learner, model, &mut Stream(cfg.seed ^ BATCH_STREAM))
 }
+
+/// The seed of the batch and negative draws, mixed with the run's seed.
+const BATCH_STREAM: u64 = 0x6e65_6773;
 
 /// [`train_reranker`] on burn's autodiff, over the groups it can learn from.
 fn train_burn(
