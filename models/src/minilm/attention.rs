@@ -53,30 +53,20 @@ pub(crate) struct Shape<'a> {
 
 /// `ctx` (`len × d`) ← softmax(Q·Kᵀ·scale (+ relative bias))·V of each head into that head's
 /// columns, from the sentence's packed `[Q K V]` rows (`qkv`: `len × 3d`).
+///
+/// The three steps of a block of queries (scores, softmax, weighted values) are three kernels, each
+/// dispatched on its own (so each is its own function compiled for the CPU's instruction set):
+/// inlined into one function, the softmax's constants stayed live across the weighted-values loop
+/// and pushed ten of its sixteen accumulators onto the stack (a load, multiply-add and store per
+/// accumulator and key).
 pub(crate) fn sentence(qkv: &[f32], len: usize, shape: Shape<'_>, ctx: &mut [f32], scratch: &mut Scratch) {
-    pulp::Arch::new().dispatch(Sentence { qkv, len, shape, ctx, scratch });
-}
-
-struct Sentence<'a, 'b> {
-    qkv: &'a [f32],
-    len: usize,
-    shape: Shape<'a>,
-    ctx: &'b mut [f32],
-    scratch: &'b mut Scratch,
-}
-
-impl pulp::WithSimd for Sentence<'_, '_> {
-    type Output = ();
-    #[inline(always)]
-    fn with_simd<S: pulp::Simd>(self, simd: S) {
-        let Sentence { qkv, len, shape, ctx, scratch } = self;
-        if shape.relative.is_some() {
-            // The bucket of every (query, key) distance: the same for every head.
-            scratch.buckets = relpos::distance_buckets(len);
-        }
-        for head in 0..shape.heads {
-            one_head(simd, qkv, len, shape, head, ctx, scratch);
-        }
+    let arch = pulp::Arch::new();
+    if shape.relative.is_some() {
+        // The bucket of every (query, key) distance: the same for every head.
+        scratch.buckets = relpos::distance_buckets(len);
+    }
+    for head in 0..shape.heads {
+        one_head(arch, qkv, len, shape, head, ctx, scratch);
     }
 }
 
@@ -85,11 +75,23 @@ fn round16(n: usize) -> usize {
     n.div_ceil(LANES) * LANES
 }
 
-#[inline(always)]
-fn one_head<S: pulp::Simd>(simd: S, qkv: &[f32], len: usize, shape: Shape<'_>, head: usize, ctx: &mut [f32], sc: &mut Scratch) {
+/// The vector width the dispatched kernels use (their key blocks are laid out for it).
+fn lanes(arch: pulp::Arch) -> usize {
+    struct Lanes;
+    impl pulp::WithSimd for Lanes {
+        type Output = usize;
+        #[inline(always)]
+        fn with_simd<S: pulp::Simd>(self, _: S) -> usize {
+            S::F32_LANES
+        }
+    }
+    arch.dispatch(Lanes)
+}
+
+fn one_head(arch: pulp::Arch, qkv: &[f32], len: usize, shape: Shape<'_>, head: usize, ctx: &mut [f32], sc: &mut Scratch) {
     let d = shape.d;
     let dh = d / shape.heads;
-    let (kp, vp, lanes) = (round16(len), round16(dh), S::F32_LANES);
+    let (kp, vp, lanes) = (round16(len), round16(dh), lanes(arch));
     let w = 3 * d;
     let (q0, k0, v0) = (head * dh, d + head * dh, 2 * d + head * dh);
     // Keys in blocks of `lanes`: block b holds, for each dimension c, keys b·lanes … b·lanes + lanes − 1.
@@ -119,23 +121,82 @@ fn one_head<S: pulp::Simd>(simd: S, qkv: &[f32], len: usize, shape: Shape<'_>, h
                 sc.qt[c * ROWS + r] = x;
             }
         }
-        scores(simd, &sc.qt, &sc.kt, dh, kp, &mut sc.s);
+        arch.dispatch(Scores { qt: &sc.qt, kt: &sc.kt, dh, kp, s: &mut sc.s });
         // The softmax's numerators; each output row is divided by its sum at the end.
+        let bias = shape.relative.map(|_| sc.bias.as_slice());
+        let inv = arch.dispatch(Numerators { s: &mut sc.s, kp, len, rows, r0, scale: shape.scale, bias });
+        let out = Out { rows, inv, dh, ctx: &mut ctx[r0 * d..], d, c0: q0 };
+        arch.dispatch(Values { p: &sc.s, kp, len, v: &sc.v, vp, out });
+    }
+}
+
+/// [`scores`], dispatched.
+struct Scores<'a> {
+    qt: &'a [f32],
+    kt: &'a [f32],
+    dh: usize,
+    kp: usize,
+    s: &'a mut [f32],
+}
+
+impl pulp::WithSimd for Scores<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, simd: S) {
+        scores(simd, self.qt, self.kt, self.dh, self.kp, self.s);
+    }
+}
+
+/// The softmax numerators of the block's `rows` rows of scores (`s`: rows of `kp`, the first `len`
+/// real) in place, MPNet's relative bias (`bias`, by distance) added first; one over each row's
+/// sum.
+struct Numerators<'a> {
+    s: &'a mut [f32],
+    kp: usize,
+    len: usize,
+    rows: usize,
+    r0: usize,
+    scale: f32,
+    bias: Option<&'a [f32]>,
+}
+
+impl pulp::WithSimd for Numerators<'_> {
+    type Output = [f32; ROWS];
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, simd: S) -> [f32; ROWS] {
+        let Numerators { s, kp, len, rows, r0, scale, bias } = self;
         let mut inv = [0f32; ROWS];
-        for ((r, s), inv) in sc.s.chunks_exact_mut(kp).take(rows).enumerate().zip(inv.iter_mut()) {
+        for ((r, s), inv) in s.chunks_exact_mut(kp).take(rows).enumerate().zip(inv.iter_mut()) {
             s[len..].fill(f32::NEG_INFINITY);
-            let sum = match shape.relative {
+            let sum = match bias {
                 // MPNet: softmax(S·scale + bias of each (query, key) distance).
-                Some(_) => {
-                    relpos::scale_and_add(&mut s[..len], &sc.bias, r0 + r, shape.scale);
+                Some(bias) => {
+                    relpos::scale_and_add(&mut s[..len], bias, r0 + r, scale);
                     exp_shifted(simd, s, 1.0)
                 }
-                None => exp_shifted(simd, s, shape.scale),
+                None => exp_shifted(simd, s, scale),
             };
             *inv = 1.0 / sum;
         }
-        let out = Out { rows, inv, dh, ctx: &mut ctx[r0 * d..], d, c0: q0 };
-        weighted_values(simd, &sc.s, kp, len, &sc.v, vp, out);
+        inv
+    }
+}
+
+/// [`weighted_values`], dispatched.
+struct Values<'a, 'b> {
+    p: &'a [f32],
+    kp: usize,
+    len: usize,
+    v: &'a [f32],
+    vp: usize,
+    out: Out<'b>,
+}
+
+impl pulp::WithSimd for Values<'_, '_> {
+    type Output = ();
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, simd: S) {
+        weighted_values(simd, self.p, self.kp, self.len, self.v, self.vp, self.out);
     }
 }
 
