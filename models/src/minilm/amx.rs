@@ -15,6 +15,10 @@
 //! 32-row blocks (rayon); every output element is accumulated by one thread in a fixed order, so
 //! results do not depend on the number of threads.
 //!
+//! A transformer's feed-forward pair can skip the f32 intermediate: [`matmul_gelu_packed`] writes
+//! GELU(x·W₁ + b₁) split straight into the tiles of a [`PackedA`], which [`matmul_packed_with`]
+//! reads as its lhs (the same bits as storing, then splitting).
+//!
 //! [`available`] checks the CPU (CPUID), the OS (XCR0 tile state) and asks Linux for the tile-data
 //! permission (`arch_prctl(ARCH_REQ_XCOMP_PERM)`); anywhere else the engine uses f32 `gemm`.
 
@@ -342,8 +346,20 @@ impl pulp::WithSimd for StoreBlock<'_> {
                     let (dv, _) = S::as_mut_simd_f32s(d);
                     let (cv, _) = S::as_simd_f32s(c);
                     let (bv, _) = S::as_simd_f32s(b);
-                    for ((d, &c), &b) in dv.iter_mut().zip(cv).zip(bv) {
-                        *d = store_vec(simd, *d, c, b, epilogue);
+                    // Only the accumulating epilogues read `dst`: a load of a line not in cache
+                    // stalls the store (the store alone waits in the store buffer).
+                    match epilogue {
+                        Epilogue::Accumulate | Epilogue::AccumulateBias(_) => {
+                            for ((d, &c), &b) in dv.iter_mut().zip(cv).zip(bv) {
+                                *d = store_vec(simd, *d, c, b, epilogue);
+                            }
+                        }
+                        Epilogue::Store | Epilogue::Bias(_) | Epilogue::BiasGelu(_) => {
+                            let zero = simd.splat_f32s(0.0);
+                            for ((d, &c), &b) in dv.iter_mut().zip(cv).zip(bv) {
+                                *d = store_vec(simd, zero, c, b, epilogue);
+                            }
+                        }
                     }
                 } else {
                     store_row(d, c, epilogue, b);
@@ -373,16 +389,105 @@ pub fn matmul(m: usize, dst: &mut [f32], ldd: usize, lhs: &[f32], lda: usize, b:
 
 /// `dst (m×n, row stride ldd) ← epilogue(lhs (m×k, row stride lda) · b)` ([`Epilogue`]).
 pub fn matmul_with(m: usize, dst: &mut [f32], ldd: usize, lhs: &[f32], lda: usize, b: &PackedB, epilogue: Epilogue<'_>) -> Result<()> {
-    let (k, n) = (b.k, b.n);
     if m == 0 {
         return Ok(());
     }
-    if !available() {
-        return Err(ModelError::Internal("amx matmul called on a CPU or OS without AMX-BF16 tiles".into()));
+    ready()?;
+    super::check_operands("amx", (m, b.k, b.n), (lhs.len(), lda), (dst.len(), ldd))?;
+    run(m, Lhs::Rows(lhs, lda), b, Out::F32 { dst, ldd, epilogue })
+}
+
+/// `dst ← epilogue(a · b)` for an lhs already in the kernel's layout ([`matmul_gelu_packed`]).
+pub fn matmul_packed_with(dst: &mut [f32], ldd: usize, a: &PackedA, b: &PackedB, epilogue: Epilogue<'_>) -> Result<()> {
+    let m = a.m;
+    if m == 0 {
+        return Ok(());
     }
-    super::check_operands("amx", (m, k, n), (lhs.len(), lda), (dst.len(), ldd))?;
+    ready()?;
+    if a.k != b.k || a.kp != b.kp || a.terms != Some(b.terms) {
+        return Err(ModelError::Internal(format!(
+            "amx: a packed lhs of width {} ({:?}) for a {}×{} rhs ({:?})",
+            a.k, a.terms, b.k, b.n, b.terms
+        )));
+    }
+    if ldd < b.n || (m - 1) * ldd + b.n > dst.len() {
+        return Err(ModelError::Internal(format!("amx matmul {m}×{}·{}×{}: the result slice is too short", b.k, b.k, b.n)));
+    }
+    run(m, Lhs::Packed(a.data()), b, Out::F32 { dst, ldd, epilogue })
+}
+
+/// `out ← GELU(lhs · b + bias)`, split (or rounded) to bf16 straight into the layout a product of
+/// `terms` reads as its lhs: the transformer's feed-forward block hands its intermediate to the
+/// second product without an f32 copy in memory or a separate splitting pass. The values are those
+/// [`matmul_with`] with [`Epilogue::BiasGelu`] would store, split as [`matmul_with`] splits them,
+/// so the second product's result is the same to the bit.
+pub fn matmul_gelu_packed(m: usize, lhs: &[f32], lda: usize, b: &PackedB, bias: &[f32], terms: Terms, out: &mut PackedA) -> Result<()> {
+    out.reset(m, b.n, terms);
+    if m == 0 {
+        return Ok(());
+    }
+    ready()?;
+    // (The result is `out`, sized here: only the lhs is checked.)
+    super::check_operands("amx", (m, b.k, b.n), (lhs.len(), lda), (m * b.n, b.n))?;
+    run(m, Lhs::Rows(lhs, lda), b, Out::Packed { out, bias })
+}
+
+fn ready() -> Result<()> {
+    if available() { Ok(()) } else { Err(ModelError::Internal("amx matmul called on a CPU or OS without AMX-BF16 tiles".into())) }
+}
+
+/// An `m × k` lhs split (or rounded) into the tiles the kernel reads, as [`SplitRows`] lays them
+/// out for every 32-row block: written by [`matmul_gelu_packed`], read by [`matmul_packed_with`].
+#[derive(Default)]
+pub struct PackedA {
+    m: usize,
+    k: usize,
+    kp: usize,
+    terms: Option<Terms>,
+    store: Vec<u16>,
+    off: usize,
+    len: usize,
+}
+
+impl PackedA {
+    /// An `m × k` matrix for products of `terms`, reusing the buffer.
+    fn reset(&mut self, m: usize, k: usize, terms: Terms) {
+        let kp = k.div_ceil(STEP) * STEP;
+        let len = m.div_ceil(2 * TILE) * 2 * TILE * terms.count() * kp;
+        let (off, _) = aligned(&mut self.store, len);
+        (self.m, self.k, self.kp, self.terms, self.off, self.len) = (m, k, kp, Some(terms), off, len);
+    }
+
+    fn data(&self) -> &[u16] {
+        &self.store[self.off..self.off + self.len]
+    }
+}
+
+/// Where a product's lhs comes from.
+enum Lhs<'a> {
+    /// Row-major f32 (row stride), split per task.
+    Rows(&'a [f32], usize),
+    /// Already split, for every 32-row block.
+    Packed(&'a [u16]),
+}
+
+/// Where a product's result goes.
+enum Out<'a, 'e> {
+    F32 { dst: &'a mut [f32], ldd: usize, epilogue: Epilogue<'e> },
+    Packed { out: &'a mut PackedA, bias: &'e [f32] },
+}
+
+/// The product over tasks of whole 32-row blocks (parallel): each task splits its rows of the lhs
+/// (unless packed), then runs every 32-column block of `b` over its row blocks and hands each 32×32
+/// block of the result to the output.
+fn run(m: usize, lhs: Lhs<'_>, b: &PackedB, out: Out<'_, '_>) -> Result<()> {
+    let (k, n) = (b.k, b.n);
     // The bias, padded with zeros to whole 32-column blocks (the store reads 32 per block).
-    let padded: Option<Vec<f32>> = match epilogue.bias() {
+    let bias = match &out {
+        Out::F32 { epilogue, .. } => epilogue.bias(),
+        Out::Packed { bias, .. } => Some(*bias),
+    };
+    let padded: Option<Vec<f32>> = match bias {
         Some(v) if v.len() != n => {
             return Err(ModelError::Internal(format!("amx: a bias of {} values for {n} columns", v.len())));
         }
@@ -400,32 +505,143 @@ pub fn matmul_with(m: usize, dst: &mut [f32], ldd: usize, lhs: &[f32], lda: usiz
     let threads = rayon::current_num_threads().max(1);
     let tasks = (mblocks.div_ceil(most).div_ceil(threads) * threads).min(mblocks);
     let task_rows = mblocks.div_ceil(tasks) * 2 * TILE;
-    dst[..(m - 1) * ldd + n].par_chunks_mut(task_rows * ldd).enumerate().try_for_each(|(ti, out)| -> Result<()> {
+    // One task: its first row, its chunk of the result, its rows of a packed lhs.
+    let task = |ti: usize, mut sink: Sink<'_, '_>| -> Result<()> {
         let r0 = ti * task_rows;
         let rows = (m - r0).min(task_rows);
         let blocks = rows.div_ceil(2 * TILE);
-        SPLIT.with(|cell| -> Result<()> {
-            let mut buf = cell.borrow_mut();
-            let (_, a) = aligned(&mut buf, blocks * 2 * TILE * kk);
-            pulp::Arch::new().dispatch(SplitRows { src: &lhs[r0 * lda..], lda, k, kp: b.kp, terms: b.terms, rows, out: a });
-            let a: &[u16] = a;
+        let products = |a: &[u16], sink: &mut Sink<'_, '_>| -> Result<()> {
             let _tiles = Tiles::configure();
             let mut c = [0f32; 4 * TILE * TILE];
             for nb in 0..b.nt / 2 {
                 let bp = &b.data()[2 * nb * b.kt * TILE_U16..2 * (nb + 1) * b.kt * TILE_U16];
                 let cols = (n - nb * 2 * TILE).min(2 * TILE);
+                let bias = padded.as_ref().map(|p| &p[nb * 2 * TILE..]);
                 for mb in 0..blocks {
                     block(&a[mb * 2 * TILE * kk..(mb + 1) * 2 * TILE * kk], bp, b.kt, &mut c)?;
-                    let r0 = mb * 2 * TILE;
-                    let block_rows = rows.min(r0 + 2 * TILE) - r0;
-                    let out = &mut out[r0 * ldd + nb * 2 * TILE..];
-                    let epilogue = padded.as_ref().map_or(epilogue, |p| epilogue.with_bias(&p[nb * 2 * TILE..]));
-                    pulp::Arch::new().dispatch(StoreBlock { c: &c, out, ldd, rows: block_rows, cols, epilogue });
+                    let block_rows = rows.min(mb * 2 * TILE + 2 * TILE) - mb * 2 * TILE;
+                    sink.put(&c, mb, nb, block_rows, cols, bias);
                 }
             }
             Ok(())
-        })
-    })
+        };
+        match lhs {
+            Lhs::Packed(a) => products(&a[r0 * kk..(r0 + blocks * 2 * TILE) * kk], &mut sink),
+            Lhs::Rows(src, lda) => SPLIT.with(|cell| -> Result<()> {
+                let mut buf = cell.borrow_mut();
+                let (_, a) = aligned(&mut buf, blocks * 2 * TILE * kk);
+                pulp::Arch::new().dispatch(SplitRows { src: &src[r0 * lda..], lda, k, kp: b.kp, terms: b.terms, rows, out: a });
+                products(a, &mut sink)
+            }),
+        }
+    };
+    match out {
+        Out::F32 { dst, ldd, epilogue } => dst[..(m - 1) * ldd + n]
+            .par_chunks_mut(task_rows * ldd)
+            .enumerate()
+            .try_for_each(|(ti, out)| task(ti, Sink::F32 { out, ldd, epilogue })),
+        Out::Packed { out, .. } => {
+            let (terms, kp) = (out.terms.unwrap_or(Terms::Single), out.kp);
+            let block_u16 = 2 * TILE * terms.count() * kp;
+            let len = out.len;
+            out.store[out.off..out.off + len]
+                .par_chunks_mut(task_rows / (2 * TILE) * block_u16)
+                .enumerate()
+                .try_for_each(|(ti, out)| task(ti, Sink::Packed { out, terms, kp }))
+        }
+    }
+}
+
+/// A task's share of a product's output.
+enum Sink<'a, 'e> {
+    F32 {
+        out: &'a mut [f32],
+        ldd: usize,
+        epilogue: Epilogue<'e>,
+    },
+    /// GELU, then split into the lhs layout of a product of `terms` over an inner dimension `kp`.
+    Packed {
+        out: &'a mut [u16],
+        terms: Terms,
+        kp: usize,
+    },
+}
+
+impl Sink<'_, '_> {
+    /// Block (`mb`, `nb`) of the task (`rows` × `cols` of it real; `bias`: its 32 columns).
+    fn put(&mut self, c: &[f32; 4 * TILE * TILE], mb: usize, nb: usize, rows: usize, cols: usize, bias: Option<&[f32]>) {
+        match self {
+            Sink::F32 { out, ldd, epilogue } => {
+                let out = &mut out[mb * 2 * TILE * *ldd + nb * 2 * TILE..];
+                let epilogue = bias.map_or(*epilogue, |p| epilogue.with_bias(p));
+                pulp::Arch::new().dispatch(StoreBlock { c, out, ldd: *ldd, rows, cols, epilogue });
+            }
+            Sink::Packed { out, terms, kp } => {
+                let block_u16 = 2 * TILE * terms.count() * *kp;
+                let out = &mut out[mb * block_u16..(mb + 1) * block_u16];
+                let bias = bias.unwrap_or(&[0f32; 2 * TILE]);
+                pulp::Arch::new().dispatch(PackGelu { c, out, step: nb, kp: *kp, terms: *terms, rows, cols, bias });
+            }
+        }
+    }
+}
+
+/// One 32×32 block of a product, GELU(c + bias), into step `step` of a 32-row block of a packed
+/// lhs (`out`: that block, [`SplitRows`]' layout); zero in the rows from `rows` and the columns
+/// from `cols`, as [`SplitRows`] pads.
+struct PackGelu<'a> {
+    c: &'a [f32; 4 * TILE * TILE],
+    out: &'a mut [u16],
+    step: usize,
+    kp: usize,
+    terms: Terms,
+    rows: usize,
+    cols: usize,
+    bias: &'a [f32],
+}
+
+impl pulp::WithSimd for PackGelu<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, simd: S) {
+        let PackGelu { c, out, step, kp, terms, rows, cols, bias } = self;
+        let seg = kp / STEP;
+        let gelu = super::fused::gelu;
+        for r in 0..2 * TILE {
+            let mut v = [0f32; STEP];
+            if r < rows {
+                let t0 = if r < TILE { 0 } else { 2 };
+                let (c0, c1) = c[t0 * TILE * TILE..(t0 + 2) * TILE * TILE].split_at(TILE * TILE);
+                let (c0, c1) = (&c0[(r % TILE) * TILE..][..TILE], &c1[(r % TILE) * TILE..][..TILE]);
+                let (v0, v1) = v.split_at_mut(TILE);
+                for (h, (d, c, b)) in [(v0, c0, &bias[..TILE]), (v1, c1, &bias[TILE..2 * TILE])].into_iter().enumerate() {
+                    let real = cols.saturating_sub(h * TILE).min(TILE);
+                    if real == TILE {
+                        let (dv, _) = S::as_mut_simd_f32s(d);
+                        let (cv, _) = S::as_simd_f32s(c);
+                        let (bv, _) = S::as_simd_f32s(b);
+                        for ((d, &c), &b) in dv.iter_mut().zip(cv).zip(bv) {
+                            *d = super::fused::gelu_vec(simd, simd.add_f32s(b, c));
+                        }
+                    } else {
+                        d[..real].iter_mut().zip(c).zip(b).for_each(|((d, c), b)| *d = gelu(b + c));
+                    }
+                }
+            }
+            let at = |s: usize| (s * 2 + r / TILE) * TILE_U16 + (r % TILE) * STEP;
+            let mut h = [0u16; STEP];
+            match terms {
+                Terms::Single => (0..STEP).for_each(|i| h[i] = bf16(v[i])),
+                Terms::Split => {
+                    let mut l = [0u16; STEP];
+                    (0..STEP).for_each(|i| (h[i], l[i]) = split(v[i]));
+                    out[at(seg + step)..at(seg + step) + STEP].copy_from_slice(&h);
+                    out[at(2 * seg + step)..at(2 * seg + step) + STEP].copy_from_slice(&l);
+                }
+            }
+            out[at(step)..at(step) + STEP].copy_from_slice(&h);
+        }
+    }
 }
 
 /// The tile configuration of this thread for the kernel's lifetime: eight 16-row × 64-byte tiles
@@ -666,6 +882,45 @@ mod tests {
                 }
                 let mut dst = init.clone();
                 assert!(matmul_with(m, &mut dst, n, &a, k, &packed, Epilogue::Bias(&bias[..n - 1])).is_err());
+            }
+        }
+    }
+
+    /// The feed-forward pair through a packed intermediate gives the bits of the two products with
+    /// the GELU stored in f32 in between: the packed tiles are exactly the split of those values.
+    /// Sizes around the 32-row and 32-column blocks (padding rows and columns), both term counts,
+    /// and a mismatch refused.
+    #[test]
+    fn packed_intermediate_equals_the_stored_one() {
+        if !available() {
+            eprintln!("skipped: this CPU or OS offers no AMX-BF16 tiles");
+            return;
+        }
+        for &(m, k, n, k2) in &[(1, 3, 5, 4), (33, 45, 40, 30), (70, 64, 96, 33), (100, 100, 64, 70)] {
+            let a = rng_fill(m * k, 21 + m as u64, 1.0);
+            let w1 = rng_fill(k * n, 22 + n as u64, 0.5);
+            let w2 = rng_fill(n * k2, 23 + k2 as u64, 0.5);
+            let (b1, b2) = (rng_fill(n, 24, 2.0), rng_fill(k2, 25, 1.0));
+            let init = rng_fill(m * k2, 26, 1.0);
+            for terms in [Terms::Split, Terms::Single] {
+                let (p1, p2) = (PackedB::with_terms(&w1, k, n, terms).unwrap(), PackedB::with_terms(&w2, n, k2, terms).unwrap());
+                let mut inter = vec![0f32; m * n];
+                matmul_with(m, &mut inter, n, &a, k, &p1, Epilogue::BiasGelu(&b1)).unwrap();
+                let mut want = init.clone();
+                matmul_with(m, &mut want, k2, &inter, n, &p2, Epilogue::AccumulateBias(&b2)).unwrap();
+                let mut packed = PackedA::default();
+                matmul_gelu_packed(m, &a, k, &p1, &b1, terms, &mut packed).unwrap();
+                let mut got = init.clone();
+                matmul_packed_with(&mut got, k2, &packed, &p2, Epilogue::AccumulateBias(&b2)).unwrap();
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    assert_eq!(g.to_bits(), w.to_bits(), "{terms:?} {m}×{k}×{n}×{k2} at {i}: {g} vs {w}");
+                }
+                // The lhs was packed for the other term count, or for another width: refused.
+                let other = if terms == Terms::Split { Terms::Single } else { Terms::Split };
+                let p2_other = PackedB::with_terms(&w2, n, k2, other).unwrap();
+                assert!(matmul_packed_with(&mut got, k2, &packed, &p2_other, Epilogue::Store).is_err());
+                let p3 = PackedB::with_terms(&w1, k, n, terms).unwrap();
+                assert!(k == n || matmul_packed_with(&mut got, k2, &packed, &p3, Epilogue::Store).is_err());
             }
         }
     }

@@ -481,7 +481,8 @@ impl FusedBert {
         layer_norm(&mut x, d, &self.emb_ln, eps);
         let mut qkv = vec![0f32; t * 3 * d];
         let mut ctx = vec![0f32; t * d];
-        let mut inter = vec![0f32; t * di];
+        let mut inter = Vec::new();
+        let mut packed_inter = amx::PackedA::default();
         for (li, layer) in self.layers.iter().enumerate() {
             self.product(li, Weight::Qkv, t, &mut qkv, &x, Epilogue::Bias(&layer.bqkv))?;
             self.attention(&qkv, &starts, &mut ctx)?;
@@ -489,8 +490,18 @@ impl FusedBert {
             self.product(li, Weight::Out, t, &mut x, &ctx, Epilogue::AccumulateBias(&layer.bo))?;
             layer_norm(&mut x, d, &layer.ln1, eps);
             // x = LN(x + GELU(x·Wi + bi)·Wo2 + bo2)
-            self.product(li, Weight::Inter, t, &mut inter, &x, Epilogue::BiasGelu(&layer.bi))?;
-            self.product(li, Weight::Out2, t, &mut x, &inter, Epilogue::AccumulateBias(&layer.bo2))?;
+            if let Some(PackedLayers::Amx(p)) = self.packed.as_ref() {
+                // On AMX the intermediate goes from the first product's stores straight into the
+                // second product's bf16 tiles (the same values, no f32 copy in memory).
+                let p = packed(p, li)?;
+                let (wi, wo2) = (p.of(Weight::Inter), p.of(Weight::Out2));
+                amx::matmul_gelu_packed(t, &x, d, wi, &layer.bi, wo2.terms(), &mut packed_inter)?;
+                amx::matmul_packed_with(&mut x, d, &packed_inter, wo2, Epilogue::AccumulateBias(&layer.bo2))?;
+            } else {
+                inter.resize(t * di, 0.0);
+                self.product(li, Weight::Inter, t, &mut inter, &x, Epilogue::BiasGelu(&layer.bi))?;
+                self.product(li, Weight::Out2, t, &mut x, &inter, Epilogue::AccumulateBias(&layer.bo2))?;
+            }
             layer_norm(&mut x, d, &layer.ln2, eps);
         }
         Ok(mean_pooled(&x, &starts, d))
