@@ -32,8 +32,8 @@ pub(crate) struct Scratch {
     kt: Vec<f32>,
     /// Values of one head: `len` rows of `vp` (`dh` rounded up to 16, zero-padded).
     v: Vec<f32>,
-    /// One block of queries, transposed: `dh × ROWS` (rows past the sentence are zero).
-    qt: Vec<f32>,
+    /// `dh` zeros: the query row of a block's rows past the sentence.
+    zeros: Vec<f32>,
     /// Scores, then the softmax's numerators, of one block: `ROWS × kp`.
     s: Vec<f32>,
     /// MPNet's bucket of every distance of the sentence (`2·len − 1`), and one head's bias there.
@@ -109,19 +109,14 @@ fn one_head(arch: pulp::Arch, qkv: &[f32], len: usize, shape: Shape<'_>, head: u
     if let Some(table) = shape.relative {
         relpos::head_bias(&sc.buckets, table, shape.heads, head, &mut sc.bias);
     }
-    sc.qt.resize(dh * ROWS, 0.0);
+    sc.zeros.clear();
+    sc.zeros.resize(dh, 0.0);
     sc.s.resize(ROWS * kp, 0.0);
     for r0 in (0..len).step_by(ROWS) {
         let rows = ROWS.min(len - r0);
-        // The block's queries, transposed (`dh × ROWS`; rows past the sentence are zero).
-        sc.qt.fill(0.0);
-        for r in 0..rows {
-            let row = &qkv[(r0 + r) * w + q0..][..dh];
-            for (c, &x) in row.iter().enumerate() {
-                sc.qt[c * ROWS + r] = x;
-            }
-        }
-        arch.dispatch(Scores { qt: &sc.qt, kt: &sc.kt, dh, kp, s: &mut sc.s });
+        // The block's query rows, read in place (rows past the sentence are zeros).
+        let q: [&[f32]; ROWS] = std::array::from_fn(|r| if r < rows { &qkv[(r0 + r) * w + q0..][..dh] } else { &sc.zeros[..dh] });
+        arch.dispatch(Scores { q, kt: &sc.kt, dh, kp, s: &mut sc.s });
         // The softmax's numerators; each output row is divided by its sum at the end.
         let bias = shape.relative.map(|_| sc.bias.as_slice());
         let inv = arch.dispatch(Numerators { s: &mut sc.s, kp, len, rows, r0, scale: shape.scale, bias });
@@ -132,7 +127,7 @@ fn one_head(arch: pulp::Arch, qkv: &[f32], len: usize, shape: Shape<'_>, head: u
 
 /// [`scores`], dispatched.
 struct Scores<'a> {
-    qt: &'a [f32],
+    q: [&'a [f32]; ROWS],
     kt: &'a [f32],
     dh: usize,
     kp: usize,
@@ -143,7 +138,7 @@ impl pulp::WithSimd for Scores<'_> {
     type Output = ();
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, simd: S) {
-        scores(simd, self.qt, self.kt, self.dh, self.kp, self.s);
+        scores(simd, self.q, self.kt, self.dh, self.kp, self.s);
     }
 }
 
@@ -200,39 +195,39 @@ impl pulp::WithSimd for Values<'_, '_> {
     }
 }
 
-/// `s` (`ROWS × kp`) ← the block's queries (`qt`: `dh × ROWS`) against every key (`kt`: blocks of
+/// `s` (`ROWS × kp`) ← the block's queries (`q`: `ROWS` rows of `dh`) against every key (`kt`: blocks of
 /// `lanes` keys, each `dh × lanes`), two blocks at a time where vectors are 16 wide (16
 /// accumulators: two loads of keys and eight broadcasts of queries feed 16 multiply-adds).
 #[inline(always)]
-fn scores<S: pulp::Simd>(simd: S, qt: &[f32], kt: &[f32], dh: usize, kp: usize, s: &mut [f32]) {
+fn scores<S: pulp::Simd>(simd: S, q: [&[f32]; ROWS], kt: &[f32], dh: usize, kp: usize, s: &mut [f32]) {
     let blocks = kp / S::F32_LANES;
     let mut b = 0;
     if S::F32_LANES >= 16 {
         while b + 2 <= blocks {
-            score_blocks::<S, 2>(simd, qt, kt, dh, kp, s, b);
+            score_blocks::<S, 2>(simd, q, kt, dh, kp, s, b);
             b += 2;
         }
     }
     while b < blocks {
-        score_blocks::<S, 1>(simd, qt, kt, dh, kp, s, b);
+        score_blocks::<S, 1>(simd, q, kt, dh, kp, s, b);
         b += 1;
     }
 }
 
 /// [`scores`] of key blocks `b0 .. b0 + N`.
 #[inline(always)]
-fn score_blocks<S: pulp::Simd, const N: usize>(simd: S, qt: &[f32], kt: &[f32], dh: usize, kp: usize, s: &mut [f32], b0: usize) {
+fn score_blocks<S: pulp::Simd, const N: usize>(simd: S, q: [&[f32]; ROWS], kt: &[f32], dh: usize, kp: usize, s: &mut [f32], b0: usize) {
     let lanes = S::F32_LANES;
     let keys = S::as_simd_f32s(&kt[b0 * dh * lanes..(b0 + N) * dh * lanes]).0;
+    let q = q.map(|row| &row[..dh]);
     let mut acc = [[simd.splat_f32s(0.0); N]; ROWS];
     for c in 0..dh {
-        let q = &qt[c * ROWS..][..ROWS];
         let mut k = [simd.splat_f32s(0.0); N];
         for (i, k) in k.iter_mut().enumerate() {
             *k = keys[i * dh + c];
         }
         for r in 0..ROWS {
-            let x = simd.splat_f32s(q[r]);
+            let x = simd.splat_f32s(q[r][c]);
             for i in 0..N {
                 acc[r][i] = simd.mul_add_f32s(x, k[i], acc[r][i]);
             }
