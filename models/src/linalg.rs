@@ -167,6 +167,21 @@ fn gemm_f32_on(dst: &mut [f32], a: Op<'_>, b: Op<'_>, accumulate: bool, par: gem
         }
         return Ok(());
     }
+    if k == 1 {
+        // An outer product (the link predictor's one-output layer, back-propagated): one
+        // multiplication per element, as `gemm` computes it, without its blocking, which ran this
+        // shape at about 2 GFLOP/s.
+        for (i, row) in dst.chunks_exact_mut(n).enumerate() {
+            let x = a.data[i * a_rs];
+            let y = |j: usize| b.data[j * b_cs];
+            if accumulate {
+                row.iter_mut().enumerate().for_each(|(j, o)| *o += x * y(j));
+            } else {
+                row.iter_mut().enumerate().for_each(|(j, o)| *o = x * y(j));
+            }
+        }
+        return Ok(());
+    }
     // SAFETY: every operand holds exactly rows×cols values and is read with the row-major strides
     // of its (possibly transposed) shape, checked above; `dst` is an exclusive m×n buffer.
     unsafe {
@@ -430,6 +445,29 @@ mod tests {
                     .map(|i| (0..k).map(|j| a[(i / n) * k + j] * b[j * n + i % n]).sum::<f32>() + if acc { start[i] } else { 0.0 });
                 let off = want.zip(&two).map(|(w, g)| (w - g).abs()).fold(0f32, f32::max);
                 assert!(off <= 1e-4, "{m}×{k}×{n} t={ta} acc={acc}: {off} from the loop");
+            }
+        }
+        Ok(())
+    }
+
+    /// An inner dimension of one is an outer product: each element one multiplication (plus the
+    /// accumulated value), to the bit, whichever operand is read transposed.
+    #[test]
+    fn rank_one_products_are_exact_outer_products() -> Result<()> {
+        let (m, n) = (37, 70);
+        let x: Vec<f32> = (0..m).map(|i| (i as f32 * 0.37).sin() * 3.1).collect();
+        let y: Vec<f32> = (0..n).map(|j| (j as f32 * 0.91).cos() / 7.0).collect();
+        let start: Vec<f32> = (0..m * n).map(|i| (i as f32 * 0.013).sin()).collect();
+        for (ta, tb, acc) in [(false, false, false), (true, true, false), (false, true, true), (true, false, true)] {
+            // A column m×1 (stored as 1×m when read transposed) and a row 1×n (stored as n×1).
+            let a = if ta { Op::t(&x, 1, m) } else { Op::n(&x, m, 1) };
+            let b = if tb { Op::t(&y, n, 1) } else { Op::n(&y, 1, n) };
+            let mut got = start.clone();
+            gemm_f32(&mut got, a, b, acc)?;
+            for (i, g) in got.iter().enumerate() {
+                let p = x[i / n] * y[i % n];
+                let want = if acc { start[i] + p } else { p };
+                assert_eq!(g.to_bits(), want.to_bits(), "ta={ta} tb={tb} acc={acc} at {i}");
             }
         }
         Ok(())

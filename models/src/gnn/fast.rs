@@ -136,18 +136,6 @@ impl Layer {
 
     /// `dx = dz Wᵀ` (or `dx += …`).
     fn back(&self, dz: &[f32], n: usize, dx: &mut [f32], accumulate: bool) -> Result<()> {
-        if self.d_out == 1 && dz.len() == n && dx.len() == n * self.d_in {
-            // One output (the link predictor's score): an outer product, one multiplication per
-            // element as `gemm` computes it, without its blocking (which ran it at 2 GFLOP/s).
-            for (row, &g) in dx.chunks_exact_mut(self.d_in).zip(dz) {
-                if accumulate {
-                    row.iter_mut().zip(&self.w).for_each(|(o, &w)| *o += g * w);
-                } else {
-                    row.iter_mut().zip(&self.w).for_each(|(o, &w)| *o = g * w);
-                }
-            }
-            return Ok(());
-        }
         gemm_f32(dx, Op::n(dz, n, self.d_out), Op::t(&self.w, self.d_in, self.d_out), accumulate)
     }
 

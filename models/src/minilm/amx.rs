@@ -103,12 +103,13 @@ fn detect() -> bool {
 }
 
 /// How many bf16 products stand for one f32 product.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Terms {
     /// Split bf16, Ah·Bh + Ah·Bl + Al·Bh: about f32's accuracy (6 significant digits).
     Split,
     /// One bf16 product, Ah·Bh, with f32 accumulation: a third of the tile work, about three
     /// significant digits per product (the precision of AVX512-BF16's `vdpbf16ps`).
+    #[default]
     Single,
 }
 
@@ -234,35 +235,54 @@ impl pulp::WithSimd for SplitRows<'_> {
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, _simd: S) {
         let SplitRows { src, lda, k, kp, terms, rows, out } = self;
-        let kt = terms.count() * kp / STEP;
         let seg = kp / STEP;
-        let blocks = out.len() / (2 * TILE * terms.count() * kp);
-        for r in 0..blocks * 2 * TILE {
-            let (mb, half, rr) = (r / (2 * TILE), (r / TILE) % 2, r % TILE);
-            let at = |s: usize| ((mb * kt + s) * 2 + half) * TILE_U16 + rr * STEP;
-            for q in 0..seg {
-                let mut h = [0u16; STEP];
-                let mut l = [0u16; STEP];
-                let c0 = q * STEP;
-                if r < rows && c0 < k {
-                    let n = (k - c0).min(STEP);
-                    let x = &src[r * lda + c0..r * lda + c0 + n];
-                    match (<&[f32; STEP]>::try_from(x), terms) {
-                        // A whole step: fixed length, whole vectors (no remainder loop).
-                        (Ok(x), Terms::Split) => (0..STEP).for_each(|i| (h[i], l[i]) = split(x[i])),
-                        (Ok(x), Terms::Single) => (0..STEP).for_each(|i| h[i] = bf16(x[i])),
-                        (Err(_), Terms::Split) => (0..n).for_each(|i| (h[i], l[i]) = split(x[i])),
-                        (Err(_), Terms::Single) => (0..n).for_each(|i| h[i] = bf16(x[i])),
-                    }
-                }
-                out[at(q)..at(q) + STEP].copy_from_slice(&h);
-                if terms == Terms::Split {
-                    out[at(seg + q)..at(seg + q) + STEP].copy_from_slice(&h);
-                    out[at(2 * seg + q)..at(2 * seg + q) + STEP].copy_from_slice(&l);
+        for (mb, block) in out.chunks_exact_mut(block_len(terms, kp)).enumerate() {
+            for r in 0..2 * TILE {
+                let row = mb * 2 * TILE + r;
+                for q in 0..seg {
+                    let c0 = q * STEP;
+                    let mut pad = [0f32; STEP];
+                    let x = if row < rows && c0 < k {
+                        let x = &src[row * lda + c0..][..(k - c0).min(STEP)];
+                        // A whole step is read in place: fixed length, whole vectors.
+                        match <&[f32; STEP]>::try_from(x) {
+                            Ok(x) => x,
+                            Err(_) => {
+                                pad[..x.len()].copy_from_slice(x);
+                                &pad
+                            }
+                        }
+                    } else {
+                        &pad
+                    };
+                    put_row(block, r, q, seg, terms, x);
                 }
             }
         }
     }
+}
+
+/// u16 elements of one 32-row block of a packed lhs over an inner dimension `kp` (a multiple of 32).
+fn block_len(terms: Terms, kp: usize) -> usize {
+    2 * TILE * terms.count() * kp
+}
+
+/// Row `r` (0–31) of a 32-row block of a packed lhs (`block`, [`SplitRows`]' layout) at inner step
+/// `q` of the `seg` steps of a segment: `x` rounded to bf16 ([hi]) or split ([hi | hi | lo]).
+#[inline(always)]
+fn put_row(block: &mut [u16], r: usize, q: usize, seg: usize, terms: Terms, x: &[f32; STEP]) {
+    let at = |s: usize| (s * 2 + r / TILE) * TILE_U16 + (r % TILE) * STEP;
+    let mut h = [0u16; STEP];
+    match terms {
+        Terms::Single => (0..STEP).for_each(|i| h[i] = bf16(x[i])),
+        Terms::Split => {
+            let mut l = [0u16; STEP];
+            (0..STEP).for_each(|i| (h[i], l[i]) = split(x[i]));
+            block[at(seg + q)..][..STEP].copy_from_slice(&h);
+            block[at(2 * seg + q)..][..STEP].copy_from_slice(&l);
+        }
+    }
+    block[at(q)..][..STEP].copy_from_slice(&h);
 }
 
 /// What a product does with `dst`, applied to each 32×32 block while it is in registers and cache
@@ -332,39 +352,48 @@ impl pulp::WithSimd for StoreBlock<'_> {
     fn with_simd<S: pulp::Simd>(self, simd: S) {
         let StoreBlock { c, out, ldd, rows, cols, epilogue } = self;
         let bias = epilogue.bias().unwrap_or(&[0f32; 2 * TILE]);
-        let (b0, b1) = bias[..2 * TILE].split_at(TILE);
         for rr in 0..rows {
-            let d = &mut out[rr * ldd..rr * ldd + cols];
-            // Tiles 0/1 hold rows 0–15 (columns 0–15 / 16–31), tiles 2/3 rows 16–31.
-            let t0 = if rr < TILE { 0 } else { 2 };
-            let (c0, c1) = c[t0 * TILE * TILE..(t0 + 2) * TILE * TILE].split_at(TILE * TILE);
-            let (c0, c1) = (&c0[(rr % TILE) * TILE..][..TILE], &c1[(rr % TILE) * TILE..][..TILE]);
-            let (d0, d1) = d.split_at_mut(cols.min(TILE));
-            for (d, c, b) in [(d0, c0, b0), (d1, c1, b1)] {
-                if d.len() == TILE {
-                    // A whole tile row: whole vectors.
-                    let (dv, _) = S::as_mut_simd_f32s(d);
-                    let (cv, _) = S::as_simd_f32s(c);
-                    let (bv, _) = S::as_simd_f32s(b);
-                    // Only the accumulating epilogues read `dst`: a load of a line not in cache
-                    // stalls the store (the store alone waits in the store buffer).
-                    match epilogue {
-                        Epilogue::Accumulate | Epilogue::AccumulateBias(_) => {
-                            for ((d, &c), &b) in dv.iter_mut().zip(cv).zip(bv) {
-                                *d = store_vec(simd, *d, c, b, epilogue);
-                            }
-                        }
-                        Epilogue::Store | Epilogue::Bias(_) | Epilogue::BiasGelu(_) => {
-                            let zero = simd.splat_f32s(0.0);
-                            for ((d, &c), &b) in dv.iter_mut().zip(cv).zip(bv) {
-                                *d = store_vec(simd, zero, c, b, epilogue);
-                            }
-                        }
+            store_block_row(simd, &mut out[rr * ldd..rr * ldd + cols], tile_row(c, rr), epilogue, bias);
+        }
+    }
+}
+
+/// Row `r` (0–31) of a 32×32 block held as four 16×16 tiles: its columns 0–15 and 16–31 (tiles
+/// 0/1 hold rows 0–15, tiles 2/3 rows 16–31).
+#[inline(always)]
+fn tile_row(c: &[f32; 4 * TILE * TILE], r: usize) -> [&[f32]; 2] {
+    let t0 = if r < TILE { 0 } else { 2 };
+    [t0, t0 + 1].map(|t| &c[t * TILE * TILE + (r % TILE) * TILE..][..TILE])
+}
+
+/// `d` (one row of a block, at most 32 columns) ← `epilogue` of the block's row `c` (`bias`: the
+/// block's 32 columns of it): whole 16-wide halves in vectors, a shorter rest element by element.
+#[inline(always)]
+fn store_block_row<S: pulp::Simd>(simd: S, d: &mut [f32], c: [&[f32]; 2], epilogue: Epilogue<'_>, bias: &[f32]) {
+    let cols = d.len();
+    let (d0, d1) = d.split_at_mut(cols.min(TILE));
+    for (d, c, b) in [(d0, c[0], &bias[..TILE]), (d1, c[1], &bias[TILE..2 * TILE])] {
+        if d.len() == TILE {
+            let (dv, _) = S::as_mut_simd_f32s(d);
+            let (cv, _) = S::as_simd_f32s(c);
+            let (bv, _) = S::as_simd_f32s(b);
+            // Only the accumulating epilogues read `dst`: a load of a line not in cache
+            // stalls the store (the store alone waits in the store buffer).
+            match epilogue {
+                Epilogue::Accumulate | Epilogue::AccumulateBias(_) => {
+                    for ((d, &c), &b) in dv.iter_mut().zip(cv).zip(bv) {
+                        *d = store_vec(simd, *d, c, b, epilogue);
                     }
-                } else {
-                    store_row(d, c, epilogue, b);
+                }
+                Epilogue::Store | Epilogue::Bias(_) | Epilogue::BiasGelu(_) => {
+                    let zero = simd.splat_f32s(0.0);
+                    for ((d, &c), &b) in dv.iter_mut().zip(cv).zip(bv) {
+                        *d = store_vec(simd, zero, c, b, epilogue);
+                    }
                 }
             }
+        } else {
+            store_row(d, c, epilogue, b);
         }
     }
 }
@@ -404,15 +433,14 @@ pub fn matmul_packed_with(dst: &mut [f32], ldd: usize, a: &PackedA, b: &PackedB,
         return Ok(());
     }
     ready()?;
-    if a.k != b.k || a.kp != b.kp || a.terms != Some(b.terms) {
+    if a.k != b.k || a.kp != b.kp || a.terms != b.terms {
         return Err(ModelError::Internal(format!(
             "amx: a packed lhs of width {} ({:?}) for a {}×{} rhs ({:?})",
             a.k, a.terms, b.k, b.n, b.terms
         )));
     }
-    if ldd < b.n || (m - 1) * ldd + b.n > dst.len() {
-        return Err(ModelError::Internal(format!("amx matmul {m}×{}·{}×{}: the result slice is too short", b.k, b.k, b.n)));
-    }
+    // (The lhs is `a`, sized when it was packed: only the result is checked.)
+    super::check_operands("amx", (m, b.k, b.n), (m * b.k, b.k), (dst.len(), ldd))?;
     run(m, Lhs::Packed(a.data()), b, Out::F32 { dst, ldd, epilogue })
 }
 
@@ -443,7 +471,7 @@ pub struct PackedA {
     m: usize,
     k: usize,
     kp: usize,
-    terms: Option<Terms>,
+    terms: Terms,
     store: Vec<u16>,
     off: usize,
     len: usize,
@@ -453,9 +481,9 @@ impl PackedA {
     /// An `m × k` matrix for products of `terms`, reusing the buffer.
     fn reset(&mut self, m: usize, k: usize, terms: Terms) {
         let kp = k.div_ceil(STEP) * STEP;
-        let len = m.div_ceil(2 * TILE) * 2 * TILE * terms.count() * kp;
+        let len = m.div_ceil(2 * TILE) * block_len(terms, kp);
         let (off, _) = aligned(&mut self.store, len);
-        (self.m, self.k, self.kp, self.terms, self.off, self.len) = (m, k, kp, Some(terms), off, len);
+        (self.m, self.k, self.kp, self.terms, self.off, self.len) = (m, k, kp, terms, off, len);
     }
 
     fn data(&self) -> &[u16] {
@@ -541,11 +569,9 @@ fn run(m: usize, lhs: Lhs<'_>, b: &PackedB, out: Out<'_, '_>) -> Result<()> {
             .enumerate()
             .try_for_each(|(ti, out)| task(ti, Sink::F32 { out, ldd, epilogue })),
         Out::Packed { out, .. } => {
-            let (terms, kp) = (out.terms.unwrap_or(Terms::Single), out.kp);
-            let block_u16 = 2 * TILE * terms.count() * kp;
-            let len = out.len;
+            let (terms, kp, len) = (out.terms, out.kp, out.len);
             out.store[out.off..out.off + len]
-                .par_chunks_mut(task_rows / (2 * TILE) * block_u16)
+                .par_chunks_mut(task_rows / (2 * TILE) * block_len(terms, kp))
                 .enumerate()
                 .try_for_each(|(ti, out)| task(ti, Sink::Packed { out, terms, kp }))
         }
@@ -577,8 +603,8 @@ impl Sink<'_, '_> {
                 pulp::Arch::new().dispatch(StoreBlock { c, out, ldd: *ldd, rows, cols, epilogue });
             }
             Sink::Packed { out, terms, kp } => {
-                let block_u16 = 2 * TILE * terms.count() * *kp;
-                let out = &mut out[mb * block_u16..(mb + 1) * block_u16];
+                let len = block_len(*terms, *kp);
+                let out = &mut out[mb * len..(mb + 1) * len];
                 let bias = bias.unwrap_or(&[0f32; 2 * TILE]);
                 pulp::Arch::new().dispatch(PackGelu { c, out, step: nb, kp: *kp, terms: *terms, rows, cols, bias });
             }
@@ -605,41 +631,13 @@ impl pulp::WithSimd for PackGelu<'_> {
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, simd: S) {
         let PackGelu { c, out, step, kp, terms, rows, cols, bias } = self;
-        let seg = kp / STEP;
-        let gelu = super::fused::gelu;
         for r in 0..2 * TILE {
+            // The values `matmul_with` stores with `Epilogue::BiasGelu`, by the same code.
             let mut v = [0f32; STEP];
             if r < rows {
-                let t0 = if r < TILE { 0 } else { 2 };
-                let (c0, c1) = c[t0 * TILE * TILE..(t0 + 2) * TILE * TILE].split_at(TILE * TILE);
-                let (c0, c1) = (&c0[(r % TILE) * TILE..][..TILE], &c1[(r % TILE) * TILE..][..TILE]);
-                let (v0, v1) = v.split_at_mut(TILE);
-                for (h, (d, c, b)) in [(v0, c0, &bias[..TILE]), (v1, c1, &bias[TILE..2 * TILE])].into_iter().enumerate() {
-                    let real = cols.saturating_sub(h * TILE).min(TILE);
-                    if real == TILE {
-                        let (dv, _) = S::as_mut_simd_f32s(d);
-                        let (cv, _) = S::as_simd_f32s(c);
-                        let (bv, _) = S::as_simd_f32s(b);
-                        for ((d, &c), &b) in dv.iter_mut().zip(cv).zip(bv) {
-                            *d = super::fused::gelu_vec(simd, simd.add_f32s(b, c));
-                        }
-                    } else {
-                        d[..real].iter_mut().zip(c).zip(b).for_each(|((d, c), b)| *d = gelu(b + c));
-                    }
-                }
+                store_block_row(simd, &mut v[..cols], tile_row(c, r), Epilogue::BiasGelu(bias), bias);
             }
-            let at = |s: usize| (s * 2 + r / TILE) * TILE_U16 + (r % TILE) * STEP;
-            let mut h = [0u16; STEP];
-            match terms {
-                Terms::Single => (0..STEP).for_each(|i| h[i] = bf16(v[i])),
-                Terms::Split => {
-                    let mut l = [0u16; STEP];
-                    (0..STEP).for_each(|i| (h[i], l[i]) = split(v[i]));
-                    out[at(seg + step)..at(seg + step) + STEP].copy_from_slice(&h);
-                    out[at(2 * seg + step)..at(2 * seg + step) + STEP].copy_from_slice(&l);
-                }
-            }
-            out[at(step)..at(step) + STEP].copy_from_slice(&h);
+            put_row(out, r, step, kp / STEP, terms, &v);
         }
     }
 }

@@ -61,12 +61,13 @@ pub(crate) struct Shape<'a> {
 /// accumulator and key).
 pub(crate) fn sentence(qkv: &[f32], len: usize, shape: Shape<'_>, ctx: &mut [f32], scratch: &mut Scratch) {
     let arch = pulp::Arch::new();
+    let lanes = lanes(arch);
     if shape.relative.is_some() {
         // The bucket of every (query, key) distance: the same for every head.
         scratch.buckets = relpos::distance_buckets(len);
     }
     for head in 0..shape.heads {
-        one_head(arch, qkv, len, shape, head, ctx, scratch);
+        one_head(arch, lanes, qkv, len, shape, head, ctx, scratch);
     }
 }
 
@@ -88,10 +89,12 @@ fn lanes(arch: pulp::Arch) -> usize {
     arch.dispatch(Lanes)
 }
 
-fn one_head(arch: pulp::Arch, qkv: &[f32], len: usize, shape: Shape<'_>, head: usize, ctx: &mut [f32], sc: &mut Scratch) {
+/// One head of [`sentence`]; `lanes`: the dispatched kernels' vector width.
+#[allow(clippy::too_many_arguments)]
+fn one_head(arch: pulp::Arch, lanes: usize, qkv: &[f32], len: usize, shape: Shape<'_>, head: usize, ctx: &mut [f32], sc: &mut Scratch) {
     let d = shape.d;
     let dh = d / shape.heads;
-    let (kp, vp, lanes) = (round16(len), round16(dh), lanes(arch));
+    let (kp, vp) = (round16(len), round16(dh));
     let w = 3 * d;
     let (q0, k0, v0) = (head * dh, d + head * dh, 2 * d + head * dh);
     // Keys in blocks of `lanes`: block b holds, for each dimension c, keys b·lanes … b·lanes + lanes − 1.
@@ -109,7 +112,6 @@ fn one_head(arch: pulp::Arch, qkv: &[f32], len: usize, shape: Shape<'_>, head: u
     if let Some(table) = shape.relative {
         relpos::head_bias(&sc.buckets, table, shape.heads, head, &mut sc.bias);
     }
-    sc.zeros.clear();
     sc.zeros.resize(dh, 0.0);
     sc.s.resize(ROWS * kp, 0.0);
     for r0 in (0..len).step_by(ROWS) {
