@@ -54,26 +54,139 @@ impl Csr {
     /// clearing), 64 columns at a time held in registers over the row's entries: per element the
     /// additions `0 + w₁x₁ + w₂x₂ + …` in entry order, as a zeroed row summed entry by entry.
     pub fn apply(&self, x: &[f32], f: usize, out: &mut [f32]) {
+        simd(Pass::Propagate { a: self, x, f, out });
+    }
+
+    /// [`Self::apply`]'s loops: whole 64-column blocks with the accumulators in registers (a
+    /// fixed trip count), then the last partial block.
+    #[inline(always)]
+    fn apply_rows(&self, x: &[f32], f: usize, out: &mut [f32]) {
         const W: usize = 64;
         for d in 0..self.n {
             let o = &mut out[d * f..(d + 1) * f];
             let entries = self.ptr[d]..self.ptr[d + 1];
             let mut c0 = 0;
-            while c0 < f {
-                let c1 = (c0 + W).min(f);
+            while c0 + W <= f {
                 let mut acc = [0f32; W];
-                let acc = &mut acc[..c1 - c0];
                 for e in entries.clone() {
-                    let (s, w) = (self.src[e] as usize * f, self.w[e]);
-                    for (a, &b) in acc.iter_mut().zip(&x[s + c0..s + c1]) {
+                    let (s, w) = (self.src[e] as usize * f + c0, self.w[e]);
+                    for (a, &b) in acc.iter_mut().zip(&x[s..s + W]) {
                         *a += w * b;
                     }
                 }
-                o[c0..c1].copy_from_slice(acc);
-                c0 = c1;
+                o[c0..c0 + W].copy_from_slice(&acc);
+                c0 += W;
+            }
+            if c0 < f {
+                let mut acc = [0f32; W];
+                let acc = &mut acc[..f - c0];
+                for e in entries {
+                    let (s, w) = (self.src[e] as usize * f, self.w[e]);
+                    for (a, &b) in acc.iter_mut().zip(&x[s + c0..s + f]) {
+                        *a += w * b;
+                    }
+                }
+                o[c0..].copy_from_slice(acc);
             }
         }
     }
+}
+
+/// The engine's elementwise and row loops, run through pulp's runtime dispatch so that they are
+/// compiled (and auto-vectorised) for the best instruction set of this CPU: AVX-512, AVX2 or
+/// baseline (the crate itself is built for baseline x86-64, where they ran 4 lanes wide). Each
+/// element gets the same operations in the same order as a scalar loop (Rust never fuses a
+/// multiply and an add), so the results are bit for bit those of the plain loops. (An enum, not a
+/// closure: `with_simd` is inlined into the target-feature function, a closure body may not be.)
+enum Pass<'a> {
+    /// `out = A x` ([`Csr::apply`]).
+    Propagate { a: &'a Csr, x: &'a [f32], f: usize, out: &'a mut [f32] },
+    /// Every row of `out` plus `b`.
+    AddBias { out: &'a mut [f32], b: &'a [f32] },
+    /// `g += ` the column sums of `dz` (rows of `g.len()`), row after row.
+    ColumnSums { g: &'a mut [f32], dz: &'a [f32] },
+    /// `x = max(x, 0)`.
+    Relu(&'a mut [f32]),
+    /// `g = 0` where `a ≤ 0`: the gradient through a ReLU whose output is `a`.
+    ReluMask { g: &'a mut [f32], a: &'a [f32] },
+    /// `g · scale` where `a > 0`, else 0: through a ReLU and a dropout whose kept, scaled output
+    /// is `a`.
+    ReluGrad { g: &'a mut [f32], a: &'a [f32], scale: f32 },
+    /// Dropout in place ([`dropout`]).
+    Dropout { x: &'a mut [f32], p: f64, rng: &'a mut Stream },
+    /// One Adam update of a tensor ([`Adam::step`]).
+    Adam { p: &'a mut [f32], g: &'a [f32], m: &'a mut [f32], v: &'a mut [f32], c: AdamScalars },
+    /// `z[i] = h[a_i] ⊙ h[b_i]` per pair ([`LinkNet::score`]).
+    PairProducts { h: &'a [f32], pairs: &'a [(u32, u32)], hd: usize, z: &'a mut [f32] },
+    /// `dh[a_i] += dz_i ⊙ h[b_i]`, then `dh[b_i] += dz_i ⊙ h[a_i]`, pair after pair
+    /// ([`LinkNet::score_back`]).
+    PairGradients { h: &'a [f32], pairs: &'a [(u32, u32)], hd: usize, dz: &'a [f32], dh: &'a mut [f32] },
+}
+
+impl pulp::WithSimd for Pass<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        match self {
+            Pass::Propagate { a, x, f, out } => a.apply_rows(x, f, out),
+            Pass::AddBias { out, b } => {
+                for row in out.chunks_mut(b.len().max(1)) {
+                    for (a, &b) in row.iter_mut().zip(b) {
+                        *a += b;
+                    }
+                }
+            }
+            Pass::ColumnSums { g, dz } => {
+                for row in dz.chunks(g.len().max(1)) {
+                    for (g, &d) in g.iter_mut().zip(row) {
+                        *g += d;
+                    }
+                }
+            }
+            Pass::Relu(x) => {
+                for v in x {
+                    *v = v.max(0.0);
+                }
+            }
+            Pass::ReluMask { g, a } => {
+                for (v, &a) in g.iter_mut().zip(a) {
+                    if a <= 0.0 {
+                        *v = 0.0;
+                    }
+                }
+            }
+            Pass::ReluGrad { g, a, scale } => {
+                for (v, &a) in g.iter_mut().zip(a) {
+                    *v = if a > 0.0 { *v * scale } else { 0.0 };
+                }
+            }
+            Pass::Dropout { x, p, rng } => dropout_blocks(x, p, rng),
+            Pass::Adam { p, g, m, v, c } => c.update(p, g, m, v),
+            Pass::PairProducts { h, pairs, hd, z } => {
+                for (&(a, b), o) in pairs.iter().zip(z.chunks_exact_mut(hd.max(1))) {
+                    let (ra, rb) = (&h[a as usize * hd..(a as usize + 1) * hd], &h[b as usize * hd..(b as usize + 1) * hd]);
+                    for ((o, &x), &y) in o.iter_mut().zip(ra).zip(rb) {
+                        *o = x * y;
+                    }
+                }
+            }
+            Pass::PairGradients { h, pairs, hd, dz, dh } => {
+                for (&(a, b), gz) in pairs.iter().zip(dz.chunks_exact(hd.max(1))) {
+                    let (a, b) = (a as usize, b as usize);
+                    for (o, (&g, &y)) in dh[a * hd..(a + 1) * hd].iter_mut().zip(gz.iter().zip(&h[b * hd..(b + 1) * hd])) {
+                        *o += g * y;
+                    }
+                    for (o, (&g, &y)) in dh[b * hd..(b + 1) * hd].iter_mut().zip(gz.iter().zip(&h[a * hd..(a + 1) * hd])) {
+                        *o += g * y;
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn simd(pass: Pass<'_>) {
+    pulp::Arch::new().dispatch(pass)
 }
 
 /// A dense layer on the host with its Adam state.
@@ -106,11 +219,7 @@ impl Layer {
     }
 
     fn add_bias(&self, out: &mut [f32]) {
-        for row in out.chunks_mut(self.d_out) {
-            for (a, &b) in row.iter_mut().zip(&self.b) {
-                *a += b;
-            }
-        }
+        simd(Pass::AddBias { out, b: &self.b });
     }
 
     /// `dW += xᵀ g` (n rows).
@@ -120,11 +229,7 @@ impl Layer {
 
     /// `db += colsum(dz)`.
     fn grad_b(&mut self, dz: &[f32]) {
-        for row in dz.chunks(self.d_out) {
-            for (g, &d) in self.gb.iter_mut().zip(row) {
-                *g += d;
-            }
-        }
+        simd(Pass::ColumnSums { g: &mut self.gb, dz });
     }
 
     /// A dense layer `z = x W + b`: both gradients.
@@ -158,27 +263,51 @@ impl Adam {
         self.t += 1;
         let (b1, b2) = (0.9f32, 0.999f32);
         let bc2 = (1.0 - b2.powi(self.t)).sqrt();
-        let factor = bc2 / (1.0 - b1.powi(self.t));
-        let eps = self.eps * bc2;
-        let (lr, decay) = (self.lr, self.decay);
-        let first = self.t == 1;
-        let upd = |p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32]| {
-            for i in 0..p.len() {
-                let g = if decay != 0.0 { p[i] * decay + g[i] } else { g[i] };
-                if first {
-                    m[i] = g * (1.0 - b1);
-                    v[i] = g * g * (1.0 - b2);
-                } else {
-                    m[i] = m[i] * b1 + g * (1.0 - b1);
-                    v[i] = v[i] * b2 + g * g * (1.0 - b2);
-                }
-                p[i] -= (m[i] * factor / (v[i].sqrt() + eps)) * lr;
-            }
+        let c = AdamScalars {
+            b1,
+            b2,
+            factor: bc2 / (1.0 - b1.powi(self.t)),
+            eps: self.eps * bc2,
+            lr: self.lr,
+            decay: self.decay,
+            first: self.t == 1,
         };
         for l in layers.iter_mut() {
             let Layer { w, b, gw, gb, mw, vw, mb, vb, .. } = &mut **l;
-            upd(w, gw, mw, vw);
-            upd(b, gb, mb, vb);
+            simd(Pass::Adam { p: w, g: gw, m: mw, v: vw, c });
+            simd(Pass::Adam { p: b, g: gb, m: mb, v: vb, c });
+        }
+    }
+}
+
+/// One Adam step's scalars.
+#[derive(Clone, Copy)]
+struct AdamScalars {
+    b1: f32,
+    b2: f32,
+    /// √(1 − β₂ᵗ) / (1 − β₁ᵗ).
+    factor: f32,
+    /// ε · √(1 − β₂ᵗ).
+    eps: f32,
+    lr: f32,
+    decay: f32,
+    first: bool,
+}
+
+impl AdamScalars {
+    #[inline(always)]
+    fn update(self, p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32]) {
+        let AdamScalars { b1, b2, factor, eps, lr, decay, first } = self;
+        for (((p, &g), m), v) in p.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut()) {
+            let g = if decay != 0.0 { *p * decay + g } else { g };
+            if first {
+                *m = g * (1.0 - b1);
+                *v = g * g * (1.0 - b2);
+            } else {
+                *m = *m * b1 + g * (1.0 - b1);
+                *v = *v * b2 + g * g * (1.0 - b2);
+            }
+            *p -= (*m * factor / (v.sqrt() + eps)) * lr;
         }
     }
 }
@@ -186,6 +315,11 @@ impl Adam {
 /// `x` with dropout applied in place (the decisions of [`crate::train::mask`], kept entries scaled
 /// by 1/(1 − p)): the stream's 16-bit uniforms a block at a time, then one branch-free pass.
 fn dropout(x: &mut [f32], p: f64, rng: &mut Stream) {
+    simd(Pass::Dropout { x, p, rng });
+}
+
+#[inline(always)]
+fn dropout_blocks(x: &mut [f32], p: f64, rng: &mut Stream) {
     let scale = (1.0 / (1.0 - p)) as f32;
     let threshold = ((1.0 - p) * 65536.0).round() as u32;
     // A multiple of 4, so that every block but the last uses whole draws, as one pass would.
@@ -201,9 +335,7 @@ fn dropout(x: &mut [f32], p: f64, rng: &mut Stream) {
 }
 
 fn relu_in_place(x: &mut [f32]) {
-    for v in x {
-        *v = v.max(0.0);
-    }
+    simd(Pass::Relu(x));
 }
 
 /// The graph operators of a training: GCN's Â (symmetric) and SAGE's mean with its transpose.
@@ -471,9 +603,7 @@ impl Learner for NodeLearner<'_> {
         // Through the hidden dropout and the ReLU: the cached layer-2 input is the kept, scaled
         // activation, positive exactly where both let the gradient through.
         let scale = if drop { (1.0 / (1.0 - cfg.dropout)) as f32 } else { 1.0 };
-        for (v, &a) in dh.iter_mut().zip(&c2.x) {
-            *v = if a > 0.0 { *v * scale } else { 0.0 };
-        }
+        simd(Pass::ReluGrad { g: &mut dh, a: &c2.x, scale });
         Classifier::layer_back(kind, &mut m.l1, m.r1.as_mut(), g, &c1, &dh, n, false)?;
         self.spare = Some((c1, c2));
         {
@@ -536,12 +666,7 @@ impl LinkNet {
         let m = pairs.len();
         let Scored { z, q, s, .. } = sc;
         z.resize(m * hd, 0.0);
-        for (i, &(a, b)) in pairs.iter().enumerate() {
-            let (ra, rb) = (&h[a as usize * hd..(a as usize + 1) * hd], &h[b as usize * hd..(b as usize + 1) * hd]);
-            for ((o, &x), &y) in z[i * hd..(i + 1) * hd].iter_mut().zip(ra).zip(rb) {
-                *o = x * y;
-            }
-        }
+        simd(Pass::PairProducts { h, pairs, hd, z });
         q.resize(m * self.p1.d_out, 0.0);
         self.p1.linear(z, m, q)?;
         self.p1.add_bias(q);
@@ -561,26 +686,13 @@ impl LinkNet {
         self.p2.grad(q, ds, m)?;
         dq.resize(m * self.p1.d_out, 0.0);
         self.p2.back(ds, m, dq, false)?;
-        for (g, &a) in dq.iter_mut().zip(q) {
-            if a <= 0.0 {
-                *g = 0.0;
-            }
-        }
+        simd(Pass::ReluMask { g: dq, a: q });
         self.p1.grad(z, dq, m)?;
         dz.resize(m * hd, 0.0);
         self.p1.back(dq, m, dz, false)?;
         // dh[a] += dz ⊙ h[b], then dh[b] += dz ⊙ h[a]: per element the same additions in the same
         // order as one pass over k (a pair may join a node to itself), in vectorisable row loops.
-        for (i, &(a, b)) in pairs.iter().enumerate() {
-            let (a, b) = (a as usize, b as usize);
-            let gz = &dz[i * hd..(i + 1) * hd];
-            for (o, (&g, &y)) in dh[a * hd..(a + 1) * hd].iter_mut().zip(gz.iter().zip(&h[b * hd..(b + 1) * hd])) {
-                *o += g * y;
-            }
-            for (o, (&g, &y)) in dh[b * hd..(b + 1) * hd].iter_mut().zip(gz.iter().zip(&h[a * hd..(a + 1) * hd])) {
-                *o += g * y;
-            }
-        }
+        simd(Pass::PairGradients { h, pairs, hd, dz, dh });
         Ok(())
     }
 }
@@ -723,11 +835,7 @@ impl Learner for LinkLearner<'_> {
         net.e2.grad_w(&enc.x_h1, dhw, n)?;
         net.e2.grad_b(dh);
         net.e2.back(dhw, n, dh1, false)?;
-        for (g1, &a) in dh1.iter_mut().zip(&enc.x_h1) {
-            if a <= 0.0 {
-                *g1 = 0.0;
-            }
-        }
+        simd(Pass::ReluMask { g: dh1, a: &enc.x_h1 });
         g.gcn.apply(dh1, hd, dxw);
         net.e1.grad_w(data.features, dxw, n)?;
         net.e1.grad_b(dh1);
@@ -823,6 +931,107 @@ mod tests {
             assert!((a.train_loss - b.train_loss).abs() < 1e-4, "link epoch {}: {} vs {}", a.epoch, a.train_loss, b.train_loss);
         }
         assert!(fast.test_metric > 0.8, "hits@10 {}", fast.test_metric);
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    /// Every dispatched pass gives, bit for bit, what its plain scalar loop gives (no fused
+    /// multiply-add, the same order per element), on lengths that are not multiples of the vector
+    /// width, with a pair joining a node to itself.
+    #[test]
+    fn the_vectorised_passes_are_the_plain_loops_bit_for_bit() {
+        let mut rng = Stream(5);
+        let mut draw = |k: usize| -> Vec<f32> { (0..k).map(|_| (rng.unit() * 4.0 - 2.0) as f32).collect() };
+        let (rows, w) = (7usize, 37usize);
+        let (x, b) = (draw(rows * w), draw(w));
+
+        let mut got = x.clone();
+        simd(Pass::AddBias { out: &mut got, b: &b });
+        let want: Vec<f32> = x.iter().enumerate().map(|(i, &v)| v + b[i % w]).collect();
+        assert_eq!(bits(&got), bits(&want));
+
+        let mut got = b.clone();
+        simd(Pass::ColumnSums { g: &mut got, dz: &x });
+        let mut want = b.clone();
+        for r in 0..rows {
+            for c in 0..w {
+                want[c] += x[r * w + c];
+            }
+        }
+        assert_eq!(bits(&got), bits(&want));
+
+        let mut got = x.clone();
+        simd(Pass::Relu(&mut got));
+        assert_eq!(bits(&got), bits(&x.iter().map(|&v| if v > 0.0 { v } else { 0.0 }).collect::<Vec<_>>()));
+
+        let a = draw(rows * w);
+        let mut got = x.clone();
+        simd(Pass::ReluMask { g: &mut got, a: &a });
+        assert_eq!(bits(&got), bits(&x.iter().zip(&a).map(|(&g, &a)| if a <= 0.0 { 0.0 } else { g }).collect::<Vec<_>>()));
+        let mut got = x.clone();
+        simd(Pass::ReluGrad { g: &mut got, a: &a, scale: 1.7 });
+        assert_eq!(bits(&got), bits(&x.iter().zip(&a).map(|(&g, &a)| if a > 0.0 { g * 1.7 } else { 0.0 }).collect::<Vec<_>>()));
+
+        let (n, hd) = (5usize, 19usize);
+        let h = draw(n * hd);
+        let pairs = [(0u32, 3u32), (2, 2), (4, 1), (3, 0)];
+        let mut z = vec![f32::NAN; pairs.len() * hd];
+        simd(Pass::PairProducts { h: &h, pairs: &pairs, hd, z: &mut z });
+        let mut want = Vec::new();
+        for &(a, b) in &pairs {
+            want.extend((0..hd).map(|k| h[a as usize * hd + k] * h[b as usize * hd + k]));
+        }
+        assert_eq!(bits(&z), bits(&want));
+        let (dz, dh0) = (draw(pairs.len() * hd), draw(n * hd));
+        let mut got = dh0.clone();
+        simd(Pass::PairGradients { h: &h, pairs: &pairs, hd, dz: &dz, dh: &mut got });
+        let mut want = dh0.clone();
+        for (i, &(a, b)) in pairs.iter().enumerate() {
+            let (a, b) = (a as usize, b as usize);
+            for k in 0..hd {
+                want[a * hd + k] += dz[i * hd + k] * h[b * hd + k];
+            }
+            for k in 0..hd {
+                want[b * hd + k] += dz[i * hd + k] * h[a * hd + k];
+            }
+        }
+        assert_eq!(bits(&got), bits(&want));
+
+        // Dropout: the decisions of the stream's 16-bit draws, kept entries scaled.
+        let len = 4096 + 37;
+        let (mut r1, mut r2) = (Stream(9), Stream(9));
+        let mut got = x.iter().cycle().take(len).copied().collect::<Vec<_>>();
+        let orig = got.clone();
+        dropout(&mut got, 0.3, &mut r1);
+        let mut u = vec![0u16; 4096];
+        r2.fill_u16(&mut u);
+        let mut tail = vec![0u16; 40];
+        r2.fill_u16(&mut tail);
+        u.extend_from_slice(&tail);
+        let (scale, threshold) = ((1.0 / 0.7f64) as f32, (0.7f64 * 65536.0).round() as u32);
+        let want: Vec<f32> = orig.iter().zip(&u).map(|(&v, &k)| v * if u32::from(k) < threshold { scale } else { 0.0 }).collect();
+        assert_eq!(bits(&got), bits(&want));
+        assert_eq!(r1.next(), r2.next(), "the stream moved on as far");
+
+        // Adam, a first step and a later one, with and without decay.
+        for (first, decay) in [(true, 0.0f32), (false, 5e-4)] {
+            let c = AdamScalars { b1: 0.9, b2: 0.999, factor: 1.3, eps: 1e-8, lr: 0.01, decay, first };
+            let (p0, g, m0, v0) = (draw(w), draw(w), draw(w), draw(w).iter().map(|v| v.abs()).collect::<Vec<_>>());
+            let (mut p, mut m, mut v) = (p0.clone(), m0.clone(), v0.clone());
+            simd(Pass::Adam { p: &mut p, g: &g, m: &mut m, v: &mut v, c });
+            for i in 0..w {
+                let gi = if decay != 0.0 { p0[i] * decay + g[i] } else { g[i] };
+                let (mi, vi) = if first {
+                    (gi * (1.0 - 0.9), gi * gi * (1.0 - 0.999))
+                } else {
+                    (m0[i] * 0.9 + gi * (1.0 - 0.9), v0[i] * 0.999 + gi * gi * (1.0 - 0.999))
+                };
+                let pi = p0[i] - (mi * 1.3 / (vi.sqrt() + 1e-8)) * 0.01;
+                assert_eq!((p[i].to_bits(), m[i].to_bits(), v[i].to_bits()), (pi.to_bits(), mi.to_bits(), vi.to_bits()), "element {i}");
+            }
+        }
     }
 
     #[test]
