@@ -107,10 +107,9 @@ enum Pass<'a> {
     ColumnSums { g: &'a mut [f32], dz: &'a [f32] },
     /// `x = max(x, 0)`.
     Relu(&'a mut [f32]),
-    /// `g = 0` where `a ≤ 0`: the gradient through a ReLU whose output is `a`.
-    ReluMask { g: &'a mut [f32], a: &'a [f32] },
-    /// `g · scale` where `a > 0`, else 0: through a ReLU and a dropout whose kept, scaled output
-    /// is `a`.
+    /// `g · scale` where `a > 0`, else 0: the gradient through a ReLU whose output is `a` (scale
+    /// 1, which leaves `g` bit for bit), or through a ReLU and a dropout whose kept, scaled output
+    /// is `a` (scale 1/keep). `a` is a ReLU's output, never NaN.
     ReluGrad { g: &'a mut [f32], a: &'a [f32], scale: f32 },
     /// Dropout in place ([`dropout`]).
     Dropout { x: &'a mut [f32], p: f64, rng: &'a mut Stream },
@@ -146,13 +145,6 @@ impl pulp::WithSimd for Pass<'_> {
             Pass::Relu(x) => {
                 for v in x {
                     *v = v.max(0.0);
-                }
-            }
-            Pass::ReluMask { g, a } => {
-                for (v, &a) in g.iter_mut().zip(a) {
-                    if a <= 0.0 {
-                        *v = 0.0;
-                    }
                 }
             }
             Pass::ReluGrad { g, a, scale } => {
@@ -686,7 +678,7 @@ impl LinkNet {
         self.p2.grad(q, ds, m)?;
         dq.resize(m * self.p1.d_out, 0.0);
         self.p2.back(ds, m, dq, false)?;
-        simd(Pass::ReluMask { g: dq, a: q });
+        simd(Pass::ReluGrad { g: dq, a: q, scale: 1.0 });
         self.p1.grad(z, dq, m)?;
         dz.resize(m * hd, 0.0);
         self.p1.back(dq, m, dz, false)?;
@@ -835,7 +827,7 @@ impl Learner for LinkLearner<'_> {
         net.e2.grad_w(&enc.x_h1, dhw, n)?;
         net.e2.grad_b(dh);
         net.e2.back(dhw, n, dh1, false)?;
-        simd(Pass::ReluMask { g: dh1, a: &enc.x_h1 });
+        simd(Pass::ReluGrad { g: dh1, a: &enc.x_h1, scale: 1.0 });
         g.gcn.apply(dh1, hd, dxw);
         net.e1.grad_w(data.features, dxw, n)?;
         net.e1.grad_b(dh1);
@@ -968,7 +960,7 @@ mod tests {
 
         let a = draw(rows * w);
         let mut got = x.clone();
-        simd(Pass::ReluMask { g: &mut got, a: &a });
+        simd(Pass::ReluGrad { g: &mut got, a: &a, scale: 1.0 });
         assert_eq!(bits(&got), bits(&x.iter().zip(&a).map(|(&g, &a)| if a <= 0.0 { 0.0 } else { g }).collect::<Vec<_>>()));
         let mut got = x.clone();
         simd(Pass::ReluGrad { g: &mut got, a: &a, scale: 1.7 });
