@@ -25,6 +25,23 @@ use crate::error::{ModelError, Result};
 use crate::gnn::batch::SmallGraph;
 use crate::linalg::{Op, gemm_f32_halves as gemm_f32};
 
+/// Runs `f` compiled for the widest vector instructions this CPU has (pulp's runtime dispatch:
+/// AVX-512, AVX2 or the baseline), `f` inlined into the dispatched function. The crates are built
+/// for baseline x86-64, so an elementwise loop outside it runs four floats wide, and a loop that
+/// stores conditionally not vectorised at all. Same operations per element in the same order
+/// (sums stay sequential: no reassociation, no fused multiply-add), so the results are the plain
+/// loops' bit for bit.
+#[inline(always)]
+pub(crate) fn wide<R>(f: impl FnOnce() -> R) -> R {
+    pulp::Arch::new().dispatch(f)
+}
+
+/// `o += a · v`, element by element.
+#[inline(always)]
+fn axpy(o: &mut [f32], a: f32, v: &[f32]) {
+    o.iter_mut().zip(v).for_each(|(o, v)| *o += a * v);
+}
+
 /// Every float tensor of a burn module (parameters and running statistics), in its visiting
 /// order, with its shape: what a host engine starts from.
 pub fn read_tensors<M: Module>(model: &M, what: &str) -> Result<Vec<(Vec<usize>, Vec<f32>)>> {
@@ -349,9 +366,14 @@ impl Lin {
     /// `x W + b` over `rows` rows.
     pub fn forward(&self, x: &[f32], rows: usize) -> Result<Vec<f32>> {
         let mut out = self.linear(x, rows)?;
-        for r in out.chunks_exact_mut(self.dout) {
-            r.iter_mut().zip(&self.b.v).for_each(|(o, b)| *o += b);
-        }
+        wide(
+            #[inline(always)]
+            || {
+                for r in out.chunks_exact_mut(self.dout) {
+                    r.iter_mut().zip(&self.b.v).for_each(|(o, b)| *o += b);
+                }
+            },
+        );
         Ok(out)
     }
 
@@ -367,9 +389,7 @@ impl Lin {
     pub fn backward(&mut self, x: &[f32], dz: &[f32], rows: usize, bias: bool, dx: Option<&mut [f32]>, acc: bool) -> Result<()> {
         gemm_f32(&mut self.w.g, Op::t(x, rows, self.din), Op::n(dz, rows, self.dout), true)?;
         if bias {
-            for r in dz.chunks_exact(self.dout) {
-                self.b.g.iter_mut().zip(r).for_each(|(g, d)| *g += d);
-            }
+            column_sums(&mut self.b.g, dz);
         }
         if let Some(dx) = dx {
             gemm_f32(dx, Op::n(dz, rows, self.dout), Op::t(&self.w.v, self.din, self.dout), acc)?;
@@ -452,32 +472,40 @@ impl Gcn {
         let h = self.lin.linear(x, b.n)?;
         let (w, l) = gcn_norm(b);
         let mut out = vec![0f32; b.n * c];
-        for d in 0..b.n {
-            let o = &mut out[d * c..(d + 1) * c];
-            for &e in b.incoming(d) {
-                let (s, we) = (b.src[e as usize] as usize, w[e as usize]);
-                o.iter_mut().zip(&h[s * c..(s + 1) * c]).for_each(|(o, v)| *o += we * v);
-            }
-            o.iter_mut().zip(&h[d * c..(d + 1) * c]).zip(&self.lin.b.v).for_each(|((o, v), bb)| *o += l[d] * v + bb);
-        }
+        wide(
+            #[inline(always)]
+            || {
+                for d in 0..b.n {
+                    let o = &mut out[d * c..(d + 1) * c];
+                    for &e in b.incoming(d) {
+                        let (s, we) = (b.src[e as usize] as usize, w[e as usize]);
+                        axpy(o, we, &h[s * c..(s + 1) * c]);
+                    }
+                    o.iter_mut().zip(&h[d * c..(d + 1) * c]).zip(&self.lin.b.v).for_each(|((o, v), bb)| *o += l[d] * v + bb);
+                }
+            },
+        );
         Ok((out, GcnCache { x: x.to_vec() }))
     }
 
     pub fn backward(&mut self, cache: &GcnCache, dout: &[f32], b: &HostBatch, dx: Option<&mut [f32]>) -> Result<()> {
         let c = self.lin.dout;
-        for r in dout.chunks_exact(c) {
-            self.lin.b.g.iter_mut().zip(r).for_each(|(g, d)| *g += d);
-        }
+        column_sums(&mut self.lin.b.g, dout);
         let (w, l) = gcn_norm(b);
         let mut dh = vec![0f32; b.n * c];
-        for d in 0..b.n {
-            let g = &dout[d * c..(d + 1) * c];
-            for &e in b.incoming(d) {
-                let (s, we) = (b.src[e as usize] as usize, w[e as usize]);
-                dh[s * c..(s + 1) * c].iter_mut().zip(g).for_each(|(o, v)| *o += we * v);
-            }
-            dh[d * c..(d + 1) * c].iter_mut().zip(g).for_each(|(o, v)| *o += l[d] * v);
-        }
+        wide(
+            #[inline(always)]
+            || {
+                for d in 0..b.n {
+                    let g = &dout[d * c..(d + 1) * c];
+                    for &e in b.incoming(d) {
+                        let (s, we) = (b.src[e as usize] as usize, w[e as usize]);
+                        axpy(&mut dh[s * c..(s + 1) * c], we, g);
+                    }
+                    axpy(&mut dh[d * c..(d + 1) * c], l[d], g);
+                }
+            },
+        );
         self.lin.backward(&cache.x, &dh, b.n, false, dx, false)
     }
 }
@@ -547,9 +575,7 @@ impl Gat {
     pub fn backward(&mut self, cache: &GatCache, dout: &[f32], b: &HostBatch, dx: Option<&mut [f32]>) -> Result<()> {
         let (h, c) = (self.heads, self.bias.v.len());
         let GatCache { x, hx, z, alpha } = cache;
-        for r in dout.chunks_exact(c) {
-            self.bias.g.iter_mut().zip(r).for_each(|(g, d)| *g += d);
-        }
+        column_sums(&mut self.bias.g, dout);
         let edges = b.m + b.n;
         let inv = 1.0 / h as f32;
         let mut dhx = vec![0f32; b.n * h * c];
@@ -767,6 +793,14 @@ const EPS: f32 = 1e-5;
 impl BatchNorm {
     /// Training: the batch's statistics (running statistics updated); evaluation: the running ones.
     pub fn forward(&mut self, x: &[f32], rows: usize, train: bool) -> (Vec<f32>, NormCache) {
+        wide(
+            #[inline(always)]
+            || self.forward_loops(x, rows, train),
+        )
+    }
+
+    #[inline(always)]
+    fn forward_loops(&mut self, x: &[f32], rows: usize, train: bool) -> (Vec<f32>, NormCache) {
         let f = self.gamma.v.len();
         let (mean, var) = if train {
             let mut mean = vec![0f32; f];
@@ -804,6 +838,14 @@ impl BatchNorm {
 
     /// burn's `batch_norm_train_backward`: returns `dx`.
     pub fn backward(&mut self, cache: &NormCache, dout: &[f32], rows: usize) -> Vec<f32> {
+        wide(
+            #[inline(always)]
+            || self.backward_loops(cache, dout, rows),
+        )
+    }
+
+    #[inline(always)]
+    fn backward_loops(&mut self, cache: &NormCache, dout: &[f32], rows: usize) -> Vec<f32> {
         let f = self.gamma.v.len();
         let (mut sg, mut sng) = (vec![0f32; f], vec![0f32; f]);
         for (g, hr) in dout.chunks_exact(f).zip(cache.xhat.chunks_exact(f)) {
@@ -836,6 +878,14 @@ pub struct LayerNorm {
 
 impl LayerNorm {
     pub fn forward(&self, x: &[f32]) -> (Vec<f32>, NormCache) {
+        wide(
+            #[inline(always)]
+            || self.forward_loops(x),
+        )
+    }
+
+    #[inline(always)]
+    fn forward_loops(&self, x: &[f32]) -> (Vec<f32>, NormCache) {
         let f = self.gamma.v.len();
         let rows = x.len() / f.max(1);
         let (mut xhat, mut out, mut inv_std) = (vec![0f32; x.len()], vec![0f32; x.len()], vec![0f32; rows]);
@@ -853,13 +903,25 @@ impl LayerNorm {
     }
 
     pub fn backward(&mut self, cache: &NormCache, dout: &[f32]) -> Vec<f32> {
+        wide(
+            #[inline(always)]
+            || self.backward_loops(cache, dout),
+        )
+    }
+
+    #[inline(always)]
+    fn backward_loops(&mut self, cache: &NormCache, dout: &[f32]) -> Vec<f32> {
         let f = self.gamma.v.len();
         let mut dx = vec![0f32; dout.len()];
         for (r, ((g, hr), dr)) in dout.chunks_exact(f).zip(cache.xhat.chunks_exact(f)).zip(dx.chunks_exact_mut(f)).enumerate() {
-            let (mut s1, mut s2) = (0f32, 0f32);
+            // The parameters' gradients element by element (vectorised), then the two sums in
+            // order (sequential, as before).
             for j in 0..f {
                 self.beta.g[j] += g[j];
                 self.gamma.g[j] += g[j] * hr[j];
+            }
+            let (mut s1, mut s2) = (0f32, 0f32);
+            for j in 0..f {
                 let dh = g[j] * self.gamma.v[j];
                 s1 += dh;
                 s2 += dh * hr[j];
@@ -875,29 +937,49 @@ impl LayerNorm {
 
 /// ReLU in place.
 pub fn relu(x: &mut [f32]) {
-    x.iter_mut().for_each(|v| *v = v.max(0.0));
+    wide(
+        #[inline(always)]
+        || x.iter_mut().for_each(|v| *v = v.max(0.0)),
+    );
 }
 
 /// ReLU's backward from its output: `d` zeroed where the output is not positive.
 pub fn relu_back(out: &[f32], d: &mut [f32]) {
-    d.iter_mut().zip(out).for_each(|(d, o)| {
-        if *o <= 0.0 {
-            *d = 0.0
-        }
-    });
+    // A select, always stored: a conditional store is not vectorised.
+    wide(
+        #[inline(always)]
+        || d.iter_mut().zip(out).for_each(|(d, o)| *d = if *o <= 0.0 { 0.0 } else { *d }),
+    );
+}
+
+/// `g +=` the column sums of `dz` (rows of `g.len()`), row after row.
+pub(crate) fn column_sums(g: &mut [f32], dz: &[f32]) {
+    wide(
+        #[inline(always)]
+        || {
+            for r in dz.chunks_exact(g.len().max(1)) {
+                g.iter_mut().zip(r).for_each(|(g, d)| *g += d);
+            }
+        },
+    );
 }
 
 /// Mean of each graph's node rows.
 pub fn mean_pool(h: &[f32], f: usize, b: &HostBatch) -> Vec<f32> {
     let mut out = vec![0f32; b.graphs * f];
-    for (i, r) in h.chunks_exact(f).enumerate() {
-        let g = b.node_graph[i] as usize;
-        out[g * f..(g + 1) * f].iter_mut().zip(r).for_each(|(o, v)| *o += v);
-    }
-    for (g, r) in out.chunks_exact_mut(f).enumerate() {
-        let inv = 1.0 / b.counts[g] as f32;
-        r.iter_mut().for_each(|v| *v *= inv);
-    }
+    wide(
+        #[inline(always)]
+        || {
+            for (i, r) in h.chunks_exact(f).enumerate() {
+                let g = b.node_graph[i] as usize;
+                out[g * f..(g + 1) * f].iter_mut().zip(r).for_each(|(o, v)| *o += v);
+            }
+            for (g, r) in out.chunks_exact_mut(f).enumerate() {
+                let inv = 1.0 / b.counts[g] as f32;
+                r.iter_mut().for_each(|v| *v *= inv);
+            }
+        },
+    );
     out
 }
 
