@@ -154,6 +154,9 @@ pub struct HostBatch {
     /// Incoming edges of each node: `inc[inc_ptr[d]..inc_ptr[d + 1]]` (edge ids, in edge order).
     inc_ptr: Vec<usize>,
     inc: Vec<u32>,
+    /// Outgoing edges of each node, the same way: `out[out_ptr[s]..out_ptr[s + 1]]`.
+    out_ptr: Vec<usize>,
+    out: Vec<u32>,
 }
 
 /// A graph's distinct edge-feature rows, found once (a training run batches each graph every epoch).
@@ -276,19 +279,8 @@ impl HostBatch {
             off += g.n;
         }
         let n_rows = edge_rows.len().checked_div(edge_dim).unwrap_or(m);
-        let mut inc_ptr = vec![0usize; n + 1];
-        for &d in &dst {
-            inc_ptr[d as usize + 1] += 1;
-        }
-        for i in 0..n {
-            inc_ptr[i + 1] += inc_ptr[i];
-        }
-        let mut fill = inc_ptr.clone();
-        let mut inc = vec![0u32; m];
-        for (e, &d) in dst.iter().enumerate() {
-            inc[fill[d as usize]] = e as u32;
-            fill[d as usize] += 1;
-        }
+        let (inc_ptr, inc) = group_edges(&dst, n);
+        let (out_ptr, out) = group_edges(&src, n);
         Ok(HostBatch {
             n,
             m,
@@ -306,12 +298,19 @@ impl HostBatch {
             n_rows,
             inc_ptr,
             inc,
+            out_ptr,
+            out,
         })
     }
 
     /// Incoming edge ids of node `d`.
     fn incoming(&self, d: usize) -> &[u32] {
         &self.inc[self.inc_ptr[d]..self.inc_ptr[d + 1]]
+    }
+
+    /// Outgoing edge ids of node `s`, in edge order.
+    fn outgoing(&self, s: usize) -> &[u32] {
+        &self.out[self.out_ptr[s]..self.out_ptr[s + 1]]
     }
 
     /// Each edge's feature row expanded (`m × edge_dim`).
@@ -322,6 +321,43 @@ impl HostBatch {
             out[e * de..(e + 1) * de].copy_from_slice(&self.edge_rows[r as usize * de..(r as usize + 1) * de]);
         }
         out
+    }
+}
+
+/// Edge ids grouped by their end in `ends` (a CSR over `n` nodes), each group in edge order.
+fn group_edges(ends: &[u32], n: usize) -> (Vec<usize>, Vec<u32>) {
+    let mut ptr = vec![0usize; n + 1];
+    for &d in ends {
+        ptr[d as usize + 1] += 1;
+    }
+    for i in 0..n {
+        ptr[i + 1] += ptr[i];
+    }
+    let mut fill = ptr.clone();
+    let mut ids = vec![0u32; ends.len()];
+    for (e, &d) in ends.iter().enumerate() {
+        ids[fill[d as usize]] = e as u32;
+        fill[d as usize] += 1;
+    }
+    (ptr, ids)
+}
+
+/// Edges (or nodes) from which a per-edge pass is split over rayon's threads; below it one thread
+/// runs it (the small graphs' passes take microseconds).
+const PAR_MIN: usize = 2048;
+
+/// `f(i, row)` for every row of `rows_of` (`width` values each), on rayon's threads when there are
+/// `PAR_MIN` rows or more. Each row is written by one call, so the results do not depend on the
+/// split.
+fn each_row<F: Fn(usize, &mut [f32]) + Sync + Send>(rows_of: &mut [f32], width: usize, f: F) {
+    use rayon::prelude::*;
+    if width == 0 {
+        return;
+    }
+    if rows_of.len() / width >= PAR_MIN {
+        rows_of.par_chunks_mut(width).with_min_len(256).enumerate().for_each(|(i, r)| f(i, r));
+    } else {
+        rows_of.chunks_mut(width).enumerate().for_each(|(i, r)| f(i, r));
     }
 }
 
@@ -672,32 +708,8 @@ impl Transformer {
         let (ed, rows) = edge.data();
         let rows = if rows == 0 { m } else { rows };
         let ee = if m == 0 { Vec::new() } else { self.e.linear(ed, rows)? };
-        let scale = 1.0 / (c as f32).sqrt();
-        let mut scores = vec![0f32; m * h];
-        for e in 0..m {
-            let (s, d, r) = (b.src[e] as usize, b.dst[e] as usize, edge.row(e));
-            let (qd, ks, er) = (&q[d * hc..(d + 1) * hc], &k[s * hc..(s + 1) * hc], &ee[r * hc..(r + 1) * hc]);
-            for kk in 0..h {
-                let at = kk * c..(kk + 1) * c;
-                scores[e * h + kk] =
-                    qd[at.clone()].iter().zip(&ks[at.clone()]).zip(&er[at]).map(|((q, k), e)| q * (k + e)).sum::<f32>() * scale;
-            }
-        }
-        let mut alpha = vec![0f32; m * h];
-        group_softmax(&scores, h, (0..n).map(|d| b.incoming(d).iter().map(|&e| e as usize)), &mut alpha);
-        for d in 0..n {
-            let o = &mut out[d * hc..(d + 1) * hc];
-            for &e in b.incoming(d) {
-                let e = e as usize;
-                let (s, r) = (b.src[e] as usize, edge.row(e));
-                let (vs, er) = (&v[s * hc..(s + 1) * hc], &ee[r * hc..(r + 1) * hc]);
-                for kk in 0..h {
-                    let a = alpha[e * h + kk];
-                    let at = kk * c..(kk + 1) * c;
-                    o[at.clone()].iter_mut().zip(&vs[at.clone()]).zip(&er[at]).for_each(|((o, v), e)| *o += a * (v + e));
-                }
-            }
-        }
+        let edges = EdgeLoop { b, edge, h, c, q: &q, k: &k, v: &v, ee: &ee };
+        let (scores, alpha) = edges.forward(&mut out);
         Ok((out, TransformerCache { x: x.to_vec(), q, k, v, ee, scores, alpha }))
     }
 
@@ -716,45 +728,16 @@ impl Transformer {
         let hc = self.q.dout;
         let (h, c) = (self.heads, hc / self.heads);
         let TransformerCache { x, q, k, v, ee, scores, alpha } = cache;
-        let scale = 1.0 / (c as f32).sqrt();
         let (ed, rows) = edge.data();
         let rows = if rows == 0 { m } else { rows };
-        let (mut dq, mut dk, mut dv) = (vec![0f32; n * hc], vec![0f32; n * hc], vec![0f32; n * hc]);
-        let mut dee = vec![0f32; rows * hc];
-        if m > 0 {
-            let mut dalpha = vec![0f32; m * h];
-            for e in 0..m {
-                let (s, d, r) = (b.src[e] as usize, b.dst[e] as usize, edge.row(e));
-                let g = &dout[d * hc..(d + 1) * hc];
-                let (vs, er) = (&v[s * hc..(s + 1) * hc], &ee[r * hc..(r + 1) * hc]);
-                for kk in 0..h {
-                    let at = kk * c..(kk + 1) * c;
-                    dalpha[e * h + kk] =
-                        g[at.clone()].iter().zip(&vs[at.clone()]).zip(&er[at.clone()]).map(|((g, v), e)| g * (v + e)).sum();
-                    let (a, gk) = (alpha[e * h + kk], &g[at.clone()]);
-                    dv[s * hc..(s + 1) * hc][at.clone()].iter_mut().zip(gk).for_each(|(o, g)| *o += a * g);
-                    dee[r * hc..(r + 1) * hc][at].iter_mut().zip(gk).for_each(|(o, g)| *o += a * g);
-                }
-            }
-            let mut ds = vec![0f32; m * h];
-            group_softmax_back(scores, alpha, &dalpha, h, (0..n).map(|d| b.incoming(d).iter().map(|&e| e as usize)), &mut ds);
-            for e in 0..m {
-                let (s, d, r) = (b.src[e] as usize, b.dst[e] as usize, edge.row(e));
-                for kk in 0..h {
-                    let w = ds[e * h + kk] * scale;
-                    if w == 0.0 {
-                        continue;
-                    }
-                    let at = kk * c..(kk + 1) * c;
-                    let (ks, er, qd) =
-                        (&k[s * hc..(s + 1) * hc][at.clone()], &ee[r * hc..(r + 1) * hc][at.clone()], &q[d * hc..(d + 1) * hc][at.clone()]);
-                    dq[d * hc..(d + 1) * hc][at.clone()].iter_mut().zip(ks).zip(er).for_each(|((o, k), e)| *o += w * (k + e));
-                    dk[s * hc..(s + 1) * hc][at.clone()].iter_mut().zip(qd).for_each(|(o, q)| *o += w * q);
-                    dee[r * hc..(r + 1) * hc][at].iter_mut().zip(qd).for_each(|(o, q)| *o += w * q);
-                }
-            }
-            self.e.backward(ed, &dee, rows, false, dedge, true)?;
-        }
+        let (dq, dk, dv) = if m > 0 {
+            let g = EdgeLoop { b, edge, h, c, q, k, v, ee }.backward(scores, alpha, dout, rows);
+            self.e.backward(ed, &g.dee, rows, false, dedge, true)?;
+            (g.dq, g.dk, g.dv)
+        } else {
+            (vec![0f32; n * hc], vec![0f32; n * hc], vec![0f32; n * hc])
+        };
+
         match dx {
             Some(dx) => {
                 self.skip.backward(x, dout, n, true, Some(&mut *dx), false)?;
@@ -770,6 +753,165 @@ impl Transformer {
             }
         }
         Ok(())
+    }
+}
+
+/// A TransformerConv layer's loop over edges: the scores `q_d · (k_s + e) / √c`, the softmax over
+/// each destination's incoming edges and the messages `α (v_s + e)`, and their gradients. Every
+/// value is accumulated in the order a plain loop over the edges adds its terms, by whichever group
+/// owns it — an edge, a source over its outgoing edges, a destination over its incoming edges, all
+/// in edge order — so that the groups can run on two threads (large batches) with the plain loop's
+/// results bit for bit (test `the_split_edge_loop_is_the_plain_loop_bit_for_bit`).
+struct EdgeLoop<'a> {
+    b: &'a HostBatch,
+    edge: EdgeIn<'a>,
+    /// Heads and channels per head.
+    h: usize,
+    c: usize,
+    /// Node projections (`n × h·c`) and the edge projection (one row per distinct row or edge).
+    q: &'a [f32],
+    k: &'a [f32],
+    v: &'a [f32],
+    ee: &'a [f32],
+}
+
+/// The edge loop's gradients: queries, keys and values per node, the edge projection per row.
+struct EdgeGrads {
+    dq: Vec<f32>,
+    dk: Vec<f32>,
+    dv: Vec<f32>,
+    dee: Vec<f32>,
+}
+
+impl EdgeLoop<'_> {
+    /// Adds every destination's messages to `out` (`n × h·c`); returns the scores and attention
+    /// (`m × h`).
+    fn forward(&self, out: &mut [f32]) -> (Vec<f32>, Vec<f32>) {
+        let EdgeLoop { b, edge, h, c, q, k, v, ee } = *self;
+        let (n, m, hc) = (b.n, b.m, h * c);
+        let scale = 1.0 / (c as f32).sqrt();
+        let mut scores = vec![0f32; m * h];
+        each_row(&mut scores, h, |e, sc| {
+            let (s, d, r) = (b.src[e] as usize, b.dst[e] as usize, edge.row(e));
+            let (qd, ks, er) = (&q[d * hc..(d + 1) * hc], &k[s * hc..(s + 1) * hc], &ee[r * hc..(r + 1) * hc]);
+            for (kk, sc) in sc.iter_mut().enumerate() {
+                let at = kk * c..(kk + 1) * c;
+                *sc = qd[at.clone()].iter().zip(&ks[at.clone()]).zip(&er[at]).map(|((q, k), e)| q * (k + e)).sum::<f32>() * scale;
+            }
+        });
+        let mut alpha = vec![0f32; m * h];
+        group_softmax(&scores, h, (0..n).map(|d| b.incoming(d).iter().map(|&e| e as usize)), &mut alpha);
+        each_row(out, hc, |d, o| {
+            for &e in b.incoming(d) {
+                let e = e as usize;
+                let (s, r) = (b.src[e] as usize, edge.row(e));
+                let (vs, er) = (&v[s * hc..(s + 1) * hc], &ee[r * hc..(r + 1) * hc]);
+                for kk in 0..h {
+                    let a = alpha[e * h + kk];
+                    let at = kk * c..(kk + 1) * c;
+                    o[at.clone()].iter_mut().zip(&vs[at.clone()]).zip(&er[at]).for_each(|((o, v), e)| *o += a * (v + e));
+                }
+            }
+        });
+        (scores, alpha)
+    }
+
+    /// The gradients from the output's `dout` (`n × h·c`); `rows` edge-projection rows.
+    fn backward(&self, scores: &[f32], alpha: &[f32], dout: &[f32], rows: usize) -> EdgeGrads {
+        let EdgeLoop { b, edge, h, c, q, k, v, ee } = *self;
+        let (n, m, hc) = (b.n, b.m, h * c);
+        let scale = 1.0 / (c as f32).sqrt();
+        let (mut dq, mut dk, mut dv) = (vec![0f32; n * hc], vec![0f32; n * hc], vec![0f32; n * hc]);
+        let mut dee = vec![0f32; rows * hc];
+        // The gradients of the edge loop, each value accumulated in the order the plain loop
+        // over edges added its terms (edge order; `dee` all first-pass terms, then all
+        // second-pass ones), by whichever group owns it: per edge (`dα`, per-edge `dee`), per
+        // source over its outgoing edges (`dv`, `dk`), per destination over its incoming edges
+        // (`dq`). Each group is written by one call, on two threads when the batch is large.
+        let mut dalpha = vec![0f32; m * h];
+        each_row(&mut dalpha, h, |e, da| {
+            let (s, d, r) = (b.src[e] as usize, b.dst[e] as usize, edge.row(e));
+            let g = &dout[d * hc..(d + 1) * hc];
+            let (vs, er) = (&v[s * hc..(s + 1) * hc], &ee[r * hc..(r + 1) * hc]);
+            for (kk, da) in da.iter_mut().enumerate() {
+                let at = kk * c..(kk + 1) * c;
+                *da = g[at.clone()].iter().zip(&vs[at.clone()]).zip(&er[at]).map(|((g, v), e)| g * (v + e)).sum();
+            }
+        });
+        each_row(&mut dv, hc, |s, o| {
+            for &e in b.outgoing(s) {
+                let e = e as usize;
+                let d = b.dst[e] as usize;
+                let g = &dout[d * hc..(d + 1) * hc];
+                for kk in 0..h {
+                    let (a, at) = (alpha[e * h + kk], kk * c..(kk + 1) * c);
+                    o[at.clone()].iter_mut().zip(&g[at]).for_each(|(o, g)| *o += a * g);
+                }
+            }
+        });
+        let mut ds = vec![0f32; m * h];
+        group_softmax_back(scores, alpha, &dalpha, h, (0..n).map(|d| b.incoming(d).iter().map(|&e| e as usize)), &mut ds);
+        // The second pass skips an edge's head whose weight is zero, as the plain loop did.
+        let weight = |e: usize, kk: usize| ds[e * h + kk] * scale;
+        each_row(&mut dq, hc, |d, o| {
+            for &e in b.incoming(d) {
+                let e = e as usize;
+                let (s, r) = (b.src[e] as usize, edge.row(e));
+                for kk in 0..h {
+                    let w = weight(e, kk);
+                    if w == 0.0 {
+                        continue;
+                    }
+                    let at = kk * c..(kk + 1) * c;
+                    let (ks, er) = (&k[s * hc..(s + 1) * hc][at.clone()], &ee[r * hc..(r + 1) * hc][at.clone()]);
+                    o[at].iter_mut().zip(ks).zip(er).for_each(|((o, k), e)| *o += w * (k + e));
+                }
+            }
+        });
+        each_row(&mut dk, hc, |s, o| {
+            for &e in b.outgoing(s) {
+                let e = e as usize;
+                let d = b.dst[e] as usize;
+                for kk in 0..h {
+                    let w = weight(e, kk);
+                    if w == 0.0 {
+                        continue;
+                    }
+                    let at = kk * c..(kk + 1) * c;
+                    o[at.clone()].iter_mut().zip(&q[d * hc..(d + 1) * hc][at]).for_each(|(o, q)| *o += w * q);
+                }
+            }
+        });
+        // `dee`: both passes' terms of an edge's row.
+        let first = |e: usize, kk: usize, o: &mut [f32]| {
+            let (d, at) = (b.dst[e] as usize, kk * c..(kk + 1) * c);
+            let a = alpha[e * h + kk];
+            o[at.clone()].iter_mut().zip(&dout[d * hc..(d + 1) * hc][at]).for_each(|(o, g)| *o += a * g);
+        };
+        let second = |e: usize, kk: usize, o: &mut [f32]| {
+            let w = weight(e, kk);
+            if w != 0.0 {
+                let (d, at) = (b.dst[e] as usize, kk * c..(kk + 1) * c);
+                o[at.clone()].iter_mut().zip(&q[d * hc..(d + 1) * hc][at]).for_each(|(o, q)| *o += w * q);
+            }
+        };
+        match edge {
+            // One row per edge: the edge's own terms, first pass then second.
+            EdgeIn::PerEdge(_) => each_row(&mut dee, hc, |e, o| {
+                (0..h).for_each(|kk| first(e, kk, o));
+                (0..h).for_each(|kk| second(e, kk, o));
+            }),
+            // Rows shared by edges: every edge's first-pass terms, then every edge's second-pass terms.
+            EdgeIn::Rows { .. } => {
+                for pass in [&first as &dyn Fn(usize, usize, &mut [f32]), &second] {
+                    for e in 0..m {
+                        let r = edge.row(e);
+                        (0..h).for_each(|kk| pass(e, kk, &mut dee[r * hc..(r + 1) * hc]));
+                    }
+                }
+            }
+        }
+        EdgeGrads { dq, dk, dv, dee }
     }
 }
 
@@ -1004,4 +1146,152 @@ pub fn graph_softmax_back(scores: &[f32], alpha: &[f32], dalpha: &[f32], h: usiz
     let mut ds = vec![0f32; scores.len()];
     group_softmax_back(scores, alpha, dalpha, h, (0..b.graphs).map(|g| b.offsets[g]..b.offsets[g] + b.counts[g]), &mut ds);
     ds
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn noise(n: usize, seed: &mut u64) -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                *seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                ((*seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+            })
+            .collect()
+    }
+
+    /// The edge loop as one plain loop over the edges (the engine's code before it was split into
+    /// groups): forward scores and messages, then both gradient passes.
+    fn plain(l: &EdgeLoop<'_>, out: &mut [f32], dout: &[f32], rows: usize) -> (Vec<f32>, Vec<f32>, EdgeGrads) {
+        let EdgeLoop { b, edge, h, c, q, k, v, ee } = *l;
+        let (n, m, hc) = (b.n, b.m, h * c);
+        let scale = 1.0 / (c as f32).sqrt();
+        let mut scores = vec![0f32; m * h];
+        for e in 0..m {
+            let (s, d, r) = (b.src[e] as usize, b.dst[e] as usize, edge.row(e));
+            let (qd, ks, er) = (&q[d * hc..(d + 1) * hc], &k[s * hc..(s + 1) * hc], &ee[r * hc..(r + 1) * hc]);
+            for kk in 0..h {
+                let at = kk * c..(kk + 1) * c;
+                scores[e * h + kk] =
+                    qd[at.clone()].iter().zip(&ks[at.clone()]).zip(&er[at]).map(|((q, k), e)| q * (k + e)).sum::<f32>() * scale;
+            }
+        }
+        let mut alpha = vec![0f32; m * h];
+        group_softmax(&scores, h, (0..n).map(|d| b.incoming(d).iter().map(|&e| e as usize)), &mut alpha);
+        for d in 0..n {
+            let o = &mut out[d * hc..(d + 1) * hc];
+            for &e in b.incoming(d) {
+                let e = e as usize;
+                let (s, r) = (b.src[e] as usize, edge.row(e));
+                let (vs, er) = (&v[s * hc..(s + 1) * hc], &ee[r * hc..(r + 1) * hc]);
+                for kk in 0..h {
+                    let a = alpha[e * h + kk];
+                    let at = kk * c..(kk + 1) * c;
+                    o[at.clone()].iter_mut().zip(&vs[at.clone()]).zip(&er[at]).for_each(|((o, v), e)| *o += a * (v + e));
+                }
+            }
+        }
+        let (mut dq, mut dk, mut dv) = (vec![0f32; n * hc], vec![0f32; n * hc], vec![0f32; n * hc]);
+        let mut dee = vec![0f32; rows * hc];
+        let mut dalpha = vec![0f32; m * h];
+        for e in 0..m {
+            let (s, d, r) = (b.src[e] as usize, b.dst[e] as usize, edge.row(e));
+            let g = &dout[d * hc..(d + 1) * hc];
+            let (vs, er) = (&v[s * hc..(s + 1) * hc], &ee[r * hc..(r + 1) * hc]);
+            for kk in 0..h {
+                let at = kk * c..(kk + 1) * c;
+                dalpha[e * h + kk] = g[at.clone()].iter().zip(&vs[at.clone()]).zip(&er[at.clone()]).map(|((g, v), e)| g * (v + e)).sum();
+                let (a, gk) = (alpha[e * h + kk], &g[at.clone()]);
+                dv[s * hc..(s + 1) * hc][at.clone()].iter_mut().zip(gk).for_each(|(o, g)| *o += a * g);
+                dee[r * hc..(r + 1) * hc][at].iter_mut().zip(gk).for_each(|(o, g)| *o += a * g);
+            }
+        }
+        let mut ds = vec![0f32; m * h];
+        group_softmax_back(&scores, &alpha, &dalpha, h, (0..n).map(|d| b.incoming(d).iter().map(|&e| e as usize)), &mut ds);
+        for e in 0..m {
+            let (s, d, r) = (b.src[e] as usize, b.dst[e] as usize, edge.row(e));
+            for kk in 0..h {
+                let w = ds[e * h + kk] * scale;
+                if w == 0.0 {
+                    continue;
+                }
+                let at = kk * c..(kk + 1) * c;
+                let (ks, er, qd) =
+                    (&k[s * hc..(s + 1) * hc][at.clone()], &ee[r * hc..(r + 1) * hc][at.clone()], &q[d * hc..(d + 1) * hc][at.clone()]);
+                dq[d * hc..(d + 1) * hc][at.clone()].iter_mut().zip(ks).zip(er).for_each(|((o, k), e)| *o += w * (k + e));
+                dk[s * hc..(s + 1) * hc][at.clone()].iter_mut().zip(qd).for_each(|(o, q)| *o += w * q);
+                dee[r * hc..(r + 1) * hc][at].iter_mut().zip(qd).for_each(|(o, q)| *o += w * q);
+            }
+        }
+        (scores, alpha, EdgeGrads { dq, dk, dv, dee })
+    }
+
+    /// The first position where `a` and `b` differ in their bits (or in length).
+    fn first_difference(a: &[f32], b: &[f32]) -> Option<usize> {
+        if a.len() != b.len() {
+            return Some(a.len().min(b.len()));
+        }
+        a.iter().zip(b).position(|(x, y)| x.to_bits() != y.to_bits())
+    }
+
+    /// The edge loop split into groups (an edge, a source's outgoing edges, a destination's
+    /// incoming edges) on two threads gives the plain loop's scores, attention, messages and
+    /// gradients to the bit, with edge rows shared (G-Retriever's relation rows) and one per edge
+    /// (gt2's edge states), on a batch large enough to be split (nodes and edges over `PAR_MIN`),
+    /// with repeated and self edges, nodes without incoming edges, and a graph of one node.
+    #[test]
+    fn the_split_edge_loop_is_the_plain_loop_bit_for_bit() {
+        let mut seed = 7u64;
+        let (dim, edge_dim, h, c) = (3, 5, 4, 3);
+        let sizes = [1200usize, 1, 1500];
+        let xs: Vec<Vec<f32>> = sizes.iter().map(|&n| noise(n * dim, &mut seed)).collect();
+        let edges: Vec<Vec<(u32, u32)>> = sizes
+            .iter()
+            .map(|&n| {
+                let picks = noise(6 * n, &mut seed);
+                // Sources and destinations skewed towards low ids: some nodes get no incoming edge.
+                let pick = |u: f32, span: usize| (((u + 0.5) * (u + 0.5)) * span as f32) as u32 % n as u32;
+                let mut e: Vec<(u32, u32)> = picks.chunks(2).map(|p| (pick(p[0], n), pick(p[1], n))).collect();
+                e.push((0, 0));
+                e.push((0, 0));
+                e
+            })
+            .collect();
+        let table = noise(30 * edge_dim, &mut seed);
+        let edge_xs: Vec<Vec<f32>> = edges
+            .iter()
+            .map(|es| {
+                let which = noise(es.len(), &mut seed);
+                which.iter().flat_map(|u| table[((u + 0.5) * 29.99) as usize * edge_dim..][..edge_dim].to_vec()).collect()
+            })
+            .collect();
+        let graphs: Vec<SmallGraph<'_>> =
+            (0..sizes.len()).map(|i| SmallGraph { x: &xs[i], n: sizes[i], edges: &edges[i], edge_x: &edge_xs[i] }).collect();
+        let b = HostBatch::new(&graphs, dim, edge_dim, true).expect("batch");
+        assert!(b.n >= PAR_MIN && b.m >= PAR_MIN && b.n_rows <= 30, "{} nodes, {} edges, {} rows", b.n, b.m, b.n_rows);
+        let hc = h * c;
+        let (q, k, v) = (noise(b.n * hc, &mut seed), noise(b.n * hc, &mut seed), noise(b.n * hc, &mut seed));
+        let dout = noise(b.n * hc, &mut seed);
+        let per_edge = noise(b.m * hc, &mut seed);
+        let shared = noise(b.n_rows * hc, &mut seed);
+        let cases = [
+            (EdgeIn::Rows { rows: &b.edge_rows, n_rows: b.n_rows, row: &b.edge_row }, &shared, b.n_rows),
+            (EdgeIn::PerEdge(&per_edge), &per_edge, b.m),
+        ];
+        for (edge, ee, rows) in cases {
+            let l = EdgeLoop { b: &b, edge, h, c, q: &q, k: &k, v: &v, ee };
+            let start = noise(b.n * hc, &mut seed);
+            let (mut out, mut want_out) = (start.clone(), start);
+            let (scores, alpha) = l.forward(&mut out);
+            let got = l.backward(&scores, &alpha, &dout, rows);
+            let (want_scores, want_alpha, want) = plain(&l, &mut want_out, &dout, rows);
+            let grads = [("dq", &got.dq, &want.dq), ("dk", &got.dk, &want.dk), ("dv", &got.dv, &want.dv), ("dee", &got.dee, &want.dee)];
+            let all = [("scores", &scores, &want_scores), ("attention", &alpha, &want_alpha), ("messages", &out, &want_out)];
+            for (name, g, w) in all.into_iter().chain(grads) {
+                assert_eq!(first_difference(g, w), None, "{name} ({rows} edge rows): first differing value");
+                assert!(w.iter().any(|&x| x != 0.0), "{name} is all zero: the case tests nothing");
+            }
+        }
+    }
 }
