@@ -26,13 +26,15 @@ use crate::gnn::batch::SmallGraph;
 use crate::linalg::{Op, gemm_f32_halves as gemm_f32};
 
 /// Runs `f` compiled for the widest vector instructions this CPU has (pulp's runtime dispatch:
-/// AVX-512, AVX2 or the baseline), `f` inlined into the dispatched function. The crates are built
+/// AVX-512, AVX2 or the baseline). Callers mark the closure `#[inline(always)]`: pulp calls it from
+/// each of its dispatched functions, and a closure left to the inliner stayed one separate function
+/// compiled for the baseline (seen in `perf annotate`), which defeats the dispatch. The crates are built
 /// for baseline x86-64, so an elementwise loop outside it runs four floats wide, and a loop that
 /// stores conditionally not vectorised at all. Same operations per element in the same order
 /// (sums stay sequential: no reassociation, no fused multiply-add), so the results are the plain
 /// loops' bit for bit.
 #[inline(always)]
-pub(crate) fn wide<R>(f: impl FnOnce() -> R) -> R {
+fn wide<R>(f: impl FnOnce() -> R) -> R {
     pulp::Arch::new().dispatch(f)
 }
 
