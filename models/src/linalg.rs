@@ -91,7 +91,7 @@ pub fn gemm_f32_halves(dst: &mut [f32], a: Op<'_>, b: Op<'_>, accumulate: bool) 
     // about 1,000 rows (the packing amortised) and for weights under 2^18 values (256 × 256: the
     // transpose costs what it saves) it is not made. Same values in the same order: the product is
     // bit for bit the one from the transposed operand (tested).
-    let m = if a.t { a.cols } else { a.rows };
+    let ((m, _), _) = a.read();
     if b.t && (96..=768).contains(&m) && b.data.len() == b.rows * b.cols && b.rows * b.cols >= 1 << 18 {
         // The thread's buffer, taken out while in use (a task this thread runs while it waits in
         // the halves' join finds it empty and allocates its own); a fresh allocation of this size
@@ -439,17 +439,12 @@ thread_local! {
     static TRANSPOSED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// [`transpose_into`] with the columns of `src` in two halves on two rayon tasks.
+/// `src` (`rows × cols`) transposed into `dst` (`cols × rows`), the columns of `src` in two halves on
+/// two rayon tasks.
 fn transpose_halves(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
     let h = cols / 2;
     let (d0, d1) = dst.split_at_mut(h * rows);
     rayon::join(|| transpose_cols(src, rows, cols, 0..h, d0), || transpose_cols(src, rows, cols, h..cols, d1));
-}
-
-/// `src` (`rows × cols`, row-major) transposed into `dst` (`cols × rows`), in 16 × 16 tiles.
-#[cfg(test)]
-fn transpose_into(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
-    transpose_cols(src, rows, cols, 0..cols, dst);
 }
 
 /// Columns `range` of `src` (`rows × cols`) as the rows of `dst` (`range.len() × rows`), in 16 × 16 tiles.
@@ -504,31 +499,33 @@ mod tests {
         Ok(())
     }
 
-    /// A transposed right-hand side gives the product of the same matrix stored transposed, to the
-    /// bit, whether `gemm_f32_halves` transposes it first (rows within its band) or not, stored
-    /// and accumulated; and the transpose itself is exact at sizes off its tile.
+    /// A transposed right-hand side gives, to the bit, the product `gemm` computes from the strided
+    /// operand itself (single-threaded [`gemm_f32`], which never transposes first) and the product
+    /// of the same matrix stored transposed, whether `gemm_f32_halves` transposes it first (rows
+    /// within its band) or not, stored and accumulated; and the transpose itself is exact at sizes
+    /// off its tile and its halves.
     #[test]
     fn transposed_right_hand_sides_give_the_stored_products_bit_for_bit() -> Result<()> {
-        let mut state = 5u64;
-        let mut rnd = || {
-            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-            ((state >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-        };
-        for (m, k, n) in [(160, 256, 1030), (97, 300, 900), (40, 200, 90), (900, 64, 300)] {
-            let a: Vec<f32> = (0..m * k).map(|_| rnd()).collect();
+        let mut stream = crate::train::Stream(5);
+        let mut noise = |len: usize| -> Vec<f32> { (0..len).map(|_| stream.unit() as f32 - 0.5).collect() };
+        for (m, k, n) in [(160, 256, 1030), (97, 301, 901), (40, 200, 90), (900, 64, 300)] {
+            let a = noise(m * k);
             // `w` is `n × k`, read transposed as the `k × n` right-hand side.
-            let w: Vec<f32> = (0..n * k).map(|_| rnd()).collect();
+            let w = noise(n * k);
             let mut wt = vec![0f32; k * n];
-            transpose_into(&w, n, k, &mut wt);
+            transpose_halves(&w, n, k, &mut wt);
             for (i, v) in wt.iter().enumerate() {
                 assert_eq!(v.to_bits(), w[(i % n) * k + i / n].to_bits(), "transpose {n}×{k} at {i}");
             }
-            let start: Vec<f32> = (0..m * n).map(|_| rnd()).collect();
+            let start = noise(m * n);
             for acc in [false, true] {
-                let (mut read_t, mut stored) = (start.clone(), start.clone());
+                let (mut read_t, mut strided, mut stored) = (start.clone(), start.clone(), start.clone());
                 rayon::scope(|_| gemm_f32_halves(&mut read_t, Op::n(&a, m, k), Op::t(&w, n, k), acc))?;
+                gemm_f32(&mut strided, Op::n(&a, m, k), Op::t(&w, n, k), acc)?;
                 rayon::scope(|_| gemm_f32_halves(&mut stored, Op::n(&a, m, k), Op::n(&wt, k, n), acc))?;
-                assert!(read_t.iter().zip(&stored).all(|(x, y)| x.to_bits() == y.to_bits()), "{m}×{k}×{n} acc={acc}");
+                let same = |x: &[f32], y: &[f32]| x.iter().zip(y).all(|(x, y)| x.to_bits() == y.to_bits());
+                assert!(same(&read_t, &strided), "{m}×{k}×{n} acc={acc}: against gemm's strided product");
+                assert!(same(&read_t, &stored), "{m}×{k}×{n} acc={acc}: against the stored transpose");
                 let off = (0..m * n)
                     .map(|i| (0..k).map(|j| a[(i / n) * k + j] * w[(i % n) * k + j]).sum::<f32>() + if acc { start[i] } else { 0.0 })
                     .zip(&read_t)

@@ -211,7 +211,7 @@ impl Layer {
     }
 
     fn add_bias(&self, out: &mut [f32]) {
-        simd(Pass::AddBias { out, b: &self.b });
+        add_bias_rows(out, &self.b);
     }
 
     /// `dW += xᵀ g` (n rows).
@@ -221,7 +221,7 @@ impl Layer {
 
     /// `db += colsum(dz)`.
     fn grad_b(&mut self, dz: &[f32]) {
-        simd(Pass::ColumnSums { g: &mut self.gb, dz });
+        column_sums(&mut self.gb, dz);
     }
 
     /// A dense layer `z = x W + b`: both gradients.
@@ -326,8 +326,24 @@ fn dropout_blocks(x: &mut [f32], p: f64, rng: &mut Stream) {
     }
 }
 
-fn relu_in_place(x: &mut [f32]) {
+/// `x = max(x, 0)` (also the GraphQA and MixRAG host engines' ReLU).
+pub(crate) fn relu_in_place(x: &mut [f32]) {
     simd(Pass::Relu(x));
+}
+
+/// The gradient `g` through a ReLU whose output is `a` (never NaN): kept where `a > 0`, else 0.
+pub(crate) fn relu_grad(g: &mut [f32], a: &[f32]) {
+    simd(Pass::ReluGrad { g, a, scale: 1.0 });
+}
+
+/// Every row of `out` plus `b`.
+pub(crate) fn add_bias_rows(out: &mut [f32], b: &[f32]) {
+    simd(Pass::AddBias { out, b });
+}
+
+/// `g +=` the column sums of `dz` (rows of `g.len()`), row after row.
+pub(crate) fn column_sums(g: &mut [f32], dz: &[f32]) {
+    simd(Pass::ColumnSums { g, dz });
 }
 
 /// The graph operators of a training: GCN's Â (symmetric) and SAGE's mean with its transpose.

@@ -23,6 +23,7 @@ use burn::tensor::{Tensor, TensorData};
 
 use crate::error::{ModelError, Result};
 use crate::gnn::batch::SmallGraph;
+use crate::gnn::fast::{add_bias_rows, column_sums, relu_grad, relu_in_place};
 use crate::linalg::{Op, gemm_f32_halves as gemm_f32};
 
 /// Runs `f` compiled for the widest vector instructions this CPU has (pulp's runtime dispatch:
@@ -404,14 +405,7 @@ impl Lin {
     /// `x W + b` over `rows` rows.
     pub fn forward(&self, x: &[f32], rows: usize) -> Result<Vec<f32>> {
         let mut out = self.linear(x, rows)?;
-        wide(
-            #[inline(always)]
-            || {
-                for r in out.chunks_exact_mut(self.dout) {
-                    r.iter_mut().zip(&self.b.v).for_each(|(o, b)| *o += b);
-                }
-            },
-        );
+        add_bias_rows(&mut out, &self.b.v);
         Ok(out)
     }
 
@@ -1079,33 +1073,15 @@ impl LayerNorm {
     }
 }
 
-/// ReLU in place.
+/// ReLU in place (TopoRAG's engine's pass).
 pub fn relu(x: &mut [f32]) {
-    wide(
-        #[inline(always)]
-        || x.iter_mut().for_each(|v| *v = v.max(0.0)),
-    );
+    relu_in_place(x);
 }
 
-/// ReLU's backward from its output: `d` zeroed where the output is not positive.
+/// ReLU's backward from its output: `d` zeroed where the output is not positive (TopoRAG's
+/// engine's pass; a ReLU's output is never NaN).
 pub fn relu_back(out: &[f32], d: &mut [f32]) {
-    // A select, always stored: a conditional store is not vectorised.
-    wide(
-        #[inline(always)]
-        || d.iter_mut().zip(out).for_each(|(d, o)| *d = if *o <= 0.0 { 0.0 } else { *d }),
-    );
-}
-
-/// `g +=` the column sums of `dz` (rows of `g.len()`), row after row.
-pub(crate) fn column_sums(g: &mut [f32], dz: &[f32]) {
-    wide(
-        #[inline(always)]
-        || {
-            for r in dz.chunks_exact(g.len().max(1)) {
-                g.iter_mut().zip(r).for_each(|(g, d)| *g += d);
-            }
-        },
-    );
+    relu_grad(d, out);
 }
 
 /// Mean of each graph's node rows.
@@ -1154,13 +1130,8 @@ pub fn graph_softmax_back(scores: &[f32], alpha: &[f32], dalpha: &[f32], h: usiz
 mod tests {
     use super::*;
 
-    fn noise(n: usize, seed: &mut u64) -> Vec<f32> {
-        (0..n)
-            .map(|_| {
-                *seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-                ((*seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-            })
-            .collect()
+    fn noise(n: usize, seed: &mut crate::train::Stream) -> Vec<f32> {
+        (0..n).map(|_| seed.unit() as f32 - 0.5).collect()
     }
 
     /// The edge loop as one plain loop over the edges (the engine's code before it was split into
@@ -1244,7 +1215,7 @@ mod tests {
     /// with repeated and self edges, nodes without incoming edges, and a graph of one node.
     #[test]
     fn the_split_edge_loop_is_the_plain_loop_bit_for_bit() {
-        let mut seed = 7u64;
+        let mut seed = crate::train::Stream(7);
         let (dim, edge_dim, h, c) = (3, 5, 4, 3);
         let sizes = [1200usize, 1, 1500];
         let xs: Vec<Vec<f32>> = sizes.iter().map(|&n| noise(n * dim, &mut seed)).collect();
