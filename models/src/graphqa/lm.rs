@@ -134,8 +134,21 @@ pub struct LmQaShape {
     /// then starts as the zero vector, a neutral slot in front of the text, and grows as its
     /// gradient says (LoRA's `B = 0` start, on the token). The other weights are drawn as before.
     pub projector_zero: bool,
+    /// The answer head also reads the soft tokens' final states (their mean, per prompt) beside
+    /// the mean of all token states: the graph token's state after the language model reaches
+    /// the head directly instead of as one token of ~160 in the mean. Without soft tokens (the
+    /// text alone) the head reads the mean only.
+    pub head_token: bool,
     pub classes: usize,
     pub layout: Layout,
+}
+
+impl LmQaShape {
+    /// Width of the answer head's input for a language model of width `d`: the mean of the token
+    /// states, then with [`LmQaShape::head_token`] the soft tokens' mean state.
+    pub fn head_in(&self, d: usize) -> usize {
+        if self.head_token && self.soft.count() > 0 { 2 * d } else { d }
+    }
 }
 
 /// The projector's last layer, into the language model's width `d`: drawn from `rng`, or zero
@@ -260,7 +273,7 @@ impl LmQa {
         let mut rng = Stream(seed ^ 0x6c6d_7161);
         let words = |ids: &[u32]| floats(lm.word_embeddings(ids));
         let side = SoftSide::new(shape, (seed, bert.config().vocab_size, d), &mut rng, &words, start, dev)?;
-        let head = Dense::new(d, shape.classes.max(1), &mut rng, dev);
+        let head = Dense::new(shape.head_in(d), shape.classes.max(1), &mut rng, dev);
         Ok(LmQa { side, lm, head })
     }
 
@@ -274,7 +287,16 @@ impl LmQa {
         let prompts = prompts_of(examples, shape)?;
         let soft = self.side.soft(examples, shape, mix, dev)?;
         let states = self.lm.forward(&prompts, soft)?;
-        Ok(self.head.forward(states.mean()))
+        let k = shape.soft.count();
+        let read = if shape.head_in(self.lm.dim()) > self.lm.dim() {
+            let [_, d] = states.x.dims();
+            let b = prompts.ids.len();
+            let tokens: Tensor<3> = states.at(&prompts.slots).reshape([b, k, d]);
+            Tensor::cat(vec![states.mean(), tokens.mean_dim(1).reshape([b, d])], 1)
+        } else {
+            states.mean()
+        };
+        Ok(self.head.forward(read))
     }
 }
 
@@ -319,7 +341,7 @@ impl HostQa {
         let words = |ids: &[u32]| lm.word_embeddings(ids);
         let side = SoftSide::new(shape, (seed, bert.config().vocab_size, d), &mut rng, &words, start, dev)?;
         let classes = shape.classes.max(1);
-        let (head_w, head_b) = Dense::new(d, classes, &mut rng, &dev.clone().inner()).to_host()?;
+        let (head_w, head_b) = Dense::new(shape.head_in(d), classes, &mut rng, &dev.clone().inner()).to_host()?;
         Ok(HostQa { side, lm, head_w, head_b, classes })
     }
 
@@ -349,19 +371,29 @@ impl HostQa {
             (h, None, seqs)
         };
         let d = self.lm.dim();
-        let mut pooled = vec![0f32; seqs.len() * d];
+        let (w, k) = (shape.head_in(d), shape.soft.count());
+        let mut pooled = vec![0f32; seqs.len() * w];
         for (r, &(s0, n)) in seqs.iter().enumerate() {
-            let out = &mut pooled[r * d..(r + 1) * d];
+            let (mean, token) = pooled[r * w..(r + 1) * w].split_at_mut(d);
             for row in states[s0 * d..(s0 + n) * d].chunks_exact(d) {
-                for (o, v) in out.iter_mut().zip(row) {
+                for (o, v) in mean.iter_mut().zip(row) {
                     *o += v;
                 }
             }
-            out.iter_mut().for_each(|v| *v /= n.max(1) as f32);
+            mean.iter_mut().for_each(|v| *v /= n.max(1) as f32);
+            if w > d {
+                // The soft tokens sit at positions 1..=k of each prompt (see `layout`).
+                for row in states[(s0 + 1) * d..(s0 + 1 + k) * d].chunks_exact(d) {
+                    for (o, v) in token.iter_mut().zip(row) {
+                        *o += v;
+                    }
+                }
+                token.iter_mut().for_each(|v| *v /= k as f32);
+            }
         }
         let c = self.classes;
         let mut logits = Vec::with_capacity(seqs.len() * c);
-        for p in pooled.chunks_exact(d) {
+        for p in pooled.chunks_exact(w) {
             for j in 0..c {
                 logits.push(self.head_b[j] + p.iter().enumerate().map(|(i, v)| v * self.head_w[i * c + j]).sum::<f32>());
             }
@@ -646,25 +678,33 @@ impl Learner for HostLearner<'_> {
         let Some((loss, dlogits)) = host_loss(&logits, c, &refs) else { return Ok((model, None)) };
         let tape = tape.ok_or_else(|| ModelError::Internal("no tape".into()))?;
         let d = model.lm.dim();
+        let (w, k) = (self.shape.head_in(d), self.shape.soft.count());
         // The head: dW = pooledᵀ·dlogits, db = Σ dlogits, dpooled = dlogits·Wᵀ.
-        let mut gw = vec![0f32; d * c];
+        let mut gw = vec![0f32; w * c];
         let mut gb = vec![0f32; c];
         let mut dpooled = vec![0f32; pooled.len()];
-        for (r, (p, dl)) in pooled.chunks_exact(d).zip(dlogits.chunks_exact(c)).enumerate() {
+        for (r, (p, dl)) in pooled.chunks_exact(w).zip(dlogits.chunks_exact(c)).enumerate() {
             for (j, &g) in dl.iter().enumerate() {
                 gb[j] += g;
-                for i in 0..d {
+                for i in 0..w {
                     gw[i * c + j] += p[i] * g;
-                    dpooled[r * d + i] += g * model.head_w[i * c + j];
+                    dpooled[r * w + i] += g * model.head_w[i * c + j];
                 }
             }
         }
         let mut dstates = vec![0f32; seqs.last().map_or(0, |&(s, n)| s + n) * d];
         for (r, &(s0, n)) in seqs.iter().enumerate() {
-            let g = &dpooled[r * d..(r + 1) * d];
+            let (g, gt) = dpooled[r * w..(r + 1) * w].split_at(d);
             for row in dstates[s0 * d..(s0 + n) * d].chunks_exact_mut(d) {
                 for (o, v) in row.iter_mut().zip(g) {
                     *o = v / n.max(1) as f32;
+                }
+            }
+            if w > d {
+                for row in dstates[(s0 + 1) * d..(s0 + 1 + k) * d].chunks_exact_mut(d) {
+                    for (o, v) in row.iter_mut().zip(gt) {
+                        *o += v / k as f32;
+                    }
                 }
             }
         }

@@ -141,6 +141,11 @@ pub struct LmSettings {
     /// drawn like every other layer.
     #[serde(default)]
     pub lm_projector_zero: bool,
+    /// The answer head also reads the soft token's final state (the mean of a prompt's soft
+    /// tokens) beside the mean of all token states; `false` (as the papers' reading of the
+    /// model's output): the mean alone. Rows without a soft token read the mean either way.
+    #[serde(default)]
+    pub lm_head_token: bool,
     /// The language model (`--set <stage>.lm=…`): a model folder, or a hub model id
     /// `<owner>/<name>` fetched with `tgrag fetch <owner>/<name>` (any BERT, RoBERTa or MPNet
     /// sentence-transformers checkpoint, e.g. `sentence-transformers/all-roberta-large-v1`).
@@ -166,6 +171,7 @@ impl Default for LmSettings {
             lm_prompt_tokens: 4,
             lm_projector_hidden: 1024,
             lm_projector_zero: false,
+            lm_head_token: false,
             backbone: None,
         }
     }
@@ -411,6 +417,7 @@ pub fn run_row(
         tuning: spec.tuning,
         projector_hidden: settings.lm_projector_hidden,
         projector_zero: settings.lm_projector_zero,
+        head_token: settings.lm_head_token,
         classes,
         layout,
     };

@@ -48,7 +48,17 @@ fn examples(n: usize, seed: u64) -> Vec<LmExample> {
 
 fn shape(soft: Soft, tuning: Tuning) -> LmQaShape {
     let enc = EncoderShape { kind: EncoderKind::Gt, in_dim: 4, edge_dim: 2, hidden: 16, layers: 2, heads: 2, pooling: Pooling::Mean };
-    LmQaShape { encoder: Some(enc), mix: None, soft, tuning, projector_hidden: 16, projector_zero: false, classes: 2, layout: LAYOUT }
+    LmQaShape {
+        encoder: Some(enc),
+        mix: None,
+        soft,
+        tuning,
+        projector_hidden: 16,
+        projector_zero: false,
+        head_token: false,
+        classes: 2,
+        layout: LAYOUT,
+    }
 }
 
 fn kept(curve: &[QaEpoch], best: u32) -> f64 {
@@ -125,18 +135,39 @@ fn the_host_engine_trains_as_burn_does() {
         encoder: s.encoder.map(|e| EncoderShape { kind: EncoderKind::Gt2, pooling: Pooling::Attention, ..e }),
         ..s
     };
-    for (soft, tuning, side, gt2) in [
+    for case in [
         (Soft::Graph, Tuning::Frozen, None, false),
         (Soft::Graph, Tuning::Lora { rank: 2, alpha: 4.0 }, Some(3e-2), false),
         (Soft::Graph, Tuning::Full, Some(1e-2), true),
         (Soft::Prompt { tokens: 2 }, Tuning::Full, Some(1e-4), false),
         (Soft::None, Tuning::Full, None, false),
-    ] {
+    ]
+    .into_iter()
+    .map(|c| (c, false))
+    // The head also reading the soft tokens' states: one token (LoRA), two (a prompt), none.
+    .chain([
+        ((Soft::Graph, Tuning::Lora { rank: 2, alpha: 4.0 }, None, false), true),
+        ((Soft::Prompt { tokens: 2 }, Tuning::Frozen, None, false), true),
+        ((Soft::None, Tuning::Lora { rank: 2, alpha: 4.0 }, None, false), true),
+    ]) {
+        let ((soft, tuning, side, gt2), head_token) = case;
         let s = if gt2 { efficient(shape(soft, tuning)) } else { shape(soft, tuning) };
+        let s = LmQaShape { head_token, ..s };
         let rates = Rates { cfg: &cfg, side };
         let (host, hc, _) = train(true, &bert, &s, &tr, &va, rates, (5, None), &dev).expect("host");
         let (burn, bc, _) = train(false, &bert, &s, &tr, &va, rates, (5, None), &dev).expect("burn");
         assert!(matches!(host, TrainedQa::Host(_)) && matches!(burn, TrainedQa::Burn(_)));
+        if head_token {
+            // The head's second input is read: it changes training where there are soft tokens,
+            // and nothing without them.
+            let mean_only = LmQaShape { head_token: false, ..s };
+            let (_, plain, _) = train(true, &bert, &mean_only, &tr, &va, rates, (5, None), &dev).expect("host");
+            if soft == Soft::None {
+                assert_eq!(hc, plain, "no soft token: the head reads the mean alone");
+            } else {
+                assert_ne!(hc, plain, "{soft:?} {tuning:?}: the soft tokens' states reach the head");
+            }
+        }
         if side.is_some() {
             let (_, one_rate, _) = train(true, &bert, &s, &tr, &va, Rates { cfg: &cfg, side: None }, (5, None), &dev).expect("host");
             assert_ne!(hc, one_rate, "{soft:?} {tuning:?}: the side's own rate changes training");
