@@ -127,7 +127,8 @@ graphqa: build models
 # its expert ablation (Table 4), seeds 0-3, all-MiniLM-L6-v2 (GRAPHQA_LM_ROWS, GRAPHQA_LM_SET to
 # change them; `--set gretriever.lm=<hub id>` for another backbone). On the 2-core Zen 3 of the
 # README one row takes 7-11 min per seed (LoRA 7, full fine-tuning 9, frozen 10-11): about 4 h
-# for G-Retriever's rows and 3 h for MixRAG's; a GPU (`--device gpu`) is the way to run it fast.
+# for G-Retriever's rows and 3 h for MixRAG's; on a 2-core Zen 5 (AVX-512) 2.5-3.3 min, about
+# 2.7 h in all; a GPU (`--device gpu`) is the way to run it fast.
 GRAPHQA_LM_ROWS ?= ["prompt-tuning","graphtoken","g-retriever","lora","g-retriever-lora","full","g-retriever-full"]
 GRAPHQA_LM_SET ?= --set 'gretriever.lm_rows=$(GRAPHQA_LM_ROWS)' --set 'mixrag.lm_rows=["mixrag-lora"]' --set mixrag.lm_ablation_experts=true
 
