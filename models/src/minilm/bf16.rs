@@ -149,25 +149,16 @@ pub fn matmul(m: usize, dst: &mut [f32], ldd: usize, lhs: &[f32], lda: usize, b:
             a.clear();
             a.resize(blocks * MR * pk, 0);
             for (r, row) in a.chunks_exact_mut(pk).take(rows).enumerate() {
-                let x = &lhs[(r0 + r) * lda..(r0 + r) * lda + k];
-                for (p, v) in row.iter_mut().enumerate() {
-                    *v = pair(x[2 * p], if 2 * p + 1 < k { x[2 * p + 1] } else { 0.0 });
-                }
+                pack_row(&lhs[(r0 + r) * lda..(r0 + r) * lda + k], row);
             }
-            let mut c = [[0f32; NR]; MR];
             for q in 0..b.panels {
                 let panel = &b.data[q * pk * NR..(q + 1) * pk * NR];
                 let cols = (n - q * NR).min(NR);
                 for mb in 0..blocks {
-                    block(&a[mb * MR * pk..(mb + 1) * MR * pk], panel, pk, &mut c);
-                    for (i, ci) in c.iter().enumerate().take(rows.saturating_sub(mb * MR).min(MR)) {
-                        let d = &mut out[(mb * MR + i) * ldd + q * NR..(mb * MR + i) * ldd + q * NR + cols];
-                        if accumulate {
-                            d.iter_mut().zip(ci).for_each(|(v, p)| *v += p);
-                        } else {
-                            d.copy_from_slice(&ci[..cols]);
-                        }
-                    }
+                    let live = rows.saturating_sub(mb * MR).min(MR);
+                    let at = (mb * MR) * ldd + q * NR;
+                    let c = Out { dst: &mut out[at..at + (live - 1) * ldd + cols], ldd, rows: live, cols, accumulate };
+                    block(&a[mb * MR * pk..(mb + 1) * MR * pk], panel, pk, c);
                 }
             }
         });
@@ -175,13 +166,76 @@ pub fn matmul(m: usize, dst: &mut [f32], ldd: usize, lhs: &[f32], lda: usize, b:
     Ok(())
 }
 
-/// `c = a · panel` for one block: `a` is MR rows of `pk` pairs, `panel` `pk` pair-rows of NR lanes.
-fn block(a: &[u32], panel: &[u32], pk: usize, c: &mut [[f32; NR]; MR]) {
+/// The rows of one activation row `x` (k values) as bf16 pairs (`row`: ⌈k/2⌉ lanes, `pair`'s
+/// layout: as 16-bit halves, the bf16 of x[0], x[1], …, then 0 for an odd k).
+fn pack_row(x: &[f32], row: &mut [u32]) {
+    assert!(row.len() == x.len().div_ceil(2), "bf16 pack: operand lengths");
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: `available()` (checked by `matmul`, the only caller) says the CPU runs AVX512F;
+        // the lengths asserted above are what `pack` reads and writes.
+        #[allow(unsafe_code)]
+        unsafe {
+            pack(x, row)
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (x, row);
+        unreachable!("bf16 products exist on x86_64 only");
+    }
+}
+
+/// [`pack_row`] sixteen values at a time: `bf16`'s integer rounding on 32-bit lanes, narrowed to
+/// 16 bits (`vpmovdw`), so every half is `bf16(x)` bit for bit; the tail as the scalar loop.
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+#[target_feature(enable = "avx512f")]
+unsafe fn pack(x: &[f32], row: &mut [u32]) {
+    use std::arch::x86_64::*;
+    let k = x.len();
+    let halves = row.as_mut_ptr().cast::<u16>();
+    let (one, round) = (_mm512_set1_epi32(1), _mm512_set1_epi32(0x7fff));
+    let mut i = 0;
+    while i + 16 <= k {
+        // SAFETY: i + 16 ≤ k: x[i..i + 16] is read and halves[i..i + 16] written, inside the
+        // 2·⌈k/2⌉ halves of `row`.
+        unsafe {
+            let b = _mm512_loadu_si512(x.as_ptr().add(i).cast());
+            let odd = _mm512_and_si512(_mm512_srli_epi32::<16>(b), one);
+            let h = _mm512_srli_epi32::<16>(_mm512_add_epi32(_mm512_add_epi32(b, round), odd));
+            _mm256_storeu_si256(halves.add(i).cast(), _mm512_cvtepi32_epi16(h));
+        }
+        i += 16;
+    }
+    for p in i / 2..row.len() {
+        row[p] = pair(x[2 * p], if 2 * p + 1 < k { x[2 * p + 1] } else { 0.0 });
+    }
+}
+
+/// Where one block's results go: `rows × cols` values of `dst` (row stride `ldd`), stored or added
+/// to what `dst` holds.
+struct Out<'a> {
+    dst: &'a mut [f32],
+    ldd: usize,
+    rows: usize,
+    cols: usize,
+    accumulate: bool,
+}
+
+/// `dst (+)= a · panel` for one block: `a` is MR rows of `pk` pairs, `panel` `pk` pair-rows of NR
+/// lanes; only `c.rows` rows and `c.cols` columns are written.
+fn block(a: &[u32], panel: &[u32], pk: usize, c: Out<'_>) {
     assert!(a.len() == MR * pk && panel.len() == pk * NR, "bf16 block: operand lengths");
+    assert!(
+        (1..=MR).contains(&c.rows) && (1..=NR).contains(&c.cols) && c.cols <= c.ldd && c.dst.len() >= (c.rows - 1) * c.ldd + c.cols,
+        "bf16 block: output lengths"
+    );
     #[cfg(target_arch = "x86_64")]
     {
         // SAFETY: `available()` (checked by `matmul`, the only caller) says the CPU runs
-        // AVX512F and AVX512-BF16; the lengths asserted above are what the kernel reads.
+        // AVX512F and AVX512-BF16; the lengths asserted above are what the kernel reads and
+        // writes.
         #[allow(unsafe_code)]
         unsafe {
             kernel(a, panel, pk, c)
@@ -195,11 +249,12 @@ fn block(a: &[u32], panel: &[u32], pk: usize, c: &mut [[f32; NR]; MR]) {
 }
 
 /// The register kernel: 24 accumulators (MR rows × two halves of the panel), one broadcast pair
-/// of A per row and pair-row, two loads of B per pair-row.
+/// of A per row and pair-row, two loads of B per pair-row; then each live row's two halves are
+/// stored into (or added to) the output under the column mask.
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
 #[target_feature(enable = "avx512f,avx512bf16")]
-unsafe fn kernel(a: &[u32], panel: &[u32], pk: usize, c: &mut [[f32; NR]; MR]) {
+unsafe fn kernel(a: &[u32], panel: &[u32], pk: usize, c: Out<'_>) {
     use std::arch::x86_64::*;
     let mut acc = [_mm512_setzero_ps(); 2 * MR];
     let (ap, bp) = (a.as_ptr(), panel.as_ptr());
@@ -220,11 +275,21 @@ unsafe fn kernel(a: &[u32], panel: &[u32], pk: usize, c: &mut [[f32; NR]; MR]) {
             acc[2 * i + 1] = _mm512_dpbf16_ps(acc[2 * i + 1], ai, b1);
         }
     }
-    for (i, row) in c.iter_mut().enumerate() {
-        // SAFETY: each row of `c` holds 32 f32, two stores of 16.
-        unsafe {
-            _mm512_storeu_ps(row.as_mut_ptr(), acc[2 * i]);
-            _mm512_storeu_ps(row.as_mut_ptr().add(16), acc[2 * i + 1]);
+    let lanes = |n: usize| -> __mmask16 { if n >= 16 { 0xffff } else { ((1u32 << n) - 1) as __mmask16 } };
+    let masks = [lanes(c.cols), lanes(c.cols.saturating_sub(16))];
+    let out = c.dst.as_mut_ptr();
+    for i in 0..c.rows {
+        for (h, &mask) in masks.iter().enumerate() {
+            if mask == 0 {
+                continue;
+            }
+            // SAFETY: row i < rows and the masked lanes h·16 + l < cols: inside the
+            // (rows − 1)·ldd + cols values the caller asserted.
+            unsafe {
+                let at = out.add(i * c.ldd + 16 * h);
+                let v = if c.accumulate { _mm512_add_ps(_mm512_maskz_loadu_ps(mask, at), acc[2 * i + h]) } else { acc[2 * i + h] };
+                _mm512_mask_storeu_ps(at, mask, v);
+            }
         }
     }
 }
@@ -298,6 +363,73 @@ mod tests {
                         assert_eq!(dst[i * ldd + j], 0.5, "({m},{k},{n}) padding [{i},{j}]");
                     }
                 }
+            }
+        }
+    }
+
+    /// The scalar path the vectorised one replaced: pairs rounded one by one, each block's
+    /// results through a buffer, written back element by element.
+    fn plain(m: usize, dst: &mut [f32], ldd: usize, lhs: &[f32], lda: usize, b: &PackedB, accumulate: bool) {
+        let (k, n, pk) = (b.k, b.n, b.pk);
+        let mut a = vec![0u32; m.div_ceil(MR) * MR * pk];
+        for (r, row) in a.chunks_exact_mut(pk).take(m).enumerate() {
+            let x = &lhs[r * lda..r * lda + k];
+            for (p, v) in row.iter_mut().enumerate() {
+                *v = pair(x[2 * p], if 2 * p + 1 < k { x[2 * p + 1] } else { 0.0 });
+            }
+        }
+        let mut c = vec![0f32; MR * NR];
+        for q in 0..b.panels {
+            let panel = &b.data[q * pk * NR..(q + 1) * pk * NR];
+            let cols = (n - q * NR).min(NR);
+            for mb in 0..m.div_ceil(MR) {
+                block(&a[mb * MR * pk..(mb + 1) * MR * pk], panel, pk, Out { dst: &mut c, ldd: NR, rows: MR, cols: NR, accumulate: false });
+                for i in 0..(m - mb * MR).min(MR) {
+                    let d = &mut dst[(mb * MR + i) * ldd + q * NR..(mb * MR + i) * ldd + q * NR + cols];
+                    for (v, p) in d.iter_mut().zip(&c[i * NR..i * NR + cols]) {
+                        if accumulate {
+                            *v += p;
+                        } else {
+                            *v = *p;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The vectorised packing (sixteen lanes, then the scalar tail) and the masked write-back in
+    /// the kernel give the scalar path's results bit for bit: inner sizes under, at and off the
+    /// sixteen lanes, odd ones, values at rounding halfway points and of every magnitude.
+    #[test]
+    fn the_vectorised_packing_and_write_back_are_the_scalar_path_bit_for_bit() {
+        if !available() {
+            eprintln!("the_vectorised_packing_and_write_back_are_the_scalar_path_bit_for_bit: no AVX512-BF16 on this CPU, not checked");
+            return;
+        }
+        let halfway = [1.0 + 2f32.powi(-8), 1.0 + 3.0 * 2f32.powi(-8), -(1.0 + 2f32.powi(-8)), 3.0e38, -3.0e38, 1.0e-30, 0.0, -0.0];
+        for k in [1, 2, 15, 16, 17, 31, 32, 33, 48, 383, 384] {
+            let x: Vec<f32> = values(k, 7 + k as u64)
+                .iter()
+                .enumerate()
+                .map(|(i, v)| if i % 5 == 0 { halfway[i % halfway.len()] } else { v * 1e3 })
+                .collect();
+            let mut got = vec![0u32; k.div_ceil(2)];
+            pack_row(&x, &mut got);
+            let want: Vec<u32> = (0..k.div_ceil(2)).map(|p| pair(x[2 * p], if 2 * p + 1 < k { x[2 * p + 1] } else { 0.0 })).collect();
+            assert_eq!(got, want, "k = {k}");
+        }
+        for (m, k, n) in [(1, 1, 1), (13, 17, 33), (25, 384, 64), (40, 31, 100), (7, 16, 32), (12, 48, 31), (30, 385, 70)] {
+            let (lda, ldd) = (k + 3, n + 5);
+            let lhs = values((m - 1) * lda + k, 3 + k as u64);
+            let packed = PackedB::new(&values(k * n, 4 + n as u64), k, n).expect("pack");
+            for accumulate in [false, true] {
+                let start = values((m - 1) * ldd + n + 2, 5 + m as u64);
+                let (mut got, mut want) = (start.clone(), start);
+                matmul(m, &mut got, ldd, &lhs, lda, &packed, accumulate).expect("matmul");
+                plain(m, &mut want, ldd, &lhs, lda, &packed, accumulate);
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "({m},{k},{n}) accumulate {accumulate}");
             }
         }
     }
