@@ -166,7 +166,7 @@ pub fn matmul(m: usize, dst: &mut [f32], ldd: usize, lhs: &[f32], lda: usize, b:
     Ok(())
 }
 
-/// The rows of one activation row `x` (k values) as bf16 pairs (`row`: ⌈k/2⌉ lanes, `pair`'s
+/// One activation row `x` (k values) as bf16 pairs (`row`: ⌈k/2⌉ lanes, `pair`'s
 /// layout: as 16-bit halves, the bf16 of x[0], x[1], …, then 0 for an odd k).
 fn pack_row(x: &[f32], row: &mut [u32]) {
     assert!(row.len() == x.len().div_ceil(2), "bf16 pack: operand lengths");
