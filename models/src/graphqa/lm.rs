@@ -345,7 +345,8 @@ impl HostQa {
         Ok(HostQa { side, lm, head_w, head_b, classes })
     }
 
-    /// Mean-pooled token states `[B, d]` and class logits `[B, classes]` of a batch, with the
+    /// The head's input `[B, head_in]` (mean-pooled token states, then with
+    /// [`LmQaShape::head_token`] the soft tokens' mean state) and class logits `[B, classes]` of a batch, with the
     /// soft tokens' tensor (`None` for the text alone) and, when `keep`, the language model's tape.
     #[allow(clippy::type_complexity)]
     fn forward(

@@ -419,7 +419,19 @@ mod tests {
             let want: Vec<u32> = (0..k.div_ceil(2)).map(|p| pair(x[2 * p], if 2 * p + 1 < k { x[2 * p + 1] } else { 0.0 })).collect();
             assert_eq!(got, want, "k = {k}");
         }
-        for (m, k, n) in [(1, 1, 1), (13, 17, 33), (25, 384, 64), (40, 31, 100), (7, 16, 32), (12, 48, 31), (30, 385, 70)] {
+        // Last panels of 1, 2, 4, 16, 17, 18, 31 and 32 columns: both halves of the mask.
+        for (m, k, n) in [
+            (1, 1, 1),
+            (13, 17, 33),
+            (25, 384, 64),
+            (40, 31, 100),
+            (7, 16, 32),
+            (12, 48, 31),
+            (30, 385, 70),
+            (5, 20, 16),
+            (6, 33, 49),
+            (9, 18, 50),
+        ] {
             let (lda, ldd) = (k + 3, n + 5);
             let lhs = values((m - 1) * lda + k, 3 + k as u64);
             let packed = PackedB::new(&values(k * n, 4 + n as u64), k, n).expect("pack");

@@ -158,8 +158,9 @@ fn the_host_engine_trains_as_burn_does() {
         let (burn, bc, _) = train(false, &bert, &s, &tr, &va, rates, (5, None), &dev).expect("burn");
         assert!(matches!(host, TrainedQa::Host(_)) && matches!(burn, TrainedQa::Burn(_)));
         if head_token {
-            // The head's second input is read: it changes training where there are soft tokens,
-            // and nothing without them.
+            // The option takes effect where there are soft tokens (a wider head, drawn otherwise)
+            // and changes nothing without them; that the second half is the soft tokens' states,
+            // forward and backward, is the host-against-burn comparison below.
             let mean_only = LmQaShape { head_token: false, ..s };
             let (_, plain, _) = train(true, &bert, &mean_only, &tr, &va, rates, (5, None), &dev).expect("host");
             if soft == Soft::None {
