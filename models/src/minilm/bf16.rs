@@ -419,7 +419,7 @@ mod tests {
             let want: Vec<u32> = (0..k.div_ceil(2)).map(|p| pair(x[2 * p], if 2 * p + 1 < k { x[2 * p + 1] } else { 0.0 })).collect();
             assert_eq!(got, want, "k = {k}");
         }
-        // Last panels of 1, 2, 4, 16, 17, 18, 31 and 32 columns: both halves of the mask.
+        // Last panels of 1, 4, 6, 16, 17, 18, 31 and 32 columns: both halves of the mask.
         for (m, k, n) in [
             (1, 1, 1),
             (13, 17, 33),
