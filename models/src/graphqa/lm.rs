@@ -376,20 +376,10 @@ impl HostQa {
         let mut pooled = vec![0f32; seqs.len() * w];
         for (r, &(s0, n)) in seqs.iter().enumerate() {
             let (mean, token) = pooled[r * w..(r + 1) * w].split_at_mut(d);
-            for row in states[s0 * d..(s0 + n) * d].chunks_exact(d) {
-                for (o, v) in mean.iter_mut().zip(row) {
-                    *o += v;
-                }
-            }
-            mean.iter_mut().for_each(|v| *v /= n.max(1) as f32);
+            mean_rows(&states[s0 * d..(s0 + n) * d], mean);
             if w > d {
                 // The soft tokens sit at positions 1..=k of each prompt (see `layout`).
-                for row in states[(s0 + 1) * d..(s0 + 1 + k) * d].chunks_exact(d) {
-                    for (o, v) in token.iter_mut().zip(row) {
-                        *o += v;
-                    }
-                }
-                token.iter_mut().for_each(|v| *v /= k as f32);
+                mean_rows(&states[(s0 + 1) * d..(s0 + 1 + k) * d], token);
             }
         }
         let c = self.classes;
@@ -412,6 +402,18 @@ impl HostQa {
             classes: self.classes,
         })
     }
+}
+
+/// `out` (zeros, width `d`) becomes the mean of the `d`-wide rows of `rows` (zeros when there are none).
+fn mean_rows(rows: &[f32], out: &mut [f32]) {
+    let d = out.len();
+    for row in rows.chunks_exact(d) {
+        for (o, v) in out.iter_mut().zip(row) {
+            *o += v;
+        }
+    }
+    let n = (rows.len() / d).max(1) as f32;
+    out.iter_mut().for_each(|v| *v /= n);
 }
 
 /// Mean cross-entropy over the examples with a class seen in training, and its gradient for the
