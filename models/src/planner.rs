@@ -24,6 +24,8 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use crate::error::{ModelError, Result};
 use crate::train::{Dense, Evaluation, Learner, Plan, Score, Stepped, Stream, fit, floats, ints};
 
+mod host;
+
 /// Token 0 starts (and pads) a sequence; token 1 ends it. Real tokens start at 2.
 pub const BOS: u32 = 0;
 pub const EOS: u32 = 1;
@@ -139,8 +141,17 @@ impl Planner {
         Ok(Planner { q: next()?, e1: next()?, e2: next()?, bag: next()?, pos: next()?, h: next()?, out: next()? })
     }
 
-    /// Greedy plans (tokens without BOS/EOS) for `n` query vectors of width `dim`.
+    /// Greedy plans (tokens without BOS/EOS) for `n` query vectors of width `dim`. On the CPU
+    /// the host engine decodes ([`host`]), elsewhere burn.
     pub fn greedy(&self, queries: &[f32], dim: usize, max_len: usize, dev: &Device) -> Result<Vec<Vec<u32>>> {
+        if crate::device::host_engine(dev) {
+            return host::HostPlanner::from_burn(self)?.greedy(queries, dim, max_len);
+        }
+        self.greedy_burn(queries, dim, max_len, dev)
+    }
+
+    /// [`Planner::greedy`] on burn.
+    fn greedy_burn(&self, queries: &[f32], dim: usize, max_len: usize, dev: &Device) -> Result<Vec<Vec<u32>>> {
         let n = queries.len() / dim.max(1);
         let q: Tensor<2> = Tensor::from_data(TensorData::new(queries.to_vec(), [n, dim]), dev);
         let mut seqs: Vec<Vec<u32>> = vec![Vec::new(); n];
@@ -185,8 +196,16 @@ impl Planner {
     ///
     /// Candidates share prefixes, and a step's input depends on the query and the prefix only, so
     /// the next-token distribution is computed once per (query, distinct prefix); queries go in
-    /// chunks of about 64k such rows.
+    /// chunks of about 64k such rows (on burn; the host engine on the CPU, in passes of 8k).
     pub fn sequence_log_probs(&self, queries: &[f32], dim: usize, candidates: &[Vec<u32>], dev: &Device) -> Result<Vec<Vec<f64>>> {
+        if crate::device::host_engine(dev) {
+            return host::HostPlanner::from_burn(self)?.sequence_log_probs(queries, dim, candidates);
+        }
+        self.sequence_log_probs_burn(queries, dim, candidates, dev)
+    }
+
+    /// [`Planner::sequence_log_probs`] on burn.
+    fn sequence_log_probs_burn(&self, queries: &[f32], dim: usize, candidates: &[Vec<u32>], dev: &Device) -> Result<Vec<Vec<f64>>> {
         let n = queries.len() / dim.max(1);
         let mut out = vec![vec![0.0; candidates.len()]; n];
         if n == 0 || candidates.is_empty() {
@@ -233,6 +252,14 @@ impl Planner {
 
     /// log P(seqs[i] | query i) for one sequence per query.
     pub fn own_log_probs(&self, queries: &[f32], dim: usize, seqs: &[Vec<u32>], dev: &Device) -> Result<Vec<f64>> {
+        if crate::device::host_engine(dev) {
+            return host::HostPlanner::from_burn(self)?.own_log_probs(queries, dim, seqs);
+        }
+        self.own_log_probs_burn(queries, dim, seqs, dev)
+    }
+
+    /// [`Planner::own_log_probs`] on burn.
+    fn own_log_probs_burn(&self, queries: &[f32], dim: usize, seqs: &[Vec<u32>], dev: &Device) -> Result<Vec<f64>> {
         let n = queries.len() / dim.max(1);
         if seqs.len() != n {
             return Err(ModelError::Internal(format!("{} sequences for {n} queries", seqs.len())));
@@ -259,23 +286,31 @@ impl Planner {
     /// earliest candidate; the greedy plan only when strictly more likely than every candidate).
     /// With no candidates this is [`Planner::greedy`].
     pub fn best_of(&self, queries: &[f32], dim: usize, max_len: usize, candidates: &[Vec<u32>], dev: &Device) -> Result<Vec<Vec<u32>>> {
-        let greedy = self.greedy(queries, dim, max_len, dev)?;
+        if crate::device::host_engine(dev) {
+            return host::HostPlanner::from_burn(self)?.best_of(queries, dim, max_len, candidates);
+        }
+        let greedy = self.greedy_burn(queries, dim, max_len, dev)?;
         if candidates.is_empty() {
             return Ok(greedy);
         }
-        let own = self.own_log_probs(queries, dim, &greedy, dev)?;
-        let all = self.sequence_log_probs(queries, dim, candidates, dev)?;
-        Ok(greedy
-            .into_iter()
-            .zip(own)
-            .zip(all)
-            .map(|((g, gl), row)| {
-                let (best, bl) =
-                    row.iter().enumerate().fold((0, f64::NEG_INFINITY), |(b, bl), (c, &l)| if l > bl { (c, l) } else { (b, bl) });
-                if gl > bl { g } else { candidates[best].clone() }
-            })
-            .collect())
+        let own = self.own_log_probs_burn(queries, dim, &greedy, dev)?;
+        let all = self.sequence_log_probs_burn(queries, dim, candidates, dev)?;
+        Ok(pick_best(greedy, own, all, candidates))
     }
+}
+
+/// [`Planner::best_of`]'s choice per query from the greedy plans, their log-probabilities and
+/// every candidate's.
+fn pick_best(greedy: Vec<Vec<u32>>, own: Vec<f64>, all: Vec<Vec<f64>>, candidates: &[Vec<u32>]) -> Vec<Vec<u32>> {
+    greedy
+        .into_iter()
+        .zip(own)
+        .zip(all)
+        .map(|((g, gl), row)| {
+            let (best, bl) = row.iter().enumerate().fold((0, f64::NEG_INFINITY), |(b, bl), (c, &l)| if l > bl { (c, l) } else { (b, bl) });
+            if gl > bl { g } else { candidates[best].clone() }
+        })
+        .collect()
 }
 
 /// Per teacher-forcing row (same order as [`rows_of`]): the target index and the prefix length.
@@ -332,9 +367,15 @@ fn eval_loss(model: &Planner, data: &SeqData, dev: &Device) -> Result<f64> {
 
 /// Share of queries whose greedy plan equals their heaviest target (first on ties).
 pub fn exact_match(model: &Planner, data: &SeqData, max_len: usize, dev: &Device) -> Result<f64> {
+    let pred = model.greedy(&data.queries, data.dim, max_len, dev)?;
+    Ok(share_matching(data, &pred))
+}
+
+/// Share of `data`'s queries whose plan in `pred` equals their heaviest target (first on ties).
+fn share_matching(data: &SeqData, pred: &[Vec<u32>]) -> f64 {
     let n = data.n_queries();
     if n == 0 {
-        return Ok(0.0);
+        return 0.0;
     }
     let mut gold: Vec<Option<(&Vec<u32>, f32)>> = vec![None; n];
     for (q, s, w) in &data.targets {
@@ -343,9 +384,8 @@ pub fn exact_match(model: &Planner, data: &SeqData, max_len: usize, dev: &Device
             *g = Some((s, *w));
         }
     }
-    let pred = model.greedy(&data.queries, data.dim, max_len, dev)?;
     let hit = pred.iter().zip(&gold).filter(|(p, g)| g.is_some_and(|(s, _)| s == *p)).count();
-    Ok(hit as f64 / n as f64)
+    hit as f64 / n as f64
 }
 
 /// The planner's training steps and evaluation for [`crate::train::fit`].
@@ -412,7 +452,8 @@ impl Learner for PlannerLearner<'_> {
     }
 }
 
-/// Trains a planner; returns the checkpointed (best-validation) model and the curve.
+/// Trains a planner; returns the checkpointed (best-validation) model and the curve. On the CPU
+/// it trains on the host engine ([`host`]), elsewhere on burn.
 pub fn train_planner(
     shape: PlannerShape,
     train: &SeqData,
@@ -430,8 +471,22 @@ pub fn train_planner(
     if train.targets.iter().chain(&val.targets).any(|t| t.1.len() + 1 > shape.max_len) {
         return Err(ModelError::Internal(format!("a target is longer than max_len {}", shape.max_len)));
     }
+    if crate::device::host_engine(dev) { host::train(shape, train, val, cfg, dev) } else { train_burn(shape, train, val, cfg, dev) }
+}
+
+/// The seed of the batch order, mixed with the run's seed (the same stream on both engines).
+const BATCH_STREAM: u64 = 0x6261_7463;
+
+/// [`train_planner`] on burn's autodiff.
+fn train_burn(
+    shape: PlannerShape,
+    train: &SeqData,
+    val: &SeqData,
+    cfg: &PlannerConfig,
+    dev: &Device,
+) -> Result<(Planner, Vec<PlannerEpoch>, u32)> {
     let ad = dev.clone().autodiff();
-    let mut rng = Stream(cfg.seed ^ 0x6261_7463);
+    let mut rng = Stream(cfg.seed ^ BATCH_STREAM);
     let model = Planner::new(shape, cfg.seed, &ad);
     let rows = rows_of(&train.targets);
     let items = rows.0.len();

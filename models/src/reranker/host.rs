@@ -562,6 +562,8 @@ mod tests {
                     host.score(&g.candidates, Features::default()).expect("b"),
                 );
                 assert!(a.iter().zip(&b).all(|(x, y)| (x - y).abs() <= 1e-5 * x.abs().max(1.0)), "{head:?}: {a:?} vs {b:?}");
+                // The CPU's scorer is the host engine.
+                assert_eq!(hm.scorer(&dev).expect("scorer").score(&g.candidates, Features::default()).expect("scorer"), b);
                 // The burn-trained model, same seed and batches, scores the same candidates within
                 // the drift of four epochs of rounding (up to 6.7e-3 of a score here).
                 let c = bm.score(&g.candidates, Features::default(), &dev).expect("c");

@@ -161,12 +161,42 @@ impl Reranker {
         self.out.forward(if self.h.d_out() == 1 { h } else { relu(h) })
     }
 
-    /// Scores of every candidate of `g`.
+    /// Scores of every candidate of `g`, on burn.
     pub fn score(&self, g: &[Trajectory], feats: Features, dev: &Device) -> Result<Vec<f32>> {
         if g.is_empty() {
             return Ok(Vec::new());
         }
         floats(self.forward(g, feats, dev))
+    }
+
+    /// A scorer of candidates on `dev`: the host engine on the CPU (the weights copied once),
+    /// burn elsewhere.
+    pub fn scorer(&self, dev: &Device) -> Result<Scorer<'_>> {
+        Ok(Scorer(if crate::device::host_engine(dev) {
+            Engine::Host(host::HostReranker::from_burn(self)?)
+        } else {
+            Engine::Burn(self, dev.clone())
+        }))
+    }
+}
+
+/// A trained reranker ready to score candidates ([`Reranker::scorer`]).
+#[derive(Debug)]
+pub struct Scorer<'a>(Engine<'a>);
+
+#[derive(Debug)]
+enum Engine<'a> {
+    Host(host::HostReranker),
+    Burn(&'a Reranker, Device),
+}
+
+impl Scorer<'_> {
+    /// Scores of every candidate of `g`.
+    pub fn score(&self, g: &[Trajectory], feats: Features) -> Result<Vec<f32>> {
+        match &self.0 {
+            Engine::Host(h) => h.score(g, feats),
+            Engine::Burn(m, dev) => m.score(g, feats, dev),
+        }
     }
 }
 

@@ -280,11 +280,12 @@ pub fn organize(
     };
     let usable = train_g.iter().any(|x| x.positive.iter().any(|&p| p) && x.positive.iter().filter(|&&p| !p).count() >= rcfg.negatives);
     let trained = if usable { Some(train_reranker(g.types.len(), &train_g, &val_g, Features::default(), &rcfg, dev)?) } else { None };
+    let scorer = trained.as_ref().map(|(reranker, _, _)| reranker.scorer(dev)).transpose()?;
     let ranked = (0..order.len())
         .map(|i| {
             let t0 = Instant::now();
-            let s = match &trained {
-                Some((reranker, _, _)) => reranker.score(&group(i).candidates, Features::default(), dev)?,
+            let s = match &scorer {
+                Some(scorer) => scorer.score(&group(i).candidates, Features::default())?,
                 None => reasoned[i].runs[0].iter().map(|x| x.1).collect(),
             };
             let mut r: Ranked = reasoned[i].runs[0].iter().zip(&s).map(|((v, _, t), &sc)| (*v, sc, t.clone())).collect();
