@@ -202,8 +202,25 @@ pub(crate) fn loss_from(logits: Tensor<2>, nodes_head: bool, examples: &[&QaExam
     Some(mass.clamp_min(1e-12).log().sum().mul_scalar(-1.0 / used.len() as f64))
 }
 
-/// Predictions of `model` (inner device): class indices, or the top node of each graph.
-pub fn predict(model: &GraphQa, examples: &[QaExample], dim: usize, edge_dim: usize, batch: usize, dev: &Device) -> Result<Vec<u32>> {
+/// Predictions of `model` (of shape `shape`, on the inner device `dev`): class indices, or the
+/// top node of each graph. On the CPU the host engine predicts ([`host`]), elsewhere burn.
+pub fn predict(
+    model: &GraphQa,
+    shape: &QaShape,
+    examples: &[QaExample],
+    dim: usize,
+    edge_dim: usize,
+    batch: usize,
+    dev: &Device,
+) -> Result<Vec<u32>> {
+    if crate::device::host_engine(dev) {
+        return host::predict(model, shape, examples, dim, edge_dim, batch);
+    }
+    predict_burn(model, examples, dim, edge_dim, batch, dev)
+}
+
+/// [`predict`] on burn.
+fn predict_burn(model: &GraphQa, examples: &[QaExample], dim: usize, edge_dim: usize, batch: usize, dev: &Device) -> Result<Vec<u32>> {
     let mut out = Vec::with_capacity(examples.len());
     for chunk in examples.chunks(batch.max(1)) {
         let refs: Vec<&QaExample> = chunk.iter().collect();
@@ -246,7 +263,7 @@ fn evaluate(model: &GraphQa, examples: &[QaExample], dim: usize, edge_dim: usize
             loss.1 += chunk.len();
         }
     }
-    let pred = predict(model, examples, dim, edge_dim, batch, dev)?;
+    let pred = predict_burn(model, examples, dim, edge_dim, batch, dev)?;
     let hits = examples.iter().zip(&pred).filter(|(e, p)| correct(e, **p)).count();
     Ok((loss.0 / loss.1.max(1) as f64, hits as f64 / examples.len() as f64))
 }
@@ -431,7 +448,7 @@ pub(crate) mod tests {
         let kept = curve.iter().find(|c| c.epoch == best).expect("kept epoch").val_metric;
         assert!(kept >= 0.9, "validation accuracy {kept}: {curve:?}");
         assert!(curve.iter().all(|c| c.val_metric <= kept));
-        let pred = predict(&m, &va, 4, 2, 7, &dev.clone().autodiff().inner()).expect("predict");
+        let pred = predict(&m, &shape, &va, 4, 2, 7, &dev.clone().autodiff().inner()).expect("predict");
         let acc = va.iter().zip(&pred).filter(|(e, p)| correct(e, **p)).count() as f64 / va.len() as f64;
         assert!((acc - kept).abs() < 1e-9, "predict agrees with the kept epoch's metric: {acc} vs {kept}");
         // Same seed, same curve.

@@ -739,6 +739,14 @@ impl HostQa {
         Ok((b, f.logits))
     }
 
+    /// Each graph's prediction from a batch's logits: the class, or the top node (ties: the first).
+    fn picks(&self, logits: &[f32], b: &HostBatch) -> Vec<u32> {
+        match self.head {
+            HeadKind::Classify { classes } => logits.chunks(classes.max(1)).map(argmax).collect(),
+            HeadKind::Nodes => (0..b.graphs).map(|g| argmax(&logits[b.offsets[g]..b.offsets[g] + b.counts[g]])).collect(),
+        }
+    }
+
     /// Validation loss and metric, as [`super::evaluate`] computes them.
     fn evaluate(&mut self, examples: &[QaExample], rows: &[EdgeRows], dim: usize, edge_dim: usize, batch: usize) -> Result<(f64, f64)> {
         if examples.is_empty() {
@@ -753,10 +761,7 @@ impl HostQa {
                 loss += l * chunk.len() as f64;
                 counted += chunk.len();
             }
-            let pred: Vec<u32> = match self.head {
-                HeadKind::Classify { classes } => logits.chunks(classes.max(1)).map(argmax).collect(),
-                HeadKind::Nodes => (0..chunk.len()).map(|g| argmax(&logits[b.offsets[g]..b.offsets[g] + b.counts[g]])).collect(),
-            };
+            let pred = self.picks(&logits, &b);
             hits += chunk.iter().zip(&pred).filter(|(e, p)| correct(e, **p)).count();
         }
         Ok((loss / counted.max(1) as f64, hits as f64 / examples.len() as f64))
@@ -797,6 +802,32 @@ pub(crate) fn train(
     let plan = t.plan(MODEL, cfg.seed, train.len());
     let mut f = rayon::scope(|_| fit(&plan, &mut learner, model, &mut rng))?;
     Ok((f.kept.write_into(burn)?, f.curve, f.best_epoch))
+}
+
+/// [`super::predict`] on the host engine: the burn model's tensors read once, batches of `batch`
+/// questions in evaluation mode.
+pub(crate) fn predict(
+    model: &GraphQa,
+    shape: &QaShape,
+    examples: &[QaExample],
+    dim: usize,
+    edge_dim: usize,
+    batch: usize,
+) -> Result<Vec<u32>> {
+    let mut host = HostQa::from_burn(model, shape)?;
+    let rows = edge_rows(examples, edge_dim);
+    let mut out = Vec::with_capacity(examples.len());
+    // On a rayon worker, as in training: the products' halves are cheap joins there.
+    rayon::scope(|_| {
+        for (chunk, rows) in examples.chunks(batch.max(1)).zip(rows.chunks(batch.max(1))) {
+            let refs: Vec<&QaExample> = chunk.iter().collect();
+            let rows: Vec<&EdgeRows> = rows.iter().collect();
+            let (b, logits) = host.predict_batch(&refs, &rows, dim, edge_dim)?;
+            out.extend(host.picks(&logits, &b));
+        }
+        Ok::<_, ModelError>(())
+    })?;
+    Ok(out)
 }
 
 /// Seconds of each of `steps` optimiser steps (after one warm-up step) on consecutive batches of
@@ -931,8 +962,11 @@ mod tests {
             // The kept models written back to burn give the host engine's predictions.
             if hb == bb {
                 let inner = dev.clone().inner();
-                let hp = super::super::predict(&hm, va, 4, 2, 64, &inner).expect("predict");
-                let bp = super::super::predict(&bm, va, 4, 2, 64, &inner).expect("predict");
+                let hp = super::super::predict(&hm, &shape, va, 4, 2, 64, &inner).expect("predict");
+                let bp = super::super::predict(&bm, &shape, va, 4, 2, 64, &inner).expect("predict");
+                // The CPU's predictions are the host engine's; burn's, from the same weights, agree.
+                assert_eq!(hp, super::super::predict_burn(&hm, va, 4, 2, 64, &inner).expect("burn predict"), "{what}");
+                assert_eq!(bp, super::super::predict_burn(&bm, va, 4, 2, 64, &inner).expect("burn predict"), "{what}");
                 let same = hp.iter().zip(&bp).filter(|(a, b)| a == b).count();
                 // Without batch norm the two trainings agree to rounding; with it, to the drift
                 // of the biases ahead of it (see above).

@@ -301,7 +301,7 @@ fn trained_methods(
             let qcfg = QaConfig { train: cfg.train.clone(), head_hidden: cfg.head_hidden.get(), seed: *seed };
             let (model, curve, best) = train(shape, &train_x, &val_x, enc.dim, enc.dim, &qcfg, &dev)
                 .map_err(|e| StageError::training(INFO.name, &format!("{} on {}", m.name, task.as_str()), e))?;
-            let pred = predict(&model, &eval_x, enc.dim, enc.dim, 64, &dev)?;
+            let pred = predict(&model, &shape, &eval_x, enc.dim, enc.dim, 64, &dev)?;
             let read_by_rows = cfg.lm_rows.iter().any(|r| {
                 let (subgraph, kind, pooling) = lm_source(r.efficient());
                 m.subgraph == subgraph && m.encoder == Some((kind, pooling))
