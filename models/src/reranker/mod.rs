@@ -173,7 +173,7 @@ impl Reranker {
     /// burn elsewhere.
     pub fn scorer(&self, dev: &Device) -> Result<Scorer<'_>> {
         Ok(Scorer(if crate::device::host_engine(dev) {
-            Engine::Host(host::HostReranker::from_burn(self)?)
+            Engine::Host(Box::new(host::HostReranker::from_burn(self)?))
         } else {
             Engine::Burn(self, dev.clone())
         }))
@@ -186,7 +186,7 @@ pub struct Scorer<'a>(Engine<'a>);
 
 #[derive(Debug)]
 enum Engine<'a> {
-    Host(host::HostReranker),
+    Host(Box<host::HostReranker>),
     Burn(&'a Reranker, Device),
 }
 
