@@ -462,6 +462,10 @@ pub fn train_planner(
     dev: &Device,
 ) -> Result<(Planner, Vec<PlannerEpoch>, u32)> {
     crate::train::check_lr("planner", cfg.lr)?;
+    let misfit = |d: &SeqData| !d.queries.is_empty() && d.dim != shape.dim;
+    if shape.vocab <= EOS as usize || shape.hidden == 0 || shape.dim == 0 || misfit(train) || misfit(val) {
+        return Err(ModelError::Internal(format!("planner shape {shape:?} does not fit queries of width {} / {}", train.dim, val.dim)));
+    }
     if train.targets.is_empty() {
         return Err(ModelError::Internal("no training sequences for the planner".into()));
     }

@@ -101,8 +101,8 @@ impl HostPlanner {
         let vocab = out.dout;
         let fits = [e1.dout, e2.dout, bag.dout, pos.dout, h.din, h.dout, out.din].iter().all(|&d| d == hidden)
             && [e1.din, e2.din, bag.din].iter().all(|&d| d == vocab);
-        if !fits {
-            return Err(ModelError::Internal("planner: layer widths do not fit together".into()));
+        if !fits || vocab <= EOS as usize || hidden == 0 || q.din == 0 {
+            return Err(ModelError::Internal(format!("planner: layer widths do not fit together (vocabulary of {vocab})")));
         }
         Ok(HostPlanner { q, e1, e2, bag, pos, h, out })
     }
