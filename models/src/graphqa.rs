@@ -226,14 +226,21 @@ fn predict_burn(model: &GraphQa, examples: &[QaExample], dim: usize, edge_dim: u
         let refs: Vec<&QaExample> = chunk.iter().collect();
         let (g, q) = batch_of(&refs, dim, edge_dim, dev)?;
         let logits = floats(model.forward(&g, q))?;
-        if model.nodes_head == 0 {
-            let classes = logits.len() / chunk.len().max(1);
-            out.extend(logits.chunks(classes.max(1)).map(argmax));
-        } else {
-            out.extend((0..chunk.len()).map(|gi| argmax(&logits[g.offsets[gi]..g.offsets[gi] + g.counts[gi]])));
-        }
+        out.extend(picks(model.nodes_head != 0, &logits, &g.offsets, &g.counts));
     }
     Ok(out)
+}
+
+/// Each graph's prediction from a batch's logits (`graphs × classes`, or one per node with
+/// `nodes`): the class, or the graph's top node (ties: the first); graphs given by their node
+/// offsets and counts.
+pub(crate) fn picks(nodes: bool, logits: &[f32], offsets: &[usize], counts: &[usize]) -> Vec<u32> {
+    if nodes {
+        offsets.iter().zip(counts).map(|(&o, &c)| argmax(&logits[o..o + c])).collect()
+    } else {
+        let classes = logits.len() / offsets.len().max(1);
+        logits.chunks(classes.max(1)).map(argmax).collect()
+    }
 }
 
 /// Index of the largest value (ties: the first).

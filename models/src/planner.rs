@@ -211,21 +211,8 @@ impl Planner {
         if n == 0 || candidates.is_empty() {
             return Ok(out);
         }
-        // Distinct prefixes (BOS-led, in first-seen order) and, per candidate, its (prefix, next token) steps.
-        let mut prefix_id: std::collections::HashMap<&[u32], usize> = std::collections::HashMap::new();
-        let mut prefixes: Vec<&[u32]> = Vec::new();
-        let full: Vec<Vec<u32>> = candidates.iter().map(|s| s.iter().copied().chain(std::iter::once(EOS)).collect()).collect();
-        let mut steps: Vec<(usize, usize, u32)> = Vec::new();
-        for (c, f) in full.iter().enumerate() {
-            for t in 0..f.len() {
-                let p = &f[..t];
-                let id = *prefix_id.entry(p).or_insert_with(|| {
-                    prefixes.push(p);
-                    prefixes.len() - 1
-                });
-                steps.push((c, id, f[t]));
-            }
-        }
+        let cands = Candidates::new(candidates);
+        let prefixes = cands.prefixes();
         let at = |p: &[u32], back: usize| if p.len() >= back { p[p.len() - back] } else { BOS };
         let prev: Vec<u32> = prefixes.iter().map(|p| at(p, 1)).collect();
         let prev2: Vec<u32> = prefixes.iter().map(|p| at(p, 2)).collect();
@@ -240,12 +227,7 @@ impl Planner {
             let b = chunk.min(n - start);
             let owner: Vec<u32> = (start..start + b).flat_map(|i| std::iter::repeat_n(i as u32, r)).collect();
             let lp = floats(self.head(qp.clone().select(0, ints(&owner, dev)) + base.clone().repeat_dim(0, b)))?;
-            for (k, rows) in lp.chunks(r * v).enumerate() {
-                let row = &mut out[start + k];
-                for &(c, p, y) in &steps {
-                    row[c] += f64::from(rows[p * v + y as usize]);
-                }
-            }
+            cands.accumulate(&mut out[start..], &lp, r, v);
         }
         Ok(out)
     }
@@ -296,6 +278,55 @@ impl Planner {
         let own = self.own_log_probs_burn(queries, dim, &greedy, dev)?;
         let all = self.sequence_log_probs_burn(queries, dim, candidates, dev)?;
         Ok(pick_best(greedy, own, all, candidates))
+    }
+}
+
+/// Candidate plans taken apart for scoring: their distinct prefixes (BOS-led, in first-seen order)
+/// and, per candidate, its (prefix, next token) steps, EOS included.
+struct Candidates {
+    full: Vec<Vec<u32>>,
+    /// Each distinct prefix as (candidate, length) of `full`.
+    prefixes: Vec<(usize, usize)>,
+    /// (candidate, prefix id, next token).
+    steps: Vec<(usize, usize, u32)>,
+}
+
+impl Candidates {
+    fn new(candidates: &[Vec<u32>]) -> Self {
+        let full: Vec<Vec<u32>> = candidates.iter().map(|s| s.iter().copied().chain(std::iter::once(EOS)).collect()).collect();
+        let mut prefix_id: std::collections::HashMap<&[u32], usize> = std::collections::HashMap::new();
+        let mut prefixes = Vec::new();
+        let mut steps = Vec::new();
+        for (c, f) in full.iter().enumerate() {
+            for t in 0..f.len() {
+                let id = *prefix_id.entry(&f[..t]).or_insert_with(|| {
+                    prefixes.push((c, t));
+                    prefixes.len() - 1
+                });
+                steps.push((c, id, f[t]));
+            }
+        }
+        drop(prefix_id);
+        Candidates { full, prefixes, steps }
+    }
+
+    fn prefixes(&self) -> Vec<&[u32]> {
+        self.prefixes.iter().map(|&(c, t)| &self.full[c][..t]).collect()
+    }
+
+    /// The largest next token of any step (to check against a vocabulary).
+    fn max_token(&self) -> Option<u32> {
+        self.steps.iter().map(|s| s.2).max()
+    }
+
+    /// Adds, for each query of a pass (`lp`: per query, `r` prefix rows of `v` log-probabilities),
+    /// every candidate's step log-probabilities to the query's row of `out`.
+    fn accumulate(&self, out: &mut [Vec<f64>], lp: &[f32], r: usize, v: usize) {
+        for (rows, row) in lp.chunks(r * v).zip(out) {
+            for &(c, p, y) in &self.steps {
+                row[c] += f64::from(rows[p * v + y as usize]);
+            }
+        }
     }
 }
 

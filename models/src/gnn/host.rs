@@ -83,6 +83,29 @@ pub(crate) fn burn_gradients<M: Module>(model: &M, grads: &burn::tensor::Gradien
     g.1
 }
 
+/// Asserts that the host gradients `got` are burn's `want` ([`burn_gradients`]), tensor by tensor,
+/// to `tol` of burn's largest gradient (which must not be zero), and that the tensors burn's graph
+/// leaves without a gradient are exactly those listed in `no_grad` (embedding biases: burn reads an
+/// embedding's weight rows alone), all zero on the host.
+#[cfg(test)]
+pub(crate) fn assert_gradients_are_burns(what: &str, got: &[&Vec<f32>], want: &[Option<Vec<f32>>], tol: f32, no_grad: &[usize]) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    let scale = want.iter().flatten().flatten().fold(0f32, |m, v| m.max(v.abs()));
+    assert!(scale > 0.0, "{what}: no gradient at all");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        match w {
+            Some(w) => {
+                let worst = g.iter().zip(w).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+                assert!(worst <= tol * scale, "{what}: tensor {i}: max |diff| {worst:e} (largest gradient {scale:e})");
+            }
+            None => {
+                assert!(no_grad.contains(&i), "{what}: tensor {i} has no burn gradient");
+                assert!(g.iter().all(|v| *v == 0.0), "{what}: tensor {i} has a gradient burn lacks");
+            }
+        }
+    }
+}
+
 /// `model` with its float tensors replaced, in [`read_tensors`]' order, by `values` (one per
 /// tensor, each of the tensor's size): a host engine's trained state written back.
 pub fn write_tensors<M: Module>(model: M, values: Vec<&[f32]>, what: &str) -> Result<M> {

@@ -15,7 +15,7 @@
 
 use burn::tensor::Device;
 
-use super::{GraphQa, HeadKind, QaConfig, QaEpoch, QaExample, QaShape, Target, argmax, correct};
+use super::{GraphQa, HeadKind, QaConfig, QaEpoch, QaExample, QaShape, Target, correct};
 use crate::error::{ModelError, Result};
 use crate::gnn::batch::SmallGraph;
 use crate::gnn::encoders::{EncoderKind, EncoderShape, Pooling};
@@ -741,10 +741,7 @@ impl HostQa {
 
     /// Each graph's prediction from a batch's logits: the class, or the top node (ties: the first).
     fn picks(&self, logits: &[f32], b: &HostBatch) -> Vec<u32> {
-        match self.head {
-            HeadKind::Classify { classes } => logits.chunks(classes.max(1)).map(argmax).collect(),
-            HeadKind::Nodes => (0..b.graphs).map(|g| argmax(&logits[b.offsets[g]..b.offsets[g] + b.counts[g]])).collect(),
-        }
+        super::picks(self.head == HeadKind::Nodes, logits, &b.offsets, &b.counts)
     }
 
     /// Validation loss and metric, as [`super::evaluate`] computes them.

@@ -290,25 +290,11 @@ impl HostPlanner {
             return Ok(out);
         }
         let v = self.vocab();
-        let mut prefix_id: std::collections::HashMap<&[u32], usize> = std::collections::HashMap::new();
-        let mut prefixes: Vec<&[u32]> = Vec::new();
-        let full: Vec<Vec<u32>> = candidates.iter().map(|s| s.iter().copied().chain(std::iter::once(EOS)).collect()).collect();
-        let mut steps: Vec<(usize, usize, u32)> = Vec::new();
-        for (c, f) in full.iter().enumerate() {
-            for t in 0..f.len() {
-                let p = &f[..t];
-                let id = *prefix_id.entry(p).or_insert_with(|| {
-                    prefixes.push(p);
-                    prefixes.len() - 1
-                });
-                steps.push((c, id, f[t]));
-            }
+        let cands = super::Candidates::new(candidates);
+        if let Some(y) = cands.max_token().filter(|&y| y as usize >= v) {
+            return Err(ModelError::Internal(format!("planner: candidate token {y} outside the vocabulary of {v}")));
         }
-        for &(_, _, y) in &steps {
-            if y as usize >= v {
-                return Err(ModelError::Internal(format!("planner: candidate token {y} outside the vocabulary of {v}")));
-            }
-        }
+        let prefixes = cands.prefixes();
         // The query-independent part once per prefix.
         let hd = self.hidden();
         let r = prefixes.len();
@@ -330,12 +316,7 @@ impl HostPlanner {
                 }
             }
             let lp = self.head(x0, b * r)?.2;
-            for (k, rows) in lp.chunks(r * v).enumerate() {
-                let row = &mut out[start + k];
-                for &(c, p, y) in &steps {
-                    row[c] += f64::from(rows[p * v + y as usize]);
-                }
-            }
+            cands.accumulate(&mut out[start..], &lp, r, v);
         }
         Ok(out)
     }
@@ -505,7 +486,7 @@ mod tests {
     use super::super::tests::planted;
     use super::super::{bags, train_burn};
     use super::*;
-    use crate::gnn::host::burn_gradients;
+    use crate::gnn::host::{assert_gradients_are_burns, burn_gradients};
     use crate::train::ints;
 
     /// One batch's loss and every parameter's gradient, burn's autodiff against the host engine,
@@ -543,22 +524,8 @@ mod tests {
         host.zero_grad();
         host.backward(&f, &rows, &d).expect("backward");
         let got: Vec<&Vec<f32>> = host.layers().into_iter().flat_map(|l| [&l.w.g, &l.b.g]).collect();
-        assert_eq!(got.len(), want.len());
-        let scale = want.iter().flatten().flatten().fold(0f32, |m, v| m.max(v.abs()));
-        assert!(scale > 0.0, "no gradient at all");
-        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            match w {
-                Some(w) => {
-                    let worst = g.iter().zip(w).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
-                    assert!(worst <= 1e-5 * scale, "tensor {i}: max |diff| {worst:e} (largest gradient {scale:e})");
-                }
-                // The embeddings' biases: outside burn's graph, zero on the host.
-                None => {
-                    assert!(matches!(i, 3 | 5 | 9), "tensor {i} has no burn gradient");
-                    assert!(g.iter().all(|v| *v == 0.0), "tensor {i} has a gradient burn lacks");
-                }
-            }
-        }
+        // The embeddings' biases (e1, e2, pos: tensors 3, 5, 9): outside burn's graph, zero on the host.
+        assert_gradients_are_burns("planner", &got, &want, 1e-5, &[3, 5, 9]);
     }
 
     /// Decoding and scoring on the host give burn's plans and log-probabilities, on a planner

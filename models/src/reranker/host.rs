@@ -458,7 +458,7 @@ mod tests {
     use super::super::tests::groups;
     use super::super::{Head, Reranker, train_burn};
     use super::*;
-    use crate::gnn::host::burn_gradients;
+    use crate::gnn::host::{assert_gradients_are_burns, burn_gradients};
 
     /// The loss of one batch and every parameter's gradient, burn's autodiff against the host
     /// engine's backward pass, for both heads and with each feature group left out.
@@ -490,22 +490,8 @@ mod tests {
             host.zero_grad();
             host.backward(&f, &ds).expect("backward");
             let got: Vec<&Vec<f32>> = host.layers().into_iter().flat_map(|l| [&l.w.g, &l.b.g]).collect();
-            assert_eq!(got.len(), want.len(), "{what}");
-            let scale = want.iter().flatten().flatten().fold(0f32, |m, v| m.max(v.abs()));
-            assert!(scale > 0.0, "{what}: no gradient at all");
-            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-                match w {
-                    Some(w) => {
-                        let worst = g.iter().zip(w).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
-                        assert!(worst <= 1e-4 * scale, "{what}: tensor {i}: max |diff| {worst:e} (largest gradient {scale:e})");
-                    }
-                    // The embeddings' biases: outside burn's graph, zero on the host.
-                    None => {
-                        assert!(matches!(i, 3 | 5 | 19), "{what}: tensor {i} has no burn gradient");
-                        assert!(g.iter().all(|v| *v == 0.0), "{what}: tensor {i} has a gradient burn lacks");
-                    }
-                }
-            }
+            // The embeddings' biases (tensors 3, 5, 19): outside burn's graph, zero on the host.
+            assert_gradients_are_burns(&what, &got, &want, 1e-4, &[3, 5, 19]);
         }
     }
 
