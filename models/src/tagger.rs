@@ -23,6 +23,11 @@ use burn::tensor::{Device, Tensor, TensorData};
 use crate::error::{ModelError, Result};
 use crate::train::{Dense, Evaluation, Learner, Plan, Score, Stepped, Stream, fit, floats, ints};
 
+mod host;
+
+/// The seed of the training batches' stream (both engines).
+const BATCH_STREAM: u64 = 0x7461_6762;
+
 /// Number of word shapes (0 = padding).
 pub const SHAPES: usize = 11;
 
@@ -200,11 +205,19 @@ impl Tagger {
 
     /// Labels per word of every sentence: the most likely *valid* BIO sequence (Viterbi; an
     /// inside label only continues a span of its type), over the labels of the sentence's plan
-    /// types only. Ties go to the lowest label.
+    /// types only. Ties go to the lowest label. On the CPU the host engine computes the
+    /// log-probabilities, burn elsewhere.
     pub fn predict(&self, shape: &TaggerShape, data: &TagData, dev: &Device) -> Result<Vec<Vec<u32>>> {
+        if crate::device::host_engine(dev) {
+            return host::HostTagger::from_burn(self, *shape)?.predict(data);
+        }
+        self.predict_burn(shape, data, dev)
+    }
+
+    /// [`Tagger::predict`] on burn, whatever the device.
+    pub(crate) fn predict_burn(&self, shape: &TaggerShape, data: &TagData, dev: &Device) -> Result<Vec<Vec<u32>>> {
         let refs: Vec<&Sentence> = data.sentences.iter().collect();
         let r = rows_of(shape, &refs);
-        let mut out: Vec<Vec<u32>> = Vec::with_capacity(data.sentences.len());
         if r.query.is_empty() {
             return Ok(data.sentences.iter().map(|_| Vec::new()).collect());
         }
@@ -216,16 +229,24 @@ impl Tagger {
         for chunk in idx.chunks(4096) {
             lp_all.extend(floats(self.log_probs(shape, &q_all, &r, chunk, dev))?);
         }
-        let mut at = 0;
-        for s in &data.sentences {
-            let n = s.words.len();
-            let allowed: Vec<bool> =
-                (0..labels).map(|l| l == 0 || r.plan.get(at * shape.types + (l - 1) / 2).is_some_and(|&x| x > 0.0)).collect();
-            out.push(viterbi(&lp_all[at * labels..(at + n) * labels], labels, &allowed));
-            at += n;
-        }
-        Ok(out)
+        Ok(decode(shape, &data.sentences, &r, &lp_all))
     }
+}
+
+/// Each sentence's Viterbi labels from the log-probabilities of all rows (`rows × labels`), over
+/// the labels of its plan's types.
+fn decode(shape: &TaggerShape, sentences: &[Sentence], r: &Rows, lp_all: &[f32]) -> Vec<Vec<u32>> {
+    let labels = shape.labels();
+    let mut out: Vec<Vec<u32>> = Vec::with_capacity(sentences.len());
+    let mut at = 0;
+    for s in sentences {
+        let n = s.words.len();
+        let allowed: Vec<bool> =
+            (0..labels).map(|l| l == 0 || r.plan.get(at * shape.types + (l - 1) / 2).is_some_and(|&x| x > 0.0)).collect();
+        out.push(viterbi(&lp_all[at * labels..(at + n) * labels], labels, &allowed));
+        at += n;
+    }
+    out
 }
 
 /// Best valid BIO sequence for per-word log-probabilities (`n × labels`): label `2 + 2t` (inside)
@@ -287,7 +308,8 @@ pub fn label_f1(pred: &[Vec<u32>], gold: &[Vec<u32>]) -> f64 {
     if np + ng == 0 { 1.0 } else { 2.0 * tp as f64 / (np + ng) as f64 }
 }
 
-/// Trains a tagger; returns the best-validation model, the curve and the kept epoch.
+/// Trains a tagger; returns the best-validation model, the curve and the kept epoch. On the CPU
+/// the host engine trains it, burn's autodiff elsewhere (same batches, same steps).
 pub fn train_tagger(
     shape: TaggerShape,
     train: &TagData,
@@ -295,6 +317,17 @@ pub fn train_tagger(
     cfg: &TaggerConfig,
     dev: &Device,
 ) -> Result<(Tagger, Vec<TaggerEpoch>, u32)> {
+    let r = checked_rows(shape, train, val, cfg)?;
+    if crate::device::host_engine(dev) {
+        host::train(shape, r, train, val, cfg, dev)
+    } else {
+        train_rows_burn(shape, r, train, val, cfg, dev)
+    }
+}
+
+/// The training rows, after refusing what cannot train (bad rate, ragged sentences, labels
+/// outside the shape, no words).
+fn checked_rows(shape: TaggerShape, train: &TagData, val: &TagData, cfg: &TaggerConfig) -> Result<Rows> {
     crate::train::check_lr("tagger", cfg.lr)?;
     if let Some(s) =
         train.sentences.iter().chain(&val.sentences).find(|s| s.words.len() != s.shapes.len() || s.labels.len() != s.words.len())
@@ -310,13 +343,40 @@ pub fn train_tagger(
     if let Some(l) = train.sentences.iter().flat_map(|s| s.labels.iter()).find(|&&l| l as usize >= shape.labels()) {
         return Err(ModelError::Internal(format!("label {l} outside the {} labels", shape.labels())));
     }
+    if shape.hidden == 0 || shape.buckets == 0 {
+        return Err(ModelError::Internal("tagger: zero hidden width or hash buckets".into()));
+    }
     let refs: Vec<&Sentence> = train.sentences.iter().collect();
     let r = rows_of(&shape, &refs);
     if r.query.is_empty() {
         return Err(ModelError::Internal("no words to train the tagger on".into()));
     }
+    Ok(r)
+}
+
+/// [`train_tagger`] on burn's autodiff, whatever the device.
+#[cfg(test)]
+pub(crate) fn train_burn(
+    shape: TaggerShape,
+    train: &TagData,
+    val: &TagData,
+    cfg: &TaggerConfig,
+    dev: &Device,
+) -> Result<(Tagger, Vec<TaggerEpoch>, u32)> {
+    let r = checked_rows(shape, train, val, cfg)?;
+    train_rows_burn(shape, r, train, val, cfg, dev)
+}
+
+fn train_rows_burn(
+    shape: TaggerShape,
+    r: Rows,
+    train: &TagData,
+    val: &TagData,
+    cfg: &TaggerConfig,
+    dev: &Device,
+) -> Result<(Tagger, Vec<TaggerEpoch>, u32)> {
     let ad = dev.clone().autodiff();
-    let mut rng = Stream(cfg.seed ^ 0x7461_6762);
+    let mut rng = Stream(cfg.seed ^ BATCH_STREAM);
     let model = Tagger::new(shape, cfg.seed, &ad);
     let q_all: Tensor<2> =
         Tensor::from_data(TensorData::new(train.queries.clone(), [train.queries.len() / train.qdim.max(1), train.qdim.max(1)]), &ad);
@@ -363,7 +423,7 @@ impl Learner for TaggerLearner<'_> {
 
     fn evaluate(&mut self, model: &Tagger, epoch: usize, train_loss: f64) -> Result<Evaluation<Tagger, TaggerEpoch>> {
         let valid = model.valid();
-        let val_f1 = label_f1(&valid.predict(&self.shape, self.val, self.dev)?, &self.gold);
+        let val_f1 = label_f1(&valid.predict_burn(&self.shape, self.val, self.dev)?, &self.gold);
         // No validation loss: an equal F1 keeps the earlier epoch.
         Ok(Evaluation {
             score: Score::Validated { metric: val_f1, loss: None },

@@ -50,6 +50,59 @@ pub struct HostLayer {
 }
 
 impl HostLayer {
+    /// An encoder layer's tensors on host buffers (query, key and value side by side; no LoRA).
+    pub(crate) fn from_weights(w: LayerWeights, d: usize) -> Result<HostLayer> {
+        let LayerWeights { q, k, v, attn_out, attn_ln, inter, out, out_ln } = w;
+        let (wq, wk, wv) = (floats(q.0)?, floats(k.0)?, floats(v.0)?);
+        if [&wq, &wk, &wv].iter().any(|w| w.len() != d * d) {
+            return Err(ModelError::Internal(format!("an encoder layer's query, key or value is not {d} × {d}")));
+        }
+        let mut wqkv = Vec::with_capacity(3 * d * d);
+        for r in 0..d {
+            for w in [&wq, &wk, &wv] {
+                wqkv.extend_from_slice(&w[r * d..(r + 1) * d]);
+            }
+        }
+        let mut bqkv = floats(q.1)?;
+        bqkv.extend(floats(k.1)?);
+        bqkv.extend(floats(v.1)?);
+        Ok(HostLayer {
+            wqkv,
+            bqkv,
+            wo: floats(attn_out.0)?,
+            bo: floats(attn_out.1)?,
+            ln1_g: floats(attn_ln.0)?,
+            ln1_b: floats(attn_ln.1)?,
+            wi: floats(inter.0)?,
+            bi: floats(inter.1)?,
+            wout: floats(out.0)?,
+            bout: floats(out.1)?,
+            ln2_g: floats(out_ln.0)?,
+            ln2_b: floats(out_ln.1)?,
+            lora_a: Default::default(),
+            lora_b: Default::default(),
+        })
+    }
+
+    /// The layer's `(weight, bias)` pairs in the order of [`LayerWeights`] (query, key, value,
+    /// attention output, its layer norm, intermediate, output, its layer norm), weights `[in, out]`.
+    pub(crate) fn parts(&self, d: usize) -> [(Vec<f32>, Vec<f32>); 8] {
+        let qkv = |j: usize| -> (Vec<f32>, Vec<f32>) {
+            let w = self.wqkv.chunks_exact(3 * d).flat_map(|row| row[j * d..(j + 1) * d].iter().copied()).collect();
+            (w, self.bqkv[j * d..(j + 1) * d].to_vec())
+        };
+        [
+            qkv(0),
+            qkv(1),
+            qkv(2),
+            (self.wo.clone(), self.bo.clone()),
+            (self.ln1_g.clone(), self.ln1_b.clone()),
+            (self.wi.clone(), self.bi.clone()),
+            (self.wout.clone(), self.bout.clone()),
+            (self.ln2_g.clone(), self.ln2_b.clone()),
+        ]
+    }
+
     fn tensors(&self) -> Vec<&Vec<f32>> {
         let mut v = vec![
             &self.wqkv,
@@ -167,6 +220,9 @@ pub struct HostLm {
     /// terms merged in (`W + s·A·B`): the forward pass and the backward pass's `dy·Wᵀ` read these,
     /// so LoRA costs no extra product there. Rebuilt after every step.
     merged: Vec<[Vec<f32>; 2]>,
+    /// Layers alone, without embeddings ([`HostLm::from_layers`]): MPNet's relative bias stays
+    /// frozen.
+    layers_only: bool,
 }
 
 /// A weight packed for the forward product (`x·W`) and the backward one (`dy·Wᵀ`).
@@ -215,7 +271,7 @@ fn transpose(x: &[f32], t: usize, k: usize) -> Vec<f32> {
 }
 
 /// What the backward pass needs of one layer's forward pass.
-struct LayerTape {
+pub(crate) struct LayerTape {
     /// The layer's input, `[t, d]`.
     h: Vec<f32>,
     /// Query, key and value, `[t, 3d]`.
@@ -525,34 +581,8 @@ impl HostLm {
         let positions = emb.position.len() / d.max(1);
         let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
         for i in 0..cfg.num_hidden_layers {
-            let LayerWeights { q, k, v, attn_out, attn_ln, inter, out, out_ln } =
-                bert.layer_weights(i).ok_or_else(|| ModelError::Internal(format!("no encoder layer {i}")))?;
-            let (wq, wk, wv) = (floats(q.0)?, floats(k.0)?, floats(v.0)?);
-            let mut wqkv = Vec::with_capacity(3 * d * d);
-            for r in 0..d {
-                for w in [&wq, &wk, &wv] {
-                    wqkv.extend_from_slice(&w[r * d..(r + 1) * d]);
-                }
-            }
-            let mut bqkv = floats(q.1)?;
-            bqkv.extend(floats(k.1)?);
-            bqkv.extend(floats(v.1)?);
-            layers.push(HostLayer {
-                wqkv,
-                bqkv,
-                wo: floats(attn_out.0)?,
-                bo: floats(attn_out.1)?,
-                ln1_g: floats(attn_ln.0)?,
-                ln1_b: floats(attn_ln.1)?,
-                wi: floats(inter.0)?,
-                bi: floats(inter.1)?,
-                wout: floats(out.0)?,
-                bout: floats(out.1)?,
-                ln2_g: floats(out_ln.0)?,
-                ln2_b: floats(out_ln.1)?,
-                lora_a: Default::default(),
-                lora_b: Default::default(),
-            });
+            let w = bert.layer_weights(i).ok_or_else(|| ModelError::Internal(format!("no encoder layer {i}")))?;
+            layers.push(HostLayer::from_weights(w, d)?);
         }
         let dims = Dims {
             vocab: cfg.vocab_size,
@@ -587,9 +617,55 @@ impl HostLm {
             products: Products::F32,
             packs: Vec::new(),
             merged: Vec::new(),
+            layers_only: false,
         };
         lm.set_products(Products::Auto)?;
         Ok(lm)
+    }
+
+    /// Encoder layers alone (MiniLM's tuned top layers): `layers` bottom to top, every weight
+    /// trained, MPNet's relative bias table `relative` (`[buckets, heads]`, empty for BERT and
+    /// RoBERTa) frozen; `(d, heads, ff, eps)` their sizes. They run over given token states
+    /// ([`Self::layers_forward`]), not over token ids.
+    pub(crate) fn from_layers(
+        layers: Vec<HostLayer>,
+        relative: Vec<f32>,
+        (d, heads, ff, eps): (usize, usize, usize, f32),
+        products: Products,
+    ) -> Result<Self> {
+        let fits = |l: &HostLayer| {
+            l.wqkv.len() == 3 * d * d
+                && l.bqkv.len() == 3 * d
+                && l.wo.len() == d * d
+                && l.wi.len() == d * ff
+                && l.wout.len() == ff * d
+                && l.bi.len() == ff
+                && [&l.bo, &l.ln1_g, &l.ln1_b, &l.bout, &l.ln2_g, &l.ln2_b].iter().all(|v| v.len() == d)
+        };
+        let relative_fits = relative.is_empty() || relative.len() == relpos::NUM_BUCKETS * heads;
+        if heads == 0 || d % heads != 0 || !layers.iter().all(fits) || !relative_fits {
+            return Err(ModelError::Internal(format!("encoder layers do not fit a width of {d}, {heads} heads and {ff} inner units")));
+        }
+        let dims = Dims { vocab: 0, d, heads, ff, positions: 0, offset: 0, eps };
+        let emb = HostEmbeddings { relative, ..Default::default() };
+        let mut lm = HostLm {
+            p: HostParams { emb, layers },
+            dims,
+            tuning: Tuning::Full,
+            scale: 0.0,
+            rank: 0,
+            products: Products::F32,
+            packs: Vec::new(),
+            merged: Vec::new(),
+            layers_only: true,
+        };
+        lm.set_products(products)?;
+        Ok(lm)
+    }
+
+    /// The encoder layers' tensors, bottom to top.
+    pub(crate) fn layers(&self) -> &[HostLayer] {
+        &self.p.layers
     }
 
     /// Chooses how the linear layers multiply: f32 `gemm` or split bf16 on AMX tiles (`Auto`, the
@@ -744,6 +820,7 @@ impl HostLm {
             products: self.products,
             packs: Vec::new(),
             merged: Vec::new(),
+            layers_only: self.layers_only,
         };
         lm.repack()?;
         Ok(lm)
@@ -865,16 +942,65 @@ impl HostLm {
                 row[c] = src[c] + pos[c] + e.token_type[c];
             }
         });
-        let (mut h, x0, r0) = ln_forward(&x, d, &e.ln_g, &e.ln_b, eps);
-        let mut layers = Vec::with_capacity(self.p.layers.len());
+        let (h, x0, r0) = ln_forward(&x, d, &e.ln_g, &e.ln_b, eps);
+        let (h, layers) = self.layers_forward(h, &seqs, keep)?;
+        Ok((h, Tape { seqs, ids, slot_of, positions, x0, r0, layers, slots: k }))
+    }
+
+    /// The encoder layers over packed token states `h` (`[t, d]`; `seqs`: each sequence's first
+    /// row and length, in order): the output states and, when `keep`, what
+    /// [`Self::layers_backward`] reads.
+    pub(crate) fn layers_forward(&self, mut h: Vec<f32>, seqs: &[(usize, usize)], keep: bool) -> Result<(Vec<f32>, Vec<LayerTape>)> {
+        let d = self.dims.d;
+        let mut t = 0;
+        for &(s0, len) in seqs {
+            if s0 != t {
+                return Err(ModelError::Internal(format!("a sequence starts at row {s0}, not {t}: sequences are packed in order")));
+            }
+            t += len;
+        }
+        if h.len() != t * d {
+            return Err(ModelError::Internal(format!("{} state values for {t} tokens of width {d}", h.len())));
+        }
+        let mut layers = Vec::with_capacity(if keep { self.p.layers.len() } else { 0 });
         for (li, l) in self.p.layers.iter().enumerate() {
-            let (out, tape) = self.layer_forward(li, l, h, &seqs)?;
+            let (out, tape) = self.layer_forward(li, l, h, seqs)?;
             if keep {
                 layers.push(tape);
             }
             h = out;
         }
-        Ok((h, Tape { seqs, ids, slot_of, positions, x0, r0, layers, slots: k }))
+        Ok((h, layers))
+    }
+
+    /// The layers' backward pass from the gradient `d_out` of their output states: the gradient
+    /// of their input states, each layer's gradients (bottom to top) and that of MPNet's relative
+    /// bias table (summed over the layers; empty when it does not train).
+    pub(crate) fn layers_backward(
+        &self,
+        tapes: Vec<LayerTape>,
+        d_out: &[f32],
+        seqs: &[(usize, usize)],
+    ) -> Result<(Vec<f32>, Vec<HostLayer>, Vec<f32>)> {
+        if tapes.len() != self.p.layers.len() {
+            return Err(ModelError::Internal(format!("{} layer records for {} layers", tapes.len(), self.p.layers.len())));
+        }
+        let mut grads = Vec::with_capacity(tapes.len());
+        let mut dh = d_out.to_vec();
+        // MPNet's relative bias table is shared: its gradient is the sum over the layers.
+        let mut relative = Vec::new();
+        for ((li, l), lt) in self.p.layers.iter().enumerate().zip(tapes).rev() {
+            let (dx, g, drel) = self.layer_backward(li, l, lt, &dh, seqs)?;
+            grads.push(g);
+            if relative.is_empty() {
+                relative = drel;
+            } else {
+                add_into(&mut relative, &drel);
+            }
+            dh = dx;
+        }
+        grads.reverse();
+        Ok((dh, grads, relative))
     }
 
     fn layer_forward(&self, li: usize, l: &HostLayer, h: Vec<f32>, seqs: &[(usize, usize)]) -> Result<(Vec<f32>, LayerTape)> {
@@ -961,22 +1087,9 @@ impl HostLm {
             return Err(ModelError::Internal(format!("{} state gradients for {t} tokens of width {d}", d_states.len())));
         }
         let full = self.full();
-        let mut grads = HostParams { emb: HostEmbeddings::default(), layers: Vec::with_capacity(self.p.layers.len()) };
-        let mut dh = d_states.to_vec();
         let Tape { seqs, ids, slot_of, positions, x0, r0, layers, slots } = tape;
-        // MPNet's relative bias table is shared: its gradient is the sum over the layers.
-        let mut relative = Vec::new();
-        for ((li, l), lt) in self.p.layers.iter().enumerate().zip(layers).rev() {
-            let (dx, g, drel) = self.layer_backward(li, l, lt, &dh, &seqs)?;
-            grads.layers.push(g);
-            if relative.is_empty() {
-                relative = drel;
-            } else {
-                add_into(&mut relative, &drel);
-            }
-            dh = dx;
-        }
-        grads.layers.reverse();
+        let (dh, layer_grads, relative) = self.layers_backward(layers, d_states, &seqs)?;
+        let mut grads = HostParams { emb: HostEmbeddings::default(), layers: layer_grads };
         let e = &self.p.emb;
         let (dx, pg) = ln_backward(&dh, &x0, &r0, &e.ln_g, full);
         let mut soft = vec![0f32; slots * d];
@@ -1106,7 +1219,7 @@ impl HostLm {
         let dh = d / heads;
         let scale = 1.0 / (dh as f32).sqrt();
         let t = qkv.len() / (3 * d);
-        let rel_grad = !self.p.emb.relative.is_empty() && self.full();
+        let rel_grad = !self.p.emb.relative.is_empty() && self.full() && !self.layers_only;
         let mut dqkv = vec![0f32; t * 3 * d];
         let drel: Vec<Vec<f32>> = split_rows(&mut dqkv, seqs, 3 * d)
             .into_par_iter()

@@ -19,9 +19,22 @@ use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Tensor, TensorData};
 
+use super::fused::Products;
 use super::{Bert, LayerWeights, attention_bias, layer_forward, relpos};
 use crate::error::{ModelError, Result};
 use crate::train::{Dense, Evaluation, Learner, Plan, Score, Stepped, Stream, fit, floats};
+
+mod host;
+
+/// The model's name in messages and plans.
+const MODEL: &str = "MiniLM top layers";
+/// The seed of the training batches' stream (both engines).
+const BATCH_STREAM: u64 = 0x6f72_6465;
+
+/// The index of a row's largest value (ties: the lowest index).
+fn argmax(row: &[f32]) -> u32 {
+    row.iter().enumerate().fold(0, |b, (i, &v)| if v > row[b] { i } else { b }) as u32
+}
 
 /// Hyper-parameters.
 #[derive(Debug, Clone)]
@@ -187,8 +200,17 @@ impl TopLayers {
         summed / mask.sum_dim(1).reshape([b, 1]).clamp_min(1e-9)
     }
 
-    /// Tuned sentence embeddings (`states.len() × d`, row-major, unit length), in batches of `batch`.
+    /// Tuned sentence embeddings (`states.len() × d`, row-major, unit length), in batches of `batch`
+    /// (on the CPU by the host engine, burn elsewhere).
     pub fn embed(&self, shape: &TopShape, states: &[Vec<f32>], batch: usize, dev: &Device) -> Result<Vec<f32>> {
+        if crate::device::host_engine(dev) {
+            return host::HostTop::from_burn(self, *shape, Products::Auto)?.embed(states, batch);
+        }
+        self.embed_burn(shape, states, batch, dev)
+    }
+
+    /// [`TopLayers::embed`] on burn, whatever the device.
+    pub(crate) fn embed_burn(&self, shape: &TopShape, states: &[Vec<f32>], batch: usize, dev: &Device) -> Result<Vec<f32>> {
         let mut out = Vec::with_capacity(states.len() * shape.dim);
         for chunk in states.chunks(batch.max(1)) {
             let refs: Vec<&[f32]> = chunk.iter().map(Vec::as_slice).collect();
@@ -199,15 +221,16 @@ impl TopLayers {
         Ok(out)
     }
 
-    /// The most likely class of each state sequence (ties: the lowest class), in batches.
+    /// The most likely class of each state sequence (ties: the lowest class), in batches (on the
+    /// CPU by the host engine, burn elsewhere).
     pub fn predict(&self, shape: &TopShape, states: &[Vec<f32>], batch: usize, dev: &Device) -> Result<Vec<u32>> {
+        if crate::device::host_engine(dev) {
+            return host::HostTop::from_burn(self, *shape, Products::Auto)?.predict(states, batch);
+        }
         let mut out = Vec::with_capacity(states.len());
         for chunk in states.chunks(batch.max(1)) {
             let refs: Vec<&[f32]> = chunk.iter().map(Vec::as_slice).collect();
-            let lp = floats(self.log_probs(shape, &refs, dev))?;
-            for row in lp.chunks(shape.classes.max(1)) {
-                out.push(row.iter().enumerate().fold(0, |b, (i, &v)| if v > row[b] { i } else { b }) as u32);
-            }
+            out.extend(floats(self.log_probs(shape, &refs, dev))?.chunks(shape.classes.max(1)).map(argmax));
         }
         Ok(out)
     }
@@ -274,18 +297,23 @@ impl Bert {
     }
 }
 
-/// Mean NLL and accuracy of `model` on labelled states.
-fn evaluate(model: &TopLayers, shape: &TopShape, states: &[Vec<f32>], labels: &[u32], batch: usize, dev: &Device) -> Result<(f64, f64)> {
+/// Mean NLL and accuracy on labelled states, whose class log-probabilities `log_probs` gives
+/// batch by batch (`batch` rows of `classes`).
+fn score(
+    states: &[Vec<f32>],
+    labels: &[u32],
+    classes: usize,
+    batch: usize,
+    log_probs: impl Fn(&[&[f32]]) -> Result<Vec<f32>>,
+) -> Result<(f64, f64)> {
     let (mut nll, mut right) = (0.0, 0usize);
     for (chunk, lab) in states.chunks(batch.max(1)).zip(labels.chunks(batch.max(1))) {
         let refs: Vec<&[f32]> = chunk.iter().map(Vec::as_slice).collect();
-        let lp = floats(model.log_probs(shape, &refs, dev))?;
+        let lp = log_probs(&refs)?;
         for (r, &y) in lab.iter().enumerate() {
-            let row = &lp[r * shape.classes..(r + 1) * shape.classes];
+            let row = &lp[r * classes..(r + 1) * classes];
             nll -= f64::from(row[y as usize]);
-            // Argmax, ties to the lowest class.
-            let best = row.iter().enumerate().fold(0, |b, (i, &v)| if v > row[b] { i } else { b });
-            right += usize::from(best == y as usize);
+            right += usize::from(argmax(row) == y);
         }
     }
     let n = labels.len().max(1) as f64;
@@ -295,7 +323,8 @@ fn evaluate(model: &TopLayers, shape: &TopShape, states: &[Vec<f32>], labels: &[
 /// Fine-tunes the top `cfg.layers` layers of `bert` to classify token states (from
 /// [`Bert::hidden_states`] with `depth − cfg.layers` layers) into `classes` classes. Returns the kept
 /// model, its shape, the curve and the kept epoch (with no validation rows, the last epoch).
-/// `on_batch` hears the number of rows after every step (progress).
+/// `on_batch` hears the number of rows after every step (progress). On the CPU the host engine
+/// trains (same batches, same steps), burn's autodiff elsewhere.
 pub fn train_top(
     bert: &Bert,
     classes: usize,
@@ -305,7 +334,22 @@ pub fn train_top(
     dev: &Device,
     on_batch: &dyn Fn(usize),
 ) -> Result<(TopLayers, TopShape, Vec<TuneEpoch>, u32)> {
-    const MODEL: &str = "MiniLM top layers";
+    let host = crate::device::host_engine(dev).then_some(Products::Auto);
+    train_top_with(host, bert, classes, train, val, cfg, dev, on_batch)
+}
+
+/// [`train_top`] on the host engine with the given products (`Some`) or on burn (`None`).
+#[allow(clippy::too_many_arguments)]
+fn train_top_with(
+    host: Option<Products>,
+    bert: &Bert,
+    classes: usize,
+    train: (&[Vec<f32>], &[u32]),
+    val: (&[Vec<f32>], &[u32]),
+    cfg: &TuneConfig,
+    dev: &Device,
+    on_batch: &dyn Fn(usize),
+) -> Result<(TopLayers, TopShape, Vec<TuneEpoch>, u32)> {
     crate::train::check_lr(MODEL, cfg.lr)?;
     let shape = bert.top_shape(cfg.layers, classes);
     if train.0.is_empty() || train.0.len() != train.1.len() || val.0.len() != val.1.len() {
@@ -317,9 +361,13 @@ pub fn train_top(
     if let Some(s) = train.0.iter().chain(val.0).find(|s| s.is_empty() || !s.len().is_multiple_of(shape.dim)) {
         return Err(ModelError::Internal(format!("encoder tuning: a state of {} floats is not whole tokens of {}", s.len(), shape.dim)));
     }
+    if let Some(products) = host {
+        let (kept, curve, best) = host::train(bert, shape, train, val, cfg, products, dev, on_batch)?;
+        return Ok((kept, shape, curve, best));
+    }
     let ad = dev.clone().autodiff();
     let model = TopLayers::from_bert(bert, shape, cfg.seed, &ad)?;
-    let mut rng = Stream(cfg.seed ^ 0x6f72_6465);
+    let mut rng = Stream(cfg.seed ^ BATCH_STREAM);
     let items = train.0.len();
     let batch = cfg.batch.max(1);
     let steps = (cfg.epochs * items.div_ceil(batch)).max(1);
@@ -389,7 +437,8 @@ impl Learner for TuneLearner<'_> {
             // Without validation rows the last epoch is kept.
             return Ok(Evaluation { score: Score::Unvalidated { loss: Some(0.0) }, keep: valid, row: row(0.0, 0.0) });
         }
-        let (val_loss, val_accuracy) = evaluate(&valid, &self.shape, self.val.0, self.val.1, 64, self.dev)?;
+        let (val_loss, val_accuracy) =
+            score(self.val.0, self.val.1, self.shape.classes, 64, |refs| floats(valid.log_probs(&self.shape, refs, self.dev)))?;
         Ok(Evaluation {
             score: Score::Validated { metric: val_accuracy, loss: Some(val_loss) },
             keep: valid,
