@@ -447,7 +447,15 @@ pub struct MixPredictions {
 }
 
 /// Predictions of `model` (inner device) at the end temperature, without noise.
-pub fn predict(
+pub fn predict(model: &MixRag, shape: &MixShape, examples: &[QaExample], tau: f64, batch: usize, dev: &Device) -> Result<MixPredictions> {
+    if crate::device::host_engine(dev) {
+        return host::predict(model, *shape, examples, tau, batch);
+    }
+    predict_burn(model, examples, shape.dim, shape.edge_dim, tau, batch, dev)
+}
+
+/// [`predict`] on burn, whatever the device.
+pub(crate) fn predict_burn(
     model: &MixRag,
     examples: &[QaExample],
     dim: usize,
@@ -463,12 +471,21 @@ pub fn predict(
         let f = model.forward(&g, q, tau, None);
         let logits = crate::train::floats(f.logits)?;
         let gates = crate::train::floats(f.gates)?;
-        for gi in 0..chunk.len() {
-            let (o, c) = (g.offsets[gi], g.counts[gi]);
-            out.pred.push(if model.nodes_head() {
+        out.push_batch(model.nodes_head(), &logits, &gates, &g.offsets, &g.counts);
+    }
+    Ok(out)
+}
+
+impl MixPredictions {
+    /// Adds a batch's predictions from its logits (per node for the node head, per graph for the
+    /// classifier) and gates (`nodes × 3`), its graphs' first nodes and node counts.
+    pub(crate) fn push_batch(&mut self, nodes_head: bool, logits: &[f32], gates: &[f32], offsets: &[usize], counts: &[usize]) {
+        let graphs = offsets.len();
+        for (gi, (&o, &c)) in offsets.iter().zip(counts).enumerate() {
+            self.pred.push(if nodes_head {
                 argmax(&logits[o..o + c])
             } else {
-                let classes = logits.len() / chunk.len().max(1);
+                let classes = logits.len() / graphs.max(1);
                 argmax(&logits[gi * classes..(gi + 1) * classes])
             });
             let rows: Vec<[f32; 3]> = (o..o + c).map(|v| [gates[v * 3], gates[v * 3 + 1], gates[v * 3 + 2]]).collect();
@@ -478,11 +495,10 @@ pub fn predict(
                     mean[k] += r[k] / c as f32;
                 }
             }
-            out.question_gates.push(mean);
-            out.node_gates.push(rows);
+            self.question_gates.push(mean);
+            self.node_gates.push(rows);
         }
     }
-    Ok(out)
 }
 
 fn evaluate(model: &MixRag, examples: &[QaExample], dim: usize, edge_dim: usize, tau: f64, dev: &Device) -> Result<(f64, f64)> {
@@ -499,7 +515,7 @@ fn evaluate(model: &MixRag, examples: &[QaExample], dim: usize, edge_dim: usize,
             loss.1 += chunk.len();
         }
     }
-    let p = predict(model, examples, dim, edge_dim, tau, 64, dev)?;
+    let p = predict_burn(model, examples, dim, edge_dim, tau, 64, dev)?;
     let hits = examples.iter().zip(&p.pred).filter(|(e, p)| correct(e, **p)).count();
     Ok((loss.0 / loss.1.max(1) as f64, hits as f64 / examples.len() as f64))
 }
@@ -687,7 +703,13 @@ pub(crate) mod tests {
         let (m, curve, best) = train(shape, &tr, &va, &cfg, &dev).expect("train");
         let kept = curve.iter().find(|c| c.epoch == best).expect("kept").val_metric;
         assert!(kept >= 0.9, "validation accuracy {kept}: {curve:?}");
-        let p = predict(&m, &va, 4, 2, cfg.tau(25), 7, &dev.clone().autodiff().inner()).expect("predict");
+        let p = predict(&m, &shape, &va, cfg.tau(25), 7, &dev.clone().autodiff().inner()).expect("predict");
+        // The CPU predicts on the host engine: burn's predictions and gates, to rounding.
+        let pb = predict_burn(&m, &va, 4, 2, cfg.tau(25), 64, &dev).expect("burn predict");
+        assert_eq!(p.pred, pb.pred);
+        for (a, b) in p.node_gates.iter().flatten().flatten().zip(pb.node_gates.iter().flatten().flatten()) {
+            assert!((a - b).abs() <= 1e-5, "gate {a} vs burn's {b}");
+        }
         let acc = va.iter().zip(&p.pred).filter(|(e, x)| correct(e, **x)).count() as f64 / va.len() as f64;
         assert!((acc - kept).abs() < 1e-9, "{acc} vs {kept}");
         for g in &p.question_gates {
@@ -699,7 +721,7 @@ pub(crate) mod tests {
         let only = MixShape { experts: [false, false, true], ..shape };
         let (m1, c1, b1) = train(only, &tr, &va, &cfg, &dev).expect("train");
         assert!(c1.iter().find(|c| c.epoch == b1).expect("kept").val_metric >= 0.85, "{c1:?}");
-        let p1 = predict(&m1, &va, 4, 2, 0.1, 64, &dev.clone().autodiff().inner()).expect("predict");
+        let p1 = predict(&m1, &only, &va, 0.1, 64, &dev).expect("predict");
         assert!(p1.question_gates.iter().all(|g| g[2] > 0.999), "{:?}", &p1.question_gates[..2]);
         assert_eq!(MixShape::experts_name([true, false, true]), "mixrag-entity+subgraph");
         assert_eq!(MixShape::experts_name([true; 3]), "mixrag");

@@ -623,6 +623,18 @@ impl HostLm {
         Ok(lm)
     }
 
+    /// The checkpoint's embeddings and its first `layers` encoder layers, frozen: the token states
+    /// below MiniLM's tuned top layers ([`Bert::hidden_states`] on the CPU).
+    pub(crate) fn lower_layers(bert: &Bert, layers: usize) -> Result<Self> {
+        let mut lm = HostLm::from_bert(bert, Tuning::Frozen, 0)?;
+        if layers > lm.p.layers.len() {
+            return Err(ModelError::Internal(format!("{layers} lower layers of an encoder of {}", lm.p.layers.len())));
+        }
+        lm.p.layers.truncate(layers);
+        lm.packs.truncate(layers);
+        Ok(lm)
+    }
+
     /// Encoder layers alone (MiniLM's tuned top layers): `layers` bottom to top, every weight
     /// trained, MPNet's relative bias table `relative` (`[buckets, heads]`, empty for BERT and
     /// RoBERTa) frozen; `(d, heads, ff, eps)` their sizes. They run over given token states

@@ -447,8 +447,38 @@ impl Bert {
     }
 
     /// Per sequence, its token states (`len × d`, row-major) after the first `layers` encoder
-    /// layers: the frozen input of [`tune::TopLayers`]. Batched by length like [`Bert::encode_ids`].
+    /// layers: the frozen input of [`tune::TopLayers`]. Batched by length like [`Bert::encode_ids`];
+    /// on the CPU the language model's host engine runs them, burn elsewhere.
     pub fn hidden_states(
+        &self,
+        ids: &[Vec<u32>],
+        layers: usize,
+        opts: EncodeOptions,
+        on_batch: &(dyn Fn(usize) + Sync),
+    ) -> Result<Vec<Vec<f32>>> {
+        check_ids(&self.cfg, ids)?;
+        let mut order: Vec<usize> = (0..ids.len()).collect();
+        order.sort_by_key(|&i| (ids[i].len(), i));
+        let d = self.dim();
+        let mut out = vec![Vec::new(); ids.len()];
+        if crate::device::host_engine(&self.device) {
+            // On the CPU the language model's host engine runs the lower layers (no padding).
+            let lm = crate::lm::host::HostLm::lower_layers(self, layers)?;
+            for chunk in order.chunks(opts.batch_size.max(1)) {
+                let prompts = crate::lm::Prompts { ids: chunk.iter().map(|&i| ids[i].clone()).collect(), slots: Vec::new() };
+                let (h, seqs) = lm.states(&prompts, &[])?;
+                for (&(s0, len), &i) in seqs.iter().zip(chunk) {
+                    out[i] = h[s0 * d..(s0 + len) * d].to_vec();
+                }
+                on_batch(chunk.len());
+            }
+            return Ok(out);
+        }
+        self.hidden_states_burn(ids, layers, opts, on_batch)
+    }
+
+    /// [`Bert::hidden_states`] on burn, whatever the device.
+    pub(crate) fn hidden_states_burn(
         &self,
         ids: &[Vec<u32>],
         layers: usize,

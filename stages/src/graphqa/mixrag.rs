@@ -361,7 +361,7 @@ fn train_jobs(jobs: &[(Variant, u64)], sets: &Sets<'_>, dim: usize, head: HeadKi
             };
             let (model, curve, best) = mixrag::train(shape, sets.train, sets.val, &mc, &dev)
                 .map_err(|e| StageError::training(INFO.name, &format!("{} on {}", v.name, task.as_str()), e))?;
-            let p = mixrag::predict(&model, sets.eval, dim, dim, mc.tau(best as usize), 64, &inner)?;
+            let p = mixrag::predict(&model, &shape, sets.eval, mc.tau(best as usize), 64, &inner)?;
             Ok((curve, best, p))
         })
         .collect()

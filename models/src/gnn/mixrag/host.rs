@@ -944,6 +944,28 @@ fn batch(examples: &[&QaExample], rows: &[&EdgeRows], shape: &MixShape) -> Resul
     Ok((b, q))
 }
 
+/// [`super::predict`] on the host engine: the kept model read once, evaluation mode (no noise),
+/// batches of `batch` questions.
+pub(crate) fn predict(
+    model: &MixRag,
+    shape: MixShape,
+    examples: &[QaExample],
+    tau: f64,
+    batch_size: usize,
+) -> Result<super::MixPredictions> {
+    let host = HostMix::from_burn(model, shape)?;
+    let rows = edge_rows(examples, shape.edge_dim);
+    let mut out = super::MixPredictions { pred: Vec::new(), question_gates: Vec::new(), node_gates: Vec::new() };
+    for (chunk, r) in examples.chunks(batch_size.max(1)).zip(rows.chunks(batch_size.max(1))) {
+        let refs: Vec<&QaExample> = chunk.iter().collect();
+        let r: Vec<&EdgeRows> = r.iter().collect();
+        let (b, q) = batch(&refs, &r, &shape)?;
+        let c = host.forward(b, q, tau as f32, None)?;
+        out.push_batch(matches!(shape.head, HeadKind::Nodes), &c.logits, &c.gates, &c.b.offsets, &c.b.counts);
+    }
+    Ok(out)
+}
+
 /// [`super::train`] on the host engine.
 pub(crate) fn train(
     shape: MixShape,
@@ -1134,7 +1156,7 @@ mod tests {
         }
         // The model written back predicts as the host engine evaluated it.
         let inner = dev.clone().inner();
-        let p = super::super::predict(&hm, &va, 4, 2, cfg.tau(3), 64, &inner).expect("predict");
+        let p = super::super::predict_burn(&hm, &va, 4, 2, cfg.tau(3), 64, &inner).expect("predict");
         let acc = va.iter().zip(&p.pred).filter(|(e, x)| correct(e, **x)).count() as f64 / va.len() as f64;
         let best = hc.iter().map(|c| c.val_metric).fold(f64::MIN, f64::max);
         assert!((acc - best).abs() < 1e-9, "{acc} vs {best}");

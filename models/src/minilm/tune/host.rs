@@ -252,7 +252,7 @@ mod tests {
 
     /// The tiny random BERT and the tiny MPNet of `tests/fixtures/lm_parity` (relative attention
     /// bias), each with token states below its top `k` layers.
-    fn encoders() -> Vec<(&'static str, Bert, Vec<Vec<u32>>)> {
+    pub(super) fn encoders() -> Vec<(&'static str, Bert, Vec<Vec<u32>>)> {
         let (_, _, tiny) = tiny_bert(5);
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/lm_parity/mpnet");
         let (cfg, path, weights) = read_model(&dir).expect("MPNet config and checkpoint");
@@ -346,6 +346,28 @@ mod tests {
             let host = HostTop::from_burn(&bm, hs, Products::F32).expect("host");
             assert_eq!(host.predict(&states, 9).expect("host predict"), burn_classes, "{name}");
             assert!(burn_classes.contains(&0) && burn_classes.contains(&1), "{name}: one class only");
+        }
+    }
+}
+
+#[cfg(test)]
+mod lower_tests {
+    use crate::minilm::EncodeOptions;
+
+    /// The frozen lower layers' token states on the host engine (sequences packed) are burn's
+    /// (padded), for every depth, on the tiny BERT and the MPNet fixture.
+    #[test]
+    fn host_hidden_states_are_burns() {
+        for (name, bert, seqs) in super::tests::encoders() {
+            for layers in 0..=bert.config().num_hidden_layers {
+                let opts = EncodeOptions { batch_size: 3 };
+                let host = bert.hidden_states(&seqs, layers, opts, &|_| {}).expect("host");
+                let burn = bert.hidden_states_burn(&seqs, layers, opts, &|_| {}).expect("burn");
+                assert_eq!(host.iter().map(Vec::len).collect::<Vec<_>>(), burn.iter().map(Vec::len).collect::<Vec<_>>());
+                for (x, y) in host.iter().flatten().zip(burn.iter().flatten()) {
+                    assert!((x - y).abs() <= 1e-5 * y.abs().max(1.0), "{name}, {layers} layers: {x} vs {y}");
+                }
+            }
         }
     }
 }
