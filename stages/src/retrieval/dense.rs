@@ -1,5 +1,5 @@
-//! `dense`: dense retrieval by cosine similarity, computed as blocked matrix products with burn (the
-//! Flex CPU backend, or wgpu on a GPU). The encoder ([`crate::shared::encoders`]) is
+//! `dense`: dense retrieval by cosine similarity, computed as blocked matrix products (`gemm` on
+//! the CPU, burn's wgpu backend on a GPU). The encoder ([`crate::shared::encoders`]) is
 //! all-MiniLM-L6-v2 (default; method `dense`) or the hashing embedding (`encoder = "hash"`, no model
 //! needed; method `dense-hash`). Embeddings are stored as `FixedSizeList<f32, dim>`.
 
@@ -9,6 +9,7 @@ use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
 use burn::tensor::{Device, Tensor, TensorData};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use tgrag_models::linalg::{Op, gemm_f32_par};
 use tgrag_schemas::columns;
 
 use crate::shared::encoders::{DeviceChoice, Encoder, TextEncoder, embedding_array};
@@ -48,7 +49,8 @@ impl Default for DenseConfig {
 }
 
 /// Exact top-k inner products of each query row against every document row (row-major `n × dim` and
-/// `m × dim`), computed as blocked matrix products on `device`. Ties break by document index.
+/// `m × dim`), computed as blocked matrix products (gemm on the CPU, burn on a GPU). Ties break by
+/// document index.
 pub fn top_k_inner(docs: &[f32], queries: &[f32], dim: usize, k: usize, batch: usize, device: &Device) -> Result<Vec<Vec<(u32, f32)>>> {
     let n = docs.len() / dim.max(1);
     let m = queries.len() / dim.max(1);
@@ -63,8 +65,32 @@ pub fn top_k_inner(docs: &[f32], queries: &[f32], dim: usize, k: usize, batch: u
             t[i * n + j] = x;
         }
     }
-    let dt: Tensor<2> = Tensor::from_data(TensorData::new(t, [dim, n]), device);
     let mut out = Vec::with_capacity(m);
+    if tgrag_models::device::host_engine(device) {
+        // On the CPU, the product that burn's CPU backend would hand to gemm, called directly.
+        let mut scores = vec![0f32; batch.max(1).min(m) * n];
+        for start in (0..m).step_by(batch.max(1)) {
+            let rows = batch.max(1).min(m - start);
+            let q = Op::n(&queries[start * dim..(start + rows) * dim], rows, dim);
+            gemm_f32_par(&mut scores[..rows * n], q, Op::n(&t, dim, n), false)?;
+            out.extend(scores[..rows * n].par_chunks_exact(n).map(|row| heap_top_k(row, k)).collect::<Vec<_>>());
+        }
+        return Ok(out);
+    }
+    top_k_burn(t, queries, (n, m, dim), k, batch, device)
+}
+
+/// [`top_k_inner`]'s products on burn's `device` (whatever it is), from the transposed documents.
+fn top_k_burn(
+    t: Vec<f32>,
+    queries: &[f32],
+    (n, m, dim): (usize, usize, usize),
+    k: usize,
+    batch: usize,
+    device: &Device,
+) -> Result<Vec<Vec<(u32, f32)>>> {
+    let mut out = Vec::with_capacity(m);
+    let dt: Tensor<2> = Tensor::from_data(TensorData::new(t, [dim, n]), device);
     for start in (0..m).step_by(batch.max(1)) {
         let rows = batch.max(1).min(m - start);
         let q: Tensor<2> = Tensor::from_data(TensorData::new(queries[start * dim..(start + rows) * dim].to_vec(), [rows, dim]), device);
@@ -82,7 +108,7 @@ static INFO: StageInfo = StageInfo {
     name: "dense",
     module: module_path!(),
     version: 3,
-    about: "MiniLM (or hashing) embeddings + exact cosine top-k with burn (method `dense` or `dense-hash`)",
+    about: "MiniLM (or hashing) embeddings + exact cosine top-k (method `dense` or `dense-hash`)",
     deps: &["ingest"],
     needs: &[("ingest", "nodes"), ("ingest", "queries")],
     excludes: &[],
@@ -122,7 +148,7 @@ impl StageSpec for DenseStage {
         ctx.set_items(doc_texts.len() as u64);
         let qemb = ctx.timed("embed queries", |_| encoder.encode(&q_texts, "dense: embed queries"))?;
         let device = cfg.device.device();
-        let hits = ctx.timed("cosine top-k (burn)", |_| top_k_inner(&demb, &qemb, dim, cfg.top_k, cfg.batch, &device))?;
+        let hits = ctx.timed("cosine top-k", |_| top_k_inner(&demb, &qemb, dim, cfg.top_k, cfg.batch, &device))?;
         ctx.set_items(q_texts.len() as u64);
         let rows: Vec<(u32, Vec<(u32, f32)>)> = hits
             .into_iter()
@@ -149,12 +175,20 @@ mod tests {
     use crate::shared::run::by_score_then_id;
 
     #[test]
-    fn burn_top_k_matches_brute_force() {
+    fn top_k_matches_brute_force() {
         let mut rng = tgrag_datasets::rng::Rng::new(3);
         let (n, m, dim) = (97, 13, 8);
         let docs: Vec<f32> = (0..n * dim).map(|_| rng.normal() as f32).collect();
         let qs: Vec<f32> = (0..m * dim).map(|_| rng.normal() as f32).collect();
         let got = top_k_inner(&docs, &qs, dim, 5, 4, &Device::flex()).expect("top-k");
+        let mut t = vec![0f32; n * dim];
+        for (j, row) in docs.chunks_exact(dim).enumerate() {
+            for (i, &x) in row.iter().enumerate() {
+                t[i * n + j] = x;
+            }
+        }
+        // burn's path (a GPU's) gives the same hits and scores.
+        assert_eq!(top_k_burn(t, &qs, (n, m, dim), 5, 4, &Device::flex()).expect("burn top-k"), got);
         for (qi, hits) in got.iter().enumerate() {
             let mut all: Vec<(u32, f32)> =
                 (0..n).map(|j| (j as u32, (0..dim).map(|t| qs[qi * dim + t] * docs[j * dim + t]).sum::<f32>())).collect();
