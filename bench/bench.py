@@ -5,11 +5,15 @@
   vs `tgrag bm25`. Index time = corpus tokenisation + index build; query time = query tokenisation
   + top-20 retrieval, all queries. Also the top-20 agreement between the two.
 * MiniLM: 1,000 sentences of ~60 words; sentence-transformers all-MiniLM-L6-v2 (torch CPU,
-  batch 32) vs `tgrag embed` (batch 32, length-bucketed): burn on the Flex CPU backend, the fused
-  CPU engine with f32 gemm products (`--products f32`), with single bf16 products on AVX512-BF16
+  batch 32) vs `tgrag embed` (batch 32, length-bucketed): the fused CPU engine with f32 gemm products (`--products f32`), with single bf16 products on AVX512-BF16
   (`--products bf16`, where the CPU has it), and the fused engine as it runs by default (split-bf16
   products on AMX tiles when the CPU has them, else single bf16 on an AMD core with AVX512-BF16,
   else f32); min cosine of the default engine's output to sentence-transformers.
+
+  burn's own CPU rows (MiniLM's burn model, the GraphQA encoders' and the language model's burn
+  autodiff on the Flex backend) run only with BENCH_BURN_CPU=1: no CPU path of tgrag runs on that
+  backend any more, so it is compiled at opt-level 0 (docs/build.md) and its figures would say
+  nothing about burn; burn's figures that matter are the GPU's (`make bench-gpu`).
 
 * Diffusion (TopoRAG proximity, P = sum_k alpha_k (D^-1 A)^k R, K = 3): a seeded random graph of
   1M nodes and 10M undirected edges, R 1M x 128 Gaussian; scipy.sparse CSR products (the fixture's
@@ -78,6 +82,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 OUT = os.environ.get("BENCH_OUT", "outputs/bench")
+# burn's CPU backend rows (see the docstring): off unless BENCH_BURN_CPU=1.
+BURN_CPU = os.environ.get("BENCH_BURN_CPU") == "1"
+if not BURN_CPU:
+    print("burn's CPU rows left out (burn-flex is compiled at opt-level 0; BENCH_BURN_CPU=1 runs them)")
 TGRAG = os.environ.get("TGRAG", "target/debug/tgrag")
 N_DOCS = int(os.environ.get("BENCH_DOCS", "100000"))
 N_QUERIES = int(os.environ.get("BENCH_QUERIES", "1000"))
@@ -197,7 +205,7 @@ def bench_minilm():
     record("minilm", "sentence-transformers", "sentences_per_s", len(sents) / t_st, "1/s", f"torch {torch.__version__} CPU")
     out = f"{OUT}/tgrag_embed.parquet"
     runs = [
-        ("burn", ["--engine", "burn"], "burn model, Flex CPU backend"),
+        *([("burn", ["--engine", "burn"], "burn model, Flex CPU backend (opt-level 0)")] if BURN_CPU else []),
         ("fused-f32", ["--engine", "fused", "--products", "f32"], "CPU engine: packed, fused passes, f32 gemm AVX-512"),
         # Single bf16 products (vdpbf16ps): what `auto` runs on an AMD CPU with AVX512-BF16 (no AMX);
         # refused (and left out here) where the CPU lacks AVX512-BF16.
@@ -639,7 +647,7 @@ def bench_graphqa_encoders():
             ref = 1e3 * float(np.median(times[1:]))
             metric = f"graphqa_{size}_{kind}_ms_per_step"
             record("gnn", "pyg-2t", metric, ref, "ms")
-            engines = ["host", "burn"] if size == "explagraphs" else ["host"]
+            engines = ["host", "burn"] if size == "explagraphs" and BURN_CPU else ["host"]
             for engine in engines:
                 args = ["--graphs", str(graphs), "--nodes", str(k), "--degree", str(degree), "--relations", str(relations),
                         "--encoder", kind, "--steps", str(steps), "--engine", engine]
@@ -695,7 +703,7 @@ def bench_lm(rows_=16, length=160, steps=3, threads=2):
         ref = min(times[1:])
         n_trained = sum(p.numel() for p in trained)
         record("lm", f"torch-{threads}t", f"{tuning}_step_s", ref, "s", f"{n_trained} trained scalars")
-        for engine in ["host", "burn"]:
+        for engine in ["host", "burn"] if BURN_CPU else ["host"]:
             res = subprocess.run([TGRAG, "--quiet", "bench-lm", "--engine", engine, "--tuning", tuning, "--rows", str(rows_), "--len", str(length), "--steps", str(steps), "--model", LM_MODEL],
                                  capture_output=True, text=True, env={**os.environ, "RAYON_NUM_THREADS": str(threads)})
             if res.returncode != 0:
