@@ -44,8 +44,8 @@
   Efficient G-Retriever's gt2 with attention pooling; 4 layers, hidden 256, 4 heads) with a
   classification head, one optimiser step on a mini-batch of 32 ExplaGraphs-sized graphs (5 nodes)
   and of 8 WebQSP-sized ones (1,000 nodes, ~4,000 edges), edge features from a table of relation
-  rows: PyG (2 threads) vs `tgrag bench-gnn batch` (the host engine; burn too on the small size),
-  median step after a warm-up.
+  rows: PyG (2 threads) vs `tgrag bench-gnn batch` (the host engine; burn too on the small size
+  with BENCH_BURN_CPU=1), median step after a warm-up.
 
 * Language-model training (`lm`, issue 29 item 4): one training step — forward, backward and an
   AdamW step — of all-MiniLM-L6-v2 reading 16 prompts of 160 word pieces with a soft token at
@@ -53,7 +53,7 @@
   LoRA (rank 8, alpha 16 on query, key, value and attention.output.dense; peft): Hugging Face
   transformers' BertModel (torch CPU, 2 threads, eager attention) vs `tgrag bench-lm` on the host
   engine (models::lm::host, the CPU training engine: split-bf16 AMX products where the CPU has
-  them, else f32) and on burn (models::lm, autodiff; the GPU engine). The best of three steps after
+  them, else f32) and, with BENCH_BURN_CPU=1, on burn (models::lm, autodiff; the GPU engine). The best of three steps after
   a warm-up step on every side.
 
 * polars (`polars`, issue 31 item 4; run last): the project's own readers (`tgrag bench-read`,
@@ -512,7 +512,7 @@ def bench_graphqa_encoders():
     """Every GraphQA encoder (4 layers, hidden 256, 4 heads, 384-wide node and edge features, a
     2-layer classification head over [graph vector; question]; and MixRAG as its stage trains it,
     hidden 128, 3 query-aware layers, top-k 20) trains one mini-batch step: PyG
-    (2 threads) against `tgrag bench-gnn batch` (the host engine; burn's autodiff too on the small
+    (2 threads) against `tgrag bench-gnn batch` (the host engine; with BENCH_BURN_CPU=1 burn's autodiff too on the small
     size), the same sizes, the median step after a warm-up. Graphs: a path, a chord and random
     extra edges into every node; edge features drawn from a fixed table of relation rows (as the
     relation embeddings of ExplaGraphs, scene graphs and WebQSP repeat)."""

@@ -3,7 +3,8 @@
 use burn::tensor::{Device, DeviceKind};
 use serde::{Deserialize, Serialize};
 
-/// `cpu`: burn's Flex backend (pure Rust, multi-threaded gemm). `gpu`: burn-wgpu on the hardware
+/// `cpu`: the host engines (and burn's Flex backend as the device they read and write burn models
+/// on; compiled unoptimised, nothing heavy runs through it). `gpu`: burn-wgpu on the hardware
 /// adapter wgpu finds (Vulkan, Metal or DX12), else on the default one (a software rasteriser such
 /// as Mesa's lavapipe where that is all there is). `auto`: `gpu` when wgpu lists a hardware adapter
 /// (see [`hardware_adapter`]), else `cpu`, never a software rasteriser; `TGRAG_GPU=0` forces `cpu`,

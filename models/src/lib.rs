@@ -1,5 +1,7 @@
-//! Neural models of tgrag, written in burn and generic over the device (the Flex CPU backend
-//! everywhere, wgpu where a GPU is present).
+//! Neural models of tgrag, written in burn and generic over the device (wgpu where a GPU is
+//! present); on the CPU each model trains and predicts on its host engine (hand-written forward and
+//! backward passes on host buffers, parity-tested against burn's Flex backend), and MiniLM embeds
+//! on its fused engine.
 //!
 //! * [`train`]: the training toolkit every model is built from (the one training loop `fit` with
 //!   the one stopping rule, seeded stream, dense layer, strict weight files).

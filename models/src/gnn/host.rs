@@ -95,6 +95,7 @@ pub(crate) fn assert_gradients_are_burns(what: &str, got: &[&Vec<f32>], want: &[
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         match w {
             Some(w) => {
+                assert_eq!(g.len(), w.len(), "{what}: tensor {i}: {} host values, {} burn values", g.len(), w.len());
                 let worst = g.iter().zip(w).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
                 assert!(worst <= tol * scale, "{what}: tensor {i}: max |diff| {worst:e} (largest gradient {scale:e})");
             }

@@ -446,7 +446,8 @@ pub struct MixPredictions {
     pub node_gates: Vec<Vec<[f32; 3]>>,
 }
 
-/// Predictions of `model` (inner device) at the end temperature, without noise.
+/// Predictions of `model` (inner device) at temperature `tau` (the stage passes the kept epoch's),
+/// without noise: on the host engine on the CPU, burn elsewhere.
 pub fn predict(model: &MixRag, shape: &MixShape, examples: &[QaExample], tau: f64, batch: usize, dev: &Device) -> Result<MixPredictions> {
     if crate::device::host_engine(dev) {
         return host::predict(model, *shape, examples, tau, batch);

@@ -567,7 +567,15 @@ impl HostLm {
     /// factors exactly as [`super::LanguageModel::from_bert`] does (same stream, same order), so
     /// both engines start from the same model.
     pub fn from_bert(bert: &Bert, tuning: Tuning, seed: u64) -> Result<Self> {
+        Self::build(bert, tuning, seed, bert.config().num_hidden_layers, Products::Auto)
+    }
+
+    /// [`Self::from_bert`] with the first `depth` encoder layers only, multiplying with `products`.
+    fn build(bert: &Bert, tuning: Tuning, seed: u64, depth: usize, products: Products) -> Result<Self> {
         let cfg = bert.config();
+        if depth > cfg.num_hidden_layers {
+            return Err(ModelError::Internal(format!("{depth} layers of an encoder of {}", cfg.num_hidden_layers)));
+        }
         let d = cfg.hidden_size;
         let (word, position, token_type, (g, b)) = bert.embedding_weights();
         let emb = HostEmbeddings {
@@ -580,7 +588,7 @@ impl HostLm {
         };
         let positions = emb.position.len() / d.max(1);
         let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
-        for i in 0..cfg.num_hidden_layers {
+        for i in 0..depth {
             let w = bert.layer_weights(i).ok_or_else(|| ModelError::Internal(format!("no encoder layer {i}")))?;
             layers.push(HostLayer::from_weights(w, d)?);
         }
@@ -619,20 +627,14 @@ impl HostLm {
             merged: Vec::new(),
             layers_only: false,
         };
-        lm.set_products(Products::Auto)?;
+        lm.set_products(products)?;
         Ok(lm)
     }
 
-    /// The checkpoint's embeddings and its first `layers` encoder layers, frozen: the token states
-    /// below MiniLM's tuned top layers ([`Bert::hidden_states`] on the CPU).
+    /// The checkpoint's embeddings and its first `layers` encoder layers, frozen, on f32 products:
+    /// the token states below MiniLM's tuned top layers ([`Bert::hidden_states`] on the CPU).
     pub(crate) fn lower_layers(bert: &Bert, layers: usize) -> Result<Self> {
-        let mut lm = HostLm::from_bert(bert, Tuning::Frozen, 0)?;
-        if layers > lm.p.layers.len() {
-            return Err(ModelError::Internal(format!("{layers} lower layers of an encoder of {}", lm.p.layers.len())));
-        }
-        lm.p.layers.truncate(layers);
-        lm.packs.truncate(layers);
-        Ok(lm)
+        Self::build(bert, Tuning::Frozen, 0, layers, Products::F32)
     }
 
     /// Encoder layers alone (MiniLM's tuned top layers): `layers` bottom to top, every weight

@@ -204,7 +204,7 @@ impl TopLayers {
     /// (on the CPU by the host engine, burn elsewhere).
     pub fn embed(&self, shape: &TopShape, states: &[Vec<f32>], batch: usize, dev: &Device) -> Result<Vec<f32>> {
         if crate::device::host_engine(dev) {
-            return host::HostTop::from_burn(self, *shape, Products::Auto)?.embed(states, batch);
+            return host::HostTop::from_burn(self, *shape, Products::F32)?.embed(states, batch);
         }
         self.embed_burn(shape, states, batch, dev)
     }
@@ -225,7 +225,7 @@ impl TopLayers {
     /// CPU by the host engine, burn elsewhere).
     pub fn predict(&self, shape: &TopShape, states: &[Vec<f32>], batch: usize, dev: &Device) -> Result<Vec<u32>> {
         if crate::device::host_engine(dev) {
-            return host::HostTop::from_burn(self, *shape, Products::Auto)?.predict(states, batch);
+            return host::HostTop::from_burn(self, *shape, Products::F32)?.predict(states, batch);
         }
         let mut out = Vec::with_capacity(states.len());
         for chunk in states.chunks(batch.max(1)) {
@@ -334,7 +334,8 @@ pub fn train_top(
     dev: &Device,
     on_batch: &dyn Fn(usize),
 ) -> Result<(TopLayers, TopShape, Vec<TuneEpoch>, u32)> {
-    let host = crate::device::host_engine(dev).then_some(Products::Auto);
+    // f32 products, as burn's: the tuned encoder's embeddings keep f32's accuracy on every CPU.
+    let host = crate::device::host_engine(dev).then_some(Products::F32);
     train_top_with(host, bert, classes, train, val, cfg, dev, on_batch)
 }
 

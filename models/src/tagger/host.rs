@@ -316,7 +316,9 @@ mod tests {
     #[test]
     fn host_and_burn_training_agree() {
         let dev = Device::flex();
-        let (train_d, val) = (planted(120, 1), planted(40, 2));
+        let (train_d, mut val) = (planted(120, 1), planted(40, 2));
+        // A query without words: no rows, an empty labelling from both engines.
+        val.sentences.push(super::super::Sentence { query: 39, plan_types: vec![1], ..Default::default() });
         let cfg = TaggerConfig { epochs: 6, batch: 64, lr: 5e-3, seed: 4 };
         let (hm, hc, he) = super::super::train_tagger(SHAPE, &train_d, &val, &cfg, &dev).expect("host");
         let (bm, bc, be) = train_burn(SHAPE, &train_d, &val, &cfg, &dev).expect("burn");
@@ -331,6 +333,7 @@ mod tests {
         assert_eq!(a, b);
         let host = HostTagger::from_burn(&bm, SHAPE).expect("host");
         assert_eq!(host.predict(&val).expect("host predict"), b);
+        assert_eq!(b.last(), Some(&Vec::new()), "the empty query");
         assert!(b.iter().flatten().any(|&l| l != 0), "nothing tagged");
     }
 }

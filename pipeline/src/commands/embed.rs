@@ -19,7 +19,8 @@ use crate::commands::{DeviceArg, ids_and_texts};
 pub enum EngineArg {
     /// The CPU engine: packed sequences, fused passes, AVX-512 gemm (`--device cpu` only).
     Fused,
-    /// The burn model on the chosen device.
+    /// The burn model on the chosen device (on the CPU burn's backend is compiled unoptimised: a
+    /// parity check, not a speed).
     Burn,
 }
 
@@ -60,7 +61,8 @@ pub struct EmbedArgs {
     #[arg(long, default_value_t = 32, allow_negative_numbers = true, value_parser = crate::commands::num::count)]
     pub batch_size: usize,
     /// `fused` (the CPU engine: packed sequences, fused passes, AVX-512 gemm; `--device cpu` only)
-    /// or `burn` (the burn model on the chosen device). Default: fused on cpu, burn on gpu.
+    /// or `burn` (the burn model on the chosen device; slow on the CPU, where burn's backend is
+    /// compiled unoptimised). Default: fused on cpu, burn on gpu.
     #[arg(long, value_enum)]
     pub engine: Option<EngineArg>,
     /// Linear layers of the fused engine: `auto` (split bf16 on AMX tiles when the CPU has them,
@@ -80,7 +82,14 @@ pub fn run(a: EmbedArgs, quiet: bool) -> Result<()> {
         None => !on_gpu,
         Some(EngineArg::Fused) if on_gpu => bail_config!("--engine fused runs on the CPU only (use --engine burn with --device gpu)"),
         Some(EngineArg::Fused) => true,
-        Some(EngineArg::Burn) => false,
+        Some(EngineArg::Burn) => {
+            if !on_gpu {
+                eprintln!(
+                    "note: --engine burn on the CPU runs burn's backend, compiled unoptimised in this build: slow (the fused engine is the CPU's)"
+                );
+            }
+            false
+        }
     };
     let products = match a.products {
         ProductsArg::Auto => minilm::fused::Products::Auto,

@@ -38,7 +38,7 @@ use tgrag_stages::Stage;
 /// `--device`: where a model runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum DeviceArg {
-    /// burn's Flex CPU backend (the fused engine for MiniLM).
+    /// The CPU: every model on its host engine, MiniLM on the fused engine.
     Cpu,
     /// burn-wgpu on the default adapter.
     Gpu,

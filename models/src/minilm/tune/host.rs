@@ -79,7 +79,6 @@ impl HostTop {
 
     /// Each sequence's mean output state (`[b, d]`), and (when `keep`) the layers' record and the
     /// packing, for a backward pass.
-    #[allow(clippy::type_complexity)]
     fn pooled(&self, states: &[&[f32]], keep: bool) -> Result<Pooled> {
         let d = self.shape.dim;
         let (x, seqs) = pack(states, d)?;

@@ -68,7 +68,8 @@ pub struct PlanModel {
     pub(super) device: burn::tensor::Device,
 }
 
-/// The fine-tuned query encoder: the frozen lower MiniLM layers (burn engine) and the tuned top.
+/// The fine-tuned query encoder: the frozen lower MiniLM layers (the burn model's weights; on the
+/// CPU they run on the host engine) and the tuned top.
 pub(super) struct Tuned {
     pub(super) bert: MiniLm,
     pub(super) top: TopLayers,
