@@ -216,37 +216,37 @@ impl Tagger {
 
     /// [`Tagger::predict`] on burn, whatever the device.
     pub(crate) fn predict_burn(&self, shape: &TaggerShape, data: &TagData, dev: &Device) -> Result<Vec<Vec<u32>>> {
-        let refs: Vec<&Sentence> = data.sentences.iter().collect();
-        let r = rows_of(shape, &refs);
-        if r.query.is_empty() {
-            return Ok(data.sentences.iter().map(|_| Vec::new()).collect());
-        }
         let q_all: Tensor<2> =
             Tensor::from_data(TensorData::new(data.queries.clone(), [data.queries.len() / data.qdim.max(1), data.qdim.max(1)]), dev);
-        let labels = shape.labels();
-        let mut lp_all: Vec<f32> = Vec::with_capacity(r.query.len() * labels);
-        let idx: Vec<usize> = (0..r.query.len()).collect();
-        for chunk in idx.chunks(4096) {
-            lp_all.extend(floats(self.log_probs(shape, &q_all, &r, chunk, dev))?);
-        }
-        Ok(decode(shape, &data.sentences, &r, &lp_all))
+        predict_with(shape, data, |r, chunk| floats(self.log_probs(shape, &q_all, r, chunk, dev)))
     }
 }
 
-/// Each sentence's Viterbi labels from the log-probabilities of all rows (`rows × labels`), over
-/// the labels of its plan's types.
-fn decode(shape: &TaggerShape, sentences: &[Sentence], r: &Rows, lp_all: &[f32]) -> Vec<Vec<u32>> {
+/// [`Tagger::predict`] with the log-probabilities of rows given by `log_probs` (one engine's), in
+/// passes of 4,096 rows, then each sentence's Viterbi labels over the labels of its plan's types.
+fn predict_with(
+    shape: &TaggerShape,
+    data: &TagData,
+    mut log_probs: impl FnMut(&Rows, &[usize]) -> Result<Vec<f32>>,
+) -> Result<Vec<Vec<u32>>> {
+    let refs: Vec<&Sentence> = data.sentences.iter().collect();
+    let r = rows_of(shape, &refs);
     let labels = shape.labels();
-    let mut out: Vec<Vec<u32>> = Vec::with_capacity(sentences.len());
+    let idx: Vec<usize> = (0..r.query.len()).collect();
+    let mut lp_all: Vec<f32> = Vec::with_capacity(idx.len() * labels);
+    for chunk in idx.chunks(4096) {
+        lp_all.extend(log_probs(&r, chunk)?);
+    }
+    let mut out: Vec<Vec<u32>> = Vec::with_capacity(data.sentences.len());
     let mut at = 0;
-    for s in sentences {
+    for s in &data.sentences {
         let n = s.words.len();
         let allowed: Vec<bool> =
             (0..labels).map(|l| l == 0 || r.plan.get(at * shape.types + (l - 1) / 2).is_some_and(|&x| x > 0.0)).collect();
         out.push(viterbi(&lp_all[at * labels..(at + n) * labels], labels, &allowed));
         at += n;
     }
-    out
+    Ok(out)
 }
 
 /// Best valid BIO sequence for per-word log-probabilities (`n × labels`): label `2 + 2t` (inside)

@@ -1097,6 +1097,46 @@ impl LayerNorm {
     }
 }
 
+/// `dst += src`, element by element.
+pub fn add(dst: &mut [f32], src: &[f32]) {
+    dst.iter_mut().zip(src).for_each(|(d, s)| *d += s);
+}
+
+/// Row-wise log-softmax in place over rows of `v` (the maximum subtracted first).
+pub fn log_softmax_rows(x: &mut [f32], v: usize) {
+    for row in x.chunks_exact_mut(v) {
+        let m = row.iter().fold(f32::NEG_INFINITY, |m, &a| m.max(a));
+        let lse = m + row.iter().map(|&a| (a - m).exp()).sum::<f32>().ln();
+        row.iter_mut().for_each(|a| *a -= lse);
+    }
+}
+
+/// The negative log-likelihood of `target` under row-wise log-probabilities `lp` (`rows × v`) —
+/// weighted by `w` and divided by the summed weight, or (`None`) the mean over the rows — with the
+/// summed weight (the row count without `w`) and the loss's gradient with respect to the logits
+/// the log-softmax read: `s·(softmax − one-hot)` per row, `s` the row's share of the weight.
+pub fn nll(lp: &[f32], target: &[u32], w: Option<&[f32]>, v: usize) -> (f64, f64, Vec<f32>) {
+    let bw: f32 = w.map_or(target.len().max(1) as f32, |w| w.iter().sum());
+    let inv = 1.0 / bw.max(f32::MIN_POSITIVE);
+    let mut loss = 0f64;
+    let mut d = vec![0f32; lp.len()];
+    for (r, (row, drow)) in lp.chunks_exact(v).zip(d.chunks_exact_mut(v)).enumerate() {
+        let y = target[r] as usize;
+        let s = w.map_or(inv, |w| w[r] * inv);
+        loss -= match w {
+            Some(_) => f64::from(row[y]) * f64::from(s),
+            None => f64::from(row[y]),
+        };
+        for (j, (dj, &l)) in drow.iter_mut().zip(row).enumerate() {
+            *dj = s * (l.exp() - if j == y { 1.0 } else { 0.0 });
+        }
+    }
+    if w.is_none() {
+        loss /= f64::from(bw);
+    }
+    (loss, f64::from(bw), d)
+}
+
 /// ReLU in place (TopoRAG's engine's pass).
 pub fn relu(x: &mut [f32]) {
     relu_in_place(x);

@@ -433,13 +433,14 @@ pub fn annealed(start: f64, end: f64, epochs: usize, epoch: usize) -> f64 {
     start * (end / start).powf(t.min(1.0))
 }
 
-use crate::graphqa::{QaEpoch, QaExample, argmax, batch_of, correct, loss_from};
+use crate::graphqa::{QaEpoch, QaExample, batch_of, correct, loss_from, picks};
 
 mod host;
 
 /// Predictions (class index or top node per question) and each question's mean gate weights
 /// (entity, relation, subgraph), with every node's gate weights (`[N, 3]` row-major, per question in
 /// order).
+#[derive(Debug, Default)]
 pub struct MixPredictions {
     pub pred: Vec<u32>,
     pub question_gates: Vec<[f32; 3]>,
@@ -465,7 +466,7 @@ pub(crate) fn predict_burn(
     batch: usize,
     dev: &Device,
 ) -> Result<MixPredictions> {
-    let mut out = MixPredictions { pred: Vec::new(), question_gates: Vec::new(), node_gates: Vec::new() };
+    let mut out = MixPredictions::default();
     for chunk in examples.chunks(batch.max(1)) {
         let refs: Vec<&QaExample> = chunk.iter().collect();
         let (g, q) = batch_of(&refs, dim, edge_dim, dev)?;
@@ -481,14 +482,8 @@ impl MixPredictions {
     /// Adds a batch's predictions from its logits (per node for the node head, per graph for the
     /// classifier) and gates (`nodes × 3`), its graphs' first nodes and node counts.
     pub(crate) fn push_batch(&mut self, nodes_head: bool, logits: &[f32], gates: &[f32], offsets: &[usize], counts: &[usize]) {
-        let graphs = offsets.len();
-        for (gi, (&o, &c)) in offsets.iter().zip(counts).enumerate() {
-            self.pred.push(if nodes_head {
-                argmax(&logits[o..o + c])
-            } else {
-                let classes = logits.len() / graphs.max(1);
-                argmax(&logits[gi * classes..(gi + 1) * classes])
-            });
+        self.pred.extend(picks(nodes_head, logits, offsets, counts));
+        for (&o, &c) in offsets.iter().zip(counts) {
             let rows: Vec<[f32; 3]> = (o..o + c).map(|v| [gates[v * 3], gates[v * 3 + 1], gates[v * 3 + 2]]).collect();
             let mut mean = [0f32; 3];
             for r in &rows {

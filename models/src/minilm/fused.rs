@@ -552,7 +552,15 @@ impl FusedBert {
 
 /// The mean over each sentence's token states (`starts` as in `embed`), then L2 normalisation.
 fn mean_pooled(x: &[f32], starts: &[usize], d: usize) -> Vec<f32> {
-    let mut out = vec![0f32; (starts.len() - 1) * d];
+    let mut out = means(x, starts, d);
+    l2_normalise_rows(&mut out, d);
+    out
+}
+
+/// The mean of each sequence's rows of width `d` in `x`, sequence `i` being rows
+/// `starts[i]..starts[i + 1]`.
+pub(crate) fn means(x: &[f32], starts: &[usize], d: usize) -> Vec<f32> {
+    let mut out = vec![0f32; starts.len().saturating_sub(1) * d];
     for (si, o) in out.chunks_exact_mut(d).enumerate() {
         let (a, b) = (starts[si], starts[si + 1]);
         for row in x[a * d..b * d].chunks_exact(d) {
@@ -560,8 +568,14 @@ fn mean_pooled(x: &[f32], starts: &[usize], d: usize) -> Vec<f32> {
         }
         let n = ((b - a) as f32).max(1e-9);
         o.iter_mut().for_each(|s| *s /= n);
+    }
+    out
+}
+
+/// Each row of width `d` divided by its L2 norm (at least 1e-12): sentence-transformers' `Normalize`.
+pub(crate) fn l2_normalise_rows(x: &mut [f32], d: usize) {
+    for o in x.chunks_exact_mut(d) {
         let norm = o.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
         o.iter_mut().for_each(|s| *s /= norm);
     }
-    out
 }

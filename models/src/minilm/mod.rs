@@ -456,25 +456,17 @@ impl Bert {
         opts: EncodeOptions,
         on_batch: &(dyn Fn(usize) + Sync),
     ) -> Result<Vec<Vec<f32>>> {
-        check_ids(&self.cfg, ids)?;
-        let mut order: Vec<usize> = (0..ids.len()).collect();
-        order.sort_by_key(|&i| (ids[i].len(), i));
-        let d = self.dim();
-        let mut out = vec![Vec::new(); ids.len()];
-        if crate::device::host_engine(&self.device) {
-            // On the CPU the language model's host engine runs the lower layers (no padding).
-            let lm = crate::lm::host::HostLm::lower_layers(self, layers)?;
-            for chunk in order.chunks(opts.batch_size.max(1)) {
-                let prompts = crate::lm::Prompts { ids: chunk.iter().map(|&i| ids[i].clone()).collect(), slots: Vec::new() };
-                let (h, seqs) = lm.states(&prompts, &[])?;
-                for (&(s0, len), &i) in seqs.iter().zip(chunk) {
-                    out[i] = h[s0 * d..(s0 + len) * d].to_vec();
-                }
-                on_batch(chunk.len());
-            }
-            return Ok(out);
+        if !crate::device::host_engine(&self.device) {
+            return self.hidden_states_burn(ids, layers, opts, on_batch);
         }
-        self.hidden_states_burn(ids, layers, opts, on_batch)
+        // On the CPU the language model's host engine runs the lower layers (no padding).
+        let lm = crate::lm::host::HostLm::lower_layers(self, layers)?;
+        let d = self.dim();
+        self.by_length(ids, opts, on_batch, |chunk| {
+            let prompts = crate::lm::Prompts { ids: chunk.iter().map(|&i| ids[i].clone()).collect(), slots: Vec::new() };
+            let (h, seqs) = lm.states(&prompts, &[])?;
+            Ok(seqs.iter().map(|&(s0, len)| h[s0 * d..(s0 + len) * d].to_vec()).collect())
+        })
     }
 
     /// [`Bert::hidden_states`] on burn, whatever the device.
@@ -485,18 +477,32 @@ impl Bert {
         opts: EncodeOptions,
         on_batch: &(dyn Fn(usize) + Sync),
     ) -> Result<Vec<Vec<f32>>> {
-        check_ids(&self.cfg, ids)?;
-        let mut order: Vec<usize> = (0..ids.len()).collect();
-        order.sort_by_key(|&i| (ids[i].len(), i));
         let d = self.dim();
-        let mut out = vec![Vec::new(); ids.len()];
-        for chunk in order.chunks(opts.batch_size.max(1)) {
+        self.by_length(ids, opts, on_batch, |chunk| {
             let batch: Vec<&[u32]> = chunk.iter().map(|&i| ids[i].as_slice()).collect();
             let (x, _, len) = self.forward_hidden(&batch, layers);
             let data = x.into_data();
             let s = data.as_slice::<f32>().map_err(|e| ModelError::Internal(format!("reading token states: {e:?}")))?;
-            for (row, &i) in chunk.iter().enumerate() {
-                out[i] = s[row * len * d..(row * len + ids[i].len()) * d].to_vec();
+            Ok(chunk.iter().enumerate().map(|(row, &i)| s[row * len * d..(row * len + ids[i].len()) * d].to_vec()).collect())
+        })
+    }
+
+    /// Per sequence of `ids` (checked), what `states` gives for it, called on batches of sequences
+    /// of similar length (sorted by length, `opts.batch_size` at a time; `on_batch` hears each).
+    fn by_length(
+        &self,
+        ids: &[Vec<u32>],
+        opts: EncodeOptions,
+        on_batch: &(dyn Fn(usize) + Sync),
+        mut states: impl FnMut(&[usize]) -> Result<Vec<Vec<f32>>>,
+    ) -> Result<Vec<Vec<f32>>> {
+        check_ids(&self.cfg, ids)?;
+        let mut order: Vec<usize> = (0..ids.len()).collect();
+        order.sort_by_key(|&i| (ids[i].len(), i));
+        let mut out = vec![Vec::new(); ids.len()];
+        for chunk in order.chunks(opts.batch_size.max(1)) {
+            for (s, &i) in states(chunk)?.into_iter().zip(chunk) {
+                out[i] = s;
             }
             on_batch(chunk.len());
         }

@@ -22,6 +22,7 @@ use burn::tensor::{Device, Tensor, TensorData};
 use super::fused::Products;
 use super::{Bert, LayerWeights, attention_bias, layer_forward, relpos};
 use crate::error::{ModelError, Result};
+use crate::graphqa::argmax;
 use crate::train::{Dense, Evaluation, Learner, Plan, Score, Stepped, Stream, fit, floats};
 
 mod host;
@@ -31,10 +32,9 @@ const MODEL: &str = "MiniLM top layers";
 /// The seed of the training batches' stream (both engines).
 const BATCH_STREAM: u64 = 0x6f72_6465;
 
-/// The index of a row's largest value (ties: the lowest index).
-fn argmax(row: &[f32]) -> u32 {
-    row.iter().enumerate().fold(0, |b, (i, &v)| if v > row[b] { i } else { b }) as u32
-}
+/// The products of the host engine: f32, as burn's, so the tuned encoder's embeddings keep f32's
+/// accuracy on every CPU (split bf16 on AMX would loosen them to about 2e-3).
+const HOST_PRODUCTS: Products = Products::F32;
 
 /// Hyper-parameters.
 #[derive(Debug, Clone)]
@@ -204,7 +204,7 @@ impl TopLayers {
     /// (on the CPU by the host engine, burn elsewhere).
     pub fn embed(&self, shape: &TopShape, states: &[Vec<f32>], batch: usize, dev: &Device) -> Result<Vec<f32>> {
         if crate::device::host_engine(dev) {
-            return host::HostTop::from_burn(self, *shape, Products::F32)?.embed(states, batch);
+            return host::HostTop::from_burn(self, *shape, HOST_PRODUCTS)?.embed(states, batch);
         }
         self.embed_burn(shape, states, batch, dev)
     }
@@ -225,7 +225,7 @@ impl TopLayers {
     /// CPU by the host engine, burn elsewhere).
     pub fn predict(&self, shape: &TopShape, states: &[Vec<f32>], batch: usize, dev: &Device) -> Result<Vec<u32>> {
         if crate::device::host_engine(dev) {
-            return host::HostTop::from_burn(self, *shape, Products::F32)?.predict(states, batch);
+            return host::HostTop::from_burn(self, *shape, HOST_PRODUCTS)?.predict(states, batch);
         }
         let mut out = Vec::with_capacity(states.len());
         for chunk in states.chunks(batch.max(1)) {
@@ -334,8 +334,7 @@ pub fn train_top(
     dev: &Device,
     on_batch: &dyn Fn(usize),
 ) -> Result<(TopLayers, TopShape, Vec<TuneEpoch>, u32)> {
-    // f32 products, as burn's: the tuned encoder's embeddings keep f32's accuracy on every CPU.
-    let host = crate::device::host_engine(dev).then_some(Products::F32);
+    let host = crate::device::host_engine(dev).then_some(HOST_PRODUCTS);
     train_top_with(host, bert, classes, train, val, cfg, dev, on_batch)
 }
 

@@ -9,7 +9,7 @@ use burn::tensor::Device;
 use super::{BOS, EOS, Planner, PlannerConfig, PlannerEpoch, PlannerShape, SeqData, prefixes_of, rows_of};
 use crate::error::{ModelError, Result};
 use crate::gnn::fast::column_sums;
-use crate::gnn::host::{Lin, read_tensors, relu, relu_back, write_tensors};
+use crate::gnn::host::{Lin, add, log_softmax_rows, nll, read_tensors, relu, relu_back, write_tensors};
 use crate::lm::host::AdamW;
 use crate::train::{Evaluation, Learner, Plan, Score, Stepped, Stream, fit};
 
@@ -70,20 +70,6 @@ struct Forward {
     a2: Vec<f32>,
     /// Log-probabilities, `r × vocab`.
     lp: Vec<f32>,
-}
-
-/// Row-wise log-softmax in place (the maximum subtracted first).
-fn log_softmax_rows(x: &mut [f32], v: usize) {
-    for row in x.chunks_exact_mut(v) {
-        let m = row.iter().fold(f32::NEG_INFINITY, |m, &a| m.max(a));
-        let lse = m + row.iter().map(|&a| (a - m).exp()).sum::<f32>().ln();
-        row.iter_mut().for_each(|a| *a -= lse);
-    }
-}
-
-/// `dst += src`, element by element.
-fn add(dst: &mut [f32], src: &[f32]) {
-    dst.iter_mut().zip(src).for_each(|(d, s)| *d += s);
 }
 
 impl HostPlanner {
@@ -394,24 +380,6 @@ fn teacher_rows(targets: &[(u32, Vec<u32>, f32)], vocab: usize) -> (Rows, Vec<u3
     (rows, target, w)
 }
 
-/// The loss of one batch (weighted NLL per token, divided by the batch's summed weights) and its
-/// gradient with respect to the logits.
-fn batch_loss(lp: &[f32], target: &[u32], w: &[f32], v: usize) -> (f64, f64, Vec<f32>) {
-    let bw: f32 = w.iter().sum();
-    let inv = 1.0 / bw.max(f32::MIN_POSITIVE);
-    let mut loss = 0f64;
-    let mut d = vec![0f32; lp.len()];
-    for (r, (row, drow)) in lp.chunks_exact(v).zip(d.chunks_exact_mut(v)).enumerate() {
-        let y = target[r] as usize;
-        let s = w[r] * inv;
-        loss -= f64::from(row[y]) * f64::from(s);
-        for (j, (dj, &l)) in drow.iter_mut().zip(row).enumerate() {
-            *dj = s * (l.exp() - if j == y { 1.0 } else { 0.0 });
-        }
-    }
-    (loss, f64::from(bw), d)
-}
-
 /// The host planner's steps and evaluation for [`crate::train::fit`]: the same batches, loss,
 /// Adam and checkpoint rule as the burn learner.
 struct HostLearner<'a> {
@@ -442,7 +410,8 @@ impl Learner for HostLearner<'_> {
         let target: Vec<u32> = chunk.iter().map(|&i| self.target[i]).collect();
         let w: Vec<f32> = chunk.iter().map(|&i| self.w[i]).collect();
         let f = model.forward(&self.train.queries, self.train.dim, &rows)?;
-        let (loss, bw, dlogits) = batch_loss(&f.lp, &target, &w, model.vocab());
+        // Weighted NLL per token, divided by the batch's summed weights.
+        let (loss, bw, dlogits) = nll(&f.lp, &target, Some(&w), model.vocab());
         model.zero_grad();
         model.backward(&f, &rows, &dlogits)?;
         model.step(&mut self.optim, self.cfg.lr as f32)?;
@@ -519,7 +488,7 @@ mod tests {
         let (rows, t2, w2) = teacher_rows(&data.targets, shape.vocab);
         assert_eq!((&t2, &w2), (&target, &w));
         let f = host.forward(&data.queries, data.dim, &rows).expect("forward");
-        let (lh, _, d) = batch_loss(&f.lp, &t2, &w2, shape.vocab);
+        let (lh, _, d) = nll(&f.lp, &t2, Some(&w2), shape.vocab);
         assert!((lh - lb).abs() <= 1e-5 * lb.abs().max(1.0), "loss {lh} vs {lb}");
         host.zero_grad();
         host.backward(&f, &rows, &d).expect("backward");

@@ -6,14 +6,11 @@
 
 use burn::tensor::Device;
 
-use super::{Rows, SHAPES, TagData, Tagger, TaggerConfig, TaggerEpoch, TaggerShape, label_f1, rows_of};
+use super::{Rows, SHAPES, TagData, Tagger, TaggerConfig, TaggerEpoch, TaggerShape, label_f1};
 use crate::error::{ModelError, Result};
-use crate::gnn::host::{Lin, read_tensors, relu, relu_back, write_tensors};
+use crate::gnn::host::{Lin, add, log_softmax_rows, nll, read_tensors, relu, relu_back, write_tensors};
 use crate::lm::host::AdamW;
 use crate::train::{Evaluation, Learner, Plan, Score, Stepped, Stream, fit};
-
-/// Rows of one inference pass (as the burn tagger's chunks).
-const PASS_ROWS: usize = 4_096;
 
 /// The tagger's layers in the burn module's order ([`Tagger`]'s fields).
 #[derive(Debug, Clone)]
@@ -39,20 +36,6 @@ struct Forward {
     a2: Vec<f32>,
     /// Log-probabilities, `r × labels`.
     lp: Vec<f32>,
-}
-
-/// Row-wise log-softmax in place (the maximum subtracted first).
-fn log_softmax_rows(x: &mut [f32], v: usize) {
-    for row in x.chunks_exact_mut(v) {
-        let m = row.iter().fold(f32::NEG_INFINITY, |m, &a| m.max(a));
-        let lse = m + row.iter().map(|&a| (a - m).exp()).sum::<f32>().ln();
-        row.iter_mut().for_each(|a| *a -= lse);
-    }
-}
-
-/// `dst += src`, element by element.
-fn add(dst: &mut [f32], src: &[f32]) {
-    dst.iter_mut().zip(src).for_each(|(d, s)| *d += s);
 }
 
 impl HostTagger {
@@ -174,19 +157,10 @@ impl HostTagger {
         optim.step_some(lr, pairs)
     }
 
-    /// [`Tagger::predict`] on the host: the same log-probabilities in passes of [`PASS_ROWS`] rows,
-    /// the same Viterbi decoding over the plan's labels.
+    /// [`Tagger::predict`] on the host: the same passes and Viterbi decoding, the host's
+    /// log-probabilities.
     pub(crate) fn predict(&self, data: &TagData) -> Result<Vec<Vec<u32>>> {
-        let s = &self.shape;
-        let refs: Vec<&super::Sentence> = data.sentences.iter().collect();
-        let r = rows_of(s, &refs);
-        let labels = s.labels();
-        let idx: Vec<usize> = (0..r.query.len()).collect();
-        let mut lp_all: Vec<f32> = Vec::with_capacity(idx.len() * labels);
-        for chunk in idx.chunks(PASS_ROWS) {
-            lp_all.extend(self.forward(&data.queries, data.qdim, &r, chunk)?.lp);
-        }
-        Ok(super::decode(s, &data.sentences, &r, &lp_all))
+        super::predict_with(&self.shape, data, |r, chunk| Ok(self.forward(&data.queries, data.qdim, r, chunk)?.lp))
     }
 }
 
@@ -208,23 +182,13 @@ impl Learner for HostLearner<'_> {
 
     fn step(&mut self, mut model: HostTagger, batch: Option<&[usize]>, _rng: &mut Stream) -> Result<Stepped<HostTagger>> {
         let chunk = batch.unwrap_or_default();
-        let labels = model.shape.labels();
         let f = model.forward(&self.train.queries, self.train.qdim, &self.rows, chunk)?;
-        // Mean NLL: its gradient at the logits is (softmax − one-hot) / rows.
-        let inv = 1.0 / chunk.len().max(1) as f32;
-        let mut loss = 0f64;
-        let mut d = vec![0f32; f.lp.len()];
-        for ((row, drow), &i) in f.lp.chunks_exact(labels).zip(d.chunks_exact_mut(labels)).zip(chunk) {
-            let y = self.rows.labels[i] as usize;
-            loss -= f64::from(row[y]);
-            for (j, (dj, &l)) in drow.iter_mut().zip(row).enumerate() {
-                *dj = inv * (l.exp() - if j == y { 1.0 } else { 0.0 });
-            }
-        }
+        let target: Vec<u32> = chunk.iter().map(|&i| self.rows.labels[i]).collect();
+        let (loss, rows, d) = nll(&f.lp, &target, None, model.shape.labels());
         model.zero_grad();
         model.backward(&f, &self.rows, chunk, &d)?;
         model.step(&mut self.optim, self.lr)?;
-        Ok((model, Some((loss / chunk.len().max(1) as f64, chunk.len() as f64))))
+        Ok((model, Some((loss, rows))))
     }
 
     fn evaluate(&mut self, model: &HostTagger, epoch: usize, train_loss: f64) -> Result<Evaluation<HostTagger, TaggerEpoch>> {
@@ -262,7 +226,7 @@ mod tests {
     use burn::tensor::{Tensor, TensorData};
 
     use super::super::tests::planted;
-    use super::super::train_burn;
+    use super::super::{rows_of, train_burn};
     use super::*;
     use crate::gnn::host::{assert_gradients_are_burns, burn_gradients};
 
@@ -293,16 +257,8 @@ mod tests {
 
         let mut host = HostTagger::from_burn(&model, SHAPE).expect("host");
         let f = host.forward(&data.queries, 2, &r, &range).expect("forward");
-        let inv = 1.0 / range.len() as f32;
-        let mut lh = 0f64;
-        let mut d = vec![0f32; f.lp.len()];
-        for ((row, drow), &i) in f.lp.chunks_exact(labels).zip(d.chunks_exact_mut(labels)).zip(&range) {
-            let y = r.labels[i] as usize;
-            lh -= f64::from(row[y]) / range.len() as f64;
-            for (j, (dj, &l)) in drow.iter_mut().zip(row).enumerate() {
-                *dj = inv * (l.exp() - if j == y { 1.0 } else { 0.0 });
-            }
-        }
+        let target: Vec<u32> = range.iter().map(|&i| r.labels[i]).collect();
+        let (lh, _, d) = nll(&f.lp, &target, None, labels);
         assert!((lh - lb).abs() <= 1e-5 * lb.abs().max(1.0), "loss {lh} vs {lb}");
         host.zero_grad();
         host.backward(&f, &r, &range, &d).expect("backward");

@@ -57,6 +57,30 @@ pub fn top_k_inner(docs: &[f32], queries: &[f32], dim: usize, k: usize, batch: u
     if n == 0 || m == 0 {
         return Ok(vec![Vec::new(); m]);
     }
+    if !tgrag_models::device::host_engine(device) {
+        return top_k_burn(docs, queries, (n, m, dim), k, batch, device);
+    }
+    // On the CPU, gemm reads the documents transposed in place ([dim × n] by strides).
+    let mut out = Vec::with_capacity(m);
+    let mut scores = vec![0f32; batch.max(1).min(m) * n];
+    for start in (0..m).step_by(batch.max(1)) {
+        let rows = batch.max(1).min(m - start);
+        let q = Op::n(&queries[start * dim..(start + rows) * dim], rows, dim);
+        gemm_f32_par(&mut scores[..rows * n], q, Op::t(docs, n, dim), false)?;
+        out.extend(scores[..rows * n].par_chunks_exact(n).map(|row| heap_top_k(row, k)).collect::<Vec<_>>());
+    }
+    Ok(out)
+}
+
+/// [`top_k_inner`]'s products on burn's `device` (whatever it is).
+fn top_k_burn(
+    docs: &[f32],
+    queries: &[f32],
+    (n, m, dim): (usize, usize, usize),
+    k: usize,
+    batch: usize,
+    device: &Device,
+) -> Result<Vec<Vec<(u32, f32)>>> {
     // The transposed document matrix is materialised once (dim × n, contiguous), so that every block
     // is a plain [rows × dim] · [dim × n] product.
     let mut t = vec![0f32; n * dim];
@@ -65,30 +89,6 @@ pub fn top_k_inner(docs: &[f32], queries: &[f32], dim: usize, k: usize, batch: u
             t[i * n + j] = x;
         }
     }
-    let mut out = Vec::with_capacity(m);
-    if tgrag_models::device::host_engine(device) {
-        // On the CPU, the product that burn's CPU backend would hand to gemm, called directly.
-        let mut scores = vec![0f32; batch.max(1).min(m) * n];
-        for start in (0..m).step_by(batch.max(1)) {
-            let rows = batch.max(1).min(m - start);
-            let q = Op::n(&queries[start * dim..(start + rows) * dim], rows, dim);
-            gemm_f32_par(&mut scores[..rows * n], q, Op::n(&t, dim, n), false)?;
-            out.extend(scores[..rows * n].par_chunks_exact(n).map(|row| heap_top_k(row, k)).collect::<Vec<_>>());
-        }
-        return Ok(out);
-    }
-    top_k_burn(t, queries, (n, m, dim), k, batch, device)
-}
-
-/// [`top_k_inner`]'s products on burn's `device` (whatever it is), from the transposed documents.
-fn top_k_burn(
-    t: Vec<f32>,
-    queries: &[f32],
-    (n, m, dim): (usize, usize, usize),
-    k: usize,
-    batch: usize,
-    device: &Device,
-) -> Result<Vec<Vec<(u32, f32)>>> {
     let mut out = Vec::with_capacity(m);
     let dt: Tensor<2> = Tensor::from_data(TensorData::new(t, [dim, n]), device);
     for start in (0..m).step_by(batch.max(1)) {
@@ -181,14 +181,8 @@ mod tests {
         let docs: Vec<f32> = (0..n * dim).map(|_| rng.normal() as f32).collect();
         let qs: Vec<f32> = (0..m * dim).map(|_| rng.normal() as f32).collect();
         let got = top_k_inner(&docs, &qs, dim, 5, 4, &Device::flex()).expect("top-k");
-        let mut t = vec![0f32; n * dim];
-        for (j, row) in docs.chunks_exact(dim).enumerate() {
-            for (i, &x) in row.iter().enumerate() {
-                t[i * n + j] = x;
-            }
-        }
         // burn's path (a GPU's) gives the same hits, and the same scores to rounding.
-        let burn = top_k_burn(t, &qs, (n, m, dim), 5, 4, &Device::flex()).expect("burn top-k");
+        let burn = top_k_burn(&docs, &qs, (n, m, dim), 5, 4, &Device::flex()).expect("burn top-k");
         for (a, b) in burn.iter().zip(&got) {
             assert_eq!(a.iter().map(|h| h.0).collect::<Vec<_>>(), b.iter().map(|h| h.0).collect::<Vec<_>>());
             assert!(a.iter().zip(b).all(|(x, y)| (x.1 - y.1).abs() <= 1e-6), "{a:?} vs {b:?}");

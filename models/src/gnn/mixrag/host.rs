@@ -955,7 +955,7 @@ pub(crate) fn predict(
 ) -> Result<super::MixPredictions> {
     let host = HostMix::from_burn(model, shape)?;
     let rows = edge_rows(examples, shape.edge_dim);
-    let mut out = super::MixPredictions { pred: Vec::new(), question_gates: Vec::new(), node_gates: Vec::new() };
+    let mut out = super::MixPredictions::default();
     for (chunk, r) in examples.chunks(batch_size.max(1)).zip(rows.chunks(batch_size.max(1))) {
         let refs: Vec<&QaExample> = chunk.iter().collect();
         let r: Vec<&EdgeRows> = r.iter().collect();

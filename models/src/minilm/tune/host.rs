@@ -9,10 +9,11 @@ use burn::tensor::Device;
 
 use super::{TopLayers, TopShape, TuneConfig, TuneEpoch};
 use crate::error::{ModelError, Result};
-use crate::gnn::host::{Lin, write_tensors};
+use crate::gnn::host::{Lin, log_softmax_rows, nll, write_tensors};
+use crate::graphqa::argmax;
 use crate::lm::host::{AdamW, HostLayer, HostLm, HostParams, LayerTape};
 use crate::minilm::Bert;
-use crate::minilm::fused::Products;
+use crate::minilm::fused::{Products, l2_normalise_rows, means};
 use crate::train::{Evaluation, Learner, Plan, Score, Stepped, Stream, fit};
 
 /// The top layers and the head on host buffers.
@@ -40,15 +41,6 @@ fn pack(states: &[&[f32]], d: usize) -> Result<Packed> {
         x.extend_from_slice(s);
     }
     Ok((x, seqs))
-}
-
-/// Row-wise log-softmax in place (the maximum subtracted first).
-fn log_softmax_rows(x: &mut [f32], v: usize) {
-    for row in x.chunks_exact_mut(v) {
-        let m = row.iter().fold(f32::NEG_INFINITY, |m, &a| m.max(a));
-        let lse = m + row.iter().map(|&a| (a - m).exp()).sum::<f32>().ln();
-        row.iter_mut().for_each(|a| *a -= lse);
-    }
 }
 
 impl HostTop {
@@ -83,15 +75,8 @@ impl HostTop {
         let d = self.shape.dim;
         let (x, seqs) = pack(states, d)?;
         let (h, tapes) = self.lm.layers_forward(x, &seqs, keep)?;
-        let mut mean = vec![0f32; seqs.len() * d];
-        for (m, &(s0, len)) in mean.chunks_exact_mut(d).zip(&seqs) {
-            for row in h[s0 * d..(s0 + len) * d].chunks_exact(d) {
-                m.iter_mut().zip(row).for_each(|(a, v)| *a += v);
-            }
-            let inv = 1.0 / len as f32;
-            m.iter_mut().for_each(|a| *a *= inv);
-        }
-        Ok((mean, tapes, seqs))
+        let starts: Vec<usize> = seqs.iter().map(|s| s.0).chain([h.len() / d]).collect();
+        Ok((means(&h, &starts, d), tapes, seqs))
     }
 
     /// Class log-probabilities `[b, classes]` of a batch.
@@ -108,10 +93,7 @@ impl HostTop {
         for chunk in states.chunks(batch.max(1)) {
             let refs: Vec<&[f32]> = chunk.iter().map(Vec::as_slice).collect();
             let (mut mean, _, _) = self.pooled(&refs, false)?;
-            for row in mean.chunks_exact_mut(self.shape.dim) {
-                let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
-                row.iter_mut().for_each(|v| *v /= norm);
-            }
+            l2_normalise_rows(&mut mean, self.shape.dim);
             out.extend(mean);
         }
         Ok(out)
@@ -122,7 +104,7 @@ impl HostTop {
         let mut out = Vec::with_capacity(states.len());
         for chunk in states.chunks(batch.max(1)) {
             let refs: Vec<&[f32]> = chunk.iter().map(Vec::as_slice).collect();
-            out.extend(self.log_probs(&refs)?.chunks(self.shape.classes.max(1)).map(super::argmax));
+            out.extend(self.log_probs(&refs)?.chunks(self.shape.classes.max(1)).map(argmax));
         }
         Ok(out)
     }
@@ -134,16 +116,7 @@ impl HostTop {
         let (mean, tapes, seqs) = self.pooled(states, true)?;
         let mut lp = self.head.forward(&mean, b)?;
         log_softmax_rows(&mut lp, classes);
-        // Mean NLL: its gradient at the logits is (softmax − one-hot) / b.
-        let inv = 1.0 / b.max(1) as f32;
-        let mut loss = 0f64;
-        let mut dlogits = vec![0f32; lp.len()];
-        for ((row, drow), &y) in lp.chunks_exact(classes).zip(dlogits.chunks_exact_mut(classes)).zip(labels) {
-            loss -= f64::from(row[y as usize]);
-            for (j, (dj, &l)) in drow.iter_mut().zip(row).enumerate() {
-                *dj = inv * (l.exp() - if j == y as usize { 1.0 } else { 0.0 });
-            }
-        }
+        let (loss, _, dlogits) = nll(&lp, labels, None, classes);
         self.head.w.zero_grad();
         self.head.b.zero_grad();
         let mut dmean = vec![0f32; b * d];
@@ -157,7 +130,7 @@ impl HostTop {
             }
         }
         let (_, grads, _) = self.lm.layers_backward(tapes, &dh, &seqs)?;
-        Ok((loss / b.max(1) as f64, grads))
+        Ok((loss, grads))
     }
 
     /// One Adam step of the layers and the head with the gradients of [`Self::gradients`].
@@ -341,7 +314,7 @@ mod tests {
             }
             let refs: Vec<&[f32]> = states.iter().map(Vec::as_slice).collect();
             let burn_classes: Vec<u32> =
-                crate::train::floats(bm.log_probs(&hs, &refs, &dev)).expect("burn").chunks(2).map(super::super::argmax).collect();
+                crate::train::floats(bm.log_probs(&hs, &refs, &dev)).expect("burn").chunks(2).map(argmax).collect();
             let host = HostTop::from_burn(&bm, hs, Products::F32).expect("host");
             assert_eq!(host.predict(&states, 9).expect("host predict"), burn_classes, "{name}");
             assert!(burn_classes.contains(&0) && burn_classes.contains(&1), "{name}: one class only");
