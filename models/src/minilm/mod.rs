@@ -351,7 +351,9 @@ impl MiniLm {
         let ids: Vec<Vec<u32>> = texts.par_iter().map(|t| self.token_ids(t)).collect::<Result<_>>()?;
         match &self.engine {
             Engine::Burn(b) => b.encode_ids(&ids, opts, on_batch),
-            Engine::Fused(f) => encode_batched(f.config(), &ids, opts, on_batch, Some(FUSED_BATCH_TOKENS), |batch| f.forward_pooled(batch)),
+            Engine::Fused(f) => {
+                encode_batched(f.config(), &ids, opts, on_batch, Some(FUSED_BATCH_TOKENS), true, |batch| f.forward_pooled(batch))
+            }
         }
     }
 }
@@ -397,7 +399,7 @@ impl Bert {
     /// Unit-length mean-pooled embeddings of id sequences (each at most `max_position_embeddings`
     /// long), row-major, in input order, batched by length.
     pub fn encode_ids(&self, ids: &[Vec<u32>], opts: EncodeOptions, on_batch: &(dyn Fn(usize) + Sync)) -> Result<Vec<f32>> {
-        encode_batched(&self.cfg, ids, opts, on_batch, None, |batch| self.forward_pooled(batch))
+        encode_batched(&self.cfg, ids, opts, on_batch, None, false, |batch| self.forward_pooled(batch))
     }
 
     /// Mean-pooled, L2-normalised embeddings of a batch of id sequences (row-major).
@@ -672,27 +674,36 @@ pub(crate) fn read_model(dir: &Path) -> Result<(BertConfig, PathBuf, Vec<u8>)> {
 /// Checks the ids, sorts them by length (similar lengths share a batch: little padding for the
 /// burn engine, even work for the CPU engine), runs `forward` per batch of at most
 /// `opts.batch_size` sequences (and `max_tokens` tokens, when given) and returns the rows in input
-/// order.
+/// order. With `concurrent` the batches run on rayon's threads at once, each thread through whole
+/// batches (the CPU engine: a batch's rows come out the same whichever thread computes them, and
+/// its passes split across threads would wait on one another between layers).
 fn encode_batched(
     cfg: &BertConfig,
     ids: &[Vec<u32>],
     opts: EncodeOptions,
     on_batch: &(dyn Fn(usize) + Sync),
     max_tokens: Option<usize>,
-    forward: impl Fn(&[&[u32]]) -> Result<Vec<f32>>,
+    concurrent: bool,
+    forward: impl Fn(&[&[u32]]) -> Result<Vec<f32>> + Sync,
 ) -> Result<Vec<f32>> {
     check_ids(cfg, ids)?;
     let mut order: Vec<usize> = (0..ids.len()).collect();
     order.sort_by_key(|&i| (ids[i].len(), i));
     let d = cfg.hidden_size;
-    let mut out = vec![0f32; ids.len() * d];
-    for chunk in batches(&order, ids, opts.batch_size, max_tokens) {
+    let run = |chunk: &&[usize]| -> Result<Vec<f32>> {
         let batch: Vec<&[u32]> = chunk.iter().map(|&i| ids[i].as_slice()).collect();
         let emb = forward(&batch)?;
+        on_batch(chunk.len());
+        Ok(emb)
+    };
+    let chunks = batches(&order, ids, opts.batch_size, max_tokens);
+    let embs: Vec<Vec<f32>> =
+        if concurrent { chunks.par_iter().map(run).collect::<Result<_>>()? } else { chunks.iter().map(run).collect::<Result<_>>()? };
+    let mut out = vec![0f32; ids.len() * d];
+    for (chunk, emb) in chunks.iter().zip(embs) {
         for (row, &i) in chunk.iter().enumerate() {
             out[i * d..(i + 1) * d].copy_from_slice(&emb[row * d..(row + 1) * d]);
         }
-        on_batch(chunk.len());
     }
     Ok(out)
 }

@@ -209,7 +209,13 @@ fn fused_engine_matches_f64_reference_with_packing_and_bucketing() {
     check_engine_against_reference("fused", 11, |cfg, bytes, seqs, batch_size| {
         let fused = fused::FusedBert::from_safetensors(cfg.clone(), Path::new("tiny.safetensors"), bytes)?;
         // A token budget as well: with these short sequences it cuts batches the count does not.
-        encode_batched(cfg, seqs, EncodeOptions { batch_size }, &|_| {}, Some(9), |b| fused.forward_pooled(b))
+        let run =
+            |concurrent| encode_batched(cfg, seqs, EncodeOptions { batch_size }, &|_| {}, Some(9), concurrent, |b| fused.forward_pooled(b));
+        // Batches on rayon's threads at once, as `encode` runs them: bit for bit the one-by-one rows.
+        let (one_by_one, concurrent) = (run(false)?, run(true)?);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&one_by_one), bits(&concurrent));
+        Ok(concurrent)
     });
 }
 
