@@ -46,12 +46,7 @@ fn quiet_wayland() {
 /// again. With blocks up to 32 MiB (glibc's ceiling) kept on the heap, freed memory trimmed only
 /// beyond 1 GiB and the heap grown 64 MiB at a time, `gretriever` on the default run took 107 s
 /// instead of 139 s (4.5 M minor page faults instead of 16.9 M; peak memory 3.9 GB instead of
-/// 3.7 GB), same outputs. Blocks above 32 MiB (a GraphQA batch's per-edge buffers: 16 WebQSP-sized
-/// graphs are 64,000 edges × 256 floats) are kept on the heap as well (`M_MMAP_MAX` 0; a thread's
-/// block too large for its arena's heap is still mapped on its own): `gretriever` on the default
-/// run then took 21.2–21.4 s instead of 24.3–24.9 s on a 2-core Zen 5 (0.62 M minor page faults
-/// instead of 1.36 M, 1.1 s of system time instead of 5.1–6.1 s), same outputs. Where glibc is not
-/// the allocator this does nothing.
+/// 3.7 GB), same outputs. Where glibc is not the allocator this does nothing.
 #[allow(unsafe_code)]
 fn tune_malloc() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -61,7 +56,6 @@ fn tune_malloc() {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
         libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
         libc::mallopt(libc::M_TOP_PAD, 64 << 20);
-        libc::mallopt(libc::M_MMAP_MAX, 0);
     }
 }
 
