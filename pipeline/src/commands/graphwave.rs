@@ -80,9 +80,8 @@ pub fn run(a: GraphwaveArgs) -> Result<()> {
         .map_err(|e| crate::config!("{e}"))?;
     }
     let adj = Adjacency::from_edges(n, &src, &dst, false).with_context(|| format!("{}", a.edges.display()))?;
-    let ts = graphwave::sample_points(a.points, 100.0);
     let t0 = Instant::now();
-    let emb = graphwave::embed(&adj, &scales, &ts, mode)?;
+    let emb = graphwave::embed(&adj, &scales, a.points, 100.0, mode)?;
     write_matrix(&tgrag_schemas::tables::GRAPHWAVE_EMBEDDINGS, &a.out, n, width, ArrayValues::F64(&emb))?;
     eprintln!(
         "graphwave: N = {n}, {} scales × {} points ({:?}) in {:.3}s → {}",

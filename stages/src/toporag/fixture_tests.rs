@@ -7,7 +7,7 @@ use arrow::array::{Array, AsArray};
 use arrow::record_batch::RecordBatch;
 
 use crate::toporag::diffusion::{Adjacency, cosine_top_k, diffuse_f32, diffuse_f64};
-use crate::toporag::graphwave::{Mode, embed, sample_points};
+use crate::toporag::graphwave::{Mode, embed};
 
 use crate::shared::test_support::{TestResult, f64s, fixture, i64s};
 
@@ -126,7 +126,6 @@ fn graphwave_exact_matches_fixture() -> TestResult {
     let dir = fixture("graphwave");
     let emb = tgrag_schemas::io::read_parquet(&dir.join("embeddings.parquet"))?;
     let (w_rows, wnode) = (rows_by_graph(&emb)?, i64s(&emb, "node")?);
-    let ts = sample_points(25, 100.0);
     let mut worst: f64 = 0.0;
     // Embeddings are committed for the graphs of at most 200 nodes (0, 1, 2, 5); the larger two
     // are covered by the Chebyshev-vs-exact test below.
@@ -134,7 +133,7 @@ fn graphwave_exact_matches_fixture() -> TestResult {
     for (g, adj) in graphwave_graphs(&dir)? {
         let Some(rows) = w_rows.get(&g) else { continue };
         compared.push(g);
-        let got = embed(&adj, &[0.5, 1.0, 3.0], &ts, Mode::Exact)?;
+        let got = embed(&adj, &[0.5, 1.0, 3.0], 25, 100.0, Mode::Exact)?;
         let (want, width) = block(&emb, "f", rows)?;
         assert_eq!(width, 150);
         for (k, &i) in rows.iter().enumerate() {
@@ -155,11 +154,10 @@ fn graphwave_exact_matches_fixture() -> TestResult {
 #[test]
 fn graphwave_chebyshev_error_against_exact_on_fixture_graphs() -> TestResult {
     let dir = fixture("graphwave");
-    let ts = sample_points(25, 100.0);
     for (g, adj) in graphwave_graphs(&dir)? {
         let n = adj.n;
-        let exact = embed(&adj, &[0.5, 1.0, 3.0], &ts, Mode::Exact)?;
-        let cheb = embed(&adj, &[0.5, 1.0, 3.0], &ts, crate::toporag::graphwave::DEFAULT_CHEBYSHEV)?;
+        let exact = embed(&adj, &[0.5, 1.0, 3.0], 25, 100.0, Mode::Exact)?;
+        let cheb = embed(&adj, &[0.5, 1.0, 3.0], 25, 100.0, crate::toporag::graphwave::DEFAULT_CHEBYSHEV)?;
         let err = exact.iter().zip(&cheb).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
         eprintln!("graph {g} (N = {n}): Chebyshev (default tolerance) max abs error {err:.2e}");
         assert!(err < 1e-6, "graph {g}: {err:e}");

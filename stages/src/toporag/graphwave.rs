@@ -26,34 +26,33 @@ pub enum Mode {
     Chebyshev { tol: f64, max_order: usize },
 }
 
-/// The sample points t_j = t_max·j/(T−1) (numpy.linspace(0, t_max, T)).
-pub fn sample_points(points: usize, t_max: f64) -> Vec<f64> {
-    match points {
-        0 => Vec::new(),
-        1 => vec![0.0],
-        p => (0..p).map(|j| t_max * j as f64 / (p - 1) as f64).collect(),
-    }
+/// The spacing Δ of the `points` sample points t_j = jΔ = t_max·j/(T−1) (numpy.linspace(0, t_max,
+/// T)); 0 when there is at most one point (t_0 = 0).
+fn step(points: usize, t_max: f64) -> f64 {
+    if points > 1 { t_max / (points - 1) as f64 } else { 0.0 }
 }
 
-/// Embeddings of all `adj.n` nodes (row-major `n × scales·2T`). `adj` must be undirected.
-pub fn embed(adj: &Adjacency, scales: &[f64], ts: &[f64], mode: Mode) -> Result<Vec<f64>> {
+/// Embeddings of all `adj.n` nodes (row-major `n × scales·2T`) at T = `points` sample points
+/// t_j = t_max·j/(T−1). `adj` must be undirected.
+pub fn embed(adj: &Adjacency, scales: &[f64], points: usize, t_max: f64, mode: Mode) -> Result<Vec<f64>> {
     let n = adj.n;
-    let width = scales.len() * 2 * ts.len();
+    let width = scales.len() * 2 * points;
+    let dt = step(points, t_max);
     let mut out = vec![0.0; n * width];
     if n == 0 || width == 0 {
         return Ok(out);
     }
     match mode {
-        Mode::Exact => embed_exact(adj, scales, ts, &mut out)?,
-        Mode::Chebyshev { tol, max_order } => embed_chebyshev(adj, scales, ts, tol, max_order, &mut out),
+        Mode::Exact => embed_exact(adj, scales, (points, dt), &mut out)?,
+        Mode::Chebyshev { tol, max_order } => embed_chebyshev(adj, scales, (points, dt), tol, max_order, &mut out),
     }
     Ok(out)
 }
 
 /// The exact mode: Ψ_s = U e^{−sΛ} Uᵀ from the eigendecomposition of the dense Laplacian.
-fn embed_exact(adj: &Adjacency, scales: &[f64], ts: &[f64], out: &mut [f64]) -> Result<()> {
+fn embed_exact(adj: &Adjacency, scales: &[f64], (points, dt): (usize, f64), out: &mut [f64]) -> Result<()> {
     let n = adj.n;
-    let width = scales.len() * 2 * ts.len();
+    let width = scales.len() * 2 * points;
     let mut l = vec![0.0; n * n];
     for i in 0..n {
         l[i * n + i] = adj.degree(i) as f64;
@@ -77,9 +76,9 @@ fn embed_exact(adj: &Adjacency, scales: &[f64], ts: &[f64], out: &mut [f64]) -> 
         }
         let psi = tgrag_models::linalg::matmul_f64(n, n, n, &ut, &scaled)?;
         // Ψ is symmetric: row a is column a.
-        out.par_chunks_mut(width).enumerate().for_each(|(a, row)| {
-            charfn(psi[a * n..a * n + n].iter().copied(), n, ts, &mut row[si * 2 * ts.len()..(si + 1) * 2 * ts.len()])
-        });
+        out.par_chunks_mut(width)
+            .enumerate()
+            .for_each(|(a, row)| charfn(psi[a * n..a * n + n].iter().copied(), n, dt, &mut row[si * 2 * points..(si + 1) * 2 * points]));
     }
     Ok(())
 }
@@ -89,15 +88,15 @@ const BLOCK: usize = 32;
 
 /// The Chebyshev mode: per block of `BLOCK` nodes, the three-term recurrence over the sparse
 /// Laplacian, every scale's Ψ columns summed from its own coefficients.
-fn embed_chebyshev(adj: &Adjacency, scales: &[f64], ts: &[f64], tol: f64, max_order: usize, out: &mut [f64]) {
+fn embed_chebyshev(adj: &Adjacency, scales: &[f64], (points, dt): (usize, f64), tol: f64, max_order: usize, out: &mut [f64]) {
     let n = adj.n;
-    let width = scales.len() * 2 * ts.len();
+    let width = scales.len() * 2 * points;
     let bound = laplacian_bound(adj);
     if bound == 0.0 {
         // No edges: L = 0 and Ψ = I for every scale.
         out.par_chunks_mut(width).enumerate().for_each(|(a, row)| {
             for si in 0..scales.len() {
-                charfn((0..n).map(|m| if m == a { 1.0 } else { 0.0 }), n, ts, &mut row[si * 2 * ts.len()..(si + 1) * 2 * ts.len()]);
+                charfn((0..n).map(|m| if m == a { 1.0 } else { 0.0 }), n, dt, &mut row[si * 2 * points..(si + 1) * 2 * points]);
             }
         });
         return;
@@ -109,7 +108,7 @@ fn embed_chebyshev(adj: &Adjacency, scales: &[f64], ts: &[f64], tol: f64, max_or
         let psi = chebyshev_block(adj, &coeffs, order, bound, block * BLOCK, b);
         for (c, row) in rows.chunks_exact_mut(width).enumerate() {
             for (si, ps) in psi.iter().enumerate() {
-                charfn((0..n).map(|m| ps[m * b + c]), n, ts, &mut row[si * 2 * ts.len()..(si + 1) * 2 * ts.len()]);
+                charfn((0..n).map(|m| ps[m * b + c]), n, dt, &mut row[si * 2 * points..(si + 1) * 2 * points]);
             }
         }
     });
@@ -153,62 +152,35 @@ fn chebyshev_block(adj: &Adjacency, coeffs: &[Vec<f64>], order: usize, bound: f6
     psi
 }
 
-/// [Re φ(t_0..), Im φ(t_0..)] of one wavelet.
+/// [Re φ(t_0..), Im φ(t_0..)] of one wavelet at t_j = j·`dt` (`out`: 2T values).
 ///
-/// At the points of [`sample_points`] (t_j = jΔ) the terms e^{i t_j v} are powers of e^{iΔv}: one
-/// `sin_cos` per entry, then a complex product per point, for eight entries at a time (independent
-/// chains), each point's sums still taken over the entries in order. After 24 products a term is
-/// within about 3e-15 of `sin_cos(t_j v)`, no further than the rounding of t_j v itself (1e-14 at
-/// t = 100). Other points take `sin_cos` of every t v.
-fn charfn(psi: impl Iterator<Item = f64> + Clone, n: usize, ts: &[f64], out: &mut [f64]) {
-    let t_len = ts.len();
-    let (re, im) = out.split_at_mut(t_len);
-    if let Some(step) = even_step(ts) {
-        const LANES: usize = 8;
-        re.fill(0.0);
-        im.fill(0.0);
-        let mut vs = psi.peekable();
-        while vs.peek().is_some() {
-            let (mut c, mut s, mut c1, mut s1) = ([1.0; LANES], [0.0; LANES], [0.0; LANES], [0.0; LANES]);
-            let mut lanes = 0;
-            for v in vs.by_ref().take(LANES) {
-                (s1[lanes], c1[lanes]) = (step * v).sin_cos();
-                lanes += 1;
+/// The terms e^{i t_j v} are powers of e^{i dt v}: one `sin_cos` per entry, then a complex product
+/// per point, for eight entries at a time (independent chains), each point's sums still taken over
+/// the entries in order. After 24 products a term is within about 3e-15 of `sin_cos(t_j v)`, no
+/// further than the rounding of t_j v itself (1e-14 at t = 100).
+fn charfn(psi: impl Iterator<Item = f64>, n: usize, dt: f64, out: &mut [f64]) {
+    const LANES: usize = 8;
+    out.fill(0.0);
+    let (re, im) = out.split_at_mut(out.len() / 2);
+    let mut vs = psi.peekable();
+    while vs.peek().is_some() {
+        let (mut c, mut s, mut c1, mut s1) = ([1.0; LANES], [0.0; LANES], [0.0; LANES], [0.0; LANES]);
+        let mut lanes = 0;
+        for v in vs.by_ref().take(LANES) {
+            (s1[lanes], c1[lanes]) = (dt * v).sin_cos();
+            lanes += 1;
+        }
+        for (rj, ij) in re.iter_mut().zip(im.iter_mut()) {
+            for l in 0..lanes {
+                *rj += c[l];
+                *ij += s[l];
             }
-            for (rj, ij) in re.iter_mut().zip(im.iter_mut()) {
-                for l in 0..lanes {
-                    *rj += c[l];
-                    *ij += s[l];
-                }
-                for l in 0..LANES {
-                    (c[l], s[l]) = (c[l] * c1[l] - s[l] * s1[l], s[l] * c1[l] + c[l] * s1[l]);
-                }
+            for l in 0..LANES {
+                (c[l], s[l]) = (c[l] * c1[l] - s[l] * s1[l], s[l] * c1[l] + c[l] * s1[l]);
             }
         }
-    } else {
-        for (j, &t) in ts.iter().enumerate() {
-            let (mut c, mut s) = (0.0, 0.0);
-            for v in psi.clone() {
-                let (sin, cos) = (t * v).sin_cos();
-                c += cos;
-                s += sin;
-            }
-            re[j] = c;
-            im[j] = s;
-        }
     }
-    re.iter_mut().chain(im.iter_mut()).for_each(|x| *x /= n as f64);
-}
-
-/// Δ when `ts` is t_j = jΔ (up to the rounding of [`sample_points`]), with at least two points.
-fn even_step(ts: &[f64]) -> Option<f64> {
-    let (&first, &last) = (ts.first()?, ts.last()?);
-    if ts.len() < 2 || first != 0.0 || !last.is_finite() {
-        return None;
-    }
-    let step = last / (ts.len() - 1) as f64;
-    let tol = 1e-12 * last.abs();
-    ts.iter().enumerate().all(|(j, &t)| (t - j as f64 * step).abs() <= tol).then_some(step)
+    out.iter_mut().for_each(|x| *x /= n as f64);
 }
 
 /// L̃X = (2/λ̄)(D X − A X) − X for an n × b row-major block.
@@ -270,32 +242,31 @@ mod tests {
         Adjacency::from_edges(n as usize, &src, &dst, false)
     }
 
+    /// The sample points as the module documents them, t_j = t_max·j/(T−1) (numpy.linspace),
+    /// each computed on its own: the reference the characteristic function is checked against.
+    fn sample_points(points: usize, t_max: f64) -> Vec<f64> {
+        match points {
+            0 => Vec::new(),
+            1 => vec![0.0],
+            p => (0..p).map(|j| t_max * j as f64 / (p - 1) as f64).collect(),
+        }
+    }
+
     #[test]
     fn the_characteristic_function_by_powers_is_sin_cos_of_every_term() {
         // 1,001 entries (not a multiple of the eight lanes) of a wavelet-like spread: most tiny,
         // some near 1, some negative; every t_j v computed on its own with sin_cos as reference.
         let mut rng = tgrag_datasets::rng::Rng::new(11);
         let psi: Vec<f64> = (0..1001).map(|i| (rng.unit() - 0.3) * if i % 7 == 0 { 1.0 } else { 1e-3 }).collect();
-        for (points, t_max) in [(25, 100.0), (2, 100.0), (9, 3.5)] {
+        for (points, t_max) in [(25, 100.0), (2, 100.0), (9, 3.5), (1, 100.0)] {
             let ts = sample_points(points, t_max);
-            assert!(even_step(&ts).is_some());
             let mut got = vec![0.0; 2 * points];
-            charfn(psi.iter().copied(), psi.len(), &ts, &mut got);
+            charfn(psi.iter().copied(), psi.len(), step(points, t_max), &mut got);
             for (j, &t) in ts.iter().enumerate() {
                 let re = psi.iter().map(|v| (t * v).cos()).sum::<f64>() / psi.len() as f64;
                 let im = psi.iter().map(|v| (t * v).sin()).sum::<f64>() / psi.len() as f64;
                 assert!((got[j] - re).abs() < 1e-13, "re at t = {t}: {} vs {re}", got[j]);
                 assert!((got[points + j] - im).abs() < 1e-13, "im at t = {t}: {} vs {im}", got[points + j]);
-            }
-        }
-        // Points not evenly spaced from 0 take sin_cos of every term.
-        for ts in [vec![1.0, 2.0, 3.0], vec![0.0, 1.0, 3.0], vec![0.0]] {
-            assert!(even_step(&ts).is_none(), "{ts:?}");
-            let mut got = vec![0.0; 2 * ts.len()];
-            charfn(psi.iter().copied(), psi.len(), &ts, &mut got);
-            for (j, &t) in ts.iter().enumerate() {
-                let re = psi.iter().map(|v| (t * v).cos()).sum::<f64>() / psi.len() as f64;
-                assert!((got[j] - re).abs() < 1e-13);
             }
         }
     }
@@ -305,7 +276,7 @@ mod tests {
         // L = [[1,-1],[-1,1]]: eigenvalues 0 and 2, Ψ_s = ½[[1+e,1−e],[1−e,1+e]], e = e^{−2s}.
         let adj = path_graph(2)?;
         let ts = sample_points(3, 100.0);
-        let got = embed(&adj, &[0.7], &ts, Mode::Exact)?;
+        let got = embed(&adj, &[0.7], 3, 100.0, Mode::Exact)?;
         let e = (-1.4f64).exp();
         let (p, q) = ((1.0 + e) / 2.0, (1.0 - e) / 2.0);
         for (j, &t) in ts.iter().enumerate() {
@@ -329,9 +300,8 @@ mod tests {
             }
         }
         let adj = Adjacency::from_edges(n, &s, &d, false)?;
-        let ts = sample_points(25, 100.0);
-        let exact = embed(&adj, &[0.5, 1.0, 3.0], &ts, Mode::Exact)?;
-        let cheb = embed(&adj, &[0.5, 1.0, 3.0], &ts, Mode::Chebyshev { tol: 1e-12, max_order: 400 })?;
+        let exact = embed(&adj, &[0.5, 1.0, 3.0], 25, 100.0, Mode::Exact)?;
+        let cheb = embed(&adj, &[0.5, 1.0, 3.0], 25, 100.0, Mode::Chebyshev { tol: 1e-12, max_order: 400 })?;
         let err = exact.iter().zip(&cheb).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
         assert!(err < 1e-8, "max abs error {err:e}");
         Ok(())

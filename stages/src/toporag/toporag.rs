@@ -199,9 +199,8 @@ pub fn topology(adj: &Adjacency, cfg: &ToporagConfig) -> Result<Topology> {
     let mut rng = Rng::new(cfg.seed);
     let r: Vec<f32> = (0..n * cfg.dims.get()).map(|_| rng.normal() as f32).collect();
     let prox = diffuse_f32(adj, &r, cfg.dims.get(), &cfg.alphas).iter().map(|&x| f64::from(x)).collect();
-    let ts = graphwave::sample_points(cfg.points, 100.0);
     let mode = if n <= 2000 { graphwave::Mode::Exact } else { graphwave::DEFAULT_CHEBYSHEV };
-    let role = graphwave::embed(adj, &cfg.scales, &ts, mode)?;
+    let role = graphwave::embed(adj, &cfg.scales, cfg.points, 100.0, mode)?;
     Ok(Topology { r, prox, role, rw: cfg.scales.len() * 2 * cfg.points })
 }
 
