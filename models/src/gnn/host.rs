@@ -24,6 +24,7 @@ use burn::tensor::{Tensor, TensorData};
 use crate::error::{ModelError, Result};
 use crate::gnn::batch::SmallGraph;
 use crate::gnn::fast::{add_bias_rows, column_sums, relu_grad, relu_in_place};
+use crate::gnn::reuse;
 use crate::linalg::{Op, gemm_f32_halves as gemm_f32};
 
 /// Runs `f` compiled for the widest vector instructions this CPU has (pulp's runtime dispatch:
@@ -186,6 +187,12 @@ pub struct HostBatch {
     out: Vec<u32>,
 }
 
+impl Drop for HostBatch {
+    fn drop(&mut self) {
+        reuse::give_all([&mut self.x, &mut self.edge_rows]);
+    }
+}
+
 /// A graph's distinct edge-feature rows, found once (a training run batches each graph every epoch).
 #[derive(Debug, Clone)]
 pub struct EdgeRows {
@@ -246,7 +253,7 @@ impl HostBatch {
     pub fn with_rows(graphs: &[SmallGraph<'_>], rows: &[&EdgeRows], dim: usize, edge_dim: usize) -> Result<HostBatch> {
         let n: usize = graphs.iter().map(|g| g.n).sum();
         let m: usize = graphs.iter().map(|g| g.edges.len()).sum();
-        let (mut x, mut src, mut dst) = (Vec::with_capacity(n * dim), Vec::with_capacity(m), Vec::with_capacity(m));
+        let (mut x, mut src, mut dst) = (reuse::with_capacity(n * dim), Vec::with_capacity(m), Vec::with_capacity(m));
         let (mut node_graph, mut counts, mut offsets) = (Vec::with_capacity(n), Vec::new(), Vec::new());
         let (mut edge_rows, mut edge_row) = (Vec::new(), Vec::with_capacity(m));
         let mut seen: HashMap<u64, u32> = HashMap::new();
@@ -435,7 +442,7 @@ impl Lin {
 
     /// `x W` (no bias).
     pub fn linear(&self, x: &[f32], rows: usize) -> Result<Vec<f32>> {
-        let mut out = vec![0f32; rows * self.dout];
+        let mut out = reuse::zeros(rows * self.dout);
         mm(&mut out, x, rows, self.din, &self.w.v, self.dout, false)?;
         Ok(out)
     }
@@ -514,6 +521,12 @@ pub struct GcnCache {
     x: Vec<f32>,
 }
 
+impl Drop for GcnCache {
+    fn drop(&mut self) {
+        reuse::give_all([&mut self.x]);
+    }
+}
+
 /// The symmetric normalisation of every edge and self-loop: `(edge weights, loop weights)`.
 fn gcn_norm(b: &HostBatch) -> (Vec<f32>, Vec<f32>) {
     let deg: Vec<f32> = (0..b.n).map(|d| (b.incoming(d).len() + 1) as f32).collect();
@@ -527,7 +540,7 @@ impl Gcn {
         let c = self.lin.dout;
         let h = self.lin.linear(x, b.n)?;
         let (w, l) = gcn_norm(b);
-        let mut out = vec![0f32; b.n * c];
+        let mut out = reuse::zeros(b.n * c);
         wide(
             #[inline(always)]
             || {
@@ -541,14 +554,15 @@ impl Gcn {
                 }
             },
         );
-        Ok((out, GcnCache { x: x.to_vec() }))
+        reuse::give(h);
+        Ok((out, GcnCache { x: reuse::copy(x) }))
     }
 
     pub fn backward(&mut self, cache: &GcnCache, dout: &[f32], b: &HostBatch, dx: Option<&mut [f32]>) -> Result<()> {
         let c = self.lin.dout;
         column_sums(&mut self.lin.b.g, dout);
         let (w, l) = gcn_norm(b);
-        let mut dh = vec![0f32; b.n * c];
+        let mut dh = reuse::zeros(b.n * c);
         wide(
             #[inline(always)]
             || {
@@ -562,7 +576,9 @@ impl Gcn {
                 }
             },
         );
-        self.lin.backward(&cache.x, &dh, b.n, false, dx, false)
+        self.lin.backward(&cache.x, &dh, b.n, false, dx, false)?;
+        reuse::give(dh);
+        Ok(())
     }
 }
 
@@ -584,6 +600,12 @@ pub struct GatCache {
     /// Pre-activation scores and attention of every edge then every self-loop: `(m + n) × heads`.
     z: Vec<f32>,
     alpha: Vec<f32>,
+}
+
+impl Drop for GatCache {
+    fn drop(&mut self) {
+        reuse::give_all([&mut self.x, &mut self.hx, &mut self.z, &mut self.alpha]);
+    }
 }
 
 /// Edge ids into `d` with its self-loop (`m + d`) last.
@@ -612,7 +634,7 @@ impl Gat {
         let l: Vec<f32> = z.iter().map(|&v| if v > 0.0 { v } else { 0.2 * v }).collect();
         let mut alpha = vec![0f32; edges * h];
         group_softmax(&l, h, (0..b.n).map(|d| with_loop(b, d)), &mut alpha);
-        let mut out = vec![0f32; b.n * c];
+        let mut out = reuse::zeros(b.n * c);
         let inv = 1.0 / h as f32;
         for d in 0..b.n {
             let o = &mut out[d * c..(d + 1) * c];
@@ -625,7 +647,7 @@ impl Gat {
             }
             o.iter_mut().zip(&self.bias.v).for_each(|(o, bb)| *o += bb);
         }
-        Ok((out, GatCache { x: x.to_vec(), hx, z, alpha }))
+        Ok((out, GatCache { x: reuse::copy(x), hx, z, alpha }))
     }
 
     pub fn backward(&mut self, cache: &GatCache, dout: &[f32], b: &HostBatch, dx: Option<&mut [f32]>) -> Result<()> {
@@ -634,7 +656,7 @@ impl Gat {
         column_sums(&mut self.bias.g, dout);
         let edges = b.m + b.n;
         let inv = 1.0 / h as f32;
-        let mut dhx = vec![0f32; b.n * h * c];
+        let mut dhx = reuse::zeros(b.n * h * c);
         let mut dalpha = vec![0f32; edges * h];
         for e in 0..edges {
             let (s, d) = Self::ends(b, e);
@@ -668,7 +690,9 @@ impl Gat {
                 self.att_dst.g[k * c + j] += da_d[i] * hr[j];
             }
         }
-        self.lin.backward(x, &dhx, b.n, false, dx, false)
+        self.lin.backward(x, &dhx, b.n, false, dx, false)?;
+        reuse::give(dhx);
+        Ok(())
     }
 }
 
@@ -718,6 +742,13 @@ pub struct TransformerCache {
     alpha: Vec<f32>,
 }
 
+impl Drop for TransformerCache {
+    fn drop(&mut self) {
+        let TransformerCache { x, q, k, v, ee, scores, alpha } = self;
+        reuse::give_all([x, q, k, v, ee, scores, alpha]);
+    }
+}
+
 impl Transformer {
     pub fn forward(&self, x: &[f32], edge: EdgeIn<'_>, b: &HostBatch) -> Result<(Vec<f32>, TransformerCache)> {
         let (n, m) = (b.n, b.m);
@@ -730,7 +761,7 @@ impl Transformer {
         let ee = if m == 0 { Vec::new() } else { self.e.linear(ed, rows)? };
         let edges = EdgeLoop { b, edge, h, c, q: &q, k: &k, v: &v, ee: &ee };
         let (scores, alpha) = edges.forward(&mut out);
-        Ok((out, TransformerCache { x: x.to_vec(), q, k, v, ee, scores, alpha }))
+        Ok((out, TransformerCache { x: reuse::copy(x), q, k, v, ee, scores, alpha }))
     }
 
     /// Gradients; `dx` receives `∂/∂x`, and `dedge` (one row per distinct row, or per edge)
@@ -750,26 +781,27 @@ impl Transformer {
         let TransformerCache { x, q, k, v, ee, scores, alpha } = cache;
         let (ed, rows) = edge.data();
         let rows = if rows == 0 { m } else { rows };
-        let (dq, dk, dv) = if m > 0 {
+        let g = if m > 0 {
             let g = EdgeLoop { b, edge, h, c, q, k, v, ee }.backward(scores, alpha, dout, rows);
             self.e.backward(ed, &g.dee, rows, false, dedge, true)?;
-            (g.dq, g.dk, g.dv)
+            g
         } else {
-            (vec![0f32; n * hc], vec![0f32; n * hc], vec![0f32; n * hc])
+            EdgeGrads { dq: reuse::zeros(n * hc), dk: reuse::zeros(n * hc), dv: reuse::zeros(n * hc), dee: Vec::new() }
         };
+        let (dq, dk, dv) = (&g.dq, &g.dk, &g.dv);
 
         match dx {
             Some(dx) => {
                 self.skip.backward(x, dout, n, true, Some(&mut *dx), false)?;
-                self.q.backward(x, &dq, n, true, Some(&mut *dx), true)?;
-                self.k.backward(x, &dk, n, true, Some(&mut *dx), true)?;
-                self.v.backward(x, &dv, n, true, Some(dx), true)?;
+                self.q.backward(x, dq, n, true, Some(&mut *dx), true)?;
+                self.k.backward(x, dk, n, true, Some(&mut *dx), true)?;
+                self.v.backward(x, dv, n, true, Some(dx), true)?;
             }
             None => {
                 self.skip.backward(x, dout, n, true, None, false)?;
-                self.q.backward(x, &dq, n, true, None, false)?;
-                self.k.backward(x, &dk, n, true, None, false)?;
-                self.v.backward(x, &dv, n, true, None, false)?;
+                self.q.backward(x, dq, n, true, None, false)?;
+                self.k.backward(x, dk, n, true, None, false)?;
+                self.v.backward(x, dv, n, true, None, false)?;
             }
         }
         Ok(())
@@ -803,6 +835,12 @@ struct EdgeGrads {
     dee: Vec<f32>,
 }
 
+impl Drop for EdgeGrads {
+    fn drop(&mut self) {
+        reuse::give_all([&mut self.dq, &mut self.dk, &mut self.dv, &mut self.dee]);
+    }
+}
+
 impl EdgeLoop<'_> {
     /// Adds every destination's messages to `out` (`n × h·c`); returns the scores and attention
     /// (`m × h`).
@@ -810,7 +848,7 @@ impl EdgeLoop<'_> {
         let EdgeLoop { b, edge, h, c, q, k, v, ee } = *self;
         let (n, m, hc) = (b.n, b.m, h * c);
         let scale = 1.0 / (c as f32).sqrt();
-        let mut scores = vec![0f32; m * h];
+        let mut scores = reuse::zeros(m * h);
         each_row(&mut scores, h, |e, sc| {
             let (s, d, r) = (b.src[e] as usize, b.dst[e] as usize, edge.row(e));
             let (qd, ks, er) = (&q[d * hc..(d + 1) * hc], &k[s * hc..(s + 1) * hc], &ee[r * hc..(r + 1) * hc]);
@@ -819,7 +857,7 @@ impl EdgeLoop<'_> {
                 *sc = qd[at.clone()].iter().zip(&ks[at.clone()]).zip(&er[at]).map(|((q, k), e)| q * (k + e)).sum::<f32>() * scale;
             }
         });
-        let mut alpha = vec![0f32; m * h];
+        let mut alpha = reuse::zeros(m * h);
         group_softmax(&scores, h, (0..n).map(|d| b.incoming(d).iter().map(|&e| e as usize)), &mut alpha);
         each_row(out, hc, |d, o| {
             for &e in b.incoming(d) {
@@ -841,14 +879,14 @@ impl EdgeLoop<'_> {
         let EdgeLoop { b, edge, h, c, q, k, v, ee } = *self;
         let (n, m, hc) = (b.n, b.m, h * c);
         let scale = 1.0 / (c as f32).sqrt();
-        let (mut dq, mut dk, mut dv) = (vec![0f32; n * hc], vec![0f32; n * hc], vec![0f32; n * hc]);
-        let mut dee = vec![0f32; rows * hc];
+        let (mut dq, mut dk, mut dv) = (reuse::zeros(n * hc), reuse::zeros(n * hc), reuse::zeros(n * hc));
+        let mut dee = reuse::zeros(rows * hc);
         // The gradients of the edge loop, each value accumulated in the order the plain loop
         // over edges added its terms (edge order; `dee` all first-pass terms, then all
         // second-pass ones), by whichever group owns it: per edge (`dα`, per-edge `dee`), per
         // source over its outgoing edges (`dv`, `dk`), per destination over its incoming edges
         // (`dq`). Each group is written by one call, on two threads when the batch is large.
-        let mut dalpha = vec![0f32; m * h];
+        let mut dalpha = reuse::zeros(m * h);
         each_row(&mut dalpha, h, |e, da| {
             let (s, d, r) = (b.src[e] as usize, b.dst[e] as usize, edge.row(e));
             let g = &dout[d * hc..(d + 1) * hc];
@@ -869,7 +907,7 @@ impl EdgeLoop<'_> {
                 }
             }
         });
-        let mut ds = vec![0f32; m * h];
+        let mut ds = reuse::zeros(m * h);
         group_softmax_back(scores, alpha, &dalpha, h, (0..n).map(|d| b.incoming(d).iter().map(|&e| e as usize)), &mut ds);
         // The second pass skips an edge's head whose weight is zero, as the plain loop did.
         let weight = |e: usize, kk: usize| ds[e * h + kk] * scale;
@@ -931,6 +969,7 @@ impl EdgeLoop<'_> {
                 }
             }
         }
+        reuse::give_all([&mut dalpha, &mut ds]);
         EdgeGrads { dq, dk, dv, dee }
     }
 }
@@ -948,6 +987,12 @@ pub struct NormCache {
     xhat: Vec<f32>,
     /// Per feature (batch norm) or per row (layer norm).
     inv_std: Vec<f32>,
+}
+
+impl Drop for NormCache {
+    fn drop(&mut self) {
+        reuse::give_all([&mut self.xhat, &mut self.inv_std]);
+    }
 }
 
 const EPS: f32 = 1e-5;
@@ -984,8 +1029,8 @@ impl BatchNorm {
             (self.running_mean.clone(), self.running_var.clone())
         };
         let inv_std: Vec<f32> = var.iter().map(|v| 1.0 / (v + EPS).sqrt()).collect();
-        let mut xhat = vec![0f32; x.len()];
-        let mut out = vec![0f32; x.len()];
+        let mut xhat = reuse::zeros(x.len());
+        let mut out = reuse::zeros(x.len());
         let (g, bb) = (&self.gamma.v[..f], &self.beta.v[..f]);
         for ((xr, hr), or) in x.chunks_exact(f).zip(xhat.chunks_exact_mut(f)).zip(out.chunks_exact_mut(f)) {
             for (((((h, o), &x), &m), &s), (&g, &b)) in
@@ -1021,7 +1066,7 @@ impl BatchNorm {
         let mg: Vec<f32> = sg.iter().map(|v| v / rows as f32).collect();
         let mng: Vec<f32> = sng.iter().map(|v| v / rows as f32).collect();
         let scale: Vec<f32> = self.gamma.v.iter().zip(&cache.inv_std).map(|(g, s)| g * s).collect();
-        let mut dx = vec![0f32; dout.len()];
+        let mut dx = reuse::zeros(dout.len());
         for ((g, hr), dr) in dout.chunks_exact(f).zip(cache.xhat.chunks_exact(f)).zip(dx.chunks_exact_mut(f)) {
             for (((((d, &g), &h), &m), &mn), &sc) in dr.iter_mut().zip(g).zip(hr).zip(&mg).zip(&mng).zip(&scale) {
                 *d = sc * ((g - m) - h * mn);
@@ -1050,7 +1095,7 @@ impl LayerNorm {
     fn forward_loops(&self, x: &[f32]) -> (Vec<f32>, NormCache) {
         let f = self.gamma.v.len();
         let rows = x.len() / f.max(1);
-        let (mut xhat, mut out, mut inv_std) = (vec![0f32; x.len()], vec![0f32; x.len()], vec![0f32; rows]);
+        let (mut xhat, mut out, mut inv_std) = (reuse::zeros(x.len()), reuse::zeros(x.len()), vec![0f32; rows]);
         for (r, ((xr, hr), or)) in x.chunks_exact(f).zip(xhat.chunks_exact_mut(f)).zip(out.chunks_exact_mut(f)).enumerate() {
             let mean = xr.iter().sum::<f32>() / f as f32;
             let var = xr.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / f as f32;
@@ -1074,7 +1119,7 @@ impl LayerNorm {
     #[inline(always)]
     fn backward_loops(&mut self, cache: &NormCache, dout: &[f32]) -> Vec<f32> {
         let f = self.gamma.v.len();
-        let mut dx = vec![0f32; dout.len()];
+        let mut dx = reuse::zeros(dout.len());
         for (r, ((g, hr), dr)) in dout.chunks_exact(f).zip(cache.xhat.chunks_exact(f)).zip(dx.chunks_exact_mut(f)).enumerate() {
             // The parameters' gradients element by element (vectorised), then the two sums in
             // order (sequential, as before).

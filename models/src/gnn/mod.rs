@@ -37,6 +37,7 @@ pub mod host;
 pub mod link;
 pub mod mixrag;
 pub mod node;
+pub(crate) mod reuse;
 
 pub use crate::train::{EpochRow, Trained};
 pub use graph::{Entries, GraphOps, normalised_entries};

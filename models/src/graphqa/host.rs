@@ -23,6 +23,7 @@ use crate::gnn::host::{
     BatchNorm, EdgeIn, EdgeRows, Gat, Gcn, HostBatch, LayerNorm, Lin, NormCache, P, Transformer, graph_softmax, graph_softmax_back,
     mean_pool, mean_pool_back, read_tensors, relu, relu_back, write_tensors,
 };
+use crate::gnn::reuse;
 use crate::lm::host::AdamW;
 use crate::train::{Evaluation, Learner, Score, Stepped, Stream, fit};
 
@@ -256,6 +257,13 @@ struct EncCache {
     edge_states: Vec<f32>,
 }
 
+impl Drop for EncCache {
+    fn drop(&mut self) {
+        self.outs.drain(..).for_each(reuse::give);
+        reuse::give_all([&mut self.edge_in, &mut self.edge_hidden, &mut self.edge_states]);
+    }
+}
+
 /// gt2's distance feature: ‖x_src − x_dst‖ standardised over the batch's edges.
 fn distances(b: &HostBatch) -> Vec<f32> {
     let d = b.dim;
@@ -291,9 +299,9 @@ impl Encoder {
             let dist = distances(b);
             let w_feat = &e1.w.v[..de * hidden];
             let w_dist = &e1.w.v[de * hidden..];
-            let mut per_row = vec![0f32; b.n_rows * hidden];
+            let mut per_row = reuse::zeros(b.n_rows * hidden);
             gemm_rows(&mut per_row, &b.edge_rows, b.n_rows, de, w_feat, hidden)?;
-            let mut a1 = vec![0f32; b.m * hidden];
+            let mut a1 = reuse::zeros(b.m * hidden);
             for e in 0..b.m {
                 let r = b.edge_row[e] as usize;
                 let o = &mut a1[e * hidden..(e + 1) * hidden];
@@ -301,18 +309,21 @@ impl Encoder {
                     o[j] = (per_row[r * hidden + j] + dist[e] * w_dist[j] + e1.b.v[j]).max(0.0);
                 }
             }
+            reuse::give(per_row);
             let ex = e2.forward(&a1, b.m)?;
             let mut h = inp.forward(&b.x, n)?;
-            c.outs.push(h.clone());
+            c.outs.push(reuse::copy(&h));
             for (layer, ln) in self.gt.iter().zip(&self.lns) {
-                let (t, lc) = layer.forward(&h, EdgeIn::PerEdge(&ex), b)?;
-                let u: Vec<f32> = h.iter().zip(&t).map(|(a, b)| a + b).collect();
+                let (mut u, lc) = layer.forward(&h, EdgeIn::PerEdge(&ex), b)?;
+                // u = h + t, in the buffer of t (the same sums: addition commutes)
+                u.iter_mut().zip(&h).for_each(|(t, a)| *t += a);
                 let (mut y, nc) = ln.forward(&u);
+                reuse::give(u);
                 relu(&mut y);
                 c.layers.push(LayerCache::Gt(lc));
                 c.norms.push(nc);
-                c.outs.push(y.clone());
-                h = y;
+                c.outs.push(reuse::copy(&y));
+                reuse::give(std::mem::replace(&mut h, y));
             }
             c.edge_in = dist;
             c.edge_hidden = a1;
@@ -320,7 +331,7 @@ impl Encoder {
             return Ok((h, c));
         }
         let layers = self.gcn.len() + self.gat.len() + self.gt.len();
-        let mut x = b.x.clone();
+        let mut x = reuse::copy(&b.x);
         for i in 0..layers {
             let (mut y, lc) = match self.shape.kind {
                 EncoderKind::Gcn => {
@@ -341,10 +352,10 @@ impl Encoder {
                 let (mut z, nc) = self.bns[i].forward(&y, n, train);
                 relu(&mut z);
                 c.norms.push(nc);
-                c.outs.push(z.clone());
-                y = z;
+                c.outs.push(reuse::copy(&z));
+                reuse::give(std::mem::replace(&mut y, z));
             }
-            x = y;
+            reuse::give(std::mem::replace(&mut x, y));
         }
         Ok((x, c))
     }
@@ -354,27 +365,31 @@ impl Encoder {
         let n = b.n;
         if self.shape.kind == EncoderKind::Gt2 {
             let hidden = self.shape.hidden;
-            let mut dex = vec![0f32; b.m * hidden];
+            let mut dex = reuse::zeros(b.m * hidden);
             for l in (0..self.gt.len()).rev() {
                 relu_back(&c.outs[l + 1], &mut dh);
-                let du = self.lns[l].backward(&c.norms[l], &dh);
+                let mut du = self.lns[l].backward(&c.norms[l], &dh);
                 let LayerCache::Gt(lc) = &c.layers[l] else { return Err(ModelError::Internal("gt2 cache".into())) };
-                let mut dx = vec![0f32; n * hidden];
+                let mut dx = reuse::zeros(n * hidden);
                 self.gt[l].backward(lc, &du, EdgeIn::PerEdge(&c.edge_states), b, Some(&mut dx), Some(&mut dex))?;
-                dh = du.iter().zip(&dx).map(|(a, b)| a + b).collect();
+                // dh = du + dx, in the buffer of du
+                du.iter_mut().zip(&dx).for_each(|(a, b)| *a += b);
+                reuse::give(dx);
+                reuse::give(std::mem::replace(&mut dh, du));
             }
             let (Some(e1), Some(e2), Some(inp)) = (&mut self.edge1, &mut self.edge2, &mut self.input) else {
                 return Err(ModelError::Internal("gt2 without its edge MLP".into()));
             };
             inp.backward(&b.x, &dh, n, true, None, false)?;
+            reuse::give(dh);
             if b.m > 0 {
-                let mut da1 = vec![0f32; b.m * hidden];
+                let mut da1 = reuse::zeros(b.m * hidden);
                 e2.backward(&c.edge_hidden, &dex, b.m, true, Some(&mut da1), false)?;
                 relu_back(&c.edge_hidden, &mut da1);
                 // The first layer: the features' rows summed per distinct row, the distance's row
                 // and the bias per edge.
                 let de = b.edge_dim;
-                let mut per_row = vec![0f32; b.n_rows * hidden];
+                let mut per_row = reuse::zeros(b.n_rows * hidden);
                 for e in 0..b.m {
                     let r = b.edge_row[e] as usize;
                     let g = &da1[e * hidden..(e + 1) * hidden];
@@ -389,24 +404,27 @@ impl Encoder {
                     crate::linalg::Op::n(&per_row, b.n_rows, hidden),
                     true,
                 )?;
+                reuse::give_all([&mut da1, &mut per_row]);
             }
+            reuse::give(dex);
             return Ok(());
         }
         let layers = c.layers.len();
         for i in (0..layers).rev() {
             if i + 1 < layers {
                 relu_back(&c.outs[i], &mut dh);
-                dh = self.bns[i].backward(&c.norms[i], &dh, n);
+                let dz = self.bns[i].backward(&c.norms[i], &dh, n);
+                reuse::give(std::mem::replace(&mut dh, dz));
             }
             let din = if i == 0 { b.dim } else { self.shape.hidden };
-            let mut dx = if i == 0 { Vec::new() } else { vec![0f32; n * din] };
+            let mut dx = if i == 0 { Vec::new() } else { reuse::zeros(n * din) };
             let dxr = if i == 0 { None } else { Some(dx.as_mut_slice()) };
             match &c.layers[i] {
                 LayerCache::Gcn(lc) => self.gcn[i].backward(lc, &dh, b, dxr)?,
                 LayerCache::Gat(lc) => self.gat[i].backward(lc, &dh, b, dxr)?,
                 LayerCache::Gt(lc) => self.gt[i].backward(lc, &dh, Self::edge_rows(b), b, dxr, None)?,
             }
-            dh = dx;
+            reuse::give(std::mem::replace(&mut dh, dx));
         }
         Ok(())
     }
@@ -574,6 +592,12 @@ struct Forward {
     logits: Vec<f32>,
 }
 
+impl Drop for Forward {
+    fn drop(&mut self) {
+        reuse::give_all([&mut self.h, &mut self.z, &mut self.a, &mut self.logits]);
+    }
+}
+
 impl HostQa {
     /// The burn model's tensors on the host.
     pub(crate) fn from_burn(model: &GraphQa, shape: &QaShape) -> Result<HostQa> {
@@ -645,7 +669,7 @@ impl HostQa {
             (None, _) => (q.to_vec(), b.graphs, None),
             (Some(e), HeadKind::Nodes) => {
                 let d = e.shape.hidden;
-                let mut z = Vec::with_capacity(b.n * (d + qd));
+                let mut z = reuse::with_capacity(b.n * (d + qd));
                 for i in 0..b.n {
                     let g = b.node_graph[i] as usize;
                     z.extend_from_slice(&h[i * d..(i + 1) * d]);
@@ -677,19 +701,20 @@ impl HostQa {
     /// Gradients of the loss from the logits' gradient.
     fn backward(&mut self, b: &HostBatch, f: &Forward, dlogits: &[f32]) -> Result<()> {
         let rows = f.logits.len() / self.h2.dout;
-        let mut da = vec![0f32; f.a.len()];
+        let mut da = reuse::zeros(f.a.len());
         self.h2.backward(&f.a, dlogits, rows, true, Some(&mut da), false)?;
         relu_back(&f.a, &mut da);
         let want_dz = self.encoder.is_some();
-        let mut dz = if want_dz { vec![0f32; f.z.len()] } else { Vec::new() };
+        let mut dz = if want_dz { reuse::zeros(f.z.len()) } else { Vec::new() };
         self.h1.backward(&f.z, &da, rows, true, if want_dz { Some(&mut dz) } else { None }, false)?;
+        reuse::give(da);
         let qd = self.question_dim;
         let Some(e) = &mut self.encoder else { return Ok(()) };
         let d = e.shape.hidden;
         let w = d + qd;
         let dh = match self.head {
             HeadKind::Nodes => {
-                let mut dh = vec![0f32; b.n * d];
+                let mut dh = reuse::zeros(b.n * d);
                 for i in 0..b.n {
                     dh[i * d..(i + 1) * d].copy_from_slice(&dz[i * w..i * w + d]);
                 }
@@ -704,6 +729,7 @@ impl HostQa {
                 e.pool_back(&f.h, b, pc, &dp)?
             }
         };
+        reuse::give(dz);
         let ec = f.enc.as_ref().ok_or_else(|| ModelError::Internal("host engine: no encoder cache".into()))?;
         e.nodes_back(b, ec, dh)
     }
@@ -735,8 +761,8 @@ impl HostQa {
     /// Logits in evaluation mode: `[graphs, classes]` or `[n]`.
     fn predict_batch(&mut self, examples: &[&QaExample], rows: &[&EdgeRows], dim: usize, edge_dim: usize) -> Result<(HostBatch, Vec<f32>)> {
         let (b, q) = host_batch(examples, rows, dim, edge_dim)?;
-        let f = self.forward(&b, &q, false)?;
-        Ok((b, f.logits))
+        let mut f = self.forward(&b, &q, false)?;
+        Ok((b, std::mem::take(&mut f.logits)))
     }
 
     /// Each graph's prediction from a batch's logits: the class, or the top node (ties: the first).
@@ -797,7 +823,10 @@ pub(crate) fn train(
     // On a rayon worker, so that the products' halves ([`crate::linalg::gemm_f32_halves`]) are
     // cheap joins rather than cross-thread wake-ups.
     let plan = t.plan(MODEL, cfg.seed, train.len());
-    let mut f = rayon::scope(|_| fit(&plan, &mut learner, model, &mut rng))?;
+    let mut f = rayon::scope(|_| {
+        let _kept = reuse::Scope::open();
+        fit(&plan, &mut learner, model, &mut rng)
+    })?;
     Ok((f.kept.write_into(burn)?, f.curve, f.best_epoch))
 }
 
@@ -845,6 +874,7 @@ pub(crate) fn step_times(
     let batch = t.batch.max(1);
     let rows = edge_rows(examples, edge_dim);
     rayon::scope(|_| {
+        let _kept = reuse::Scope::open();
         let mut times = Vec::with_capacity(steps);
         for i in 0..=steps {
             let ids: Vec<usize> = (0..batch).map(|j| (i * batch + j) % examples.len().max(1)).collect();
