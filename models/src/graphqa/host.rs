@@ -284,7 +284,10 @@ impl Encoder {
         EdgeIn::Rows { rows: &b.edge_rows, n_rows: b.n_rows, row: &b.edge_row }
     }
 
-    /// Node states `[n, hidden]` (batch norms in training or evaluation mode).
+    /// Node states `[n, hidden]` (batch norms in training or evaluation mode). What the backward
+    /// pass reads is kept in training only (the one pass a backward pass follows); in evaluation
+    /// each layer's values are let go as soon as the next layer has its input, so a batch holds
+    /// one layer's worth at a time.
     fn nodes(&mut self, b: &HostBatch, train: bool) -> Result<(Vec<f32>, EncCache)> {
         let n = b.n;
         let mut c = EncCache { layers: vec![], norms: vec![], outs: vec![], edge_in: vec![], edge_hidden: vec![], edge_states: vec![] };
@@ -310,9 +313,11 @@ impl Encoder {
                 }
             }
             reuse::give(per_row);
-            let ex = e2.forward(&a1, b.m)?;
+            let mut ex = e2.forward(&a1, b.m)?;
             let mut h = inp.forward(&b.x, n)?;
-            c.outs.push(reuse::copy(&h));
+            if train {
+                c.outs.push(reuse::copy(&h));
+            }
             for (layer, ln) in self.gt.iter().zip(&self.lns) {
                 let (mut u, lc) = layer.forward(&h, EdgeIn::PerEdge(&ex), b)?;
                 // u = h + t, in the buffer of t (the same sums: addition commutes)
@@ -320,14 +325,20 @@ impl Encoder {
                 let (mut y, nc) = ln.forward(&u);
                 reuse::give(u);
                 relu(&mut y);
-                c.layers.push(LayerCache::Gt(lc));
-                c.norms.push(nc);
-                c.outs.push(reuse::copy(&y));
+                if train {
+                    c.layers.push(LayerCache::Gt(lc));
+                    c.norms.push(nc);
+                    c.outs.push(reuse::copy(&y));
+                }
                 reuse::give(std::mem::replace(&mut h, y));
             }
-            c.edge_in = dist;
-            c.edge_hidden = a1;
-            c.edge_states = ex;
+            if train {
+                c.edge_in = dist;
+                c.edge_hidden = a1;
+                c.edge_states = ex;
+            } else {
+                reuse::give_all([&mut a1, &mut ex]);
+            }
             return Ok((h, c));
         }
         let layers = self.gcn.len() + self.gat.len() + self.gt.len();
@@ -347,12 +358,16 @@ impl Encoder {
                     (y, LayerCache::Gt(lc))
                 }
             };
-            c.layers.push(lc);
+            if train {
+                c.layers.push(lc);
+            }
             if i + 1 < layers {
                 let (mut z, nc) = self.bns[i].forward(&y, n, train);
                 relu(&mut z);
-                c.norms.push(nc);
-                c.outs.push(reuse::copy(&z));
+                if train {
+                    c.norms.push(nc);
+                    c.outs.push(reuse::copy(&z));
+                }
                 reuse::give(std::mem::replace(&mut y, z));
             }
             reuse::give(std::mem::replace(&mut x, y));
@@ -363,6 +378,9 @@ impl Encoder {
     /// Backward of [`Encoder::nodes`] from `dh` (`[n, hidden]`).
     fn nodes_back(&mut self, b: &HostBatch, c: &EncCache, mut dh: Vec<f32>) -> Result<()> {
         let n = b.n;
+        if c.layers.len() != self.gcn.len() + self.gat.len() + self.gt.len() {
+            return Err(ModelError::Internal("host engine: a backward pass after an evaluation pass, which keeps no caches".into()));
+        }
         if self.shape.kind == EncoderKind::Gt2 {
             let hidden = self.shape.hidden;
             let mut dex = reuse::zeros(b.m * hidden);
@@ -1057,6 +1075,11 @@ mod tests {
                 let reached: Vec<bool> = got.iter().zip(&want).filter(|(g, _)| g.is_some()).map(|(_, w)| w.is_some()).collect();
                 assert_eq!(host.used(b.m > 0), reached, "{what}: parameters taking part in the step");
                 assert_eq!(got.len(), want.len(), "{what}");
+                // An evaluation pass keeps no caches, and a backward pass after it is refused.
+                let fe = host.forward(&b, &q, false).expect("evaluation forward");
+                assert_eq!(fe.logits.len(), f.logits.len(), "{what}");
+                assert!(fe.enc.as_ref().is_some_and(|c| c.layers.is_empty() && c.outs.is_empty()), "{what}: caches kept in evaluation");
+                assert!(host.backward(&b, &fe, &dl).is_err(), "{what}: a backward pass after an evaluation pass");
                 let scale = want.iter().flatten().flatten().fold(0f32, |m, v| m.max(v.abs()));
                 for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                     match (g, w) {
