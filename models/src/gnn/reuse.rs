@@ -13,10 +13,10 @@
 //! frees kept buffers, oldest first, at least as large as it in all, so the bytes in use plus
 //! those kept grow only when nothing is kept, never above the most in use at once. A buffer
 //! serves requests of four fifths of its capacity up (a reused buffer's pages beyond the request
-//! stay resident: that is the memory this costs, a few per cent). Buffers are kept only while a [`Scope`] is open on
-//! the thread (a training holds one on the thread that runs it; outside one [`give`] drops them),
-//! and freed when it closes. Their contents never reach a result: [`zeros`] clears and [`copy`]
-//! overwrites every value.
+//! stay resident: that is the memory this costs, a few per cent). Buffers are kept only while a
+//! [`Scope`] is open on the thread (a training holds one on the thread that runs it; outside one
+//! [`give`] drops them), and freed when it closes. Their contents never reach a result: [`zeros`]
+//! clears and [`copy`] overwrites every value.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -32,7 +32,8 @@ thread_local! {
 }
 
 /// The kept buffer that fits `len` best (the smallest capacity of at least `len`, at most a
-/// quarter more); when none does, kept buffers of at least `len` values in all are freed, oldest first.
+/// quarter more); when none does, kept buffers of at least `len` values in all are freed, oldest
+/// first.
 fn take(len: usize) -> Option<Vec<f32>> {
     if len < MIN_FLOATS {
         return None;
@@ -65,7 +66,8 @@ pub fn with_capacity(len: usize) -> Vec<f32> {
     }
 }
 
-/// `len` zeros, in a kept buffer when one fits.
+/// `len` zeros, in a kept buffer when one fits (else `vec!`, whose zeroed allocation the system
+/// may hand over as untouched zero pages, cheaper than writing them).
 pub fn zeros(len: usize) -> Vec<f32> {
     match take(len) {
         Some(mut v) => {

@@ -81,7 +81,7 @@ pub fn run(a: GraphwaveArgs) -> Result<()> {
     }
     let adj = Adjacency::from_edges(n, &src, &dst, false).with_context(|| format!("{}", a.edges.display()))?;
     let t0 = Instant::now();
-    let emb = graphwave::embed(&adj, &scales, a.points, 100.0, mode)?;
+    let emb = graphwave::embed(&adj, &scales, a.points, graphwave::T_MAX, mode)?;
     write_matrix(&tgrag_schemas::tables::GRAPHWAVE_EMBEDDINGS, &a.out, n, width, ArrayValues::F64(&emb))?;
     eprintln!(
         "graphwave: N = {n}, {} scales × {} points ({:?}) in {:.3}s → {}",

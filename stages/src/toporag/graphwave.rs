@@ -26,6 +26,10 @@ pub enum Mode {
     Chebyshev { tol: f64, max_order: usize },
 }
 
+/// The end of GraphWave's sample interval [0, t_max], as in the reference implementation and the
+/// scipy fixture (`tgrag graphwave` and TopoRAG's role embeddings both sample it).
+pub const T_MAX: f64 = 100.0;
+
 /// The spacing Δ of the `points` sample points t_j = jΔ = t_max·j/(T−1) (numpy.linspace(0, t_max,
 /// T)); 0 when there is at most one point (t_0 = 0).
 fn step(points: usize, t_max: f64) -> f64 {

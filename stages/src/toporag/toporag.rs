@@ -200,7 +200,7 @@ pub fn topology(adj: &Adjacency, cfg: &ToporagConfig) -> Result<Topology> {
     let r: Vec<f32> = (0..n * cfg.dims.get()).map(|_| rng.normal() as f32).collect();
     let prox = diffuse_f32(adj, &r, cfg.dims.get(), &cfg.alphas).iter().map(|&x| f64::from(x)).collect();
     let mode = if n <= 2000 { graphwave::Mode::Exact } else { graphwave::DEFAULT_CHEBYSHEV };
-    let role = graphwave::embed(adj, &cfg.scales, cfg.points, 100.0, mode)?;
+    let role = graphwave::embed(adj, &cfg.scales, cfg.points, graphwave::T_MAX, mode)?;
     Ok(Topology { r, prox, role, rw: cfg.scales.len() * 2 * cfg.points })
 }
 
