@@ -18,6 +18,8 @@
 
 use rayon::prelude::*;
 
+use super::amx::Epilogue;
+use super::fused::{gelu, gelu_vec};
 use crate::error::{ModelError, Result};
 
 /// Rows of C one kernel call computes, and columns of a panel.
@@ -129,6 +131,15 @@ thread_local! {
 /// `dst (m×n, row stride ldd) (+)= lhs (m×k, row stride lda) · b`; `accumulate` keeps what `dst`
 /// holds (bias, residual) and adds the product.
 pub fn matmul(m: usize, dst: &mut [f32], ldd: usize, lhs: &[f32], lda: usize, b: &PackedB, accumulate: bool) -> Result<()> {
+    matmul_with(m, dst, ldd, lhs, lda, b, if accumulate { Epilogue::Accumulate } else { Epilogue::Store })
+}
+
+/// `dst (m×n, row stride ldd) ← epilogue(lhs (m×k, row stride lda) · b)` ([`Epilogue`], as the
+/// AMX products apply it): the bias and the residual are added as each block leaves the
+/// registers, and GELU is applied to the block while it is in cache, with the arithmetic of the
+/// separate passes in the same order (bit for bit: a bias pass, an accumulating product, a GELU
+/// pass). Only the epilogues that read `dst` load it, and those fetch the block's rows ahead.
+pub fn matmul_with(m: usize, dst: &mut [f32], ldd: usize, lhs: &[f32], lda: usize, b: &PackedB, epilogue: Epilogue<'_>) -> Result<()> {
     let (k, n, pk) = (b.k, b.n, b.pk);
     if m == 0 {
         return Ok(());
@@ -137,6 +148,14 @@ pub fn matmul(m: usize, dst: &mut [f32], ldd: usize, lhs: &[f32], lda: usize, b:
         return Err(ModelError::Internal("bf16 matmul called on a CPU without AVX512-BF16".into()));
     }
     super::check_operands("bf16", (m, k, n), (lhs.len(), lda), (dst.len(), ldd))?;
+    let bias = match epilogue {
+        Epilogue::Bias(v) | Epilogue::BiasGelu(v) | Epilogue::AccumulateBias(v) => Some(v),
+        Epilogue::Store | Epilogue::Accumulate => None,
+    };
+    if let Some(v) = bias.filter(|v| v.len() != n) {
+        return Err(ModelError::Internal(format!("bf16 product: a bias of {} for {n} columns", v.len())));
+    }
+    let gelu = matches!(epilogue, Epilogue::BiasGelu(_));
     // Row blocks of MR, about four tasks per thread (balanced; the panels stay in L2).
     let threads = rayon::current_num_threads().max(1);
     let task_rows = m.div_ceil(4 * threads).div_ceil(MR).max(1) * MR;
@@ -154,16 +173,51 @@ pub fn matmul(m: usize, dst: &mut [f32], ldd: usize, lhs: &[f32], lda: usize, b:
             for q in 0..b.panels {
                 let panel = &b.data[q * pk * NR..(q + 1) * pk * NR];
                 let cols = (n - q * NR).min(NR);
+                let mode = match epilogue {
+                    Epilogue::Store => Mode::Store,
+                    Epilogue::Accumulate => Mode::Accumulate,
+                    Epilogue::Bias(v) | Epilogue::BiasGelu(v) => Mode::Bias(&v[q * NR..q * NR + cols]),
+                    Epilogue::AccumulateBias(v) => Mode::AccumulateBias(&v[q * NR..q * NR + cols]),
+                };
                 for mb in 0..blocks {
                     let live = rows.saturating_sub(mb * MR).min(MR);
                     let at = (mb * MR) * ldd + q * NR;
-                    let c = Out { dst: &mut out[at..at + (live - 1) * ldd + cols], ldd, rows: live, cols, accumulate };
+                    let c = Out { dst: &mut out[at..at + (live - 1) * ldd + cols], ldd, rows: live, cols, mode };
                     block(&a[mb * MR * pk..(mb + 1) * MR * pk], panel, pk, c);
+                    if gelu {
+                        pulp::Arch::new().dispatch(GeluBlock { out: &mut out[at..at + (live - 1) * ldd + cols], ldd, rows: live, cols });
+                    }
                 }
             }
         });
     });
     Ok(())
+}
+
+/// GELU over `rows` × `cols` of `out` (row stride `ldd`), one block just stored: whole vectors by
+/// [`gelu_vec`], the rest by [`gelu`] (the same bits, as the engine's GELU pass).
+struct GeluBlock<'a> {
+    out: &'a mut [f32],
+    ldd: usize,
+    rows: usize,
+    cols: usize,
+}
+
+impl pulp::WithSimd for GeluBlock<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, simd: S) {
+        let GeluBlock { out, ldd, rows, cols } = self;
+        for r in 0..rows {
+            let (head, tail) = S::as_mut_simd_f32s(&mut out[r * ldd..r * ldd + cols]);
+            for v in head {
+                *v = gelu_vec(simd, *v);
+            }
+            for x in tail {
+                *x = gelu(*x);
+            }
+        }
+    }
 }
 
 /// One activation row `x` (k values) as bf16 pairs (`row`: ⌈k/2⌉ lanes, `pair`'s
@@ -213,14 +267,39 @@ unsafe fn pack(x: &[f32], row: &mut [u32]) {
     }
 }
 
-/// Where one block's results go: `rows × cols` values of `dst` (row stride `ldd`), stored or added
-/// to what `dst` holds.
+/// Where one block's results go: `rows × cols` values of `dst` (row stride `ldd`), by `mode`.
 struct Out<'a> {
     dst: &'a mut [f32],
     ldd: usize,
     rows: usize,
     cols: usize,
-    accumulate: bool,
+    mode: Mode<'a>,
+}
+
+/// What a block's store does with the product `P` (a bias: the block's `cols` columns of it).
+#[derive(Clone, Copy)]
+enum Mode<'a> {
+    /// `dst = P`.
+    Store,
+    /// `dst = dst + P`.
+    Accumulate,
+    /// `dst = bias + P`.
+    Bias(&'a [f32]),
+    /// `dst = (dst + bias) + P`.
+    AccumulateBias(&'a [f32]),
+}
+
+impl Mode<'_> {
+    fn reads_dst(self) -> bool {
+        matches!(self, Mode::Accumulate | Mode::AccumulateBias(_))
+    }
+
+    fn bias(self) -> Option<*const f32> {
+        match self {
+            Mode::Bias(b) | Mode::AccumulateBias(b) => Some(b.as_ptr()),
+            Mode::Store | Mode::Accumulate => None,
+        }
+    }
 }
 
 /// `dst (+)= a · panel` for one block: `a` is MR rows of `pk` pairs, `panel` `pk` pair-rows of NR
@@ -228,7 +307,14 @@ struct Out<'a> {
 fn block(a: &[u32], panel: &[u32], pk: usize, c: Out<'_>) {
     assert!(a.len() == MR * pk && panel.len() == pk * NR, "bf16 block: operand lengths");
     assert!(
-        (1..=MR).contains(&c.rows) && (1..=NR).contains(&c.cols) && c.cols <= c.ldd && c.dst.len() >= (c.rows - 1) * c.ldd + c.cols,
+        (1..=MR).contains(&c.rows)
+            && (1..=NR).contains(&c.cols)
+            && c.cols <= c.ldd
+            && c.dst.len() >= (c.rows - 1) * c.ldd + c.cols
+            && match c.mode {
+                Mode::Bias(b) | Mode::AccumulateBias(b) => b.len() == c.cols,
+                Mode::Store | Mode::Accumulate => true,
+            },
         "bf16 block: output lengths"
     );
     #[cfg(target_arch = "x86_64")]
@@ -250,12 +336,29 @@ fn block(a: &[u32], panel: &[u32], pk: usize, c: Out<'_>) {
 
 /// The register kernel: 24 accumulators (MR rows × two halves of the panel), one broadcast pair
 /// of A per row and pair-row, two loads of B per pair-row; then each live row's two halves are
-/// stored into (or added to) the output under the column mask.
+/// stored under the column mask, by `c.mode`. An epilogue that reads the destination first asks
+/// for its rows' lines, so that they arrive during the multiply-adds (a block's rows are a stride
+/// apart and were last touched a whole product earlier: waiting for them at the store was about a
+/// fifth of the kernel's time).
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
 #[target_feature(enable = "avx512f,avx512bf16")]
 unsafe fn kernel(a: &[u32], panel: &[u32], pk: usize, c: Out<'_>) {
     use std::arch::x86_64::*;
+    let out = c.dst.as_mut_ptr();
+    if c.mode.reads_dst() {
+        for i in 0..c.rows {
+            // SAFETY: a prefetch reads nothing the program sees and cannot fault; the address is
+            // row i's first value, inside `dst` (row i < rows).
+            unsafe {
+                let at = out.add(i * c.ldd).cast::<i8>().cast_const();
+                _mm_prefetch::<_MM_HINT_T0>(at);
+                if c.cols > 16 {
+                    _mm_prefetch::<_MM_HINT_T0>(at.add(64));
+                }
+            }
+        }
+    }
     let mut acc = [_mm512_setzero_ps(); 2 * MR];
     let (ap, bp) = (a.as_ptr(), panel.as_ptr());
     for p in 0..pk {
@@ -277,7 +380,16 @@ unsafe fn kernel(a: &[u32], panel: &[u32], pk: usize, c: Out<'_>) {
     }
     let lanes = |n: usize| -> __mmask16 { if n >= 16 { 0xffff } else { ((1u32 << n) - 1) as __mmask16 } };
     let masks = [lanes(c.cols), lanes(c.cols.saturating_sub(16))];
-    let out = c.dst.as_mut_ptr();
+    // The bias's two halves (zero where it has none). SAFETY: the bias holds `cols` values
+    // (asserted by the caller); a half is read only where its mask has lanes, and only those.
+    let mut bias = [_mm512_setzero_ps(); 2];
+    if let Some(b) = c.mode.bias() {
+        for (h, &mask) in masks.iter().enumerate() {
+            if mask != 0 {
+                bias[h] = unsafe { _mm512_maskz_loadu_ps(mask, b.add(16 * h)) };
+            }
+        }
+    }
     for i in 0..c.rows {
         for (h, &mask) in masks.iter().enumerate() {
             if mask == 0 {
@@ -287,7 +399,13 @@ unsafe fn kernel(a: &[u32], panel: &[u32], pk: usize, c: Out<'_>) {
             // (rows − 1)·ldd + cols values the caller asserted.
             unsafe {
                 let at = out.add(i * c.ldd + 16 * h);
-                let v = if c.accumulate { _mm512_add_ps(_mm512_maskz_loadu_ps(mask, at), acc[2 * i + h]) } else { acc[2 * i + h] };
+                let p = acc[2 * i + h];
+                let v = match c.mode {
+                    Mode::Store => p,
+                    Mode::Accumulate => _mm512_add_ps(_mm512_maskz_loadu_ps(mask, at), p),
+                    Mode::Bias(_) => _mm512_add_ps(bias[h], p),
+                    Mode::AccumulateBias(_) => _mm512_add_ps(_mm512_add_ps(_mm512_maskz_loadu_ps(mask, at), bias[h]), p),
+                };
                 _mm512_mask_storeu_ps(at, mask, v);
             }
         }
@@ -383,7 +501,7 @@ mod tests {
             let panel = &b.data[q * pk * NR..(q + 1) * pk * NR];
             let cols = (n - q * NR).min(NR);
             for mb in 0..m.div_ceil(MR) {
-                block(&a[mb * MR * pk..(mb + 1) * MR * pk], panel, pk, Out { dst: &mut c, ldd: NR, rows: MR, cols: NR, accumulate: false });
+                block(&a[mb * MR * pk..(mb + 1) * MR * pk], panel, pk, Out { dst: &mut c, ldd: NR, rows: MR, cols: NR, mode: Mode::Store });
                 for i in 0..(m - mb * MR).min(MR) {
                     let d = &mut dst[(mb * MR + i) * ldd + q * NR..(mb * MR + i) * ldd + q * NR + cols];
                     for (v, p) in d.iter_mut().zip(&c[i * NR..i * NR + cols]) {
@@ -443,6 +561,57 @@ mod tests {
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&got), bits(&want), "({m},{k},{n}) accumulate {accumulate}");
             }
+        }
+    }
+
+    /// Each epilogue gives, bit for bit, what its separate passes give: the bias written into
+    /// every row (or added to the residual) element by element, the plain accumulating product,
+    /// then GELU element by element. Last panels of 1 to 32 columns, rows off the block height.
+    #[test]
+    fn epilogues_equal_their_separate_passes_bit_for_bit() {
+        if !available() {
+            eprintln!("epilogues_equal_their_separate_passes_bit_for_bit: no AVX512-BF16 on this CPU, not checked");
+            return;
+        }
+        let gelu = super::super::fused::gelu;
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for (m, k, n) in [(1, 1, 1), (13, 17, 33), (25, 384, 64), (40, 31, 100), (12, 48, 31), (30, 385, 70), (5, 20, 16), (9, 18, 50)] {
+            let (lda, ldd) = (k + 3, n + 5);
+            let lhs = values((m - 1) * lda + k, 3 + k as u64);
+            let packed = PackedB::new(&values(k * n, 4 + n as u64), k, n).expect("pack");
+            // Magnitudes where GELU is neither 0 nor the identity.
+            let bias: Vec<f32> = values(n, 6 + n as u64).iter().map(|v| 3.0 * v).collect();
+            let start = values((m - 1) * ldd + n + 2, 5 + m as u64);
+            let rows = |v: &mut [f32], f: &dyn Fn(&mut f32, f32)| {
+                for i in 0..m {
+                    v[i * ldd..i * ldd + n].iter_mut().zip(&bias).for_each(|(x, &b)| f(x, b));
+                }
+            };
+            type Separate<'a> = &'a dyn Fn(&mut Vec<f32>);
+            let cases: [(Epilogue<'_>, Separate<'_>); 5] = [
+                (Epilogue::Store, &|w| plain(m, w, ldd, &lhs, lda, &packed, false)),
+                (Epilogue::Accumulate, &|w| plain(m, w, ldd, &lhs, lda, &packed, true)),
+                (Epilogue::Bias(&bias), &|w| {
+                    rows(w, &|x, b| *x = b);
+                    plain(m, w, ldd, &lhs, lda, &packed, true);
+                }),
+                (Epilogue::BiasGelu(&bias), &|w| {
+                    rows(w, &|x, b| *x = b);
+                    plain(m, w, ldd, &lhs, lda, &packed, true);
+                    rows(w, &|x, _| *x = gelu(*x));
+                }),
+                (Epilogue::AccumulateBias(&bias), &|w| {
+                    rows(w, &|x, b| *x += b);
+                    plain(m, w, ldd, &lhs, lda, &packed, true);
+                }),
+            ];
+            for (e, separate) in cases {
+                let (mut got, mut want) = (start.clone(), start.clone());
+                matmul_with(m, &mut got, ldd, &lhs, lda, &packed, e).expect("matmul");
+                separate(&mut want);
+                assert_eq!(bits(&got), bits(&want), "({m},{k},{n}) {e:?}");
+            }
+            assert!(matmul_with(m, &mut start.clone(), ldd, &lhs, lda, &packed, Epilogue::Bias(&bias[..n - 1])).is_err());
         }
     }
 

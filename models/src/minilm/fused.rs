@@ -435,9 +435,9 @@ impl FusedBert {
         &self.cfg
     }
 
-    /// `dst (t×n) ← e(x (t×k) · W)` for one of layer `li`'s weights, on AMX (the epilogue fused
-    /// into the product's stores) or another kernel (the epilogue as passes over `dst`, the same
-    /// arithmetic in the same order).
+    /// `dst (t×n) ← e(x (t×k) · W)` for one of layer `li`'s weights: on AMX tiles or AVX512-BF16
+    /// the epilogue is fused into the product's stores; f32 `gemm` runs it as passes over `dst`
+    /// (the same arithmetic in the same order).
     fn product(&self, li: usize, w: Weight, t: usize, dst: &mut [f32], x: &[f32], e: Epilogue<'_>) -> Result<()> {
         let (d, di) = (self.cfg.hidden_size, self.cfg.intermediate_size);
         let layer = &self.layers[li];
@@ -450,6 +450,9 @@ impl FusedBert {
         if let Some(PackedLayers::Amx(p)) = &self.packed {
             return amx::matmul_with(t, dst, n, x, k, packed(p, li)?.of(w), e);
         }
+        if let Some(PackedLayers::Bf16(p)) = &self.packed {
+            return bf16::matmul_with(t, dst, n, x, k, packed(p, li)?.of(w), e);
+        }
         let dst = &mut dst[..t * n];
         match e {
             Epilogue::Store => dst.fill(0.0),
@@ -457,10 +460,7 @@ impl FusedBert {
             Epilogue::Bias(b) | Epilogue::BiasGelu(b) => dst.chunks_exact_mut(n).for_each(|row| row.copy_from_slice(b)),
             Epilogue::AccumulateBias(b) => dst.chunks_exact_mut(n).for_each(|row| row.iter_mut().zip(b).for_each(|(v, b)| *v += b)),
         }
-        match &self.packed {
-            Some(PackedLayers::Bf16(p)) => bf16::matmul(t, dst, n, x, k, packed(p, li)?.of(w), true)?,
-            _ => matmul(t, n, k, dst, n, x, k, wf, n, 1, true, true)?,
-        }
+        matmul(t, n, k, dst, n, x, k, wf, n, 1, true, true)?;
         if let Epilogue::BiasGelu(_) = e {
             gelu_in_place(dst);
         }
