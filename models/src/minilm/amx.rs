@@ -852,7 +852,7 @@ mod tests {
             eprintln!("skipped: this CPU or OS offers no AMX-BF16 tiles");
             return;
         }
-        // The separate pass's GELU (`fused::gelu_in_place` applies this function).
+        // The separate pass's GELU (the f32 engine's bias-and-GELU pass applies this function).
         let gelu = super::super::fused::gelu;
         for &(m, k, n) in &[(1, 3, 5), (37, 45, 50), (70, 100, 33)] {
             let a = rng_fill(m * k, 11 + m as u64, 1.0);

@@ -127,8 +127,18 @@ pub fn erf_approx(x: f32) -> f32 {
 /// vectorised) for the best instruction set of this CPU: AVX-512, AVX2 or baseline. (A struct, not a
 /// closure: `with_simd` is inlined into the target-feature function, a closure body may not be.)
 enum Pass<'a> {
-    LayerNorm { rows: &'a mut [f32], d: usize, norm: &'a Norm, eps: f32 },
-    Gelu(&'a mut [f32]),
+    LayerNorm {
+        rows: &'a mut [f32],
+        d: usize,
+        norm: &'a Norm,
+        eps: f32,
+    },
+    /// Every row plus `b`, then GELU when `gelu`.
+    BiasGelu {
+        rows: &'a mut [f32],
+        b: &'a [f32],
+        gelu: bool,
+    },
 }
 
 impl pulp::WithSimd for Pass<'_> {
@@ -137,7 +147,13 @@ impl pulp::WithSimd for Pass<'_> {
     fn with_simd<S: pulp::Simd>(self, _simd: S) {
         match self {
             Pass::LayerNorm { rows, d, norm, eps } => layer_norm_rows(rows, d, norm, eps),
-            Pass::Gelu(c) => gelu_chunk(c),
+            Pass::BiasGelu { rows, b, gelu } => {
+                for row in rows.chunks_exact_mut(b.len().max(1)) {
+                    for (v, &b) in row.iter_mut().zip(b) {
+                        *v = if gelu { self::gelu(b + *v) } else { b + *v };
+                    }
+                }
+            }
         }
     }
 }
@@ -158,11 +174,6 @@ pub(crate) fn sum16(v: &[f32]) -> f32 {
         }
     }
     acc.iter().sum::<f32>() + it.remainder().iter().sum::<f32>()
-}
-
-/// Exact-erf GELU, 0.5·x·(1 + erf(x/√2)), in place.
-fn gelu_in_place(v: &mut [f32]) {
-    v.par_chunks_mut(4096).for_each(|c| simd(Pass::Gelu(c)));
 }
 
 struct Norm {
@@ -217,13 +228,6 @@ pub(crate) fn gelu_vec<S: pulp::Simd>(simd: S, x: S::f32s) -> S::f32s {
     let erf = simd.div_f32s(simd.mul_f32s(z, p), q);
     let erf = simd.min_f32s(simd.max_f32s(erf, simd.splat_f32s(-1.0)), simd.splat_f32s(1.0));
     simd.mul_f32s(simd.mul_f32s(simd.splat_f32s(0.5), x), simd.add_f32s(simd.splat_f32s(1.0), erf))
-}
-
-#[inline(always)]
-fn gelu_chunk(c: &mut [f32]) {
-    for x in c.iter_mut() {
-        *x = gelu(*x);
-    }
 }
 
 struct Layer {
@@ -454,17 +458,22 @@ impl FusedBert {
             return bf16::matmul_with(t, dst, n, x, k, packed(p, li)?.of(w), e);
         }
         let dst = &mut dst[..t * n];
+        // The storing epilogues let `gemm` write the product without reading `dst` (which it would
+        // wait for, block by block), then add the bias (and GELU) in one pass: bias + P either way.
         match e {
-            Epilogue::Store => dst.fill(0.0),
-            Epilogue::Accumulate => {}
-            Epilogue::Bias(b) | Epilogue::BiasGelu(b) => dst.chunks_exact_mut(n).for_each(|row| row.copy_from_slice(b)),
-            Epilogue::AccumulateBias(b) => dst.chunks_exact_mut(n).for_each(|row| row.iter_mut().zip(b).for_each(|(v, b)| *v += b)),
+            Epilogue::Store => matmul(t, n, k, dst, n, x, k, wf, n, 1, false, true),
+            Epilogue::Accumulate => matmul(t, n, k, dst, n, x, k, wf, n, 1, true, true),
+            Epilogue::Bias(b) | Epilogue::BiasGelu(b) => {
+                matmul(t, n, k, dst, n, x, k, wf, n, 1, false, true)?;
+                let gelu = matches!(e, Epilogue::BiasGelu(_));
+                dst.par_chunks_mut(n * (4096 / n).max(1)).for_each(|rows| simd(Pass::BiasGelu { rows, b, gelu }));
+                Ok(())
+            }
+            Epilogue::AccumulateBias(b) => {
+                dst.chunks_exact_mut(n).for_each(|row| row.iter_mut().zip(b).for_each(|(v, b)| *v += b));
+                matmul(t, n, k, dst, n, x, k, wf, n, 1, true, true)
+            }
         }
-        matmul(t, n, k, dst, n, x, k, wf, n, 1, true, true)?;
-        if let Epilogue::BiasGelu(_) = e {
-            gelu_in_place(dst);
-        }
-        Ok(())
     }
 
     /// Mean-pooled, L2-normalised embeddings of a batch of id sequences (row-major), packed.
