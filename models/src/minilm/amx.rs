@@ -303,15 +303,20 @@ pub enum Epilogue<'a> {
 
 impl<'a> Epilogue<'a> {
     /// The bias the epilogue adds, if any.
-    fn bias(self) -> Option<&'a [f32]> {
+    pub(super) fn bias(self) -> Option<&'a [f32]> {
         match self {
             Epilogue::Bias(b) | Epilogue::BiasGelu(b) | Epilogue::AccumulateBias(b) => Some(b),
             Epilogue::Store | Epilogue::Accumulate => None,
         }
     }
 
+    /// Whether the epilogue reads what `dst` holds (a residual).
+    pub(super) fn reads_dst(self) -> bool {
+        matches!(self, Epilogue::Accumulate | Epilogue::AccumulateBias(_))
+    }
+
     /// The same epilogue with bias `b` (unchanged when it adds none).
-    fn with_bias(self, b: &[f32]) -> Epilogue<'_> {
+    pub(super) fn with_bias(self, b: &[f32]) -> Epilogue<'_> {
         match self {
             Epilogue::Bias(_) => Epilogue::Bias(b),
             Epilogue::BiasGelu(_) => Epilogue::BiasGelu(b),

@@ -148,11 +148,7 @@ pub fn matmul_with(m: usize, dst: &mut [f32], ldd: usize, lhs: &[f32], lda: usiz
         return Err(ModelError::Internal("bf16 matmul called on a CPU without AVX512-BF16".into()));
     }
     super::check_operands("bf16", (m, k, n), (lhs.len(), lda), (dst.len(), ldd))?;
-    let bias = match epilogue {
-        Epilogue::Bias(v) | Epilogue::BiasGelu(v) | Epilogue::AccumulateBias(v) => Some(v),
-        Epilogue::Store | Epilogue::Accumulate => None,
-    };
-    if let Some(v) = bias.filter(|v| v.len() != n) {
+    if let Some(v) = epilogue.bias().filter(|v| v.len() != n) {
         return Err(ModelError::Internal(format!("bf16 product: a bias of {} for {n} columns", v.len())));
     }
     let gelu = matches!(epilogue, Epilogue::BiasGelu(_));
@@ -173,16 +169,12 @@ pub fn matmul_with(m: usize, dst: &mut [f32], ldd: usize, lhs: &[f32], lda: usiz
             for q in 0..b.panels {
                 let panel = &b.data[q * pk * NR..(q + 1) * pk * NR];
                 let cols = (n - q * NR).min(NR);
-                let mode = match epilogue {
-                    Epilogue::Store => Mode::Store,
-                    Epilogue::Accumulate => Mode::Accumulate,
-                    Epilogue::Bias(v) | Epilogue::BiasGelu(v) => Mode::Bias(&v[q * NR..q * NR + cols]),
-                    Epilogue::AccumulateBias(v) => Mode::AccumulateBias(&v[q * NR..q * NR + cols]),
-                };
+                // The panel's columns of the bias.
+                let epilogue = epilogue.bias().map_or(epilogue, |v| epilogue.with_bias(&v[q * NR..q * NR + cols]));
                 for mb in 0..blocks {
                     let live = rows.saturating_sub(mb * MR).min(MR);
                     let at = (mb * MR) * ldd + q * NR;
-                    let c = Out { dst: &mut out[at..at + (live - 1) * ldd + cols], ldd, rows: live, cols, mode };
+                    let c = Out { dst: &mut out[at..at + (live - 1) * ldd + cols], ldd, rows: live, cols, epilogue };
                     block(&a[mb * MR * pk..(mb + 1) * MR * pk], panel, pk, c);
                     if gelu {
                         pulp::Arch::new().dispatch(GeluBlock { out: &mut out[at..at + (live - 1) * ldd + cols], ldd, rows: live, cols });
@@ -267,39 +259,14 @@ unsafe fn pack(x: &[f32], row: &mut [u32]) {
     }
 }
 
-/// Where one block's results go: `rows × cols` values of `dst` (row stride `ldd`), by `mode`.
+/// Where one block's results go: `rows × cols` values of `dst` (row stride `ldd`), by `epilogue`
+/// (its bias: the block's `cols` columns; GELU is the caller's, after the block is stored).
 struct Out<'a> {
     dst: &'a mut [f32],
     ldd: usize,
     rows: usize,
     cols: usize,
-    mode: Mode<'a>,
-}
-
-/// What a block's store does with the product `P` (a bias: the block's `cols` columns of it).
-#[derive(Clone, Copy)]
-enum Mode<'a> {
-    /// `dst = P`.
-    Store,
-    /// `dst = dst + P`.
-    Accumulate,
-    /// `dst = bias + P`.
-    Bias(&'a [f32]),
-    /// `dst = (dst + bias) + P`.
-    AccumulateBias(&'a [f32]),
-}
-
-impl Mode<'_> {
-    fn reads_dst(self) -> bool {
-        matches!(self, Mode::Accumulate | Mode::AccumulateBias(_))
-    }
-
-    fn bias(self) -> Option<*const f32> {
-        match self {
-            Mode::Bias(b) | Mode::AccumulateBias(b) => Some(b.as_ptr()),
-            Mode::Store | Mode::Accumulate => None,
-        }
-    }
+    epilogue: Epilogue<'a>,
 }
 
 /// `dst (+)= a · panel` for one block: `a` is MR rows of `pk` pairs, `panel` `pk` pair-rows of NR
@@ -311,10 +278,7 @@ fn block(a: &[u32], panel: &[u32], pk: usize, c: Out<'_>) {
             && (1..=NR).contains(&c.cols)
             && c.cols <= c.ldd
             && c.dst.len() >= (c.rows - 1) * c.ldd + c.cols
-            && match c.mode {
-                Mode::Bias(b) | Mode::AccumulateBias(b) => b.len() == c.cols,
-                Mode::Store | Mode::Accumulate => true,
-            },
+            && c.epilogue.bias().is_none_or(|b| b.len() == c.cols),
         "bf16 block: output lengths"
     );
     #[cfg(target_arch = "x86_64")]
@@ -336,7 +300,7 @@ fn block(a: &[u32], panel: &[u32], pk: usize, c: Out<'_>) {
 
 /// The register kernel: 24 accumulators (MR rows × two halves of the panel), one broadcast pair
 /// of A per row and pair-row, two loads of B per pair-row; then each live row's two halves are
-/// stored under the column mask, by `c.mode`. An epilogue that reads the destination first asks
+/// stored under the column mask, by `c.epilogue` (GELU left to the caller). An epilogue that reads the destination first asks
 /// for its rows' lines, so that they arrive during the multiply-adds (a block's rows are a stride
 /// apart and were last touched a whole product earlier: waiting for them at the store was about a
 /// fifth of the kernel's time).
@@ -346,7 +310,7 @@ fn block(a: &[u32], panel: &[u32], pk: usize, c: Out<'_>) {
 unsafe fn kernel(a: &[u32], panel: &[u32], pk: usize, c: Out<'_>) {
     use std::arch::x86_64::*;
     let out = c.dst.as_mut_ptr();
-    if c.mode.reads_dst() {
+    if c.epilogue.reads_dst() {
         for i in 0..c.rows {
             // SAFETY: a prefetch reads nothing the program sees and cannot fault; the address is
             // row i's first value, inside `dst` (row i < rows).
@@ -383,10 +347,10 @@ unsafe fn kernel(a: &[u32], panel: &[u32], pk: usize, c: Out<'_>) {
     // The bias's two halves (zero where it has none). SAFETY: the bias holds `cols` values
     // (asserted by the caller); a half is read only where its mask has lanes, and only those.
     let mut bias = [_mm512_setzero_ps(); 2];
-    if let Some(b) = c.mode.bias() {
+    if let Some(b) = c.epilogue.bias() {
         for (h, &mask) in masks.iter().enumerate() {
             if mask != 0 {
-                bias[h] = unsafe { _mm512_maskz_loadu_ps(mask, b.add(16 * h)) };
+                bias[h] = unsafe { _mm512_maskz_loadu_ps(mask, b.as_ptr().add(16 * h)) };
             }
         }
     }
@@ -400,11 +364,11 @@ unsafe fn kernel(a: &[u32], panel: &[u32], pk: usize, c: Out<'_>) {
             unsafe {
                 let at = out.add(i * c.ldd + 16 * h);
                 let p = acc[2 * i + h];
-                let v = match c.mode {
-                    Mode::Store => p,
-                    Mode::Accumulate => _mm512_add_ps(_mm512_maskz_loadu_ps(mask, at), p),
-                    Mode::Bias(_) => _mm512_add_ps(bias[h], p),
-                    Mode::AccumulateBias(_) => _mm512_add_ps(_mm512_add_ps(_mm512_maskz_loadu_ps(mask, at), bias[h]), p),
+                let v = match c.epilogue {
+                    Epilogue::Store => p,
+                    Epilogue::Accumulate => _mm512_add_ps(_mm512_maskz_loadu_ps(mask, at), p),
+                    Epilogue::Bias(_) | Epilogue::BiasGelu(_) => _mm512_add_ps(bias[h], p),
+                    Epilogue::AccumulateBias(_) => _mm512_add_ps(_mm512_add_ps(_mm512_maskz_loadu_ps(mask, at), bias[h]), p),
                 };
                 _mm512_mask_storeu_ps(at, mask, v);
             }
@@ -501,7 +465,12 @@ mod tests {
             let panel = &b.data[q * pk * NR..(q + 1) * pk * NR];
             let cols = (n - q * NR).min(NR);
             for mb in 0..m.div_ceil(MR) {
-                block(&a[mb * MR * pk..(mb + 1) * MR * pk], panel, pk, Out { dst: &mut c, ldd: NR, rows: MR, cols: NR, mode: Mode::Store });
+                block(
+                    &a[mb * MR * pk..(mb + 1) * MR * pk],
+                    panel,
+                    pk,
+                    Out { dst: &mut c, ldd: NR, rows: MR, cols: NR, epilogue: Epilogue::Store },
+                );
                 for i in 0..(m - mb * MR).min(MR) {
                     let d = &mut dst[(mb * MR + i) * ldd + q * NR..(mb * MR + i) * ldd + q * NR + cols];
                     for (v, p) in d.iter_mut().zip(&c[i * NR..i * NR + cols]) {
