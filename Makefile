@@ -83,8 +83,12 @@ FIXTURES := text_metrics bm25 ranking_metrics diffusion graphwave pcst minilm gn
 fixtures: venv
 	@for f in $(FIXTURES); do echo "tests/fixtures/$$f"; .venv/bin/python tests/fixtures/$$f/make.py || exit 1; done
 
+# Then MiniLM, the language-model step and the GNN / GraphQA steps at the AVX2 level (what an
+# AVX2-only CPU runs), tgrag and the references capped alike (bench/bench.py, BENCH_LEVEL).
+BENCH_V3 := TGRAG_SIMD=v3 ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 BENCH_LEVEL=v3
 bench: build models venv
 	TGRAG=$(TGRAG) .venv/bin/python bench/bench.py
+	$(BENCH_V3) TGRAG=$(TGRAG) .venv/bin/python bench/bench.py minilm lm gnn graphqa
 
 # On a machine with a GPU: MiniLM on wgpu against the CPU engines, every model family's training on
 # --device gpu against cpu, and `tgrag run --size prime --device gpu` end to end, in one table
@@ -160,8 +164,11 @@ system-packages:
 	  else echo "not installed:$$missing (needs root and apt-get); the tests that need them skip"; fi; \
 	fi
 
+# Then the crates' unit tests again with every kernel capped at AVX2 (TGRAG_SIMD=v3): the path an
+# AVX2-only CPU takes, exercised on any AVX-512 machine (a CPU without AVX2 runs its own best).
 test: models system-packages .venv-outputs/installed
 	$(CARGO) test --workspace --locked
+	TGRAG_SIMD=v3 $(CARGO) test --workspace --locked --lib
 
 # The nightly report opened in headless Chromium, and the rest of the nightly tests.
 report-check: models system-packages

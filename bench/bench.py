@@ -95,7 +95,18 @@ os.makedirs(OUT, exist_ok=True)
 rows = []
 
 
+# The dispatch level of this run: `make bench` runs the whole set at the CPU's own level, then
+# MiniLM, the language-model step and the GNN / GraphQA steps again with tgrag capped at AVX2
+# (TGRAG_SIMD=v3) and torch / MKL / oneDNN capped alike (ATEN_CPU_CAPABILITY=avx2,
+# MKL_ENABLE_INSTRUCTIONS=AVX2, ONEDNN_MAX_CPU_ISA=AVX2): what an AVX2-only CPU runs, on any
+# machine. Rows of a capped run carry the level in their system name and land in bench-<level>.parquet.
+LEVEL = os.environ.get("BENCH_LEVEL", "auto")
+
+
 def record(task, system, metric, value, unit, note=""):
+    if LEVEL != "auto":
+        system = f"{system} [{LEVEL}]"
+        note = f"{note}; TGRAG_SIMD={os.environ.get('TGRAG_SIMD', 'auto')}".lstrip("; ")
     rows.append(dict(task=task, system=system, metric=metric, value=float(value), unit=unit, note=note))
     print(f"  {task:<7} {system:<22} {metric:<36} {value:>12.4f} {unit} {note}")
 
@@ -206,7 +217,7 @@ def bench_minilm():
     out = f"{OUT}/tgrag_embed.parquet"
     runs = [
         *([("burn", ["--engine", "burn"], "burn model, Flex CPU backend (opt-level 0)")] if BURN_CPU else []),
-        ("fused-f32", ["--engine", "fused", "--products", "f32"], "CPU engine: packed, fused passes, f32 gemm AVX-512"),
+        ("fused-f32", ["--engine", "fused", "--products", "f32"], "CPU engine: packed, fused passes, f32 gemm (AVX-512, or AVX2 under TGRAG_SIMD=v3)"),
         # Single bf16 products (vdpbf16ps): what `auto` runs on an AMD CPU with AVX512-BF16 (no AMX);
         # refused (and left out here) where the CPU lacks AVX512-BF16.
         ("fused-bf16", ["--engine", "fused", "--products", "bf16"], "CPU engine, single bf16 products on AVX512-BF16"),
@@ -216,6 +227,9 @@ def bench_minilm():
     ]
     for name, args, note in runs:
         p = subprocess.run([TGRAG, "-q", "embed", "--input", sp, "--out", out, *args], capture_output=True, text=True)
+        if p.returncode != 0 and name in ("fused-bf16", "fused-amx") and "TGRAG_SIMD=" in p.stderr:
+            print(f"    {name}: bf16 products are off under TGRAG_SIMD={os.environ.get('TGRAG_SIMD')}, left out")
+            continue
         if p.returncode != 0 and name == "fused-bf16" and "AVX512-BF16" in p.stderr:
             print("    fused-bf16: this CPU has no AVX512-BF16, left out")
             continue
@@ -961,5 +975,6 @@ if __name__ == "__main__":
         bench_minilm()
     if "polars" in which:
         bench_polars()
-    pq.write_table(pa.Table.from_pylist(rows), f"{OUT}/bench.parquet")
-    print(f"wrote {OUT}/bench.parquet")
+    name = "bench.parquet" if LEVEL == "auto" else f"bench-{LEVEL}.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), f"{OUT}/{name}")
+    print(f"wrote {OUT}/{name}")

@@ -44,6 +44,8 @@ pub fn download(url: &str, dir: &Path, name: &str, sha256: Option<&str>, max_byt
     }
     std::fs::create_dir_all(dir).map_err(|e| DatasetError::io(dir, e))?;
     let (part, dest) = (dir.join(format!("{name}.part")), dir.join(name));
+    // One download into a folder at a time: a second fetch would write into the same `.part`.
+    let _lock = lock_folder(url, dir)?;
     let t = Timeouts::from_env()?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -117,7 +119,12 @@ fn next_link(link: &str) -> Option<String> {
 /// Returns the length the download resumed from.
 async fn fetch_into(url: &str, part: &Path, max_bytes: u64, t: &Timeouts, progress: OnProgress<'_>) -> Result<u64> {
     let client = client(url, t)?;
-    let have = std::fs::symlink_metadata(part).ok().filter(|m| m.is_file()).map_or(0, |m| m.len());
+    let have = match std::fs::symlink_metadata(part) {
+        Ok(m) if m.is_file() && single_link(&m) => m.len(),
+        Ok(_) => return Err(not_ours(url, part)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+        Err(e) => return Err(DatasetError::io(part, e)),
+    };
     let mut req = client.get(url);
     if have > 0 {
         req = req.header(reqwest::header::RANGE, format!("bytes={have}-"));
@@ -128,7 +135,15 @@ async fn fetch_into(url: &str, part: &Path, max_bytes: u64, t: &Timeouts, progre
         206 if have > 0 => {
             let range = resp.headers().get(reqwest::header::CONTENT_RANGE).and_then(|v| v.to_str().ok()).unwrap_or("");
             if !range.starts_with(&format!("bytes {have}-")) {
-                return Err(fail(url, format!("asked for bytes from {have}, the server sent `Content-Range: {range}`")));
+                // Resuming cannot succeed against this answer: start over next time.
+                let _ = std::fs::remove_file(part);
+                return Err(fail(
+                    url,
+                    format!(
+                        "asked for bytes from {have}, the server sent `Content-Range: {range}`; the partial download {} was removed: run the same command again to download from the start",
+                        part.display()
+                    ),
+                ));
             }
             have
         }
@@ -140,19 +155,19 @@ async fn fetch_into(url: &str, part: &Path, max_bytes: u64, t: &Timeouts, progre
         }
         _ => return Err(fail(url, format!("HTTP {status}"))),
     };
-    let total = resp.content_length().map(|n| n + resumed);
+    let total = match resp.content_length() {
+        Some(n) => match n.checked_add(resumed) {
+            Some(total) => Some(total),
+            None => return Err(fail(url, format!("{n} more bytes announced after {resumed}: more than any file can hold"))),
+        },
+        None => None,
+    };
     if let Some(n) = total
         && n > max_bytes
     {
         return Err(fail(url, format!("{n} bytes announced, more than the {max_bytes} this dataset is allowed")));
     }
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .append(resumed > 0)
-        .truncate(resumed == 0)
-        .open(part)
-        .map_err(|e| DatasetError::io(part, e))?;
+    let mut file = open_part(url, part, resumed)?;
     let mut got = resumed;
     progress(got, total);
     let start = Instant::now();
@@ -187,6 +202,95 @@ async fn fetch_into(url: &str, part: &Path, max_bytes: u64, t: &Timeouts, progre
         ));
     }
     Ok(resumed)
+}
+
+/// Whether a file has no other name (a hard link to a file elsewhere would be written through).
+fn single_link(m: &std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        m.nlink() == 1
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = m;
+        true
+    }
+}
+
+/// The error for a `.part` that is not a plain file of this download's own.
+fn not_ours(url: &str, part: &Path) -> DatasetError {
+    fail(
+        url,
+        format!(
+            "{} is not a plain file of its own (a symlink, a hard link, a FIFO or a folder): it is never written through; remove it and run the same command again",
+            part.display()
+        ),
+    )
+}
+
+/// Opens the `.part` file for writing without following anything in its place: a fresh download
+/// removes what is there and creates the file anew (`create_new`: never a link's target); a resumed
+/// one opens the existing file without following a symlink or blocking on a FIFO, and writes only
+/// if it is still one plain file with a single name.
+fn open_part(url: &str, part: &Path, resumed: u64) -> Result<std::fs::File> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    if resumed == 0 {
+        match std::fs::remove_file(part) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(_) => return Err(not_ours(url, part)),
+        }
+        opts.create_new(true);
+    } else {
+        opts.append(true);
+    }
+    let file = match opts.open(part) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(not_ours(url, part)),
+        #[cfg(unix)]
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP) | Some(libc::ENXIO) | Some(libc::EISDIR)) => {
+            return Err(not_ours(url, part));
+        }
+        Err(e) => return Err(DatasetError::io(part, e)),
+    };
+    let meta = file.metadata().map_err(|e| DatasetError::io(part, e))?;
+    if !meta.is_file() || !single_link(&meta) || meta.len() != resumed {
+        return Err(not_ours(url, part));
+    }
+    Ok(file)
+}
+
+/// Holds `dir/.lock` exclusively (an advisory lock, released when the returned file is dropped):
+/// a second download into the same folder is refused instead of sharing its `.part` files.
+fn lock_folder(url: &str, dir: &Path) -> Result<std::fs::File> {
+    let path = dir.join(".lock");
+    let mut opts = std::fs::OpenOptions::new();
+    opts.create(true).truncate(false).write(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    let file = opts.open(&path).map_err(|e| DatasetError::io(&path, e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(fail(
+            url,
+            format!(
+                "another download is writing into {} (it holds {}); wait for it to end, then run this command again",
+                dir.display(),
+                path.display()
+            ),
+        )),
+        Err(std::fs::TryLockError::Error(e)) => Err(DatasetError::io(&path, e)),
+    }
 }
 
 /// A reqwest error in words, naming the bound that ended it.

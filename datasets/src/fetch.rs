@@ -158,6 +158,8 @@ fn fill(
                 let _ = std::fs::remove_file(&got.path);
                 files.push(FetchedFile { source: url, sha256: got.sha256, bytes: got.bytes, resumed_from: got.resumed_from });
             }
+            // `download`'s lock file goes with the folder once every file is in.
+            let _ = std::fs::remove_file(downloads.join(".lock"));
             let _ = std::fs::remove_dir(&downloads);
             let _ = std::fs::remove_dir(parent.join(".tgrag-downloads"));
         }

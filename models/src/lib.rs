@@ -19,6 +19,7 @@
 //! * [`tagger`]: the restriction span tagger of the planner on MoR's plan files.
 //! * [`reranker`]: MoR's structure-aware reranker.
 //! * [`linalg`]: f64 matrix product and symmetric eigendecomposition (GraphWave's exact mode).
+//! * [`simd`]: the instruction-set level of every runtime dispatch (`TGRAG_SIMD`).
 //! * [`device`]: the `--device cpu|gpu|auto` choice shared by every stage that runs a model.
 
 // A library reports through its return values and `Progress`, never by printing to stdout.
@@ -33,6 +34,7 @@ pub mod lm;
 pub mod minilm;
 pub mod planner;
 pub mod reranker;
+pub mod simd;
 pub mod tagger;
 pub mod train;
 

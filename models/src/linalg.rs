@@ -14,6 +14,8 @@ pub fn matmul_f64(m: usize, k: usize, n: usize, a: &[f64], b: &[f64]) -> Result<
     if m == 0 || n == 0 || k == 0 {
         return Ok(c);
     }
+    // gemm picks its kernel under TGRAG_SIMD\'s cap (set when the level is first read).
+    crate::simd::level();
     // SAFETY: the three slices hold exactly m×k, k×n and m×n values laid out row-major with the
     // strides given; `c` is a fresh exclusive buffer.
     unsafe {
@@ -139,6 +141,8 @@ fn raw_gemm(dst: &mut [f32], rows: usize, n: usize, k: usize, a: Strided<'_>, b:
     if rows == 0 || n == 0 || k == 0 || dst.len() != rows * n || !fits(&a, rows, k) || !fits(&b, k, n) {
         return Err(ModelError::Internal(format!("gemm half {rows}×{k}·{k}×{n}: an operand or the result is out of bounds")));
     }
+    // gemm picks its kernel under TGRAG_SIMD\'s cap (set when the level is first read).
+    crate::simd::level();
     // SAFETY: checked just above: every element read lies within its slice, `dst` holds rows×n
     // values and is exclusive.
     unsafe {
@@ -203,6 +207,8 @@ fn gemm_f32_on(dst: &mut [f32], a: Op<'_>, b: Op<'_>, accumulate: bool, par: gem
         }
         return Ok(());
     }
+    // gemm picks its kernel under TGRAG_SIMD\'s cap (set when the level is first read).
+    crate::simd::level();
     // SAFETY: every operand holds exactly rows×cols values and is read with the row-major strides
     // of its (possibly transposed) shape, checked above; `dst` is an exclusive m×n buffer.
     unsafe {

@@ -65,6 +65,12 @@ fn main() -> ExitCode {
     // Every Parquet file this process writes names the commit it was built from.
     tgrag_schemas::io::set_build_commit(runner::BUILD_COMMIT);
     let args = cli::Args::parse();
+    // TGRAG_SIMD caps every kernel dispatch; an unknown level, or one this CPU lacks, stops here,
+    // before any work.
+    if let Err(err) = tgrag_models::simd::configure() {
+        eprintln!("error: {err}");
+        return ExitCode::from(tgrag_schemas::Fault::Config.exit_code());
+    }
     match cli::dispatch(args) {
         Ok(code) => code,
         Err(err) => {

@@ -1281,6 +1281,78 @@ fn embed_default_and_f32_products_agree() {
     assert!(!dir.path().join("x.parquet").exists());
 }
 
+/// `tgrag embed --products f32` at every dispatch level this CPU has (`TGRAG_SIMD`: the AVX2 path
+/// and the baseline one on any AVX-512 machine) gives the `auto` level's embeddings within f32
+/// rounding (the kernels add in another order: cosine ≥ 0.999999, every value within 2e-5); a
+/// level the CPU lacks or an unknown one is refused before any work, and bf16 products at a capped
+/// level are refused naming the cap.
+#[test]
+fn embed_at_every_simd_level_matches_auto() {
+    use tgrag_models::simd::Level;
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../weights/all-MiniLM-L6-v2");
+    if !model.join("model.safetensors").exists() {
+        skip(&format!("embed_at_every_simd_level_matches_auto: no model in {} (run `make models`)", model.display()));
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Lengths from 3 to ~200 word pieces: every attention block and lane remainder.
+    let texts: Vec<String> =
+        (0..40).map(|i| format!("query {i} over a text-rich graph {}", "with typed edges ".repeat(i * 3 % 37))).collect();
+    let input = RecordBatch::try_from_iter(vec![
+        ("id", Arc::new(arrow::array::Int64Array::from((0..40).collect::<Vec<i64>>())) as ArrayRef),
+        ("text", Arc::new(StringArray::from(texts)) as ArrayRef),
+    ])
+    .expect("batch");
+    let inp = dir.path().join("s.parquet");
+    tgrag_schemas::io::write_parquet_atomic(&inp, &input).expect("write");
+    let run = |level: &str, out: &str, extra: &[&str]| {
+        let path = dir.path().join(out);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tgrag"));
+        cmd.env("TGRAG_SIMD", level).arg("--outputs").arg(dir.path()).arg("--quiet");
+        cmd.args(["embed", "--input", inp.to_str().expect("utf8"), "--out", path.to_str().expect("utf8")]);
+        cmd.arg("--model").arg(&model).args(extra);
+        (cmd.output().expect("spawn tgrag"), path)
+    };
+    let rows = |o: Output, path: &Path| -> Vec<f32> {
+        ok(o);
+        let b = tgrag_schemas::io::read_parquet(path).expect("read");
+        let e = b
+            .column_by_name("embedding")
+            .expect("embedding")
+            .as_any()
+            .downcast_ref::<arrow::array::FixedSizeListArray>()
+            .expect("list")
+            .clone();
+        e.values().as_any().downcast_ref::<arrow::array::Float32Array>().expect("f32").values().to_vec()
+    };
+    let (o, p) = run("auto", "auto.parquet", &["--products", "f32"]);
+    let auto = rows(o, &p);
+    for level in Level::ALL.into_iter().filter(|l| *l <= Level::detected()) {
+        let (o, p) = run(level.name(), &format!("{level}.parquet"), &["--products", "f32"]);
+        let got = rows(o, &p);
+        assert_eq!(got.len(), auto.len());
+        for (i, (a, b)) in got.chunks_exact(384).zip(auto.chunks_exact(384)).enumerate() {
+            let cos: f64 = a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum();
+            let worst = a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+            assert!(cos >= 0.999_999 && worst <= 2e-5, "{level}, text {i}: cosine {cos}, largest difference {worst}");
+        }
+    }
+    // Refused before any work: an unknown level, a level above this CPU's, bf16 under a cap.
+    let (o, p) = run("avx2", "bad.parquet", &[]);
+    hostile::failed_cleanly(&o, &["TGRAG_SIMD=avx2", "not a level"]);
+    assert!(!p.exists());
+    if Level::detected() < Level::V4 {
+        let (o, p) = run("v4", "bad.parquet", &[]);
+        hostile::failed_cleanly(&o, &["TGRAG_SIMD=v4", "best level"]);
+        assert!(!p.exists());
+    }
+    if Level::detected() >= Level::V3 {
+        let (o, p) = run("v3", "bad.parquet", &["--products", "bf16"]);
+        hostile::failed_cleanly(&o, &["TGRAG_SIMD=v3", "f32"]);
+        assert!(!p.exists());
+    }
+}
+
 /// `tgrag pcst` on the fixture's 239 instances gives pcst_fast's vertices and edges in
 /// pcst_fast's order; bad instances and arguments are refused with the instance and value named.
 #[test]

@@ -178,7 +178,7 @@ impl pulp::WithSimd for Pass<'_> {
 }
 
 fn simd(pass: Pass<'_>) {
-    pulp::Arch::new().dispatch(pass)
+    crate::simd::arch().dispatch(pass)
 }
 
 /// A dense layer on the host with its Adam state.

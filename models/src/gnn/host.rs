@@ -37,7 +37,7 @@ use crate::linalg::{Op, gemm_f32_halves as gemm_f32};
 /// loops' bit for bit.
 #[inline(always)]
 fn wide<R>(f: impl FnOnce() -> R) -> R {
-    pulp::Arch::new().dispatch(f)
+    crate::simd::arch().dispatch(f)
 }
 
 /// `o += a · v`, element by element.

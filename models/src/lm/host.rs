@@ -417,7 +417,7 @@ impl pulp::WithSimd for Pass<'_> {
 }
 
 fn simd(pass: Pass<'_>) {
-    pulp::Arch::new().dispatch(pass)
+    crate::simd::arch().dispatch(pass)
 }
 
 /// `Σ v²` in f64 over 8 independent lanes (vectorised; a single running sum is a chain of

@@ -62,9 +62,10 @@ fn split(x: f32) -> (u16, u16) {
 }
 
 /// Whether this process may use AMX-BF16 (checked once).
+/// Never below `TGRAG_SIMD=v4` ([`crate::simd`]): a capped level runs f32 products.
 pub fn available() -> bool {
     static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *OK.get_or_init(detect)
+    crate::simd::level() >= crate::simd::Level::V4 && *OK.get_or_init(detect)
 }
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
@@ -563,7 +564,7 @@ fn run(m: usize, lhs: Lhs<'_>, b: &PackedB, out: Out<'_, '_>) -> Result<()> {
             Lhs::Rows(src, lda) => SPLIT.with(|cell| -> Result<()> {
                 let mut buf = cell.borrow_mut();
                 let (_, a) = aligned(&mut buf, blocks * 2 * TILE * kk);
-                pulp::Arch::new().dispatch(SplitRows { src: &src[r0 * lda..], lda, k, kp: b.kp, terms: b.terms, rows, out: a });
+                crate::simd::arch().dispatch(SplitRows { src: &src[r0 * lda..], lda, k, kp: b.kp, terms: b.terms, rows, out: a });
                 products(a, &mut sink)
             }),
         }
@@ -605,13 +606,13 @@ impl Sink<'_, '_> {
             Sink::F32 { out, ldd, epilogue } => {
                 let out = &mut out[mb * 2 * TILE * *ldd + nb * 2 * TILE..];
                 let epilogue = bias.map_or(*epilogue, |p| epilogue.with_bias(p));
-                pulp::Arch::new().dispatch(StoreBlock { c, out, ldd: *ldd, rows, cols, epilogue });
+                crate::simd::arch().dispatch(StoreBlock { c, out, ldd: *ldd, rows, cols, epilogue });
             }
             Sink::Packed { out, terms, kp } => {
                 let len = block_len(*terms, *kp);
                 let out = &mut out[mb * len..(mb + 1) * len];
                 let bias = bias.unwrap_or(&[0f32; 2 * TILE]);
-                pulp::Arch::new().dispatch(PackGelu { c, out, step: nb, kp: *kp, terms: *terms, rows, cols, bias });
+                crate::simd::arch().dispatch(PackGelu { c, out, step: nb, kp: *kp, terms: *terms, rows, cols, bias });
             }
         }
     }

@@ -5,11 +5,12 @@
 //! Per (sentence, head) the work is small (MiniLM: 32-wide heads, sentences of a few dozen to 256
 //! tokens): two `gemm` calls per head paid for their packing and dispatch on every call, and the
 //! `len × len` score matrix went through memory between them. Here the head's keys are copied once,
-//! transposed and padded to whole 16-lane blocks, so that the score of [`ROWS`] queries against 16
-//! keys is [`ROWS`] accumulators of 16 lanes updated by one broadcast multiply-add per query and
-//! dimension; the values likewise, padded to whole 16-lane blocks of columns. The loops have fixed
-//! widths (16 lanes, [`ROWS`] rows), so the compiler keeps the accumulators in vector registers;
-//! they are compiled for the CPU's best instruction set through pulp's runtime dispatch.
+//! transposed and padded to whole blocks of the vector width (16 lanes with AVX-512, 8 with AVX2,
+//! 1 on baseline x86-64), so that the score of [`ROWS`] queries against one block of keys is
+//! [`ROWS`] vector accumulators updated by one broadcast multiply-add per query and dimension; the
+//! values likewise, padded to whole blocks of columns. The loops have fixed widths (the vector,
+//! [`ROWS`] rows), so the compiler keeps the accumulators in vector registers; they are compiled for
+//! the instruction set of [`crate::simd::level`] through pulp's runtime dispatch.
 //!
 //! The arithmetic is the attention of `super::Bert` in another order of additions, and each output
 //! row is divided by its softmax sum once rather than every weight (checked against the f64
@@ -22,15 +23,16 @@ use super::relpos;
 /// Query rows per block: the accumulators of one 16-key block (scores) or one 16-column block
 /// (values) are `ROWS` vectors, enough independent multiply-adds to keep both FMA ports busy.
 pub(crate) const ROWS: usize = 8;
-const LANES: usize = 16;
+/// The widest vector of any level (AVX-512: 16 f32 lanes).
+const MAX_LANES: usize = 16;
 
 /// Per-thread buffers, reused across heads and sentences.
 #[derive(Default)]
 pub(crate) struct Scratch {
     /// Keys of one head in blocks of the vector width, each `dh × lanes` (`kp` keys: the length
-    /// rounded up to 16, zero-padded).
+    /// rounded up to the vector width, zero-padded).
     kt: Vec<f32>,
-    /// Values of one head: `len` rows of `vp` (`dh` rounded up to 16, zero-padded).
+    /// Values of one head: `len` rows of `vp` (`dh` rounded up to the vector width, zero-padded).
     v: Vec<f32>,
     /// `dh` zeros: the query row of a block's rows past the sentence.
     zeros: Vec<f32>,
@@ -60,7 +62,11 @@ pub(crate) struct Shape<'a> {
 /// and pushed ten of its sixteen accumulators onto the stack (a load, multiply-add and store per
 /// accumulator and key).
 pub(crate) fn sentence(qkv: &[f32], len: usize, shape: Shape<'_>, ctx: &mut [f32], scratch: &mut Scratch) {
-    let arch = pulp::Arch::new();
+    sentence_at(crate::simd::arch(), qkv, len, shape, ctx, scratch);
+}
+
+/// [`sentence`] through the dispatcher `arch` (any level: the tests run each one).
+fn sentence_at(arch: pulp::Arch, qkv: &[f32], len: usize, shape: Shape<'_>, ctx: &mut [f32], scratch: &mut Scratch) {
     let lanes = lanes(arch);
     if shape.relative.is_some() {
         // The bucket of every (query, key) distance: the same for every head.
@@ -69,11 +75,6 @@ pub(crate) fn sentence(qkv: &[f32], len: usize, shape: Shape<'_>, ctx: &mut [f32
     for head in 0..shape.heads {
         one_head(arch, lanes, qkv, len, shape, head, ctx, scratch);
     }
-}
-
-#[inline(always)]
-fn round16(n: usize) -> usize {
-    n.div_ceil(LANES) * LANES
 }
 
 /// The vector width the dispatched kernels use (their key blocks are laid out for it).
@@ -94,7 +95,7 @@ fn lanes(arch: pulp::Arch) -> usize {
 fn one_head(arch: pulp::Arch, lanes: usize, qkv: &[f32], len: usize, shape: Shape<'_>, head: usize, ctx: &mut [f32], sc: &mut Scratch) {
     let d = shape.d;
     let dh = d / shape.heads;
-    let (kp, vp) = (round16(len), round16(dh));
+    let (kp, vp) = (len.div_ceil(lanes) * lanes, dh.div_ceil(lanes) * lanes);
     let w = 3 * d;
     let (q0, k0, v0) = (head * dh, d + head * dh, 2 * d + head * dh);
     // Keys in blocks of `lanes`: block b holds, for each dimension c, keys b·lanes … b·lanes + lanes − 1.
@@ -231,7 +232,7 @@ fn score_blocks<S: pulp::Simd, const N: usize>(simd: S, q: [&[f32]; ROWS], kt: &
         for r in 0..ROWS {
             let x = simd.splat_f32s(q[r][c]);
             for i in 0..N {
-                acc[r][i] = simd.mul_add_f32s(x, k[i], acc[r][i]);
+                acc[r][i] = simd.mul_add_e_f32s(x, k[i], acc[r][i]);
             }
         }
     }
@@ -267,7 +268,7 @@ fn exp_shifted<S: pulp::Simd>(simd: S, s: &mut [f32], scale: f32) -> f32 {
     let (k, off) = (simd.splat_f32s(scale), simd.splat_f32s(-max * scale));
     let mut acc = simd.splat_f32s(0.0);
     for x in v.iter_mut() {
-        *x = exp(simd, simd.mul_add_f32s(*x, k, off));
+        *x = exp(simd, simd.mul_add_e_f32s(*x, k, off));
         acc = simd.add_f32s(acc, *x);
     }
     let mut sum = simd.reduce_sum_f32s(acc);
@@ -290,13 +291,13 @@ pub(crate) fn exp<S: pulp::Simd>(simd: S, x: S::f32s) -> S::f32s {
     let under = simd.less_than_f32s(x, simd.splat_f32s(-87.0));
     let x = simd.min_f32s(simd.max_f32s(x, simd.splat_f32s(-87.0)), simd.splat_f32s(88.0));
     // n = round(x·log2 e), read back from the low mantissa bits of y (1.5·2^23 + n).
-    let y = simd.mul_add_f32s(x, simd.splat_f32s(LOG2E), simd.splat_f32s(MAGIC));
+    let y = simd.mul_add_e_f32s(x, simd.splat_f32s(LOG2E), simd.splat_f32s(MAGIC));
     let n = simd.sub_f32s(y, simd.splat_f32s(MAGIC));
-    let r = simd.mul_add_f32s(n, simd.splat_f32s(-LN2_HI), x);
-    let r = simd.mul_add_f32s(n, simd.splat_f32s(-LN2_LO), r);
+    let r = simd.mul_add_e_f32s(n, simd.splat_f32s(-LN2_HI), x);
+    let r = simd.mul_add_e_f32s(n, simd.splat_f32s(-LN2_LO), r);
     let mut p = simd.splat_f32s(1.0 / 720.0);
     for k in [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
-        p = simd.mul_add_f32s(p, r, simd.splat_f32s(k));
+        p = simd.mul_add_e_f32s(p, r, simd.splat_f32s(k));
     }
     let bits: S::u32s = pulp::bytemuck::cast(y);
     let e = simd.add_u32s(simd.sub_u32s(bits, simd.splat_u32s(MAGIC.to_bits())), simd.splat_u32s(127));
@@ -357,11 +358,11 @@ fn value_blocks<'a, S: pulp::Simd, const N: usize>(
         for r in 0..ROWS {
             let pr = simd.splat_f32s(p[r * kp + j]);
             for i in 0..N {
-                acc[r][i] = simd.mul_add_f32s(pr, x[i], acc[r][i]);
+                acc[r][i] = simd.mul_add_e_f32s(pr, x[i], acc[r][i]);
             }
         }
     }
-    let mut tmp = [0f32; 2 * LANES];
+    let mut tmp = [0f32; 2 * MAX_LANES];
     let (first, width) = (b0 * lanes, (N * lanes).min(out.dh.saturating_sub(b0 * lanes)));
     for (r, a) in acc.iter().enumerate().take(out.rows) {
         let k = simd.splat_f32s(out.inv[r]);
@@ -416,26 +417,30 @@ mod tests {
     }
 
     /// Every length around the block and lane boundaries, heads narrower and wider than a vector
-    /// and not a multiple of one, with and without MPNet's relative bias: equal to the f64
-    /// definition within f32 rounding, and the columns of each head written only by that head.
+    /// and not a multiple of one (head dimensions 4 to 64: BERT checkpoints with 8, 12 and 24 among
+    /// them), with and without MPNet's relative bias, at every dispatch level this CPU has: equal to
+    /// the f64 definition within f32 rounding, and the columns of each head written only by that
+    /// head.
     #[test]
-    fn attention_matches_the_definition() {
-        for (d, heads) in [(8, 2), (40, 2), (64, 2), (96, 3), (128, 2)] {
-            let table = seeded(relpos::NUM_BUCKETS * heads, 7);
-            for relative in [None, Some(table.as_slice())] {
-                let shape = Shape { d, heads, scale: 1.0 / ((d / heads) as f32).sqrt(), relative };
-                let mut scratch = Scratch::default();
-                for len in [1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 70, 130] {
-                    let qkv = seeded(len * 3 * d, (len * d) as u64);
-                    let mut ctx = vec![f32::NAN; len * d];
-                    sentence(&qkv, len, shape, &mut ctx, &mut scratch);
-                    let want = reference(&qkv, len, shape);
-                    for (i, (g, w)) in ctx.iter().zip(&want).enumerate() {
-                        assert!(
-                            (f64::from(*g) - w).abs() < 2e-5 * (1.0 + w.abs()),
-                            "d {d} heads {heads} len {len} relative {} at {i}: {g} against {w}",
-                            relative.is_some()
-                        );
+    fn attention_matches_the_definition_at_every_level() {
+        for level in crate::simd::Level::ALL.into_iter().filter(|l| *l <= crate::simd::Level::detected()) {
+            for (d, heads) in [(8, 2), (40, 2), (64, 2), (96, 3), (128, 2), (64, 8), (96, 8), (96, 4)] {
+                let table = seeded(relpos::NUM_BUCKETS * heads, 7);
+                for relative in [None, Some(table.as_slice())] {
+                    let shape = Shape { d, heads, scale: 1.0 / ((d / heads) as f32).sqrt(), relative };
+                    let mut scratch = Scratch::default();
+                    for len in [1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 70, 130] {
+                        let qkv = seeded(len * 3 * d, (len * d) as u64);
+                        let mut ctx = vec![f32::NAN; len * d];
+                        sentence_at(level.arch(), &qkv, len, shape, &mut ctx, &mut scratch);
+                        let want = reference(&qkv, len, shape);
+                        for (i, (g, w)) in ctx.iter().zip(&want).enumerate() {
+                            assert!(
+                                (f64::from(*g) - w).abs() < 2e-5 * (1.0 + w.abs()),
+                                "{level}: d {d} heads {heads} len {len} relative {} at {i}: {g} against {w}",
+                                relative.is_some()
+                            );
+                        }
                     }
                 }
             }

@@ -42,9 +42,10 @@ fn pair(lo: f32, hi: f32) -> u32 {
 
 /// Whether this CPU runs AVX512-BF16 (checked once; the OS state of the zmm registers is part of
 /// the standard library's detection).
+/// Never below `TGRAG_SIMD=v4` ([`crate::simd`]): a capped level runs f32 products.
 pub fn available() -> bool {
     static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *OK.get_or_init(detect)
+    crate::simd::level() >= crate::simd::Level::V4 && *OK.get_or_init(detect)
 }
 
 /// Whether single bf16 products are expected to beat f32 gemm here, so that `auto` picks them:
@@ -177,7 +178,7 @@ pub fn matmul_with(m: usize, dst: &mut [f32], ldd: usize, lhs: &[f32], lda: usiz
                     let c = Out { dst: &mut out[at..at + (live - 1) * ldd + cols], ldd, rows: live, cols, epilogue };
                     block(&a[mb * MR * pk..(mb + 1) * MR * pk], panel, pk, c);
                     if gelu {
-                        pulp::Arch::new().dispatch(GeluBlock { out: &mut out[at..at + (live - 1) * ldd + cols], ldd, rows: live, cols });
+                        crate::simd::arch().dispatch(GeluBlock { out: &mut out[at..at + (live - 1) * ldd + cols], ldd, rows: live, cols });
                     }
                 }
             }

@@ -59,6 +59,8 @@ fn matmul(
         return Err(ModelError::Internal(format!("matmul {m}×{k}·{k}×{n}: operand slices too short for their strides")));
     }
     let par = if parallel { gemm::Parallelism::Rayon(0) } else { gemm::Parallelism::None };
+    // gemm picks its kernel under TGRAG_SIMD\'s cap (set when the level is first read).
+    crate::simd::level();
     // SAFETY: bounds checked above; isize conversions cannot overflow for slice-backed strides.
     unsafe {
         gemm::gemm(
@@ -159,7 +161,7 @@ impl pulp::WithSimd for Pass<'_> {
 }
 
 fn simd(pass: Pass<'_>) {
-    pulp::Arch::new().dispatch(pass)
+    crate::simd::arch().dispatch(pass)
 }
 
 /// Sum with 16 independent lanes (vectorisable; the order of additions differs from a sequential
@@ -282,8 +284,15 @@ impl Products {
         }
     }
 
-    fn lacks(what: &str) -> &'static str {
-        if what.starts_with("amx") { "this CPU or OS offers no AMX-BF16 tiles" } else { "this CPU has no AVX512-BF16 (vdpbf16ps)" }
+    fn lacks(what: &str) -> String {
+        let level = crate::simd::level();
+        if level < crate::simd::Level::V4 {
+            format!("{}={level} caps the products at f32 (bf16 and AMX products need v4 or auto)", crate::simd::VAR)
+        } else if what.starts_with("amx") {
+            "this CPU or OS offers no AMX-BF16 tiles".into()
+        } else {
+            "this CPU has no AVX512-BF16 (vdpbf16ps)".into()
+        }
     }
 }
 

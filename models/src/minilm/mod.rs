@@ -666,9 +666,58 @@ pub(crate) fn read_model(dir: &Path) -> Result<(BertConfig, PathBuf, Vec<u8>)> {
     if cfg.num_attention_heads == 0 || !cfg.hidden_size.is_multiple_of(cfg.num_attention_heads) {
         return Err(ModelError::BadFile { path: cfg_path, reason: "hidden_size is not a multiple of num_attention_heads".into() });
     }
+    if !(cfg.layer_norm_eps.is_finite() && cfg.layer_norm_eps > 0.0) {
+        return Err(ModelError::BadFile {
+            path: cfg_path,
+            reason: format!("layer_norm_eps {} is not a finite number > 0 (BERT checkpoints use 1e-12, MPNet 1e-5)", cfg.layer_norm_eps),
+        });
+    }
     let w_path = dir.join("model.safetensors");
     let bytes = std::fs::read(&w_path).map_err(|source| ModelError::Io { path: w_path.clone(), source })?;
+    check_dimensions(&cfg, &cfg_path, &w_path, &bytes)?;
     Ok((cfg, w_path, bytes))
+}
+
+/// The config's sizes against the tensors the file holds, before anything is allocated from them:
+/// the word embeddings are `vocab_size × hidden_size`, the positions `max_position_embeddings ×
+/// hidden_size`, and the file holds every one of `num_hidden_layers` layers (16 tensors each) and
+/// each layer's intermediate is `intermediate_size` wide. Which tensor is off is named by the
+/// strict loading that follows; this check keeps a config's huge number from reaching an allocation.
+fn check_dimensions(cfg: &BertConfig, cfg_path: &Path, w_path: &Path, bytes: &[u8]) -> Result<()> {
+    let wf = WeightFile::parse(w_path, bytes)?;
+    let bad = |reason: String| Err(ModelError::BadFile { path: cfg_path.to_path_buf(), reason });
+    let tensors = wf.len();
+    if cfg.num_hidden_layers == 0 || cfg.num_hidden_layers.saturating_mul(16) > tensors {
+        return bad(format!(
+            "num_hidden_layers {} does not fit {} (it holds {tensors} tensors: at most {} layers of 16)",
+            cfg.num_hidden_layers,
+            w_path.display(),
+            tensors / 16
+        ));
+    }
+    let tables = [
+        ("embeddings.word_embeddings.weight", cfg.vocab_size, "vocab_size"),
+        ("embeddings.position_embeddings.weight", cfg.max_position_embeddings, "max_position_embeddings"),
+    ];
+    for (name, rows, what) in tables {
+        let Some(shape) = wf.shape_of_any(name) else { continue };
+        if shape != [rows, cfg.hidden_size] {
+            return bad(format!(
+                "{what} {rows} and hidden_size {} do not fit `{name}` of shape {shape:?} in {}",
+                cfg.hidden_size,
+                w_path.display()
+            ));
+        }
+    }
+    let widest = wf.max_dimension();
+    if cfg.intermediate_size == 0 || cfg.intermediate_size > widest {
+        return bad(format!(
+            "intermediate_size {} fits no tensor of {} (the widest dimension is {widest})",
+            cfg.intermediate_size,
+            w_path.display()
+        ));
+    }
+    Ok(())
 }
 
 /// Checks the ids, sorts them by length (similar lengths share a batch: little padding for the

@@ -28,6 +28,32 @@ impl<'a> WeightFile<'a> {
         ModelError::Weights { path: self.path.clone(), reason }
     }
 
+    /// How many tensors the file holds.
+    pub fn len(&self) -> usize {
+        self.st.len()
+    }
+
+    /// Whether the file holds no tensor.
+    pub fn is_empty(&self) -> bool {
+        self.st.is_empty()
+    }
+
+    /// The shape of `name`, or of the tensor whose name ends in `.name` (a checkpoint saved with
+    /// its model's prefix, `bert.` or `mpnet.`), when the file holds one.
+    pub fn shape_of_any(&self, name: &str) -> Option<Vec<usize>> {
+        if let Ok(view) = self.st.tensor(name) {
+            return Some(view.shape().to_vec());
+        }
+        let suffix = format!(".{name}");
+        let found = self.st.names().into_iter().find(|n| n.ends_with(&suffix))?;
+        self.st.tensor(found).ok().map(|v| v.shape().to_vec())
+    }
+
+    /// The largest dimension of any tensor of the file.
+    pub fn max_dimension(&self) -> usize {
+        self.st.tensors().iter().flat_map(|(_, v)| v.shape().to_vec()).max().unwrap_or(0)
+    }
+
     /// Whether the file holds a tensor `name` (for the optional parts of a checkpoint).
     pub fn has(&self, name: &str) -> bool {
         self.st.tensor(name).is_ok()
@@ -43,7 +69,11 @@ impl<'a> WeightFile<'a> {
             return Err(self.err(format!("tensor `{name}` has shape {:?}, expected {shape:?}", view.shape())));
         }
         self.taken.insert(name.to_string());
-        Ok(view.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+        let values: Vec<f32> = view.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+        if let Some(at) = values.iter().position(|v| !v.is_finite()) {
+            return Err(self.err(format!("tensor `{name}` holds {} at index {at}: every weight must be a finite number", values[at])));
+        }
+        Ok(values)
     }
 
     /// The i64 values of `name`, which must have exactly `shape`.

@@ -32,6 +32,21 @@ impl Default for TrainConfig {
 }
 
 impl TrainConfig {
+    /// The settings' own checks: a learning rate and a clipping norm that are finite and > 0, a
+    /// weight decay that is finite and ≥ 0 (a negative decay grows the weights every step).
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return Err(format!("lr {} must be a finite number > 0", self.lr));
+        }
+        if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
+            return Err(format!("weight_decay {} must be a finite number ≥ 0", self.weight_decay));
+        }
+        if !(self.clip.is_finite() && self.clip > 0.0) {
+            return Err(format!("clip {} must be a finite number > 0 (the largest gradient norm)", self.clip));
+        }
+        Ok(())
+    }
+
     /// AdamW with this decay, ε = 1e-8 and gradient clipping by norm (burn clips each parameter
     /// tensor; torch, the global norm).
     pub(crate) fn adamw(&self) -> ModuleOptimizer {

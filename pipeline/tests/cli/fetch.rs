@@ -22,6 +22,11 @@ enum Mode {
     /// The first GET of each plain-HTTP file sends half its body (with the full Content-Length)
     /// and closes the connection; later requests are honest (and honour `Range`).
     CutFirst,
+    /// A `Range` request is answered 206 with the whole file and `Content-Range: bytes 0-…`.
+    WrongRange,
+    /// A `Range` request is answered 206 with a `Content-Length` near 2^64 (and a matching
+    /// `Content-Range`), then a few bytes.
+    HugeResume,
 }
 
 struct Mirror {
@@ -130,8 +135,28 @@ fn serve(stream: TcpStream, files: &Files, log: &Mutex<Vec<String>>, mode: &Mute
                         let _ = out.flush();
                         return;
                     }
-                    match range {
-                        Some(from) if (from as usize) < b.len() => {
+                    match (mode, range) {
+                        (Mode::WrongRange, Some(_)) => {
+                            let head = format!(
+                                "HTTP/1.1 206 Partial Content\r\nContent-Length: {}\r\nContent-Range: bytes 0-{}/{}\r\n\r\n",
+                                b.len(),
+                                b.len() - 1,
+                                b.len()
+                            );
+                            let mut r = head.into_bytes();
+                            r.extend_from_slice(b);
+                            r
+                        }
+                        (Mode::HugeResume, Some(from)) => {
+                            let head = format!(
+                                "HTTP/1.1 206 Partial Content\r\nContent-Length: 18446744073709551000\r\nContent-Range: bytes {from}-18446744073709551614/18446744073709551615\r\n\r\n"
+                            );
+                            let _ = out.write_all(head.as_bytes());
+                            let _ = out.write_all(&[0u8; 64]);
+                            let _ = out.flush();
+                            return;
+                        }
+                        (_, Some(from)) if (from as usize) < b.len() => {
                             let body = &b[from as usize..];
                             let mut r = format!(
                                 "HTTP/1.1 206 Partial Content\r\nContent-Length: {}\r\nContent-Range: bytes {from}-{}/{}\r\n\r\n",
@@ -305,8 +330,12 @@ fn fetch_explagraphs_over_http_resumes_a_cut_download() {
     let o = tgrag_at(&c, &m.endpoint, &["fetch", "explagraphs"]);
     super::hostile::failed_cleanly(&o, &["train.tsv", "run the same command again to resume"]);
     no_partial(&c, "explagraphs", false);
-    let parts: Vec<_> =
-        std::fs::read_dir(c.data.join(".tgrag-downloads/explagraphs")).expect("downloads").flatten().map(|e| e.file_name()).collect();
+    let parts: Vec<_> = std::fs::read_dir(c.data.join(".tgrag-downloads/explagraphs"))
+        .expect("downloads")
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n != ".lock")
+        .collect();
     assert_eq!(parts.len(), 1, "{parts:?}");
 
     // Run again: the download resumes with a Range request, the bytes match the catalogue's pin,
@@ -537,4 +566,86 @@ fn fetch_a_hub_model_id_into_weights() {
     assert!(!c.data.join("bin").exists());
     let o = tgrag_at(&c, &m.endpoint, &["fetch", "../etc"]);
     super::hostile::failed_cleanly(&o, &["not a hub model id"]);
+}
+
+/// The `.part` path `tgrag fetch products` downloads its one file into, and that file's name.
+fn products_part(c: &Case) -> (PathBuf, String) {
+    let key = remote_keys("products").remove(0);
+    let name = key.rsplit('/').next().expect("name").to_string();
+    let dir = c.data.join(".tgrag-downloads/products");
+    std::fs::create_dir_all(&dir).expect("downloads folder");
+    (dir.join(format!("{name}.part")), name)
+}
+
+/// Whatever is planted in a download's `.part` place (a symlink or a hard link to a file outside
+/// the data folder, a FIFO, a folder) is refused, never written through: the outside file keeps
+/// its bytes, no dataset folder appears, and after the plant is removed the same fetch succeeds.
+#[test]
+fn fetch_hostile_never_writes_through_a_planted_part() {
+    let m = mirror(official_samples("products"), Mode::Honest);
+    for plant in ["symlink", "hardlink", "fifo", "folder"] {
+        let c = case();
+        let (part, _) = products_part(&c);
+        let victim = c.outputs.parent().expect("root").join("victim.txt");
+        std::fs::write(&victim, b"keep me").expect("victim");
+        match plant {
+            "symlink" => std::os::unix::fs::symlink(&victim, &part).expect("symlink"),
+            "hardlink" => std::fs::hard_link(&victim, &part).expect("hard link"),
+            "fifo" => assert!(Command::new("mkfifo").arg(&part).status().expect("mkfifo").success()),
+            _ => std::fs::create_dir(&part).expect("folder"),
+        }
+        let o = tgrag_at(&c, &m.endpoint, &["fetch", "products"]);
+        super::hostile::failed_cleanly(&o, &[".part", "is not a plain file of its own", "remove it"]);
+        assert_eq!(std::fs::read(&victim).expect("victim"), b"keep me", "{plant}: the outside file was written");
+        no_partial(&c, "products", false);
+        if plant == "folder" {
+            std::fs::remove_dir(&part).expect("remove");
+        } else {
+            std::fs::remove_file(&part).expect("remove");
+        }
+        ok(tgrag_at(&c, &m.endpoint, &["fetch", "products"]));
+        no_partial(&c, "products", true);
+        assert_eq!(std::fs::read(&victim).expect("victim"), b"keep me");
+    }
+}
+
+/// A resume answered with a length near 2^64 is refused (checked arithmetic, no overflow panic);
+/// one answered with the wrong `Content-Range` removes the stuck `.part` and says so, and the next
+/// fetch downloads from the start.
+#[test]
+fn fetch_hostile_resume_answers_are_refused_and_a_stuck_part_removed() {
+    let m = mirror(official_samples("products"), Mode::HugeResume);
+    let c = case();
+    let (part, name) = products_part(&c);
+    std::fs::write(&part, vec![7u8; 1000]).expect("part");
+    let o = tgrag_at(&c, &m.endpoint, &["fetch", "products"]);
+    super::hostile::failed_cleanly(&o, &[&name, "more than any file can hold"]);
+    no_partial(&c, "products", false);
+
+    *m.mode.lock().expect("mode") = Mode::WrongRange;
+    let o = tgrag_at(&c, &m.endpoint, &["fetch", "products"]);
+    let err = super::hostile::failed_cleanly(&o, &["Content-Range: bytes 0-", "was removed", "run the same command again"]);
+    assert!(err.contains(&part.display().to_string()), "the message names the partial file: {err}");
+    assert!(!part.exists(), "the stuck .part is still there");
+    ok(tgrag_at(&c, &m.endpoint, &["fetch", "products"]));
+    no_partial(&c, "products", true);
+}
+
+/// Two downloads into one folder cannot share a `.part`: while the folder's lock is held, a fetch
+/// is refused with a message that says why; once it is released the fetch succeeds.
+#[test]
+fn fetch_hostile_a_second_download_into_a_locked_folder_is_refused() {
+    let m = mirror(official_samples("products"), Mode::Honest);
+    let c = case();
+    let (part, _) = products_part(&c);
+    let lock_path = part.parent().expect("folder").join(".lock");
+    let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).expect("lock file");
+    lock.lock().expect("lock");
+    let o = tgrag_at(&c, &m.endpoint, &["fetch", "products"]);
+    super::hostile::failed_cleanly(&o, &["another download is writing into", "wait for it to end"]);
+    assert!(!part.exists(), "a .part was written beside a held lock");
+    lock.unlock().expect("unlock");
+    drop(lock);
+    ok(tgrag_at(&c, &m.endpoint, &["fetch", "products"]));
+    no_partial(&c, "products", true);
 }

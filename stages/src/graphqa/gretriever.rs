@@ -469,6 +469,7 @@ impl StageSpec for GretrieverStage {
         if !(c.train.lr > 0.0 && c.train.lr.is_finite() && c.text_lr > 0.0 && c.text_lr.is_finite()) {
             return Err("lr and text_lr must be > 0".into());
         }
+        c.train.validate()?;
         if !c.lm_rows.is_empty() {
             c.lm.validate()?;
         }

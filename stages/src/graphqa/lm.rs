@@ -177,6 +177,11 @@ impl Default for LmSettings {
     }
 }
 
+/// The widest BERT-class model the language-model rows read (RoBERTa-large: 1,024).
+const MAX_LM_WIDTH: usize = 1024;
+/// The positions of a BERT-class model.
+const MAX_LM_POSITIONS: usize = 512;
+
 impl LmSettings {
     /// The settings' own checks.
     pub fn validate(&self) -> std::result::Result<(), String> {
@@ -187,6 +192,21 @@ impl LmSettings {
         }
         if self.lm_epochs == 0 || self.lm_batch == 0 || self.lm_rank == 0 || self.lm_prompt_tokens == 0 || self.lm_projector_hidden == 0 {
             return Err("lm_epochs, lm_batch, lm_rank, lm_prompt_tokens and lm_projector_hidden must be ≥ 1".into());
+        }
+        // Bounds that keep every accepted value inside what a BERT-class backbone can use: a LoRA
+        // rank up to the widest such model (1,024), a projector no wider than 64 × that, and the
+        // soft prompt and textualised graph inside the 512 positions.
+        if self.lm_rank > MAX_LM_WIDTH {
+            return Err(format!("lm_rank {} is above {MAX_LM_WIDTH} (a LoRA rank above the model's width adds nothing)", self.lm_rank));
+        }
+        if self.lm_projector_hidden > 64 * MAX_LM_WIDTH {
+            return Err(format!("lm_projector_hidden {} is above {}", self.lm_projector_hidden, 64 * MAX_LM_WIDTH));
+        }
+        if self.lm_prompt_tokens.saturating_add(self.lm_desc_budget) > MAX_LM_POSITIONS {
+            return Err(format!(
+                "lm_prompt_tokens {} + lm_desc_budget {} do not fit the {MAX_LM_POSITIONS} positions of a BERT-class model",
+                self.lm_prompt_tokens, self.lm_desc_budget
+            ));
         }
         Ok(())
     }

@@ -663,6 +663,7 @@ impl StageSpec for MixragStage {
         {
             return Err("lr, tau_start and tau_end must be finite and > 0".into());
         }
+        c.train.validate()?;
         if !c.lm_rows.is_empty() {
             c.lm.validate()?;
         }
