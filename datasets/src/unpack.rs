@@ -22,6 +22,28 @@ fn safe_rel(name: &str) -> Option<PathBuf> {
     Some(parts.iter().collect())
 }
 
+/// How many times its compressed size an archive may unpack to (plus [`RATIO_SLACK`]): text
+/// compresses 3-20 times, deflate at most about 1,030 times, so only a bomb comes near.
+const MAX_RATIO: u64 = 100;
+/// Bytes allowed beyond [`MAX_RATIO`] (tiny entries compress badly either way).
+const RATIO_SLACK: u64 = 1 << 20;
+/// The largest Enron message kept (the corpus's largest is a few MB).
+const MAX_MESSAGE_BYTES: u64 = 64 << 20;
+
+/// The most `compressed` bytes may unpack to under the ratio bound.
+fn ratio_bound(compressed: u64) -> u64 {
+    compressed.saturating_mul(MAX_RATIO).saturating_add(RATIO_SLACK)
+}
+
+/// The error for an archive that unpacks to more than its ratio bound.
+fn bomb(archive: &Path, entry: &str) -> DatasetError {
+    DatasetError::malformed(
+        archive,
+        format!("entry {entry}"),
+        format!("unpacks to more than {MAX_RATIO} times its compressed size (a decompression bomb, not a dataset); nothing was kept"),
+    )
+}
+
 /// Copies at most `left` bytes of `r` into a new file `to` (its folders made inside `root`);
 /// returns the bytes written.
 fn write_entry(root: &Path, rel: &Path, r: &mut dyn Read, left: u64, archive: &Path) -> Result<u64> {
@@ -105,19 +127,28 @@ fn unpack_zip(file: &Path, filter: Filter, staging: &Path, max_bytes: u64) -> Re
             continue;
         }
         let Some(rel) = safe_rel(&joined(filter.into, rest)) else { continue };
-        let n = write_entry(staging, &rel, &mut entry, left, file)?;
+        let bound = ratio_bound(entry.compressed_size());
+        let n = write_entry(staging, &rel, &mut entry, left.min(bound), file)
+            .map_err(|e| if left > bound && is_size_bound(&e) { bomb(file, &name) } else { e })?;
         left -= n;
         written.push(rel.display().to_string());
     }
     Ok(written)
 }
 
+/// Whether `e` is [`write_entry`]'s size-bound refusal.
+fn is_size_bound(e: &DatasetError) -> bool {
+    e.to_string().contains("more than the size bound")
+}
+
 /// `Unpack::TarGz`: the regular-file entries, `filter.strip` removed, under `filter.into`.
 fn unpack_tar_gz(file: &Path, filter: Filter, staging: &Path, max_bytes: u64) -> Result<Vec<String>> {
     let mut written = Vec::new();
     let opened = std::fs::File::open(file).map_err(|e| DatasetError::io(file, e))?;
+    let bound = ratio_bound(opened.metadata().map_err(|e| DatasetError::io(file, e))?.len());
     let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(opened));
-    let mut left = max_bytes;
+    // The whole tarball is one gzip stream: the ratio bound applies to everything it unpacks to.
+    let mut left = max_bytes.min(bound);
     let entries = tar.entries().map_err(|e| bad_tar_gz(file, &e))?;
     for entry in entries {
         let mut entry = entry.map_err(|e| bad_tar_gz(file, &e))?;
@@ -130,7 +161,8 @@ fn unpack_tar_gz(file: &Path, filter: Filter, staging: &Path, max_bytes: u64) ->
         }
         let Some(rest) = name.strip_prefix(filter.strip) else { continue };
         let Some(rel) = safe_rel(&joined(filter.into, rest)) else { continue };
-        let n = write_entry(staging, &rel, &mut entry, left, file)?;
+        let n = write_entry(staging, &rel, &mut entry, left, file)
+            .map_err(|e| if max_bytes > bound && is_size_bound(&e) { bomb(file, &name) } else { e })?;
         left -= n;
         written.push(rel.display().to_string());
     }
@@ -140,6 +172,8 @@ fn unpack_tar_gz(file: &Path, filter: Filter, staging: &Path, max_bytes: u64) ->
 /// `Unpack::EnronMaildir`: one `emails.csv` row per message file under `maildir/`.
 fn unpack_enron(file: &Path, staging: &Path, max_bytes: u64) -> Result<Vec<String>> {
     let opened = std::fs::File::open(file).map_err(|e| DatasetError::io(file, e))?;
+    let bound = ratio_bound(opened.metadata().map_err(|e| DatasetError::io(file, e))?.len());
+    let (bombed, max_bytes) = (max_bytes > bound, max_bytes.min(bound));
     let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(opened));
     let out_path = staging.join("emails.csv");
     let out = std::fs::OpenOptions::new().write(true).create_new(true).open(&out_path).map_err(|e| DatasetError::io(&out_path, e))?;
@@ -156,7 +190,8 @@ fn unpack_enron(file: &Path, staging: &Path, max_bytes: u64) -> Result<Vec<Strin
         let Some(rel) = name.split_once("maildir/").map(|(_, r)| r.to_string()).filter(|r| safe_rel(r).is_some()) else {
             continue;
         };
-        let row = message_row(file, &name, &rel, &mut entry, &mut left)?;
+        let row = message_row(file, &name, &rel, &mut entry, &mut left)
+            .map_err(|e| if bombed && is_size_bound(&e) { bomb(file, &name) } else { e })?;
         out.write_all(row.as_bytes()).map_err(|e| DatasetError::io(&out_path, e))?;
         rows += 1;
     }
@@ -171,7 +206,18 @@ fn unpack_enron(file: &Path, staging: &Path, max_bytes: u64) -> Result<Vec<Strin
 /// and takes them off `left`.
 fn message_row(file: &Path, name: &str, rel: &str, entry: &mut dyn Read, left: &mut u64) -> Result<String> {
     let mut body = Vec::new();
-    let n = entry.take(left.saturating_add(1)).read_to_end(&mut body).map_err(|e| DatasetError::io(file, e))?;
+    let cap = (*left).min(MAX_MESSAGE_BYTES);
+    let n = entry.take(cap.saturating_add(1)).read_to_end(&mut body).map_err(|e| DatasetError::io(file, e))?;
+    if n as u64 > MAX_MESSAGE_BYTES {
+        return Err(DatasetError::malformed(
+            file,
+            format!("entry {name}"),
+            format!(
+                "a message of more than {} MiB (not CMU's Enron corpus, whose largest is a few MB); nothing was kept",
+                MAX_MESSAGE_BYTES >> 20
+            ),
+        ));
+    }
     if n as u64 > *left {
         return Err(DatasetError::malformed(file, format!("entry {name}"), "unpacks to more than the size bound of this dataset"));
     }
@@ -216,6 +262,40 @@ mod tests {
         assert_eq!(emails.len(), 1);
         assert_eq!((emails[0].file.as_str(), emails[0].from.as_str()), ("allen-p/sent/1.", "a@enron.com"));
         assert!(emails[0].body.contains("body, with a comma"), "{:?}", emails[0].body);
+        Ok(())
+    }
+
+    /// An Enron message above the per-message bound is refused naming the entry, inside the total
+    /// bound and before it is held in memory; a zip entry and a tarball that unpack to more than
+    /// the ratio bound are refused as bombs, each inside a total bound they would fit.
+    #[test]
+    fn an_oversized_message_and_decompression_bombs_are_refused() -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let d = tempfile::tempdir()?;
+        let zeros = vec![0u8; (MAX_MESSAGE_BYTES + 4096) as usize];
+        let tgz = d.path().join("enron.tar.gz");
+        let mut b = tar::Builder::new(flate2::write::GzEncoder::new(std::fs::File::create(&tgz)?, flate2::Compression::fast()));
+        let mut h = tar::Header::new_gnu();
+        h.set_size(zeros.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        b.append_data(&mut h, "maildir/lay-k/inbox/1.", &zeros[..])?;
+        b.into_inner()?.finish()?;
+        let staging = d.path().join("s");
+        std::fs::create_dir(&staging)?;
+        let e = unpack(&tgz, Unpack::EnronMaildir, &staging, 1 << 40).err().ok_or("accepted")?.to_string();
+        assert!(e.contains("maildir/lay-k/inbox/1.") && (e.contains("64 MiB") || e.contains("decompression bomb")), "{e}");
+        // A tarball of zeros (1,000 times smaller compressed) is a bomb under any total bound.
+        let e = unpack(&tgz, Unpack::TarGz { strip: "", into: "" }, &staging, 1 << 40).err().ok_or("accepted")?.to_string();
+        assert!(e.contains("decompression bomb") && e.contains("enron.tar.gz"), "{e}");
+        let z = d.path().join("bomb.zip");
+        let mut w = zip::ZipWriter::new(std::fs::File::create(&z)?);
+        w.start_file("zeros.json", zip::write::SimpleFileOptions::default())?;
+        w.write_all(&zeros)?;
+        w.finish()?;
+        let staging = d.path().join("z");
+        std::fs::create_dir(&staging)?;
+        let e = unpack(&z, Unpack::Zip { strip: "", keep: &[], into: "" }, &staging, 1 << 40).err().ok_or("accepted")?.to_string();
+        assert!(e.contains("zeros.json") && e.contains("decompression bomb"), "{e}");
         Ok(())
     }
 

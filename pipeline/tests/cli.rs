@@ -21,6 +21,8 @@ pub(crate) mod hostile;
 mod hostile_data;
 #[path = "cli/hostile_hub.rs"]
 mod hostile_hub;
+#[path = "cli/hostile_models.rs"]
+mod hostile_models;
 #[path = "cli/hostile_nightly.rs"]
 mod hostile_nightly;
 #[path = "cli/hostile_sql.rs"]

@@ -428,11 +428,34 @@ pub struct Located<'a> {
     pub batch: &'a RecordBatch,
 }
 
+/// The largest node id a knowledge base of `n` nodes may use: 64 × n + 2^20, and never
+/// `u32::MAX` (the stages' "no node" mark).
+pub fn max_node_id(n: usize) -> u64 {
+    (64 * n as u64 + (1 << 20)).min(u64::from(u32::MAX) - 1)
+}
+
 /// The cross-table rules of a knowledge base: unique node and query ids, edges between existing
-/// nodes, answers to existing queries and nodes.
+/// nodes, answers to existing queries and nodes, node ids within [`max_node_id`].
 pub fn check_kb(nodes: Located<'_>, edges: Located<'_>, queries: Option<Located<'_>>, answers: Option<Located<'_>>) -> Result<()> {
     check_unique(&tables::NODES, nodes.file, nodes.batch, "node_id")?;
-    let node_ids = IdSet::from_array(u32s(nodes.batch, "node_id")?);
+    // The stages index nodes by id (tables of `max id + 1` entries), and `u32::MAX` is their "no
+    // node" mark: ids may be sparse, but not beyond [`max_node_id`] of the node count.
+    let ids = u32s(nodes.batch, "node_id")?;
+    let bound = max_node_id(ids.len());
+    if let Some(row) = ids.iter().position(|v| v.is_some_and(|v| u64::from(v) > bound)) {
+        return Err(SchemaError::violation(
+            nodes.file,
+            tables::NODES.name,
+            Some(row),
+            Some("node_id"),
+            format!(
+                "node_id {} is above {bound}, the largest id {} nodes may use (64 × the node count + 2^20): the stages keep a table entry per id up to the largest; renumber the nodes",
+                ids.value(row),
+                ids.len()
+            ),
+        ));
+    }
+    let node_ids = IdSet::from_array(ids);
     for col in ["src", "dst"] {
         check_refs(&tables::EDGES, edges.file, edges.batch, col, &node_ids, "node_id")?;
     }

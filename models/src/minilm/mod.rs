@@ -311,14 +311,14 @@ impl MiniLm {
 
     /// Word-piece ids of `text` exactly as fed to the model: `[CLS] … [SEP]`, at most 256.
     pub fn token_ids(&self, text: &str) -> Result<Vec<u32>> {
-        let enc = self.tokenizer.encode(text, true).map_err(|e| ModelError::Internal(format!("tokenizing: {e}")))?;
+        let enc = self.tokenizer.encode(text, true).map_err(|e| self.tokenizer_fault(format!("cannot tokenize with it: {e}")))?;
         Ok(enc.get_ids().to_vec())
     }
 
     /// Word-piece ids of `text` without `[CLS]`/`[SEP]` (at most 256): the pieces a caller lays
     /// out itself (the language model's prompt, [`crate::lm`]).
     pub fn pieces(&self, text: &str) -> Result<Vec<u32>> {
-        let enc = self.tokenizer.encode(text, false).map_err(|e| ModelError::Internal(format!("tokenizing: {e}")))?;
+        let enc = self.tokenizer.encode(text, false).map_err(|e| self.tokenizer_fault(format!("cannot tokenize with it: {e}")))?;
         Ok(enc.get_ids().to_vec())
     }
 
@@ -327,7 +327,7 @@ impl MiniLm {
     /// is BERT's and also holds `[CLS]` and `[SEP]`, which the model was not trained to read there,
     /// so the vocabulary alone cannot say.)
     pub fn bos_sep(&self) -> Result<(u32, u32)> {
-        let enc = self.tokenizer.encode("", true).map_err(|e| ModelError::Internal(format!("tokenizing: {e}")))?;
+        let enc = self.tokenizer.encode("", true).map_err(|e| self.tokenizer_fault(format!("cannot tokenize with it: {e}")))?;
         match enc.get_ids() {
             &[b, s] => Ok((b, s)),
             ids => Err(ModelError::Tokenizer {
@@ -342,19 +342,38 @@ impl MiniLm {
 
     /// The id of a special token of the vocabulary (`[CLS]`, `[SEP]`, `[PAD]`, …).
     pub fn special_id(&self, token: &str) -> Result<u32> {
-        self.tokenizer.token_to_id(token).ok_or_else(|| ModelError::Internal(format!("the tokenizer has no {token}")))
+        self.tokenizer.token_to_id(token).ok_or_else(|| self.tokenizer_fault(format!("its vocabulary has no {token}")))
+    }
+
+    /// The model folder's tokenizer at fault: a `tokenizer.json` that loads but cannot do its job.
+    fn tokenizer_fault(&self, reason: String) -> ModelError {
+        ModelError::Tokenizer { path: self.tokenizer_path.clone(), reason }
     }
 
     /// Unit-length embeddings of `texts`, row-major (`texts.len() × dim`), in input order.
     /// `on_batch` is called with the number of sentences after each forward pass (progress).
+    /// A text whose embedding is not finite (weights so large that the arithmetic overflows f32)
+    /// is the model's fault and an error naming the model folder.
     pub fn encode(&self, texts: &[&str], opts: EncodeOptions, on_batch: &(dyn Fn(usize) + Sync)) -> Result<Vec<f32>> {
         let ids: Vec<Vec<u32>> = texts.par_iter().map(|t| self.token_ids(t)).collect::<Result<_>>()?;
-        match &self.engine {
+        let rows = match &self.engine {
             Engine::Burn(b) => b.encode_ids(&ids, opts, on_batch),
             Engine::Fused(f) => {
                 encode_batched(f.config(), &ids, opts, on_batch, Some(FUSED_BATCH_TOKENS), true, |batch| f.forward_pooled(batch))
             }
+        }?;
+        if let Some(at) = rows.iter().position(|v| !v.is_finite()) {
+            let folder = self.tokenizer_path.parent().map_or_else(PathBuf::new, Path::to_path_buf);
+            return Err(ModelError::Weights {
+                path: folder,
+                reason: format!(
+                    "the embedding of text {} is not finite ({}): the weights overflow f32 arithmetic",
+                    at / self.dim().max(1),
+                    rows[at]
+                ),
+            });
         }
+        Ok(rows)
     }
 }
 

@@ -572,7 +572,7 @@ fn fetch_a_hub_model_id_into_weights() {
 fn products_part(c: &Case) -> (PathBuf, String) {
     let key = remote_keys("products").remove(0);
     let name = key.rsplit('/').next().expect("name").to_string();
-    let dir = c.data.join(".tgrag-downloads/products");
+    let dir = c.data.join(".tgrag-downloads/ogbn_products");
     std::fs::create_dir_all(&dir).expect("downloads folder");
     (dir.join(format!("{name}.part")), name)
 }
@@ -597,14 +597,14 @@ fn fetch_hostile_never_writes_through_a_planted_part() {
         let o = tgrag_at(&c, &m.endpoint, &["fetch", "products"]);
         super::hostile::failed_cleanly(&o, &[".part", "is not a plain file of its own", "remove it"]);
         assert_eq!(std::fs::read(&victim).expect("victim"), b"keep me", "{plant}: the outside file was written");
-        no_partial(&c, "products", false);
+        no_partial(&c, "ogbn_products", false);
         if plant == "folder" {
             std::fs::remove_dir(&part).expect("remove");
         } else {
             std::fs::remove_file(&part).expect("remove");
         }
         ok(tgrag_at(&c, &m.endpoint, &["fetch", "products"]));
-        no_partial(&c, "products", true);
+        no_partial(&c, "ogbn_products", true);
         assert_eq!(std::fs::read(&victim).expect("victim"), b"keep me");
     }
 }
@@ -620,7 +620,7 @@ fn fetch_hostile_resume_answers_are_refused_and_a_stuck_part_removed() {
     std::fs::write(&part, vec![7u8; 1000]).expect("part");
     let o = tgrag_at(&c, &m.endpoint, &["fetch", "products"]);
     super::hostile::failed_cleanly(&o, &[&name, "more than any file can hold"]);
-    no_partial(&c, "products", false);
+    no_partial(&c, "ogbn_products", false);
 
     *m.mode.lock().expect("mode") = Mode::WrongRange;
     let o = tgrag_at(&c, &m.endpoint, &["fetch", "products"]);
@@ -628,7 +628,7 @@ fn fetch_hostile_resume_answers_are_refused_and_a_stuck_part_removed() {
     assert!(err.contains(&part.display().to_string()), "the message names the partial file: {err}");
     assert!(!part.exists(), "the stuck .part is still there");
     ok(tgrag_at(&c, &m.endpoint, &["fetch", "products"]));
-    no_partial(&c, "products", true);
+    no_partial(&c, "ogbn_products", true);
 }
 
 /// Two downloads into one folder cannot share a `.part`: while the folder's lock is held, a fetch
@@ -647,5 +647,5 @@ fn fetch_hostile_a_second_download_into_a_locked_folder_is_refused() {
     lock.unlock().expect("unlock");
     drop(lock);
     ok(tgrag_at(&c, &m.endpoint, &["fetch", "products"]));
-    no_partial(&c, "products", true);
+    no_partial(&c, "ogbn_products", true);
 }

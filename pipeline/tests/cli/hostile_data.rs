@@ -1,4 +1,4 @@
-//! Hostile-input cases of the hardening round two (issue 27): data.
+//! Hostile input data: files that are not what their names say, bounds, ids, split files.
 
 use super::*;
 
@@ -147,6 +147,31 @@ fn a_fifo_a_folder_or_a_dangling_link_named_nodes_csv_is_named_for_what_it_is() 
     // Nobody ever writes to it: opening it would block for good (tgrag_within fails the test then).
     let r = ingest(&o, data.path(), "mine", &[]);
     refused(&r, &[&format!("{}: is a FIFO, not a regular file", nodes.display())], &o);
+}
+
+/// A node id the stages cannot hold (u32::MAX, the "no node" mark, or one far beyond the node
+/// count, which `graph` would give a table entry each) is refused at ingest naming the file, row
+/// and column, before any later stage allocates; ids a little sparse still ingest.
+#[test]
+fn node_ids_the_stages_cannot_hold_are_refused_at_ingest() {
+    let d = tempfile::tempdir().expect("tmp");
+    for (id, fine) in [("4294967295", false), ("2000000", false), ("900", true)] {
+        let o = d.path().join(format!("out-{id}"));
+        let nodes = format!("node_id,node_type,name,doc\n0,product,Tent,A tent\n{id},brand,Zentra,A brand\n");
+        let edges = format!("src,dst,relation\n0,{id},has_brand\n");
+        let data = folder(&[("nodes.csv", &nodes), ("edges.csv", &edges)]);
+        let r = tgrag_within(
+            &o,
+            &[],
+            &["run", "--dataset", "mine", "--data-dir", s(data.path()), "--stages", "graph"],
+            Duration::from_secs(60),
+        );
+        if fine {
+            ok(r);
+        } else {
+            refused(&r, &["nodes.csv", "row 1", "`node_id`", &format!("node_id {id} is above")], &o);
+        }
+    }
 }
 
 /// An ExplaGraphs folder in G-Retriever's layout: `n` rows and the given split files.

@@ -1,4 +1,4 @@
-//! Hostile-input cases of the hardening round two (issue 27): train. A training whose loss is not
+//! Hostile training settings. A training whose loss is not
 //! finite stops with an error naming the model, the seed and the epoch, and commits nothing; learning
 //! rates that are not finite numbers > 0 and repeated seeds are refused before any work.
 
@@ -138,4 +138,32 @@ fn repeated_seeds_are_refused_before_any_work() {
     let out = tempfile::tempdir().expect("tmp");
     let r = tgrag(out.path(), &["stages", "--size", "tiny", "--set", "toporag.gnn_seeds=[0,18446744073709551615]"]);
     assert!(r.status.success(), "{}", stderr(&r));
+}
+
+/// Settings that would grow the weights every step (a negative weight decay), clip nothing (a
+/// negative norm), ask for more memory than a machine holds (projector and LoRA widths of 10^7) or
+/// more positions than the model has, or a zero-width planner: refused before any work, as the
+/// user's configuration, never an abort or an internal error.
+#[test]
+fn settings_that_would_abort_or_grow_the_weights_are_refused_before_any_work() {
+    let lm = ["--set", "gretriever.lm_rows=[\"g-retriever-lora\"]"];
+    for (set, extra, shown) in [
+        ("gretriever.weight_decay=-5", &[][..], "stage `gretriever`: invalid configuration: weight_decay -5 must be a finite number ≥ 0"),
+        ("gretriever.clip=-1", &[][..], "stage `gretriever`: invalid configuration: clip -1 must be a finite number > 0"),
+        ("mixrag.weight_decay=-0.5", &[][..], "stage `mixrag`: invalid configuration: weight_decay -0.5 must be a finite number ≥ 0"),
+        ("gretriever.lm_projector_hidden=10000000", &lm[..], "lm_projector_hidden 10000000 is above 65536"),
+        ("gretriever.lm_rank=10000000", &lm[..], "lm_rank 10000000 is above 1024"),
+        ("gretriever.lm_prompt_tokens=10000000", &lm[..], "do not fit the 512 positions"),
+    ] {
+        let out = tempfile::tempdir().expect("tmp");
+        let mut args = vec!["--set", set];
+        args.extend_from_slice(extra);
+        let r = gretriever(out.path(), &args);
+        failed(&r, &[shown]);
+        nothing_ran(out.path());
+    }
+    let out = tempfile::tempdir().expect("tmp");
+    let r = tgrag(out.path(), &["run", "--size", "tiny", "--stages", "mor", "--set", "mor.planner_hidden=0"]);
+    failed(&r, &["stage `mor`: invalid configuration:", "planner_hidden must be ≥ 1"]);
+    nothing_ran(out.path());
 }

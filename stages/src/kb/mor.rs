@@ -357,8 +357,14 @@ impl StageSpec for MorStage {
     type Config = MorConfig;
     const INFO: &'static StageInfo = &INFO;
     fn validate(c: &MorConfig) -> std::result::Result<(), String> {
-        if c.traversal.candidates == 0 || c.traversal.seeds == 0 || c.negatives == 0 || c.planner_epochs == 0 || c.reranker_epochs == 0 {
-            return Err("candidates, seeds, negatives and epochs must be ≥ 1".into());
+        if c.traversal.candidates == 0
+            || c.traversal.seeds == 0
+            || c.negatives == 0
+            || c.planner_epochs == 0
+            || c.reranker_epochs == 0
+            || c.planner_hidden.get() == 0
+        {
+            return Err("candidates, seeds, negatives, epochs and planner_hidden must be ≥ 1".into());
         }
         Ok(())
     }
