@@ -45,20 +45,35 @@ fn bomb(archive: &Path, entry: &str) -> DatasetError {
 }
 
 /// Copies at most `left` bytes of `r` into a new file `to` (its folders made inside `root`);
-/// returns the bytes written.
+/// returns the bytes written. What the archive gets wrong (an entry that appears twice, bytes that
+/// fail their checksum or do not inflate, more than `left`) is named by the archive and entry;
+/// only a failing write is the staging folder's.
 fn write_entry(root: &Path, rel: &Path, r: &mut dyn Read, left: u64, archive: &Path) -> Result<u64> {
     let to = root.join(rel);
+    let entry = || format!("entry {}", rel.display());
     if let Some(p) = to.parent() {
         std::fs::create_dir_all(p).map_err(|e| DatasetError::io(p, e))?;
     }
-    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&to).map_err(|e| DatasetError::io(&to, e))?;
-    let n = std::io::copy(&mut r.take(left.saturating_add(1)), &mut f).map_err(|e| DatasetError::io(&to, e))?;
-    if n > left {
-        return Err(DatasetError::malformed(
-            archive,
-            format!("entry {}", rel.display()),
-            "unpacks to more than the size bound of this dataset",
-        ));
+    let mut f = match std::fs::OpenOptions::new().write(true).create_new(true).open(&to) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(DatasetError::malformed(archive, entry(), "appears twice in the archive (a dataset has one file per name)"));
+        }
+        Err(e) => return Err(DatasetError::io(&to, e)),
+    };
+    let (mut n, mut buf) = (0u64, vec![0u8; 1 << 16]);
+    loop {
+        let got = match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(got) => got,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(DatasetError::malformed(archive, entry(), format!("cannot be unpacked: {e}"))),
+        };
+        n += got as u64;
+        if n > left {
+            return Err(DatasetError::malformed(archive, entry(), "unpacks to more than the size bound of this dataset"));
+        }
+        f.write_all(&buf[..got]).map_err(|e| DatasetError::io(&to, e))?;
     }
     f.flush().map_err(|e| DatasetError::io(&to, e))?;
     Ok(n)
@@ -106,6 +121,7 @@ fn bad_tar_gz(file: &Path, e: &std::io::Error) -> DatasetError {
 }
 
 /// `Unpack::Zip`: the file entries `filter` keeps.
+
 fn unpack_zip(file: &Path, filter: Filter, staging: &Path, max_bytes: u64) -> Result<Vec<String>> {
     let mut written = Vec::new();
     let opened = std::fs::File::open(file).map_err(|e| DatasetError::io(file, e))?;
@@ -296,6 +312,45 @@ mod tests {
         std::fs::create_dir(&staging)?;
         let e = unpack(&z, Unpack::Zip { strip: "", keep: &[], into: "" }, &staging, 1 << 40).err().ok_or("accepted")?.to_string();
         assert!(e.contains("zeros.json") && e.contains("decompression bomb"), "{e}");
+        Ok(())
+    }
+
+    /// A tar entry that appears twice and a zip entry whose bytes fail their checksum are named by
+    /// the archive and the entry (the staging folder is never what the message blames).
+    #[test]
+    fn a_repeated_entry_and_a_bad_checksum_name_the_archive_and_entry() -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let d = tempfile::tempdir()?;
+        let tgz = d.path().join("twice.tar.gz");
+        let mut b = tar::Builder::new(flate2::write::GzEncoder::new(std::fs::File::create(&tgz)?, flate2::Compression::fast()));
+        for body in [&b"first"[..], b"second"] {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(body.len() as u64);
+            h.set_mode(0o644);
+            h.set_cksum();
+            b.append_data(&mut h, "cora/cora.cites", body)?;
+        }
+        b.into_inner()?.finish()?;
+        let staging = d.path().join("s");
+        std::fs::create_dir(&staging)?;
+        let e = unpack(&tgz, Unpack::TarGz { strip: "", into: "" }, &staging, 1 << 20).err().ok_or("accepted")?.to_string();
+        assert!(e.contains("twice.tar.gz") && e.contains("entry cora/cora.cites") && e.contains("appears twice"), "{e}");
+        assert!(!e.contains(&staging.display().to_string()), "{e}");
+
+        let z = d.path().join("crc.zip");
+        let mut w = zip::ZipWriter::new(std::fs::File::create(&z)?);
+        let stored = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+        w.start_file("data/graph.json", stored)?;
+        w.write_all(b"{\"nodes\": [1, 2, 3], \"edges\": []}")?;
+        w.finish()?;
+        let mut bytes = std::fs::read(&z)?;
+        let at = bytes.windows(7).position(|w| w == b"\"nodes\"").ok_or("no body")?;
+        bytes[at + 1] = b'N';
+        std::fs::write(&z, &bytes)?;
+        let staging = d.path().join("z");
+        std::fs::create_dir(&staging)?;
+        let e = unpack(&z, Unpack::Zip { strip: "", keep: &[], into: "" }, &staging, 1 << 20).err().ok_or("accepted")?.to_string();
+        assert!(e.contains("crc.zip") && e.contains("entry data/graph.json") && e.contains("cannot be unpacked"), "{e}");
+        assert!(!e.contains(&staging.display().to_string()), "{e}");
         Ok(())
     }
 

@@ -119,6 +119,24 @@ fn datafusion_fault(e: &datafusion::error::DataFusionError) -> Fault {
     }
 }
 
+/// `err` and its causes in one line, outermost first, joined by `: `, each cause's text once: the
+/// typed errors print their source's text themselves (`file: No such file or directory`), so a
+/// cause whose text is already in the line is not repeated.
+pub fn describe(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
 /// The exit code of a failed command: 3 when the outputs folder is locked by another run, the
 /// fault's code otherwise ([`Fault::exit_code`]), 1 when no error of the chain says whose fault it
 /// is.
@@ -136,6 +154,17 @@ pub fn exit_code(err: &anyhow::Error) -> ExitCode {
 mod tests {
     use super::*;
     use anyhow::Context;
+
+    /// Each cause's text once: an I/O error's text that its typed error already printed is not
+    /// repeated, context outside it is kept in order.
+    #[test]
+    fn a_cause_already_printed_is_not_repeated() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory (os error 2)");
+        let e = anyhow::Error::new(tgrag_datasets::DatasetError::io("a/b.part", io)).context("fetch cora");
+        assert_eq!(describe(&e), "fetch cora: a/b.part: No such file or directory (os error 2)");
+        let plain = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(describe(&plain), "outer: inner");
+    }
 
     #[test]
     fn the_first_typed_error_of_the_chain_decides() {

@@ -74,7 +74,7 @@ fn main() -> ExitCode {
     match cli::dispatch(args) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", fault::describe(&err));
             fault::exit_code(&err)
         }
     }
