@@ -10,42 +10,54 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch, StringArray};
+use arrow::array::{ArrayRef, RecordBatch, StringBuilder};
 use arrow::datatypes::{DataType, Field, Schema};
 use tgrag_schemas::{SchemaError, io, validate};
 
-use crate::raw::{check_regular, missing_column, read_records};
+use crate::raw::{check_regular, missing_column, read_records_each};
 use crate::{DatasetError, DatasetTables, INPUT_TABLES, LoadedTable, Result};
 
 /// Reads a CSV (`sep = b','`) or TSV (`sep = b'\t'`) file with a header into an all-utf8 batch.
 /// Empty fields, and fields missing at the end of a short row, are nulls (a required column then
-/// says "missing value" at that row); a row with more fields than the header is an error.
+/// says "missing value" at that row); a row with more fields than the header is an error. Records
+/// go into the columns as they are read (the file's records are never all held as strings).
 pub fn read_delimited(path: &Path, sep: u8) -> Result<RecordBatch> {
-    let mut records = read_records(path, sep)?;
-    if records.is_empty() {
+    let mut header: Option<Vec<String>> = None;
+    let mut cols: Vec<StringBuilder> = Vec::new();
+    // Blank records seen since the last row with text: rows if more rows follow, else the file's
+    // trailing blank lines (no rows).
+    let (mut blanks, mut row) = (0usize, 0usize);
+    read_records_each(path, sep, |r| {
+        let Some(h) = &header else {
+            cols = (0..r.len()).map(|_| StringBuilder::new()).collect();
+            header = Some(r);
+            return Ok(());
+        };
+        if r.len() == 1 && r[0].is_empty() {
+            blanks += 1;
+            return Ok(());
+        }
+        for _ in 0..std::mem::take(&mut blanks) {
+            cols.iter_mut().for_each(|c| c.append_null());
+            row += 1;
+        }
+        if r.len() > h.len() {
+            return Err(DatasetError::malformed(path, format!("row {row}"), format!("{} fields, the header has {}", r.len(), h.len())));
+        }
+        for (c, col) in cols.iter_mut().enumerate() {
+            match r.get(c) {
+                Some(v) if !v.is_empty() => col.append_value(v),
+                _ => col.append_null(),
+            }
+        }
+        row += 1;
+        Ok(())
+    })?;
+    let Some(header) = header else {
         return Err(DatasetError::malformed(path, "line 1", "empty file: expected a header line"));
-    }
-    let header = records.remove(0);
-    // A trailing blank line is no row.
-    while records.last().is_some_and(|r| r.len() == 1 && r[0].is_empty()) {
-        records.pop();
-    }
-    let mut cols: Vec<Vec<Option<String>>> = vec![Vec::with_capacity(records.len()); header.len()];
-    for (row, mut r) in records.into_iter().enumerate() {
-        if r.len() > header.len() {
-            return Err(DatasetError::malformed(
-                path,
-                format!("row {row}"),
-                format!("{} fields, the header has {}", r.len(), header.len()),
-            ));
-        }
-        r.resize(header.len(), String::new());
-        for (c, v) in r.into_iter().enumerate() {
-            cols[c].push(if v.is_empty() { None } else { Some(v) });
-        }
-    }
+    };
     let fields: Vec<Field> = header.iter().map(|h| Field::new(h.trim(), DataType::Utf8, true)).collect();
-    let arrays: Vec<ArrayRef> = cols.into_iter().map(|c| Arc::new(StringArray::from(c)) as ArrayRef).collect();
+    let arrays: Vec<ArrayRef> = cols.iter_mut().map(|c| Arc::new(c.finish()) as ArrayRef).collect();
     RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).map_err(|e| SchemaError::arrow(path.display().to_string(), e).into())
 }
 
@@ -91,6 +103,7 @@ pub fn load(dir: &Path) -> Result<DatasetTables> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow::array::Array;
     use tgrag_schemas::columns;
 
     fn write(dir: &Path, name: &str, text: &str) {
@@ -107,6 +120,34 @@ mod tests {
         let n = &t.get("nodes").expect("nodes").batch;
         assert_eq!(columns::u32s(n, "node_id").expect("ids").values().to_vec(), vec![0, 1]);
         assert_eq!(columns::strs(n, "doc").expect("doc").value(0), "first, doc");
+    }
+
+    /// The streaming reader, records in many 64 KiB blocks: rows across block boundaries in order,
+    /// a blank line between rows a row of nulls, blank lines at the end no rows, short rows padded
+    /// with nulls, and a row longer than the header named by its data row.
+    #[test]
+    fn delimited_files_stream_into_columns_row_for_row() {
+        let d = tempfile::tempdir().expect("tmp");
+        let mut text = String::from("a,b,c\n");
+        for i in 0..20_000 {
+            text.push_str(&format!("{i},\"x, {i}\",\n"));
+        }
+        text.push_str("\n7\n\n\n");
+        write(d.path(), "t.csv", &text);
+        let b = read_delimited(&d.path().join("t.csv"), b',').expect("read");
+        assert_eq!(b.num_rows(), 20_002);
+        let (a, bb, c) = (columns::strs(&b, "a").expect("a"), columns::strs(&b, "b").expect("b"), columns::strs(&b, "c").expect("c"));
+        for i in [0, 1, 4095, 4096, 19_999] {
+            assert_eq!((a.value(i), bb.value(i)), (i.to_string().as_str(), format!("x, {i}").as_str()));
+            assert!(c.is_null(i));
+        }
+        assert!(a.is_null(20_000) && bb.is_null(20_000), "a blank line between rows is a row of nulls");
+        assert_eq!(a.value(20_001), "7");
+        assert!(bb.is_null(20_001) && c.is_null(20_001), "a short row is padded with nulls");
+        text.push_str("1,2,3,4\n");
+        write(d.path(), "t.csv", &text);
+        let err = read_delimited(&d.path().join("t.csv"), b',').expect_err("a long row").to_string();
+        assert!(err.contains("row 20004") && err.contains("4 fields, the header has 3"), "{err}");
     }
 
     #[test]

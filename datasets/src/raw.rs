@@ -144,11 +144,27 @@ pub fn read_records(path: &Path, sep: u8) -> Result<Vec<Vec<String>>> {
     parse_records(std::io::BufReader::with_capacity(1 << 16, open_regular(path)?), path, sep)
 }
 
+/// [`read_records`] handing each record to `each` as soon as it is read: nothing but the records of
+/// one 64 KiB block is held.
+pub fn read_records_each(path: &Path, sep: u8, each: impl FnMut(Vec<String>) -> Result<()>) -> Result<()> {
+    parse_records_each(std::io::BufReader::with_capacity(1 << 16, open_regular(path)?), path, sep, each)
+}
+
 /// Delimited records from a byte stream (see [`parse_csv`]): a leading byte order mark is skipped, a
 /// NUL byte is refused as binary data and invalid UTF-8 as such, both with their line and byte
 /// offset; a record longer than [`max_record_bytes`] is refused with the line it starts on, so that
 /// memory stays bounded by the bound whatever the input.
 pub fn parse_records(input: impl Read, path: &Path, sep: u8) -> Result<Vec<Vec<String>>> {
+    let mut records = Vec::new();
+    parse_records_each(input, path, sep, |r| {
+        records.push(r);
+        Ok(())
+    })?;
+    Ok(records)
+}
+
+/// [`parse_records`] handing each record to `each` in order, after each block of input.
+pub fn parse_records_each(input: impl Read, path: &Path, sep: u8, mut each: impl FnMut(Vec<String>) -> Result<()>) -> Result<()> {
     let mut p = RecordParser::new(path, sep, max_record_bytes()?);
     let mut input = std::io::BufReader::new(input);
     let mut buf = vec![0u8; 1 << 16];
@@ -162,8 +178,11 @@ pub fn parse_records(input: impl Read, path: &Path, sep: u8) -> Result<Vec<Vec<S
         for &b in &buf[..n] {
             p.feed(b)?;
         }
+        for r in p.records.drain(..) {
+            each(r)?;
+        }
     }
-    p.finish()
+    p.finish()?.into_iter().try_for_each(each)
 }
 
 /// What the byte before this one left pending.
@@ -222,7 +241,7 @@ impl<'a> RecordParser<'a> {
     fn feed(&mut self, b: u8) -> Result<()> {
         let at = self.offset;
         self.offset += 1;
-        if at < BOM.len() && b == BOM[at] && self.records.is_empty() && self.rec.is_empty() && self.field.len() == at {
+        if at < BOM.len() && b == BOM[at] && self.rec.is_empty() && self.field.len() == at {
             // A byte order mark is no text: kept aside until it is complete, then dropped.
             self.field.push(b);
             if at + 1 == BOM.len() {

@@ -158,9 +158,11 @@ pub fn level() -> Level {
     }
 }
 
-/// pulp's dispatcher at the level in force: every `WithSimd` pass of the engines goes through it.
+/// pulp's dispatcher at the level in force: every `WithSimd` pass of the engines goes through it
+/// (made once: a pass asks for it on every call).
 pub fn arch() -> pulp::Arch {
-    level().arch()
+    static ARCH: OnceLock<pulp::Arch> = OnceLock::new();
+    *ARCH.get_or_init(|| level().arch())
 }
 
 #[cfg(test)]
