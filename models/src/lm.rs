@@ -255,10 +255,16 @@ impl LanguageModel {
         let len = prompts.ids.iter().map(Vec::len).max().unwrap_or(0).max(1);
         let [vocab, d] = self.word.val().dims();
         if len > self.max_len() {
-            return Err(ModelError::Internal(format!("a prompt of {len} tokens exceeds the {} positions", self.max_len())));
+            return Err(ModelError::Config {
+                model: "the language model".into(),
+                reason: format!("a prompt of {len} tokens exceeds the {} positions", self.max_len()),
+            });
         }
         if let Some(&t) = prompts.ids.iter().flatten().find(|&&t| t as usize >= vocab) {
-            return Err(ModelError::Internal(format!("token id {t} is outside the vocabulary of {vocab}")));
+            return Err(ModelError::Config {
+                model: "the language model".into(),
+                reason: format!("token id {t} is outside the vocabulary of {vocab}"),
+            });
         }
         let dev = self.word.val().device();
         let mut flat = vec![0i64; b * len];

@@ -918,12 +918,18 @@ impl HostLm {
         let mut positions = Vec::new();
         for s in &prompts.ids {
             if s.len() > self.max_len() {
-                return Err(ModelError::Internal(format!("a prompt of {} tokens exceeds the {} positions", s.len(), self.max_len())));
+                return Err(ModelError::Config {
+                    model: "the language model".into(),
+                    reason: format!("a prompt of {} tokens exceeds the {} positions", s.len(), self.max_len()),
+                });
             }
             seqs.push((ids.len(), s.len()));
             for (c, &id) in s.iter().enumerate() {
                 if id as usize >= vocab {
-                    return Err(ModelError::Internal(format!("token id {id} is outside the vocabulary of {vocab}")));
+                    return Err(ModelError::Config {
+                        model: "the language model".into(),
+                        reason: format!("token id {id} is outside the vocabulary of {vocab}"),
+                    });
                 }
                 ids.push(id);
                 positions.push(c + offset);

@@ -797,11 +797,21 @@ fn batches<'a>(order: &'a [usize], ids: &[Vec<u32>], batch_size: usize, max_toke
 
 /// Every sequence fits the position table and every id the vocabulary.
 fn check_ids(cfg: &BertConfig, ids: &[Vec<u32>]) -> Result<()> {
+    // Both come from a model folder whose files do not agree (a tokenizer of another model, a
+    // config with fewer positions than the tokenizer cuts at): the folder's fault.
+    let folder = |reason: String| ModelError::Config { model: "the model folder".into(), reason };
     if let Some(s) = ids.iter().find(|s| s.len() > cfg.max_len()) {
-        return Err(ModelError::Internal(format!("a sequence of {} ids exceeds the {} positions", s.len(), cfg.max_len())));
+        return Err(folder(format!(
+            "a sequence of {} word pieces exceeds config.json's {} positions (max_position_embeddings)",
+            s.len(),
+            cfg.max_len()
+        )));
     }
     if let Some(&t) = ids.iter().flatten().find(|&&t| t as usize >= cfg.vocab_size) {
-        return Err(ModelError::Internal(format!("token id {t} is outside the vocabulary")));
+        return Err(folder(format!(
+            "tokenizer.json gives token id {t}, outside config.json's vocabulary of {} (vocab_size): the tokenizer is not this model's",
+            cfg.vocab_size
+        )));
     }
     Ok(())
 }

@@ -649,3 +649,18 @@ fn fetch_hostile_a_second_download_into_a_locked_folder_is_refused() {
     ok(tgrag_at(&c, &m.endpoint, &["fetch", "products"]));
     no_partial(&c, "ogbn_products", true);
 }
+
+/// A served Enron tarball whose one message unpacks to more than the per-message bound (65 MiB of
+/// zeros, about 65 KiB compressed): refused naming the entry, before the message is held whole,
+/// and no staging folder or dataset folder is left.
+#[test]
+fn fetch_hostile_an_enron_message_above_its_bound_is_refused() {
+    let key = remote_keys("enron").remove(0);
+    let huge = vec![0u8; 65 << 20];
+    let m = mirror([(key, tgz_of(&[("maildir/lay-k/inbox/1.", huge)]))].into_iter().collect(), Mode::Honest);
+    let c = case();
+    let o = tgrag_at(&c, &m.endpoint, &["fetch", "enron"]);
+    let err = super::hostile::failed_cleanly(&o, &["entry maildir/lay-k/inbox/1."]);
+    assert!(err.contains("64 MiB") || err.contains("decompression bomb"), "{err}");
+    no_partial(&c, "enron-sample", false);
+}

@@ -8,10 +8,11 @@ use super::*;
 /// A BERT checkpoint shaped like all-MiniLM-L6-v2 (its tensor names, vocabulary and tokenizer)
 /// with width `d` over `heads` heads and an intermediate of `2·d`, seeded weights, written into a
 /// new folder of `root`; `edit` may change any tensor's values and `config` the config.
+/// `vocab` rows of word embeddings (MiniLM's tokenizer has 30,522 word pieces).
 fn tiny_bert(
     root: &Path,
     name: &str,
-    (d, heads): (usize, usize),
+    (d, heads, vocab): (usize, usize, usize),
     edit: &dyn Fn(&str, &mut [f32]),
     config: &dyn Fn(&mut serde_json::Value),
 ) -> Option<PathBuf> {
@@ -36,6 +37,7 @@ fn tiny_bert(
             .map(|v| match v.as_u64().expect("dim") as usize {
                 384 => d,
                 1536 => 2 * d,
+                30522 => vocab,
                 other => other,
             })
             .collect();
@@ -78,6 +80,7 @@ fn tiny_bert(
     cfg["hidden_size"] = serde_json::json!(d);
     cfg["num_attention_heads"] = serde_json::json!(heads);
     cfg["intermediate_size"] = serde_json::json!(2 * d);
+    cfg["vocab_size"] = serde_json::json!(vocab);
     config(&mut cfg);
     std::fs::write(dir.join("config.json"), serde_json::to_vec_pretty(&cfg).expect("json")).expect("config");
     Some(dir)
@@ -119,7 +122,7 @@ fn hostile_model_head_dimensions_8_12_and_24_run_at_every_level() {
     use tgrag_models::simd::Level;
     let dir = tempfile::tempdir().expect("tempdir");
     for (d, heads) in [(64, 8), (96, 8), (96, 4)] {
-        let Some(model) = tiny_bert(dir.path(), &format!("bert-{d}-{heads}"), (d, heads), &|_, _| {}, &|_| {}) else { return };
+        let Some(model) = tiny_bert(dir.path(), &format!("bert-{d}-{heads}"), (d, heads, 30522), &|_, _| {}, &|_| {}) else { return };
         let read = |o: Output, path: &Path| -> Vec<f32> {
             ok(o);
             let b = tgrag_schemas::io::read_parquet(path).expect("read");
@@ -151,7 +154,8 @@ fn hostile_model_head_dimensions_8_12_and_24_run_at_every_level() {
 /// A config or weights that cannot give finite embeddings: refused before any work with the file
 /// and the field named (a layer count far above the file's tensors, a negative LayerNorm epsilon,
 /// one NaN weight on either engine), or, for finite weights that overflow f32 (every word
-/// embedding 3e38), refused after the forward pass naming the model, with no output written.
+/// embedding 3e38), refused after the forward pass naming the model, and a tokenizer whose word
+/// pieces the checkpoint's vocabulary lacks, refused as the model folder's fault; no output written.
 #[test]
 fn hostile_model_configs_and_weights_are_refused_naming_the_field() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -185,9 +189,12 @@ fn hostile_model_configs_and_weights_are_refused_naming_the_field() {
             Box::new(keep),
             vec!["huge", "not finite", "overflow"],
         ),
+        // A tokenizer of another model: word pieces beyond the checkpoint's 1,000-row vocabulary.
+        ("tokenizer", Box::new(none), Box::new(keep), vec!["tokenizer.json gives token id", "vocabulary of 1000", "not this model's"]),
     ];
     for (name, edit, config, must) in &cases {
-        let Some(model) = tiny_bert(dir.path(), name, (64, 8), edit.as_ref(), config.as_ref()) else { return };
+        let vocab = if *name == "tokenizer" { 1000 } else { 30522 };
+        let Some(model) = tiny_bert(dir.path(), name, (64, 8, vocab), edit.as_ref(), config.as_ref()) else { return };
         for engine in ["fused", "burn"] {
             let (o, out) = embed(dir.path(), &model, "auto", &["--engine", engine]);
             hostile::failed_cleanly(&o, must);
