@@ -121,7 +121,6 @@ fn bad_tar_gz(file: &Path, e: &std::io::Error) -> DatasetError {
 }
 
 /// `Unpack::Zip`: the file entries `filter` keeps.
-
 fn unpack_zip(file: &Path, filter: Filter, staging: &Path, max_bytes: u64) -> Result<Vec<String>> {
     let mut written = Vec::new();
     let opened = std::fs::File::open(file).map_err(|e| DatasetError::io(file, e))?;
