@@ -161,7 +161,9 @@ fn hostile_model_configs_and_weights_are_refused_naming_the_field() {
     let dir = tempfile::tempdir().expect("tempdir");
     let none = |_: &str, _: &mut [f32]| {};
     let keep = |_: &mut serde_json::Value| {};
-    let cases: Vec<(&str, Box<dyn Fn(&str, &mut [f32])>, Box<dyn Fn(&mut serde_json::Value)>, Vec<&str>)> = vec![
+    type Edit = Box<dyn Fn(&str, &mut [f32])>;
+    type ConfigEdit = Box<dyn Fn(&mut serde_json::Value)>;
+    let cases: Vec<(&str, Edit, ConfigEdit, Vec<&str>)> = vec![
         (
             "layers",
             Box::new(none),
