@@ -45,12 +45,12 @@ fn bomb(archive: &Path, entry: &str) -> DatasetError {
 }
 
 /// Copies at most `left` bytes of `r` into a new file `to` (its folders made inside `root`);
-/// returns the bytes written. What the archive gets wrong (an entry that appears twice, bytes that
+/// returns the bytes written. What the archive gets wrong (an entry, `name` in the archive, that appears twice, bytes that
 /// fail their checksum or do not inflate, more than `left`) is named by the archive and entry;
 /// only a failing write is the staging folder's.
-fn write_entry(root: &Path, rel: &Path, r: &mut dyn Read, left: u64, archive: &Path) -> Result<u64> {
+fn write_entry(root: &Path, rel: &Path, r: &mut dyn Read, left: u64, archive: &Path, name: &str) -> Result<u64> {
     let to = root.join(rel);
-    let entry = || format!("entry {}", rel.display());
+    let entry = || format!("entry {name}");
     if let Some(p) = to.parent() {
         std::fs::create_dir_all(p).map_err(|e| DatasetError::io(p, e))?;
     }
@@ -143,7 +143,7 @@ fn unpack_zip(file: &Path, filter: Filter, staging: &Path, max_bytes: u64) -> Re
         }
         let Some(rel) = safe_rel(&joined(filter.into, rest)) else { continue };
         let bound = ratio_bound(entry.compressed_size());
-        let n = write_entry(staging, &rel, &mut entry, left.min(bound), file)
+        let n = write_entry(staging, &rel, &mut entry, left.min(bound), file, &name)
             .map_err(|e| if left > bound && is_size_bound(&e) { bomb(file, &name) } else { e })?;
         left -= n;
         written.push(rel.display().to_string());
@@ -176,7 +176,7 @@ fn unpack_tar_gz(file: &Path, filter: Filter, staging: &Path, max_bytes: u64) ->
         }
         let Some(rest) = name.strip_prefix(filter.strip) else { continue };
         let Some(rel) = safe_rel(&joined(filter.into, rest)) else { continue };
-        let n = write_entry(staging, &rel, &mut entry, left, file)
+        let n = write_entry(staging, &rel, &mut entry, left, file, &name)
             .map_err(|e| if max_bytes > bound && is_size_bound(&e) { bomb(file, &name) } else { e })?;
         left -= n;
         written.push(rel.display().to_string());

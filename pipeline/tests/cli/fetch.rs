@@ -664,3 +664,36 @@ fn fetch_hostile_an_enron_message_above_its_bound_is_refused() {
     assert!(err.contains("64 MiB") || err.contains("decompression bomb"), "{err}");
     no_partial(&c, "enron-sample", false);
 }
+
+/// Served archives that are damaged: a zip entry whose bytes were changed in transit (its
+/// checksum or its deflate stream fails) and a tarball holding one file twice. Each is refused
+/// naming the downloaded archive and the entry as the archive has it, once, and no dataset or
+/// staging folder is left.
+#[test]
+fn fetch_hostile_a_damaged_zip_and_a_repeated_tar_entry_name_archive_and_entry() {
+    let key = remote_keys("products").remove(0);
+    let mut files = official_samples("products");
+    let zip = files.get_mut(&key).expect("products zip");
+    let (name_len, extra) = (u16::from_le_bytes([zip[26], zip[27]]) as usize, u16::from_le_bytes([zip[28], zip[29]]) as usize);
+    let first = String::from_utf8_lossy(&zip[30..30 + name_len]).into_owned();
+    zip[30 + name_len + extra + 2] ^= 0x5a;
+    let m = mirror(files, Mode::Honest);
+    let c = case();
+    let o = tgrag_at(&c, &m.endpoint, &["fetch", "products"]);
+    let err = super::hostile::failed_cleanly(&o, &["products.zip", &format!("entry {first}"), "cannot be unpacked"]);
+    assert!(err.matches("os error").count() <= 1, "a cause printed twice: {err}");
+    no_partial(&c, "ogbn_products", false);
+
+    let keys = remote_keys("cora");
+    let mut files = official_samples("cora");
+    let twice = tgz_of(&[("cora/cora.cites", b"31\t32\n".to_vec()), ("cora/cora.cites", b"32\t33\n".to_vec())]);
+    files.insert(keys[0].clone(), twice);
+    let m = mirror(files, Mode::Honest);
+    let c = case();
+    let o = tgrag_at(&c, &m.endpoint, &["fetch", "cora"]);
+    super::hostile::failed_cleanly(&o, &["entry cora/cora.cites", "appears twice"]);
+    for e in std::fs::read_dir(&c.data).into_iter().flatten().flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        assert!(!n.contains("tgrag-fetch"), "staging folder left: {n}");
+    }
+}

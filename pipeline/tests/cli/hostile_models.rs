@@ -194,6 +194,14 @@ fn hostile_model_configs_and_weights_are_refused_naming_the_field() {
         // A tokenizer of another model: word pieces beyond the checkpoint's 1,000-row vocabulary.
         ("tokenizer", Box::new(none), Box::new(keep), vec!["tokenizer.json gives token id", "vocabulary of 1000", "not this model's"]),
     ];
+    // A tokenizer.json cut in half: the model folder's file named, not an internal error.
+    if let Some(model) = tiny_bert(dir.path(), "cut", (64, 8, 30522), &none, &keep) {
+        let text = std::fs::read(model.join("tokenizer.json")).expect("tokenizer");
+        std::fs::write(model.join("tokenizer.json"), &text[..text.len() / 2]).expect("cut");
+        let (o, out) = embed(dir.path(), &model, "auto", &[]);
+        hostile::failed_cleanly(&o, &["tokenizer", "cut/tokenizer.json"]);
+        assert!(!out.exists(), "a cut tokenizer.json: an output was written");
+    }
     for (name, edit, config, must) in &cases {
         let vocab = if *name == "tokenizer" { 1000 } else { 30522 };
         let Some(model) = tiny_bert(dir.path(), name, (64, 8, vocab), edit.as_ref(), config.as_ref()) else { return };
