@@ -35,6 +35,11 @@ fn ratio_bound(compressed: u64) -> u64 {
     compressed.saturating_mul(MAX_RATIO).saturating_add(RATIO_SLACK)
 }
 
+/// The error for an archive that unpacks to more than the dataset's size bound.
+fn over_bound(archive: &Path, entry: &str) -> DatasetError {
+    DatasetError::malformed(archive, format!("entry {entry}"), "unpacks to more than the size bound of this dataset")
+}
+
 /// The error for an archive that unpacks to more than its ratio bound.
 fn bomb(archive: &Path, entry: &str) -> DatasetError {
     DatasetError::malformed(
@@ -45,10 +50,11 @@ fn bomb(archive: &Path, entry: &str) -> DatasetError {
 }
 
 /// Copies at most `left` bytes of `r` into a new file `to` (its folders made inside `root`);
-/// returns the bytes written. What the archive gets wrong (an entry, `name` in the archive, that appears twice, bytes that
-/// fail their checksum or do not inflate, more than `left`) is named by the archive and entry;
-/// only a failing write is the staging folder's.
-fn write_entry(root: &Path, rel: &Path, r: &mut dyn Read, left: u64, archive: &Path, name: &str) -> Result<u64> {
+/// returns the bytes written. What the archive gets wrong (the entry `name` appearing twice, bytes
+/// that fail their checksum or do not inflate, more than `left`: a bomb when `ratio`, the ratio
+/// bound being the tighter one) is named by the archive and entry; only a failing write is the
+/// staging folder's.
+fn write_entry(root: &Path, rel: &Path, r: &mut dyn Read, (left, ratio): (u64, bool), archive: &Path, name: &str) -> Result<u64> {
     let to = root.join(rel);
     let entry = || format!("entry {name}");
     if let Some(p) = to.parent() {
@@ -71,7 +77,7 @@ fn write_entry(root: &Path, rel: &Path, r: &mut dyn Read, left: u64, archive: &P
         };
         n += got as u64;
         if n > left {
-            return Err(DatasetError::malformed(archive, entry(), "unpacks to more than the size bound of this dataset"));
+            return Err(if ratio { bomb(archive, name) } else { over_bound(archive, name) });
         }
         f.write_all(&buf[..got]).map_err(|e| DatasetError::io(&to, e))?;
     }
@@ -143,17 +149,11 @@ fn unpack_zip(file: &Path, filter: Filter, staging: &Path, max_bytes: u64) -> Re
         }
         let Some(rel) = safe_rel(&joined(filter.into, rest)) else { continue };
         let bound = ratio_bound(entry.compressed_size());
-        let n = write_entry(staging, &rel, &mut entry, left.min(bound), file, &name)
-            .map_err(|e| if left > bound && is_size_bound(&e) { bomb(file, &name) } else { e })?;
+        let n = write_entry(staging, &rel, &mut entry, (left.min(bound), left > bound), file, &name)?;
         left -= n;
         written.push(rel.display().to_string());
     }
     Ok(written)
-}
-
-/// Whether `e` is [`write_entry`]'s size-bound refusal.
-fn is_size_bound(e: &DatasetError) -> bool {
-    e.to_string().contains("more than the size bound")
 }
 
 /// `Unpack::TarGz`: the regular-file entries, `filter.strip` removed, under `filter.into`.
@@ -176,8 +176,7 @@ fn unpack_tar_gz(file: &Path, filter: Filter, staging: &Path, max_bytes: u64) ->
         }
         let Some(rest) = name.strip_prefix(filter.strip) else { continue };
         let Some(rel) = safe_rel(&joined(filter.into, rest)) else { continue };
-        let n = write_entry(staging, &rel, &mut entry, left, file, &name)
-            .map_err(|e| if max_bytes > bound && is_size_bound(&e) { bomb(file, &name) } else { e })?;
+        let n = write_entry(staging, &rel, &mut entry, (left, max_bytes > bound), file, &name)?;
         left -= n;
         written.push(rel.display().to_string());
     }
@@ -205,8 +204,7 @@ fn unpack_enron(file: &Path, staging: &Path, max_bytes: u64) -> Result<Vec<Strin
         let Some(rel) = name.split_once("maildir/").map(|(_, r)| r.to_string()).filter(|r| safe_rel(r).is_some()) else {
             continue;
         };
-        let row = message_row(file, &name, &rel, &mut entry, &mut left)
-            .map_err(|e| if bombed && is_size_bound(&e) { bomb(file, &name) } else { e })?;
+        let row = message_row(file, &name, &rel, &mut entry, (&mut left, bombed))?;
         out.write_all(row.as_bytes()).map_err(|e| DatasetError::io(&out_path, e))?;
         rows += 1;
     }
@@ -219,7 +217,7 @@ fn unpack_enron(file: &Path, staging: &Path, max_bytes: u64) -> Result<Vec<Strin
 
 /// One message's `emails.csv` row (`rel`, the message as text); reads at most `left` bytes of it
 /// and takes them off `left`.
-fn message_row(file: &Path, name: &str, rel: &str, entry: &mut dyn Read, left: &mut u64) -> Result<String> {
+fn message_row(file: &Path, name: &str, rel: &str, entry: &mut dyn Read, (left, ratio): (&mut u64, bool)) -> Result<String> {
     let mut body = Vec::new();
     let cap = (*left).min(MAX_MESSAGE_BYTES);
     let n = entry.take(cap.saturating_add(1)).read_to_end(&mut body).map_err(|e| DatasetError::io(file, e))?;
@@ -234,7 +232,7 @@ fn message_row(file: &Path, name: &str, rel: &str, entry: &mut dyn Read, left: &
         ));
     }
     if n as u64 > *left {
-        return Err(DatasetError::malformed(file, format!("entry {name}"), "unpacks to more than the size bound of this dataset"));
+        return Err(if ratio { bomb(file, name) } else { over_bound(file, name) });
     }
     *left -= n as u64;
     // The messages are Latin-1 in places: kept as text, invalid bytes replaced.

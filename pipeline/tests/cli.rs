@@ -1208,6 +1208,29 @@ fn train_planner_with_a_tuned_minilm_layer_reloads_and_is_deterministic() {
     }
 }
 
+/// The `embedding` column of a `tgrag embed` output: its width and every value, row after row.
+fn embeddings(path: &Path) -> (usize, Vec<f32>) {
+    let b = tgrag_schemas::io::read_parquet(path).expect("read");
+    let e = b
+        .column_by_name("embedding")
+        .expect("embedding")
+        .as_any()
+        .downcast_ref::<arrow::array::FixedSizeListArray>()
+        .expect("list")
+        .clone();
+    (e.value_length() as usize, e.values().as_any().downcast_ref::<arrow::array::Float32Array>().expect("f32").values().to_vec())
+}
+
+/// A `tgrag embed` input: `id` and `text` columns.
+fn write_texts(path: &Path, ids: Vec<i64>, texts: Vec<String>) {
+    let input = RecordBatch::try_from_iter(vec![
+        ("id", Arc::new(arrow::array::Int64Array::from(ids)) as ArrayRef),
+        ("text", Arc::new(StringArray::from(texts)) as ArrayRef),
+    ])
+    .expect("batch");
+    tgrag_schemas::io::write_parquet_atomic(path, &input).expect("write");
+}
+
 /// `tgrag embed` with its default products (single bf16 on AMX tiles or AVX512-BF16 where the CPU
 /// has them), with `--products f32` and, where the CPU has AMX, `--products amx` (split bf16):
 /// unit-length 384-wide rows in input order, the default within cosine 0.9999 of f32 (the
@@ -1222,13 +1245,8 @@ fn embed_default_and_f32_products_agree() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let texts: Vec<String> = (0..70).map(|i| format!("sentence {i} about graph retrieval {}", "and planning ".repeat(i % 9))).collect();
-    let input = RecordBatch::try_from_iter(vec![
-        ("id", Arc::new(arrow::array::Int64Array::from((0..70).map(|i| 1000 - i).collect::<Vec<i64>>())) as ArrayRef),
-        ("text", Arc::new(StringArray::from(texts)) as ArrayRef),
-    ])
-    .expect("batch");
     let inp = dir.path().join("s.parquet");
-    tgrag_schemas::io::write_parquet_atomic(&inp, &input).expect("write");
+    write_texts(&inp, (0..70).map(|i| 1000 - i).collect(), texts);
     let m = model.to_str().expect("utf8");
     let run = |out: &str, extra: &[&str]| {
         let path = dir.path().join(out);
@@ -1239,15 +1257,9 @@ fn embed_default_and_f32_products_agree() {
         let ids: Vec<i64> =
             b.column_by_name("id").expect("id").as_any().downcast_ref::<arrow::array::Int64Array>().expect("i64").values().to_vec();
         assert_eq!(ids, (0..70).map(|i| 1000 - i).collect::<Vec<i64>>(), "ids in input order");
-        let e = b
-            .column_by_name("embedding")
-            .expect("embedding")
-            .as_any()
-            .downcast_ref::<arrow::array::FixedSizeListArray>()
-            .expect("list")
-            .clone();
-        assert_eq!(e.value_length(), 384);
-        e.values().as_any().downcast_ref::<arrow::array::Float32Array>().expect("f32").values().to_vec()
+        let (width, rows) = embeddings(&path);
+        assert_eq!(width, 384);
+        rows
     };
     let auto = run("auto.parquet", &[]);
     let f32s = run("f32.parquet", &["--products", "f32"]);
@@ -1300,13 +1312,8 @@ fn embed_at_every_simd_level_matches_auto() {
     // Lengths from 3 to ~200 word pieces: every attention block and lane remainder.
     let texts: Vec<String> =
         (0..40).map(|i| format!("query {i} over a text-rich graph {}", "with typed edges ".repeat(i * 3 % 37))).collect();
-    let input = RecordBatch::try_from_iter(vec![
-        ("id", Arc::new(arrow::array::Int64Array::from((0..40).collect::<Vec<i64>>())) as ArrayRef),
-        ("text", Arc::new(StringArray::from(texts)) as ArrayRef),
-    ])
-    .expect("batch");
     let inp = dir.path().join("s.parquet");
-    tgrag_schemas::io::write_parquet_atomic(&inp, &input).expect("write");
+    write_texts(&inp, (0..40).collect(), texts);
     let run = |level: &str, out: &str, extra: &[&str]| {
         let path = dir.path().join(out);
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_tgrag"));
@@ -1317,15 +1324,7 @@ fn embed_at_every_simd_level_matches_auto() {
     };
     let rows = |o: Output, path: &Path| -> Vec<f32> {
         ok(o);
-        let b = tgrag_schemas::io::read_parquet(path).expect("read");
-        let e = b
-            .column_by_name("embedding")
-            .expect("embedding")
-            .as_any()
-            .downcast_ref::<arrow::array::FixedSizeListArray>()
-            .expect("list")
-            .clone();
-        e.values().as_any().downcast_ref::<arrow::array::Float32Array>().expect("f32").values().to_vec()
+        embeddings(path).1
     };
     let (o, p) = run("auto", "auto.parquet", &["--products", "f32"]);
     let auto = rows(o, &p);

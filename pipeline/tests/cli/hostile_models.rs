@@ -88,13 +88,10 @@ fn tiny_bert(
 
 fn texts(dir: &Path) -> PathBuf {
     let texts: Vec<String> = (0..12).map(|i| format!("a hostile checkpoint reads sentence {i} {}", "again ".repeat(i * 5))).collect();
-    let input = RecordBatch::try_from_iter(vec![
-        ("id", Arc::new(arrow::array::Int64Array::from((0..12).collect::<Vec<i64>>())) as ArrayRef),
-        ("text", Arc::new(StringArray::from(texts)) as ArrayRef),
-    ])
-    .expect("batch");
     let path = dir.join("texts.parquet");
-    tgrag_schemas::io::write_parquet_atomic(&path, &input).expect("write");
+    if !path.exists() {
+        write_texts(&path, (0..12).collect(), texts);
+    }
     path
 }
 
@@ -125,16 +122,9 @@ fn hostile_model_head_dimensions_8_12_and_24_run_at_every_level() {
         let Some(model) = tiny_bert(dir.path(), &format!("bert-{d}-{heads}"), (d, heads, 30522), &|_, _| {}, &|_| {}) else { return };
         let read = |o: Output, path: &Path| -> Vec<f32> {
             ok(o);
-            let b = tgrag_schemas::io::read_parquet(path).expect("read");
-            let e = b
-                .column_by_name("embedding")
-                .expect("embedding")
-                .as_any()
-                .downcast_ref::<arrow::array::FixedSizeListArray>()
-                .expect("list")
-                .clone();
-            assert_eq!(e.value_length() as usize, d);
-            e.values().as_any().downcast_ref::<arrow::array::Float32Array>().expect("f32").values().to_vec()
+            let (width, rows) = embeddings(path);
+            assert_eq!(width, d);
+            rows
         };
         let (o, p) = embed(dir.path(), &model, "auto", &["--engine", "burn"]);
         let burn = read(o, &p);
