@@ -47,7 +47,7 @@
   rows: PyG (2 threads) vs `tgrag bench-gnn batch` (the host engine; burn too on the small size
   with BENCH_BURN_CPU=1), median step after a warm-up.
 
-* Language-model training (`lm`, issue 29 item 4): one training step — forward, backward and an
+* Language-model training (`lm`): one training step — forward, backward and an
   AdamW step — of all-MiniLM-L6-v2 reading 16 prompts of 160 word pieces with a soft token at
   position 1 (through `inputs_embeds`), loss sum(mean_pool(states) * probe), full fine-tuning and
   LoRA (rank 8, alpha 16 on query, key, value and attention.output.dense; peft): Hugging Face
@@ -56,7 +56,7 @@
   them, else f32) and, with BENCH_BURN_CPU=1, on burn (models::lm, autodiff; the GPU engine). The best of three steps after
   a warm-up step on every side.
 
-* polars (`polars`, issue 31 item 4; run last): the project's own readers (`tgrag bench-read`,
+* polars (`polars`; run last): the project's own readers (`tgrag bench-read`,
   the functions the loaders call) against polars 1.35.2 (lazy scan, one collect, the columns the
   tgrag reader keeps, POLARS_MAX_THREADS = the machine's cores, in a child process) on generated
   inputs of BENCH_POLARS_MB MiB each (default 1024) under outputs/bench/polars/, reused while their
@@ -514,7 +514,7 @@ def bench_gnn():
             os.remove(p)
 
 
-# The GraphQA encoders (issue 30 item 2): one optimiser step on a mini-batch, PyG vs tgrag.
+# The GraphQA encoders: one optimiser step on a mini-batch, PyG vs tgrag.
 GRAPHQA_SIZES = [
     # name, graphs per batch, nodes per graph, edges per node, distinct edge-feature rows, steps
     ("explagraphs", 32, 5, 1, 20, 30),
@@ -673,7 +673,7 @@ def bench_graphqa_encoders():
                 record("gnn", f"ratio-{engine}", f"graphqa_{size}_{kind}_vs_pyg", ref / ms, "x", "PyG time / tgrag time")
 
 
-# --- language-model training step (issue 29 item 4) ---------------------------------------------
+# --- language-model training step ---------------------------------------------
 
 LM_MODEL = os.environ.get("BENCH_LM_MODEL", "weights/all-MiniLM-L6-v2")
 
@@ -728,7 +728,7 @@ def bench_lm(rows_=16, length=160, steps=3, threads=2):
             record("lm", "ratio", f"{tuning}_{engine}_vs_torch", ref / got["best_s"], "x", "torch time / tgrag time (target >= 1.5)" if engine == "host" else "torch time / tgrag time")
 
 
-# --- polars against the project's own readers (issue 31 item 4) -------------------------------
+# --- polars against the project's own readers -------------------------------
 
 POLARS_MB = int(os.environ.get("BENCH_POLARS_MB", "1024"))
 POLARS_RUNS = int(os.environ.get("BENCH_POLARS_RUNS", "2"))

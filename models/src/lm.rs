@@ -1,4 +1,4 @@
-//! The language model that reads soft tokens with text (issue 29): a BERT-family encoder loaded
+//! The language model that reads soft tokens with text: a BERT-family encoder loaded
 //! from a sentence-transformers checkpoint ([`crate::minilm::Bert`]), made trainable, whose input
 //! is a sequence of word pieces in which some positions hold *soft tokens* — vectors computed by
 //! another model (G-Retriever's projected graph embedding, MixRAG's gated experts, a learned
@@ -356,7 +356,7 @@ impl LmLayer {
     }
 }
 
-/// `make bench`'s training step (issue 29 item 4), the one PyTorch is timed on in the same run:
+/// `make bench`'s training step, the one PyTorch is timed on in the same run:
 /// `rows` prompts of `len` word pieces (seeded ids, a soft token at position 1 of each), the loss
 /// `sum(mean_pool(states) · probe)`, the backward pass and one AdamW step of the trained weights
 /// (`tuning`) and the soft tokens. Returns the seconds of each of `steps` steps after one warm-up

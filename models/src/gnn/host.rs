@@ -1,5 +1,5 @@
 //! The GraphQA encoders ([`crate::gnn::encoders`]) again on host buffers, with a hand-written
-//! backward pass (issue 30 item 2), as [`crate::gnn::fast`] does for TopoRAG: `GCNConv`, `GATConv`,
+//! backward pass, as [`crate::gnn::fast`] does for TopoRAG: `GCNConv`, `GATConv`,
 //! `TransformerConv`, batch norm, layer norm, mean and attention pooling, each a forward pass that
 //! keeps what its backward pass reads. Burn's autodiff records and frees a graph of small ops per
 //! step; on a mini-batch of 32 five-node graphs that bookkeeping is the whole cost, and on

@@ -1,4 +1,4 @@
-//! PyG parity of the GraphQA encoders' burn layers (issue 30 item 2): `GCNConv`, `GATConv`
+//! PyG parity of the GraphQA encoders' burn layers: `GCNConv`, `GATConv`
 //! (4 heads, averaged), `TransformerConv` (4 heads, edge features, root weight) and a 4-layer
 //! `TransformerConv` stack with ReLU and mean pooling, against PyG's outputs **and gradients**
 //! (inputs, edge features, every parameter) of `sum(out * probe)`, case by case.

@@ -1,4 +1,4 @@
-//! The graph QA model ([`super::GraphQa`]) trained on host buffers (issue 30 item 2): the encoder
+//! The graph QA model ([`super::GraphQa`]) trained on host buffers: the encoder
 //! layers of [`crate::gnn::host`], the answer head, the two losses and AdamW with per-tensor norm
 //! clipping ([`crate::lm::host::AdamW`], burn's rule), driven by the same [`crate::train::fit`]
 //! loop, batch order and stopping rule as the burn trainer.

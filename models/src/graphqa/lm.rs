@@ -1,4 +1,4 @@
-//! GraphQA answered through a language model (issue 29): G-Retriever's soft graph token read by a
+//! GraphQA answered through a language model: G-Retriever's soft graph token read by a
 //! transformer ([`crate::lm::LanguageModel`]) together with the textualised graph and the question.
 //!
 //! The prompt, in G-Retriever's order (its `graph_llm.py`): the beginning token (`[CLS]`), the soft

@@ -1,4 +1,4 @@
-//! The language model's host training engine (issue 29 item 4): the same model as
+//! The language model's host training engine: the same model as
 //! [`super::LanguageModel`] — a BERT-family encoder reading soft tokens with text, trained frozen,
 //! with LoRA or fully — with its forward and backward passes written out over host buffers, the
 //! way [`crate::gnn::fast`] trains TopoRAG's GNNs, instead of going through burn's autodiff.
@@ -379,7 +379,7 @@ struct AdamCoefficients {
 }
 
 impl pulp::WithSimd for Pass<'_> {
-    type Output = ();
+    type Output =;
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, simd: S) {
         match self {

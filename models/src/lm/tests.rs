@@ -413,7 +413,7 @@ fn host_parity_case(dir: &std::path::Path, modes: &[bool]) {
     // Both kinds of product the engine trains on: f32 (1e-4 of each tensor's largest value) and,
     // where this CPU has AMX, split bf16 (16 of f32's 24 significand bits: 2e-3). LoRA's factor
     // gradients, differences of such products, come closest: up to 1.15e-3 in the RoBERTa case
-    // (layer 1's query factors; first run on AMX at stop 48), 6.6e-4 in BERT's and 8.3e-4 in MPNet's.
+    // (layer 1's query factors; first run on an AMX Xeon), 6.6e-4 in BERT's and 8.3e-4 in MPNet's.
     // The f32 kind keeps 1e-4.
     use crate::minilm::fused::Products;
     let kinds: Vec<(Products, f32)> =

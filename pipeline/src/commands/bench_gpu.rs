@@ -1,4 +1,4 @@
-//! `tgrag bench-gpu` (hidden; `make bench-gpu`, issue 30 item 6): on a machine with a GPU, one table
+//! `tgrag bench-gpu` (hidden; `make bench-gpu`): on a machine with a GPU, one table
 //! of what it gives against the CPU, written to `<outputs>/bench/bench_gpu.parquet` (table
 //! `bench_gpu`) and printed.
 //!

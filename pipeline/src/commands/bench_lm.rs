@@ -1,4 +1,4 @@
-//! `tgrag bench-lm` (hidden; `make bench` calls it next to PyTorch, issue 29 item 4): the seconds of
+//! `tgrag bench-lm` (hidden; `make bench` calls it next to PyTorch): the seconds of
 //! one training step of the language model with soft tokens ([`tgrag_models::lm::bench_steps`]:
 //! forward, backward, AdamW) on a batch of `--rows` × `--len` word pieces, full fine-tuning or LoRA,
 //! on the host engine (`--engine host`, [`tgrag_models::lm::host`], the default) or on burn

@@ -1,4 +1,4 @@
-//! `tgrag bench-read` (hidden; `make bench` calls it next to polars, issue 31 item 4): the time the
+//! `tgrag bench-read` (hidden; `make bench` calls it next to polars): the time the
 //! project's own readers take on one large input, through the functions the loaders call.
 //!
 //! * `reviews <file>`: an Amazon-2018 review JSON-lines file through

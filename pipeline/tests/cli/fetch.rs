@@ -1,4 +1,4 @@
-//! `tgrag fetch <dataset>` and `tgrag fetch <hub model id>` (issue 31 item 1) against a mirror on
+//! `tgrag fetch <dataset>` and `tgrag fetch <hub model id>` against a mirror on
 //! 127.0.0.1 (std::net only) that speaks the hub protocol (revision and tree APIs, `resolve`) and
 //! serves official URLs under `/<host>/<path>` (`TGRAG_DATA_MIRROR`), with `Range` support. Small
 //! generated samples of each format: the fetched dataset loads (`tgrag run --stages ingest`), and

@@ -1,4 +1,4 @@
-//! Hostile-input cases of the hardening round two (issue 27): hub. A mirror on 127.0.0.1 (std::net
+//! Hostile input: hub. A mirror on 127.0.0.1 (std::net
 //! only) that answers `tgrag fetch` with path-like `ETag` / `X-Repo-Commit` headers and commits,
 //! a 12-byte "zip", a body that does not match its pin, silence, a byte a second, and a redirect
 //! to an absolute URL. Every case: a clear error (or, for headers tgrag never uses, a checked

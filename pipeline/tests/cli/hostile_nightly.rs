@@ -1,4 +1,4 @@
-//! Hostile-input cases of the hardening round two (issue 27): nightly, `report --from` and
+//! Hostile input: nightly, `report --from` and
 //! `compare` on tampered nights, planted folders and missing data.
 //!
 //! One real night (the fast settings of `nightly.rs`) is made once per test process; every test

@@ -1,4 +1,4 @@
-//! Hostile-input cases of the hardening round two (issue 27): sql. Damaged Parquet under outputs,
+//! Hostile input: sql. Damaged Parquet under outputs,
 //! statements deep enough to overflow a stack, functions asked for gigabytes, queries that never
 //! end, two datasets whose table names collide, a failed stage's files, a leading comment. Every
 //! case: a clear error or a bounded answer, never a panic (101), an abort (134) or a signal, within

@@ -1,4 +1,4 @@
-//! What `make run` hands over (issue 31 items 2 and 3): its last screen names every method family
+//! What `make run` hands over: its last screen names every method family
 //! with its headline metric (values as the `scores` tables hold them) and the paths of `report.md`
 //! and `report.html`; every Parquet file it writes reads in polars, DuckDB and pyarrow with the
 //! column types and key-value metadata `tgrag schema --json` declares; docs/outputs.md's examples

@@ -1,4 +1,4 @@
-//! The language-model answer path of the GraphQA stages (issue 29): the rows of G-Retriever's
+//! The language-model answer path of the GraphQA stages: the rows of G-Retriever's
 //! table ([`LmRow`]), the textualised graph as G-Retriever writes it ([`desc`]), and one row's
 //! training and answers over [`tgrag_models::graphqa::lm`].
 //!

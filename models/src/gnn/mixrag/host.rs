@@ -1,4 +1,4 @@
-//! MixRAG ([`super::MixRag`]) on host buffers with a hand-written backward pass (issue 30 item 2),
+//! MixRAG ([`super::MixRag`]) on host buffers with a hand-written backward pass,
 //! trained by the same [`crate::train::fit`] loop, Gumbel noise stream, temperature schedule and
 //! AdamW rule as the burn trainer, from the burn model's seeded weights and written back into it.
 //!
