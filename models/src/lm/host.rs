@@ -379,7 +379,7 @@ struct AdamCoefficients {
 }
 
 impl pulp::WithSimd for Pass<'_> {
-    type Output =;
+    type Output = ();
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, simd: S) {
         match self {
