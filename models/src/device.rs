@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 /// as Mesa's lavapipe where that is all there is). `auto`: `gpu` when wgpu lists a hardware adapter
 /// (see [`hardware_adapter`]), else `cpu`, never a software rasteriser; `TGRAG_GPU=0` forces `cpu`,
 /// and `TGRAG_GPU=1` cannot make `auto` take a software rasteriser either (see [`auto_choice`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum DeviceChoice {
     #[default]

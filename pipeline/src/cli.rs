@@ -34,6 +34,9 @@ pub enum Command {
     Run(commands::run::RunArgs),
     /// List the stages, their dependencies and their status for a dataset.
     Stages(commands::DatasetArgs),
+    /// Every stage option (or one stage's) with its type, default and doc; `--markdown` prints
+    /// docs/options.md.
+    Options(commands::options::OptionsArgs),
     /// Describe a table (or list them all).
     Schema(commands::schema::SchemaArgs),
     /// Run SQL (DataFusion) over every Parquet file under the outputs folder; tables are named
@@ -94,6 +97,7 @@ pub fn dispatch(args: Args) -> Result<ExitCode> {
     match args.command {
         Command::Run(a) => commands::run::run(&outputs, quiet, wait, a),
         Command::Stages(a) => commands::stages::run(&outputs, a),
+        Command::Options(a) => commands::options::run(a),
         Command::Schema(a) => commands::schema::run(a),
         Command::Sql(a) => commands::sql::run(&outputs, a),
         Command::Bm25(a) => lock(&a.out).and_then(|_l| commands::bm25::run(a, quiet)),

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use arrow::array::{ArrayRef, Float64Array, RecordBatch, StringArray, UInt32Array};
 
+#[path = "cli/docs.rs"]
+mod docs;
 #[path = "cli/fetch.rs"]
 mod fetch;
 #[path = "cli/file_tools.rs"]

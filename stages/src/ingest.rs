@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::{Result, StageContext, StageInfo, StageSpec};
 
 /// Ingest has no options of its own: the dataset's own options (size, seed, files) are its input.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IngestConfig {}
 

@@ -34,6 +34,7 @@ pub mod evaluation;
 pub mod graphqa;
 pub mod ingest;
 pub mod kb;
+pub mod options;
 pub mod registry;
 pub mod retrieval;
 pub mod shared;

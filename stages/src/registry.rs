@@ -28,6 +28,7 @@ pub fn all() -> Vec<&'static dyn Stage> {
 mod tests {
     use super::*;
     use crate::StageError;
+    use crate::options::known;
     use crate::stage::{check_sizes, check_training_options, is_learning_rate, is_seed_list};
 
     #[test]
@@ -137,6 +138,27 @@ mod tests {
                 c[k] = serde_json::json!(65_537);
                 let e = s.check_config(&c).expect_err(k).to_string();
                 assert!(e.contains(&format!("{k} must be at most 65536, got 65537")), "{}: {e}", s.info().name);
+            }
+        }
+    }
+
+    #[test]
+    fn every_stage_option_has_a_doc_comment() {
+        let missing: Vec<String> = crate::all()
+            .into_iter()
+            .flat_map(|s| s.options().into_iter().filter(|o| o.doc.is_empty()).map(move |o| format!("{}.{}", s.info().name, o.name)))
+            .collect();
+        assert!(missing.is_empty(), "options without a doc comment: {missing:?}");
+    }
+
+    #[test]
+    fn every_default_key_is_a_documented_option() {
+        // The options list and the defaults the runner starts from name the same keys.
+        for s in crate::all() {
+            let opts = s.options();
+            let d = s.default_config();
+            for k in d.as_object().into_iter().flat_map(|o| o.keys()) {
+                assert!(known(&opts, k), "{}.{k}: in the defaults but not among the options", s.info().name);
             }
         }
     }

@@ -24,6 +24,8 @@ pub trait Stage: Send + Sync {
     /// The language model this configuration names by its `lm` option, if any: checked before
     /// the first stage runs, and its weights' digest is part of the stage's cache key.
     fn backbone(&self, config: &serde_json::Value) -> Option<String>;
+    /// Every option with its type, default and doc comment, from the config struct.
+    fn options(&self) -> Vec<crate::options::OptionDoc>;
 }
 
 /// The stages `stage` reads from: its declared `deps`, then every earlier stage of `all` that
@@ -54,7 +56,7 @@ pub fn collected_from(stage: &dyn Stage, table: &str, all: &[&'static dyn Stage]
 /// strict parsing, error wording), so that no stage repeats it.
 pub trait StageSpec: Send + Sync {
     /// The stage's options (`deny_unknown_fields` so that a typo in `--set` is an error).
-    type Config: serde::Serialize + serde::de::DeserializeOwned + Default;
+    type Config: serde::Serialize + serde::de::DeserializeOwned + Default + schemars::JsonSchema;
     /// Name, version, dependencies.
     const INFO: &'static StageInfo;
     /// Checks values that parse but make no sense (`b` outside [0, 1], ...).
@@ -104,6 +106,15 @@ impl From<Width> for usize {
 impl std::fmt::Display for Width {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.0.fmt(f)
+    }
+}
+
+impl schemars::JsonSchema for Width {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Width".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "integer", "format": "width", "minimum": 0, "maximum": tgrag_schemas::limits::MAX_DIM })
     }
 }
 
@@ -280,6 +291,9 @@ impl<T: StageSpec> Stage for T {
     }
     fn backbone(&self, config: &serde_json::Value) -> Option<String> {
         parse::<T>(config).ok().and_then(|c| T::backbone(&c))
+    }
+    fn options(&self) -> Vec<crate::options::OptionDoc> {
+        crate::options::describe::<T::Config>()
     }
 }
 

@@ -30,7 +30,7 @@ use crate::gnn::batch::GraphBatch;
 use crate::train::{Dense, Stream};
 
 /// Which encoder.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum EncoderKind {
     Gcn,

@@ -67,7 +67,7 @@ pub struct Reranker {
 }
 
 /// The scoring head on the 1280-wide concatenation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Head {
     /// The paper's: linear 256 → ReLU → linear 1.

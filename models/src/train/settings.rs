@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::train::{Batches, Plan};
 
 /// Optimiser and schedule of a mini-batch training run (AdamW with norm clipping).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TrainConfig {
     /// Learning rate: a finite number > 0.
     pub lr: f64,

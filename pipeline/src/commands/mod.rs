@@ -14,6 +14,7 @@ pub mod evaluate;
 pub mod fetch;
 pub mod graphwave;
 pub mod nightly;
+pub mod options;
 pub mod pcst;
 pub mod plan;
 pub mod report;
@@ -131,14 +132,26 @@ pub fn stage_configs(
     for set in sets {
         let (lhs, value) = set.split_once('=').with_context(|| format!("--set {set}: expected STAGE.KEY=VALUE"))?;
         let (stage, key) = lhs.split_once('.').with_context(|| format!("--set {set}: expected STAGE.KEY=VALUE"))?;
-        let cfg = configs.get_mut(stage).with_context(|| format!("--set {set}: no stage `{stage}`"))?;
-        let obj = cfg.as_object_mut().with_context(|| format!("--set {set}: stage `{stage}` has no options"))?;
-        if !obj.contains_key(key) {
-            let keys: Vec<&String> = obj.keys().collect();
-            bail_config!("--set {set}: stage `{stage}` has no option `{key}` (options: {keys:?})");
+        let spec = all.iter().find(|s| s.info().name == stage).with_context(|| format!("--set {set}: no stage `{stage}`"))?;
+        let options = spec.options();
+        if !tgrag_stages::options::known(&options, key) {
+            let names: Vec<&str> = options.iter().map(|o| o.name.as_str()).collect();
+            bail_config!(
+                "--set {set}: stage `{stage}` has no option `{key}` (options: {}; `tgrag options {stage}` describes them)",
+                names.join(", ")
+            );
         }
+        let cfg = configs.get_mut(stage).with_context(|| format!("--set {set}: no stage `{stage}`"))?;
         let v = serde_json::from_str(value).unwrap_or_else(|_| serde_json::Value::String(value.to_string()));
-        obj.insert(key.to_string(), v);
+        // A dotted key sets a nested option (`mor.traversal.candidates`), making the groups a
+        // default leaves out (`gretriever.experimental.lm_lr_graph`).
+        let (groups, leaf) = key.rsplit_once('.').map_or((None, key), |(g, l)| (Some(g), l));
+        let mut at = cfg;
+        for part in groups.into_iter().flat_map(|g| g.split('.')) {
+            let obj = at.as_object_mut().with_context(|| format!("--set {set}: `{part}` is not a group of options"))?;
+            at = obj.entry(part.to_string()).or_insert_with(|| serde_json::json!({}));
+        }
+        at.as_object_mut().with_context(|| format!("--set {set}: `{key}` is not inside a group of options"))?.insert(leaf.to_string(), v);
     }
     for s in all {
         if let Some(cfg) = configs.get(s.info().name) {
@@ -208,6 +221,21 @@ mod tests {
         assert_eq!(device("bm25"), None, "stages without a model have no device");
         let plain = stage_configs(&all, &[], None).expect("configs");
         assert_eq!(plain["toporag"]["device"], "cpu");
+    }
+
+    #[test]
+    fn a_dotted_set_reaches_a_nested_option_and_an_unknown_one_is_named() {
+        let all = tgrag_stages::all();
+        let sets = ["gretriever.experimental.lm_lr_graph=0.001".to_string(), "mor.traversal.candidates=7".to_string()];
+        let c = stage_configs(&all, &sets, None).expect("configs");
+        assert_eq!(c["gretriever"]["experimental"]["lm_lr_graph"], 0.001);
+        assert_eq!(c["mor"]["traversal"]["candidates"], 7);
+        assert!(stage_configs(&all, &[], None).expect("defaults")["gretriever"].get("experimental").is_none(), "off: not in the key");
+        for bad in ["gretriever.experimental.lm_lr_grap=1", "mor.traversal.x=1", "bm25.nope=1"] {
+            let e = stage_configs(&all, &[bad.to_string()], None).expect_err(bad).to_string();
+            let key = bad.split_once('.').map(|(_, k)| k.split('=').next().unwrap_or_default()).unwrap_or_default();
+            assert!(e.contains(&format!("has no option `{key}`")), "{e}");
+        }
     }
 }
 

@@ -21,7 +21,7 @@ use crate::shared::scores::{ALL, ALL_SPLITS, Scores};
 use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
 
 /// Options of the `metrics` stage.
-#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsConfig {
     pub mode: EvalMode,

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::shared::run::by_score_then_id;
 
 /// How unretrieved candidates are scored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum EvalMode {
     /// STaRK: min(retrieved scores) − 1 (or 0 when nothing was retrieved).

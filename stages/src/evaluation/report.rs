@@ -16,7 +16,7 @@ use crate::shared::scores::{ALL, ALL_SPLITS, ScoreRow, score_rows};
 use crate::{Result, StageContext, StageInfo, StageSpec};
 
 /// Options of the `report` stage (none yet).
-#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReportConfig {}
 

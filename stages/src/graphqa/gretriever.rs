@@ -39,7 +39,7 @@ use crate::stage::Width;
 use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
 
 /// Options of the `gretriever` stage.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GretrieverConfig {
     /// Seeds: every trained method runs once per seed. One by default (the demo and a first
@@ -47,11 +47,19 @@ pub struct GretrieverConfig {
     pub seeds: Vec<u64>,
     /// G-Retriever's encoders over the PCST subgraphs.
     pub encoders: Vec<EncoderKind>,
+    /// Also train Efficient G-Retriever (`efficient-gretriever`: gt2 with attention pooling over the
+    /// attention subgraph).
     pub efficient: bool,
+    /// Also train the `whole-graph` baseline (the graph transformer over the whole graph; not on
+    /// ExplaGraphs, whose graphs are the subgraphs).
     pub whole_graph: bool,
+    /// Hidden width of the graph encoders.
     pub hidden: Width,
+    /// Layers of the graph encoders.
     pub layers: usize,
+    /// Attention heads of the GAT and graph-transformer encoders.
     pub heads: usize,
+    /// Hidden width of the answer head (an MLP over the graph vector and the question).
     pub head_hidden: Width,
     /// The training settings (`lr`, `weight_decay`, `clip`, `batch`, `epochs`, `patience`: options of
     /// this stage under the same names).
@@ -60,15 +68,21 @@ pub struct GretrieverConfig {
     /// The MiniLM text head (`gretriever-minilm`) on classification tasks: off by default (minutes
     /// per seed on 2 cores); `make graphqa` turns it on for ExplaGraphs. Needs the model (`make models`).
     pub text_head: bool,
+    /// Top MiniLM layers fine-tuned by the text head (`gretriever-minilm`).
     pub text_layers: usize,
+    /// Epochs of the text head.
     pub text_epochs: usize,
+    /// Learning rate of the text head.
     pub text_lr: f64,
+    /// Batch size of the text head.
     pub text_batch: usize,
+    /// MiniLM model folder of the text head and the default language model; default
+    /// `$TGRAG_MODELS/all-MiniLM-L6-v2` or `weights/all-MiniLM-L6-v2`.
     #[serde(default)]
     pub model_dir: Option<String>,
     /// The language-model rows (`lm_rows`: `prompt-tuning`, `graphtoken`, `g-retriever`, `lora`,
     /// `g-retriever-lora`, `full`, `g-retriever-full`, and Efficient G-Retriever's `efficient-g-retriever`,
-    /// `efficient-g-retriever-lora`, `efficient-g-retriever-full`) and their settings (`lm_lr_frozen`, `lm_lr_lora`, `lm_lr_full`, `lm_lr_graph`, `lm_graph_init`, `lm_epochs`, …),
+    /// `efficient-g-retriever-lora`, `efficient-g-retriever-full`) and their settings (`lm_lr_frozen`, `lm_lr_lora`, `lm_lr_full`, `lm_epochs`, …),
     /// classification tasks only ([`crate::graphqa::lm`]). None by default. Needs the model.
     pub lm_rows: Vec<crate::graphqa::lm::LmRow>,
     #[serde(flatten)]
@@ -306,7 +320,7 @@ fn trained_methods(
                 let (subgraph, kind, pooling) = lm_source(r.efficient());
                 m.subgraph == subgraph && m.encoder == Some((kind, pooling))
             });
-            let keep = encoder.filter(|_| read_by_rows && cfg.lm.lm_graph_init == crate::graphqa::lm::GraphInit::Trained);
+            let keep = encoder.filter(|_| read_by_rows && cfg.lm.experimental.lm_graph_init == crate::graphqa::lm::GraphInit::Trained);
             Ok::<_, StageError>((curve, best, eval_x, pred, keep.map(|e| (m.subgraph, e, *seed, model))))
         })
         .collect::<Vec<_>>();

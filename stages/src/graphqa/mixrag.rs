@@ -39,7 +39,7 @@ use crate::stage::Width;
 use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
 
 /// Options of the `mixrag` stage.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MixragConfig {
     /// Seeds: every trained model runs once per seed. One by default, as `gretriever`; `make
@@ -51,13 +51,15 @@ pub struct MixragConfig {
     pub layers: usize,
     /// Elements the differentiable top-k keeps per graph (the paper: 20).
     pub top_k: usize,
+    /// Hidden width of the answer head.
     pub head_hidden: Width,
     /// The training settings (`lr`, `weight_decay`, `clip`, `batch`, `epochs`, `patience`: options of
     /// this stage under the same names).
     #[serde(flatten)]
     pub train: TrainConfig,
-    /// Gumbel-softmax temperature, annealed geometrically over the epochs.
+    /// Gumbel-softmax temperature at the first epoch, annealed geometrically to `tau_end`.
     pub tau_start: f64,
+    /// Gumbel-softmax temperature at the last epoch.
     pub tau_end: f64,
     /// Train the six other expert combinations (Table 4).
     pub ablation_experts: bool,
@@ -72,6 +74,8 @@ pub struct MixragConfig {
     pub lm_ablation_experts: bool,
     #[serde(flatten)]
     pub lm: crate::graphqa::lm::LmSettings,
+    /// MiniLM model folder of the default language model; default `$TGRAG_MODELS/all-MiniLM-L6-v2` or
+    /// `weights/all-MiniLM-L6-v2`.
     #[serde(default)]
     pub model_dir: Option<String>,
     #[serde(default)]
@@ -667,8 +671,11 @@ impl StageSpec for MixragStage {
         if !c.lm_rows.is_empty() {
             c.lm.validate()?;
         }
-        if c.lm.lm_graph_init != crate::graphqa::lm::GraphInit::Scratch {
-            return Err("lm_graph_init applies to G-Retriever's graph token (gretriever.lm_rows); MixRAG's rows start from scratch".into());
+        if c.lm.experimental.lm_graph_init != crate::graphqa::lm::GraphInit::Scratch {
+            return Err(
+                "experimental.lm_graph_init applies to G-Retriever's graph token (gretriever.lm_rows); MixRAG's rows start from scratch"
+                    .into(),
+            );
         }
         Ok(())
     }
@@ -766,9 +773,9 @@ mod tests {
     #[test]
     fn a_trained_start_is_g_retrievers_option_only() {
         let mut v = serde_json::to_value(MixragConfig::default()).expect("config");
-        v["lm_graph_init"] = "trained".into();
+        v["experimental"] = serde_json::json!({"lm_graph_init": "trained"});
         let c: MixragConfig = serde_json::from_value(v).expect("parses");
-        assert_eq!(c.lm.lm_graph_init, crate::graphqa::lm::GraphInit::Trained);
+        assert_eq!(c.lm.experimental.lm_graph_init, crate::graphqa::lm::GraphInit::Trained);
         assert!(MixragStage::validate(&c).is_err_and(|e| e.contains("lm_graph_init")));
         assert!(MixragStage::validate(&MixragConfig::default()).is_ok());
     }

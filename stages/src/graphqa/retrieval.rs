@@ -25,11 +25,14 @@ use crate::graphqa::pcst::{Pruning, pcst};
 use crate::{Result, StageError};
 
 /// G-Retriever's retrieval settings.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PcstParams {
+    /// Nodes given a prize: the most similar to the question (prizes k, k − 1, …, 1).
     pub topk: usize,
+    /// Edges given a prize: the most similar distinct edge similarities.
     pub topk_e: usize,
+    /// Cost of an edge (capped so that at least one edge can pay for itself).
     pub cost_e: f64,
 }
 

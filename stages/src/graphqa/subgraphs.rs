@@ -29,16 +29,19 @@ use crate::{Result, StageContext, StageInfo, StageSpec};
 pub const METHODS: [&str; 3] = ["pcst", "attention", "whole"];
 
 /// Options of the `subgraphs` stage.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubgraphsConfig {
     /// G-Retriever's PCST settings for ExplaGraphs; null (its default): the whole graph.
     #[serde(default)]
     pub explagraphs: Option<PcstParams>,
+    /// G-Retriever's PCST settings for SceneGraphs.
     pub scenegraphs: PcstParams,
+    /// G-Retriever's PCST settings for WebQSP.
     pub webqsp: PcstParams,
-    /// Efficient G-Retriever's attention retrieval.
+    /// Efficient G-Retriever's attention retrieval: nodes kept per graph.
     pub attention_topk: usize,
+    /// Efficient G-Retriever's attention retrieval: edges kept per graph.
     pub attention_topk_e: usize,
 }
 

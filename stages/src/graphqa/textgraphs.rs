@@ -17,11 +17,12 @@ use crate::stage::Width;
 use crate::{Result, StageContext, StageInfo, StageSpec};
 
 /// Options of the `textgraphs` stage.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TextgraphsConfig {
     #[serde(default)]
     pub encoder: Encoder,
+    /// MiniLM model folder; default `$TGRAG_MODELS/all-MiniLM-L6-v2` or `weights/all-MiniLM-L6-v2`.
     #[serde(default)]
     pub model_dir: Option<String>,
     /// Width of the hashing encoder.

@@ -29,7 +29,7 @@ pub fn kb_graph(nodes: &RecordBatch, edges: &RecordBatch) -> Result<TypedGraph> 
 }
 
 /// The `graph` stage has no options.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GraphConfig {}
 

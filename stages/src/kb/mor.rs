@@ -43,17 +43,23 @@ use crate::stage::Width;
 use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
 
 /// Options of the `mor` stage.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MorConfig {
+    /// The mixed traversal's bounds (MoR's release constants).
     pub traversal: TraversalConfig,
+    /// Epochs of the planner (the metapath decoder trained on the planning graphs).
     pub planner_epochs: usize,
+    /// Hidden width of the planner.
     pub planner_hidden: Width,
+    /// Epochs of the structure-aware reranker.
     pub reranker_epochs: usize,
+    /// Negative candidates per training query of the reranker (queries with fewer are left out).
     pub negatives: usize,
     /// Reranker head: `paper` (1280 → 256 → ReLU → 1) or `released` (MoR's code: 1280 → 1 → 1).
     #[serde(default)]
     pub reranker_head: Head,
+    /// Seed of the planner and the reranker (weights, batches, negatives).
     pub seed: u64,
     /// Where the planner and the reranker train: `cpu`, `gpu` (burn on wgpu) or `auto`.
     #[serde(default)]

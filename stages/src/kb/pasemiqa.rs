@@ -35,18 +35,22 @@ use crate::stage::Width;
 use crate::{Result, StageContext, StageInfo, StageSpec};
 
 /// Options of the `pasemiqa` stage.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PasemiqaConfig {
     /// Relation paths kept per query (the paper's top-K).
     pub top_paths: usize,
     /// Dense fallback: topic nodes when no name matches.
     pub fallback_k: usize,
+    /// Candidates per query: the nodes the kept paths reach, then dense-ranked nodes up to this many.
     pub candidates: usize,
+    /// Epochs of the relation-path planner.
     pub planner_epochs: usize,
+    /// Hidden width of the relation-path planner.
     pub planner_hidden: Width,
     /// Nodes reached per hop are capped (hubs), keeping the lowest ids.
     pub max_frontier: usize,
+    /// Seed of the planner (weights, batches).
     pub seed: u64,
     /// Where the relation-path planner trains: `cpu`, `gpu` (burn on wgpu) or `auto`.
     #[serde(default)]

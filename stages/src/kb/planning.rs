@@ -22,9 +22,10 @@ use crate::kb::paths::{Hop, Topics, hop_token, metapath_string, shortest_typed_p
 use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
 
 /// Options of the `planning` stage.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanningConfig {
+    /// Longest typed path (in hops) searched from a topic entity to an answer.
     pub max_hops: usize,
     /// Dense fallback: top-k nodes when no name matches.
     pub fallback_k: usize,

@@ -61,11 +61,15 @@ pub struct Traj {
 }
 
 /// Traversal knobs (MoR's release constants by default).
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TraversalConfig {
+    /// Start nodes per plan: the best BM25 matches of the plan's first entity type.
     pub seeds: usize,
+    /// Nodes added per traversal layer by text (BM25 on the plan's restriction within the layer's
+    /// type).
     pub per_layer_text: usize,
+    /// Candidates per query: the reached nodes, then BM25 on the restrictions up to this many.
     pub candidates: usize,
     /// Nodes kept per traversal layer (first reached first), bounding hub explosions.
     pub max_layer: usize,

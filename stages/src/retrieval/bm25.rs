@@ -13,7 +13,7 @@ use crate::shared::text::TokenizerKind;
 use crate::{Result, StageContext, StageInfo, StageSpec};
 
 /// Options of the `bm25` stage.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Bm25Config {
     #[serde(flatten)]

@@ -18,7 +18,7 @@ use crate::stage::Width;
 use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
 
 /// Options of the `dense` stage.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DenseConfig {
     #[serde(default)]
@@ -29,6 +29,7 @@ pub struct DenseConfig {
     pub model_dir: Option<String>,
     /// Embedding width of the hashing encoder (MiniLM's is 384).
     pub dim: Width,
+    /// Candidates kept per query.
     pub top_k: usize,
     /// Queries per matrix product.
     pub batch: usize,

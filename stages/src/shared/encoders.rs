@@ -21,7 +21,7 @@ use crate::{Result, StageError};
 pub use tgrag_models::DeviceChoice;
 
 /// Which text encoder a stage uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Encoder {
     /// all-MiniLM-L6-v2 (384 dims; `make models` puts it in weights/).

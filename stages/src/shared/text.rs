@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Which tokeniser to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TokenizerKind {
     /// bm25s' default: lower-case, `\w\w+`, English stop words removed.

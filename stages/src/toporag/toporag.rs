@@ -49,10 +49,13 @@ use crate::toporag::{graphwave, tasks};
 use crate::{Result, StageContext, StageError, StageInfo, StageSpec};
 
 /// Options of the `toporag` stage.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToporagConfig {
+    /// Share of the kept nodes that stay fully observed; the rest become partially observed (the newest
+    /// by `time` when every node has one, else a seeded choice).
     pub observed_fraction: f64,
+    /// Words of its text a partially observed node shows.
     pub visible_words: usize,
     /// Drop nodes with fewer words; default (null): the paper's rule for the dataset, see
     /// [`paper_thresholds`].
@@ -61,16 +64,21 @@ pub struct ToporagConfig {
     /// Drop nodes with fewer characters; default (null) as for `min_words`.
     #[serde(default)]
     pub min_chars: Option<usize>,
+    /// Texts retrieved per partially observed node.
     pub top_k: usize,
+    /// Seed of the split, the random projection R and the retrievers.
     pub seed: u64,
     /// Width of the random projection R.
     pub dims: Width,
     /// α_1..α_K of the retrieval's proximity.
     pub alphas: Vec<f64>,
+    /// GraphWave's heat-kernel scales (role similarity).
     pub scales: Vec<f64>,
+    /// GraphWave's sample points of the characteristic function per scale.
     pub points: usize,
     #[serde(default)]
     pub encoder: Encoder,
+    /// MiniLM model folder; default `$TGRAG_MODELS/all-MiniLM-L6-v2` or `weights/all-MiniLM-L6-v2`.
     #[serde(default)]
     pub model_dir: Option<String>,
     /// Width of the hashing encoder.
@@ -82,14 +90,20 @@ pub struct ToporagConfig {
     /// Node classification: epochs, early-stopping patience, the share of labelled observed nodes
     /// held out for early stopping.
     pub nc_max_epochs: usize,
+    /// Node classification: epochs without a better validation accuracy before stopping.
     pub nc_patience: usize,
+    /// Node classification: share of the labelled observed nodes held out for early stopping.
     pub nc_val_fraction: f64,
     /// Link prediction: epochs, patience, the share of non-test edges held out for validation, the
     /// negative pairs per evaluation set, K of Hits@K.
     pub lp_max_epochs: usize,
+    /// Link prediction: epochs without a better validation score before stopping.
     pub lp_patience: usize,
+    /// Link prediction: share of the non-test edges held out for validation.
     pub lp_val_fraction: f64,
+    /// Link prediction: negative pairs per evaluation set.
     pub lp_negatives: usize,
+    /// Link prediction: K of Hits@K.
     pub lp_hits_k: usize,
     /// Training seeds of the node classifiers and link predictors (weights, dropout, negatives):
     /// empty means `seed` alone; several give the mean ± std of the paper's Table 3 (the nightly

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Which idf to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Variant {
     /// bm25s `method="lucene"` (never-negative idf).
@@ -16,7 +16,7 @@ pub enum Variant {
 }
 
 /// BM25 parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Bm25Params {
     /// Term-frequency saturation.
