@@ -7,6 +7,8 @@ OUTPUTS ?= outputs
 # Honour CARGO_TARGET_DIR like cargo does (the binary is where cargo puts it).
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 TGRAG := $(TARGET_DIR)/debug/tgrag
+# The timed runs of `make bench` / `make bench-gpu` (bench/tgrag-bench), kept out of `tgrag`.
+TGRAG_BENCH := $(TARGET_DIR)/debug/tgrag-bench
 # Quiet progress in CI; bars on a terminal otherwise.
 QUIET := $(if $(CI),--quiet,)
 
@@ -27,7 +29,7 @@ help:
 	@echo "make planner-finetune-baseline  the fully fine-tuned MiniLM classifier reference point (torch)"
 	@echo "make nightly every available dataset x method, a dated folder in outputs/nightly (report, leaderboard, regressions; docs/nightly.md)"
 	@echo "make report-check       the nightly report opened in headless Chromium (installs Debian's chromium when missing)"
-	@echo "make check  rustfmt --check and clippy on every crate"
+	@echo "make check  rustfmt --check, clippy and the API docs (cargo doc, warnings denied) on every crate"
 	@echo "make fmt    format the tree (rustfmt.toml: the project's line width)"
 	@echo "make clean  remove build outputs and run outputs"
 
@@ -87,8 +89,8 @@ fixtures: venv
 # AVX2-only CPU runs), tgrag and the references capped alike (bench/bench.py, BENCH_LEVEL).
 BENCH_V3 := TGRAG_SIMD=v3 ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 BENCH_LEVEL=v3
 bench: build models venv
-	TGRAG=$(TGRAG) .venv/bin/python bench/bench.py
-	$(BENCH_V3) TGRAG=$(TGRAG) .venv/bin/python bench/bench.py minilm lm gnn graphqa
+	TGRAG=$(TGRAG) TGRAG_BENCH=$(TGRAG_BENCH) .venv/bin/python bench/bench.py
+	$(BENCH_V3) TGRAG=$(TGRAG) TGRAG_BENCH=$(TGRAG_BENCH) .venv/bin/python bench/bench.py minilm lm gnn graphqa
 
 # On a machine with a GPU: MiniLM on wgpu against the CPU engines, every model family's training on
 # --device gpu against cpu, and `tgrag run --size prime --device gpu` end to end, in one table
@@ -96,7 +98,7 @@ bench: build models venv
 # --sentences). Where wgpu finds only a software rasteriser it runs, and says its figures are not a GPU's.
 BENCH_GPU_ARGS ?=
 bench-gpu: build models system-packages
-	$(TGRAG) --outputs $(OUTPUTS) bench-gpu $(BENCH_GPU_ARGS)
+	$(TGRAG_BENCH) --outputs $(OUTPUTS) bench-gpu $(BENCH_GPU_ARGS)
 
 # MoR's plan files (llama_ft.jsonl, plans_train.jsonl, plans_val.jsonl per KB): one model folder per
 # KB in $(OUTPUTS)/train-planner/<kb> with its curves, per-line validation and report; each run prints
@@ -177,6 +179,7 @@ report-check: models system-packages
 check:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --workspace --locked
 
 fmt:
 	$(CARGO) fmt --all

@@ -44,19 +44,19 @@
   Efficient G-Retriever's gt2 with attention pooling; 4 layers, hidden 256, 4 heads) with a
   classification head, one optimiser step on a mini-batch of 32 ExplaGraphs-sized graphs (5 nodes)
   and of 8 WebQSP-sized ones (1,000 nodes, ~4,000 edges), edge features from a table of relation
-  rows: PyG (2 threads) vs `tgrag bench-gnn batch` (the host engine; burn too on the small size
+  rows: PyG (2 threads) vs `tgrag-bench bench-gnn batch` (the host engine; burn too on the small size
   with BENCH_BURN_CPU=1), median step after a warm-up.
 
 * Language-model training (`lm`): one training step — forward, backward and an
   AdamW step — of all-MiniLM-L6-v2 reading 16 prompts of 160 word pieces with a soft token at
   position 1 (through `inputs_embeds`), loss sum(mean_pool(states) * probe), full fine-tuning and
   LoRA (rank 8, alpha 16 on query, key, value and attention.output.dense; peft): Hugging Face
-  transformers' BertModel (torch CPU, 2 threads, eager attention) vs `tgrag bench-lm` on the host
+  transformers' BertModel (torch CPU, 2 threads, eager attention) vs `tgrag-bench bench-lm` on the host
   engine (models::lm::host, the CPU training engine: split-bf16 AMX products where the CPU has
   them, else f32) and, with BENCH_BURN_CPU=1, on burn (models::lm, autodiff; the GPU engine). The best of three steps after
   a warm-up step on every side.
 
-* polars (`polars`; run last): the project's own readers (`tgrag bench-read`,
+* polars (`polars`; run last): the project's own readers (`tgrag-bench bench-read`,
   the functions the loaders call) against polars 1.35.2 (lazy scan, one collect, the columns the
   tgrag reader keeps, POLARS_MAX_THREADS = the machine's cores, in a child process) on generated
   inputs of BENCH_POLARS_MB MiB each (default 1024) under outputs/bench/polars/, reused while their
@@ -87,6 +87,8 @@ BURN_CPU = os.environ.get("BENCH_BURN_CPU") == "1"
 if not BURN_CPU:
     print("burn's CPU rows left out (burn-flex is compiled at opt-level 0; BENCH_BURN_CPU=1 runs them)")
 TGRAG = os.environ.get("TGRAG", "target/debug/tgrag")
+# The timed runs that are not user commands (bench-gnn, bench-lm, bench-read): bench/tgrag-bench.
+TGRAG_BENCH = os.environ.get("TGRAG_BENCH", os.path.join(os.path.dirname(TGRAG), "tgrag-bench"))
 N_DOCS = int(os.environ.get("BENCH_DOCS", "100000"))
 N_QUERIES = int(os.environ.get("BENCH_QUERIES", "1000"))
 N_SENTENCES = int(os.environ.get("BENCH_SENTENCES", "1000"))
@@ -503,7 +505,7 @@ def bench_gnn():
                     ref2 = ms
                 else:
                     ref1 = ms
-            res = subprocess.run([TGRAG, "--quiet", "bench-gnn", "node", "--edges", e_path, "--features", x_path, "--labels", l_path, "--model", model, "--epochs", "40"], capture_output=True, text=True)
+            res = subprocess.run([TGRAG_BENCH, "--quiet", "bench-gnn", "node", "--edges", e_path, "--features", x_path, "--labels", l_path, "--model", model, "--epochs", "40"], capture_output=True, text=True)
             if res.returncode != 0:
                 sys.exit(res.stderr)
             ms = _json.loads(res.stdout.strip().splitlines()[-1])["ms_per_epoch"]
@@ -526,7 +528,7 @@ def bench_graphqa_encoders():
     """Every GraphQA encoder (4 layers, hidden 256, 4 heads, 384-wide node and edge features, a
     2-layer classification head over [graph vector; question]; and MixRAG as its stage trains it,
     hidden 128, 3 query-aware layers, top-k 20) trains one mini-batch step: PyG
-    (2 threads) against `tgrag bench-gnn batch` (the host engine; with BENCH_BURN_CPU=1 burn's autodiff too on the small
+    (2 threads) against `tgrag-bench bench-gnn batch` (the host engine; with BENCH_BURN_CPU=1 burn's autodiff too on the small
     size), the same sizes, the median step after a warm-up. Graphs: a path, a chord and random
     extra edges into every node; edge features drawn from a fixed table of relation rows (as the
     relation embeddings of ExplaGraphs, scene graphs and WebQSP repeat)."""
@@ -665,7 +667,7 @@ def bench_graphqa_encoders():
             for engine in engines:
                 args = ["--graphs", str(graphs), "--nodes", str(k), "--degree", str(degree), "--relations", str(relations),
                         "--encoder", kind, "--steps", str(steps), "--engine", engine]
-                res = subprocess.run([TGRAG, "--quiet", "bench-gnn", "batch", *args], capture_output=True, text=True)
+                res = subprocess.run([TGRAG_BENCH, "--quiet", "bench-gnn", "batch", *args], capture_output=True, text=True)
                 if res.returncode != 0:
                     sys.exit(res.stderr)
                 ms = _json.loads(res.stdout.strip().splitlines()[-1])["ms_per_step"]
@@ -718,7 +720,7 @@ def bench_lm(rows_=16, length=160, steps=3, threads=2):
         n_trained = sum(p.numel() for p in trained)
         record("lm", f"torch-{threads}t", f"{tuning}_step_s", ref, "s", f"{n_trained} trained scalars")
         for engine in ["host", "burn"] if BURN_CPU else ["host"]:
-            res = subprocess.run([TGRAG, "--quiet", "bench-lm", "--engine", engine, "--tuning", tuning, "--rows", str(rows_), "--len", str(length), "--steps", str(steps), "--model", LM_MODEL],
+            res = subprocess.run([TGRAG_BENCH, "--quiet", "bench-lm", "--engine", engine, "--tuning", tuning, "--rows", str(rows_), "--len", str(length), "--steps", str(steps), "--model", LM_MODEL],
                                  capture_output=True, text=True, env={**os.environ, "RAYON_NUM_THREADS": str(threads)})
             if res.returncode != 0:
                 sys.exit(res.stderr)
@@ -901,7 +903,7 @@ def _du(path):
 
 
 def bench_polars():
-    """The project's raw-file and Parquet readers (`tgrag bench-read`) against polars (lazy scan,
+    """The project's raw-file and Parquet readers (`tgrag-bench bench-read`) against polars (lazy scan,
     one collect) on generated inputs of BENCH_POLARS_MB MiB each."""
     import polars
     os.makedirs(POLARS_DIR, exist_ok=True)
@@ -936,7 +938,7 @@ def bench_polars():
         best = {}
         env = dict(os.environ, POLARS_MAX_THREADS=str(THREADS))
         for run in range(POLARS_RUNS):
-            for system, cmd in [("tgrag", [TGRAG, "--quiet", "bench-read", kind, path]),
+            for system, cmd in [("tgrag", [TGRAG_BENCH, "--quiet", "bench-read", kind, path]),
                                 (f"polars-{polars.__version__}", [sys.executable, "-c", POLARS_CHILD, kind, path])]:
                 res = subprocess.run(cmd, capture_output=True, text=True, env=env)
                 if res.returncode != 0:

@@ -8,6 +8,18 @@
 //!
 //! Every loader returns [`DatasetTables`]: canonical batches plus the file each came from, so that
 //! validation errors name the file, row and column.
+//!
+//! ```
+//! use tgrag_datasets::registry::{self, DatasetOptions};
+//! use tgrag_datasets::synthetic::Size;
+//!
+//! // The built-in dataset, generated and validated as `tgrag run --dataset synthetic --size tiny`.
+//! let spec = registry::resolve("synthetic", None, DatasetOptions { size: Size::Tiny, seed: 42 })?;
+//! let tables = tgrag_datasets::load(&spec)?;
+//! assert!(tables.get("nodes").is_some_and(|t| t.batch.num_rows() > 0));
+//! assert!(tables.get("qa").is_some(), "a graph-QA part too");
+//! # Ok::<(), tgrag_datasets::DatasetError>(())
+//! ```
 
 // A library reports through its return values and `Progress`, never by printing to stdout.
 #![warn(clippy::print_stdout)]

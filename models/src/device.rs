@@ -61,7 +61,7 @@ impl DeviceChoice {
                     None => "gpu: wgpu's default adapter".to_string(),
                 },
             },
-            _ => "cpu (burn flex)".to_string(),
+            _ => "cpu (host engines)".to_string(),
         }
     }
 
@@ -196,7 +196,7 @@ mod tests {
         if std::env::var_os("TGRAG_GPU").is_none() {
             assert_eq!(DeviceChoice::Auto.resolved() == DeviceChoice::Gpu, hardware_adapter().is_some());
         }
-        assert_eq!(DeviceChoice::Cpu.describe(), "cpu (burn flex)");
+        assert_eq!(DeviceChoice::Cpu.describe(), "cpu (host engines)");
     }
 
     fn adapter(name: &str, kind: &'static str, device_kind: DeviceKind) -> Adapter {

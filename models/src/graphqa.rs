@@ -13,7 +13,7 @@
 //! Training as G-Retriever trains: AdamW (decoupled weight decay, 0.05), gradient clipping by norm
 //! (0.1; burn clips each parameter tensor, torch the global norm), mini-batches of `batch` graphs
 //! in a seeded order, the best validation epoch kept and early stopping after `patience` epochs
-//! without improvement, both by the one rule of [`crate::train::fit`].
+//! without improvement, both by the one rule of `crate::train::fit`.
 
 pub(crate) mod host;
 pub mod lm;
@@ -203,7 +203,7 @@ pub(crate) fn loss_from(logits: Tensor<2>, nodes_head: bool, examples: &[&QaExam
 }
 
 /// Predictions of `model` (of shape `shape`, on the inner device `dev`): class indices, or the
-/// top node of each graph. On the CPU the host engine predicts ([`host`]), elsewhere burn.
+/// top node of each graph. On the CPU the host engine predicts (`host`), elsewhere burn.
 pub fn predict(
     model: &GraphQa,
     shape: &QaShape,
@@ -277,7 +277,7 @@ fn evaluate(model: &GraphQa, examples: &[QaExample], dim: usize, edge_dim: usize
 
 /// Trains a model on `train`, keeping the epoch with the best metric on `val`; returns it (on the
 /// inner device of `dev`), its curve and the kept epoch. The CPU trains on the host engine
-/// ([`host`]: a hand-written backward pass), a GPU on burn ([`train_on`] chooses explicitly).
+/// (`host`: a hand-written backward pass), a GPU on burn ([`train_on`] chooses explicitly).
 pub fn train(
     shape: QaShape,
     train: &[QaExample],

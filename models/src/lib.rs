@@ -5,8 +5,8 @@
 //!
 //! * [`train`]: the training toolkit every model is built from (the one training loop `fit` with
 //!   the one stopping rule, seeded stream, dense layer, strict weight files).
-//! * [`minilm`]: all-MiniLM-L6-v2 sentence embeddings (BERT, 6 layers, 384 dims), weights read
-//!   strictly from `model.safetensors`, word pieces from `tokenizer.json`; a fused CPU engine; top
+//! * [`minilm`]: sentence embeddings from a BERT, RoBERTa or MPNet sentence-transformers checkpoint
+//!   (all-MiniLM-L6-v2 by default), weights read strictly from `model.safetensors`, word pieces from `tokenizer.json`; a fused CPU engine; top
 //!   layers fine-tuned as a classifier (`minilm::tune`).
 //! * [`gnn`]: graph neural networks (GCN, GraphSAGE, MLP node classifiers and a link predictor for
 //!   TopoRAG's evaluation; G-Retriever's and Efficient G-Retriever's graph encoders over batches of
@@ -21,6 +21,18 @@
 //! * [`linalg`]: f64 matrix product and symmetric eigendecomposition (GraphWave's exact mode).
 //! * [`simd`]: the instruction-set level of every runtime dispatch (`TGRAG_SIMD`).
 //! * [`device`]: the `--device cpu|gpu|auto` choice shared by every stage that runs a model.
+//!
+//! ```
+//! // GraphWave's exact mode diagonalises a graph's Laplacian: the path a – b – c.
+//! let laplacian = [1.0, -1.0, 0.0, -1.0, 2.0, -1.0, 0.0, -1.0, 1.0];
+//! let (values, vectors) = tgrag_models::linalg::sym_eigen(3, &laplacian)?;
+//! for (got, want) in values.iter().zip([0.0, 1.0, 3.0]) {
+//!     assert!((got - want).abs() < 1e-12, "{got} vs {want}");
+//! }
+//! // The first vector is constant (the connected graph's null space), of unit length.
+//! assert!(vectors[..3].iter().all(|v| (v.abs() - 1.0 / 3f64.sqrt()).abs() < 1e-12));
+//! # Ok::<(), tgrag_models::ModelError>(())
+//! ```
 
 // A library reports through its return values and `Progress`, never by printing to stdout.
 #![warn(clippy::print_stdout)]

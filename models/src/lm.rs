@@ -17,7 +17,7 @@
 //!   `nn.Linear` initialises it, `B` zero, so the model starts as the checkpoint).
 //! * [`Tuning::Full`]: every weight trains (embedding tables included).
 //!
-//! The encoder layer is the one definition of [`crate::minilm::layer_with`]; this module adds the
+//! The encoder layer is the one definition of `crate::minilm::layer_with`; this module adds the
 //! soft-token embedding step and the LoRA terms.
 
 use burn::module::{Module, Param};

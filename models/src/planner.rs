@@ -142,7 +142,7 @@ impl Planner {
     }
 
     /// Greedy plans (tokens without BOS/EOS) for `n` query vectors of width `dim`. On the CPU
-    /// the host engine decodes ([`host`]), elsewhere burn.
+    /// the host engine decodes (`host`), elsewhere burn.
     pub fn greedy(&self, queries: &[f32], dim: usize, max_len: usize, dev: &Device) -> Result<Vec<Vec<u32>>> {
         if crate::device::host_engine(dev) {
             return host::HostPlanner::from_burn(self)?.greedy(queries, dim, max_len);
@@ -232,7 +232,7 @@ impl Planner {
         Ok(out)
     }
 
-    /// log P(seqs[i] | query i) for one sequence per query.
+    /// log P(seqs\[i\] | query i) for one sequence per query.
     pub fn own_log_probs(&self, queries: &[f32], dim: usize, seqs: &[Vec<u32>], dev: &Device) -> Result<Vec<f64>> {
         if crate::device::host_engine(dev) {
             return host::HostPlanner::from_burn(self)?.own_log_probs(queries, dim, seqs);
@@ -484,7 +484,7 @@ impl Learner for PlannerLearner<'_> {
 }
 
 /// Trains a planner; returns the checkpointed (best-validation) model and the curve. On the CPU
-/// it trains on the host engine ([`host`]), elsewhere on burn.
+/// it trains on the host engine (`host`), elsewhere on burn.
 pub fn train_planner(
     shape: PlannerShape,
     train: &SeqData,

@@ -73,19 +73,6 @@ pub enum Command {
     Report(commands::report::ReportArgs),
     /// Compare two nightly folders or outputs folders: `tgrag compare A B` (exit 4 on a regression).
     Compare(commands::compare::CompareArgs),
-    /// Epoch times of the GNN trainings (`make bench`, next to PyG).
-    #[command(hide = true)]
-    BenchGnn(commands::bench_gnn::BenchGnnArgs),
-    /// Time the project's own readers on one large input (`make bench`, next to polars).
-    #[command(hide = true)]
-    BenchRead(commands::bench_read::BenchReadArgs),
-    /// What a GPU gives against the CPU: MiniLM, every model family's training, a Prime-sized run
-    /// end to end (`make bench-gpu`).
-    #[command(hide = true)]
-    BenchGpu(commands::bench_gpu::BenchGpuArgs),
-    /// One training step of the language model with soft tokens (`make bench`, next to PyTorch).
-    #[command(hide = true)]
-    BenchLm(commands::bench_lm::BenchLmArgs),
 }
 
 /// Runs one command. Commands that write hold the lock of the folder they write into
@@ -112,10 +99,6 @@ pub fn dispatch(args: Args) -> Result<ExitCode> {
         Command::Nightly(a) => return commands::nightly::run(&outputs, quiet, wait, a),
         Command::Report(a) => commands::report::run(a, wait),
         Command::Compare(a) => return commands::compare::run(a),
-        Command::BenchGnn(a) => commands::bench_gnn::run(a),
-        Command::BenchRead(a) => commands::bench_read::run(a),
-        Command::BenchGpu(a) => commands::bench_gpu::run(&outputs, a),
-        Command::BenchLm(a) => commands::bench_lm::run(a),
     }
     .map(|()| ExitCode::SUCCESS)
 }

@@ -2,7 +2,7 @@
 //! runs it, commits its outputs atomically and writes its manifest last.
 //!
 //! Cache key (fingerprint) of a stage = sha256 of its name, code version (its `version` and the
-//! digest of the code the stages run, [`crate::code_digest`]), canonical config and the content
+//! digest of the code the stages run, `crate::code_digest`), canonical config and the content
 //! digests of its inputs (upstream stages' output hashes; the dataset's content key for `ingest`).
 //! mtimes are never used. A stage is skipped only when its manifest has the same fingerprint
 //! and every output it lists is present with the same sha256.

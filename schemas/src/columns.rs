@@ -46,7 +46,7 @@ pub fn strs<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {
     c.as_string_opt::<i32>().ok_or_else(|| wrong_type(name, "utf8", c.data_type()))
 }
 
-/// The column `name` as list<utf8>, one `Vec<String>` per row (a null row is empty).
+/// The column `name` as `list<utf8>`, one `Vec<String>` per row (a null row is empty).
 pub fn string_lists(batch: &RecordBatch, name: &str) -> Result<Vec<Vec<String>>> {
     let c = column(batch, name)?;
     let l = c.as_list_opt::<i32>().ok_or_else(|| wrong_type(name, "list<utf8>", c.data_type()))?;

@@ -11,6 +11,18 @@
 //! * [`seed`] holds SplitMix64, the seeded mixer that datasets and models share.
 //!
 //! This crate deliberately depends on arrow-rs and parquet only (no polars, datafusion or burn).
+//!
+//! ```
+//! use tgrag_schemas::tables;
+//!
+//! // Every table tgrag writes is declared once: here `scores`, where every evaluation lands.
+//! let spec = tables::by_name("scores")?;
+//! let schema = spec.schema();
+//! assert!(schema.field_with_name("method").is_ok() && schema.field_with_name("value").is_ok());
+//! // A name nobody declared is an error, not an empty table.
+//! assert!(tables::by_name("no_such_table").is_err());
+//! # Ok::<(), tgrag_schemas::SchemaError>(())
+//! ```
 
 // A library reports through its return values and `Progress`, never by printing to stdout.
 #![warn(clippy::print_stdout)]

@@ -995,12 +995,12 @@ pub const PLANNER_DROPPED: TableSpec = TableSpec {
     columns: &[req("file", Utf8, "the plan file"), req("line", U32, "line of that file"), req("reason", Utf8, "why the line was left out")],
 };
 
-/// `tgrag bench-gpu`'s table (`make bench-gpu`).
+/// `tgrag-bench bench-gpu`'s table (`make bench-gpu`).
 pub const BENCH_GPU: TableSpec = TableSpec {
     name: "bench_gpu",
     version: 1,
     family: "file tools",
-    doc: "`tgrag bench-gpu` (bench_gpu.parquet): what a GPU gives against the CPU — MiniLM embeddings, the training of every model family in the pipeline, and the STaRK-Prime-sized run end to end. One row per figure.",
+    doc: "`tgrag-bench bench-gpu` (bench_gpu.parquet): what a GPU gives against the CPU — MiniLM embeddings, the training of every model family in the pipeline, and the STaRK-Prime-sized run end to end. One row per figure.",
     run_dependent: true,
     columns: &[
         req("section", Utf8, "minilm, training, end-to-end"),

@@ -8,7 +8,7 @@
 //! destination's incoming edges.
 //!
 //! The arithmetic is burn's, op for op (tested against burn's trainer in
-//! [`crate::graphqa::host`], and against PyG's outputs and gradients by the `pyg_parity` tests):
+//! `crate::graphqa::host`, and against PyG's outputs and gradients by the `pyg_parity` tests):
 //! softmax scores clamped to ±30 before the exponential, batch norm with the batch's biased
 //! variance in training and the running statistics (momentum 0.1) in evaluation, ε = 1e-5.
 //!

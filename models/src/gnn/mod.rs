@@ -1,5 +1,6 @@
-//! Graph neural networks, trained in burn on any device (Flex on CPU, wgpu on a GPU). A folder that
-//! new encoders (graph transformer, query-aware GNN) join as modules of their own.
+//! Graph neural networks: defined in burn (trained on wgpu with `--device gpu`) and trained on the CPU by
+//! their host engines (`host`, `fast`). A folder that new encoders (graph transformer, query-aware GNN) join
+//! as modules of their own.
 //!
 //! * [`graph`]: propagation over an edge list (GCN's normalised adjacency, SAGE's neighbour mean);
 //! * [`node`]: TopoRAG's node classifiers (paper §6.1.3, Table 3);
@@ -20,7 +21,7 @@
 //!   propagate, bias after), **GraphSAGE** (mean aggregator, PyG `SAGEConv`: W_l·mean(N(i)) + W_r·x_i)
 //!   or **MLP**; ReLU, dropout on the input and the hidden layer, softmax cross-entropy on the
 //!   training nodes, Adam with L2 weight decay (torch semantics), early stopping on validation
-//!   accuracy ([`crate::train::fit`]'s rule) with the test accuracy of the kept epoch reported;
+//!   accuracy (`crate::train::fit`'s rule) with the test accuracy of the kept epoch reported;
 //! * link prediction with a 2-layer GCN encoder and an MLP predictor on h_u ⊙ h_v (OGB's
 //!   `LinkPredictor`), binary cross-entropy against one uniformly drawn negative pair per positive
 //!   per epoch, and OGB's Hits@K against a fixed set of negative pairs.

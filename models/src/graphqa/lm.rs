@@ -15,7 +15,7 @@
 //! Answers are classes (ExplaGraphs' support / counter, SceneGraphs' answers seen in training): a
 //! linear head over the mean of the language model's token states. The language model trains as
 //! its [`Tuning`] says; the graph encoder, the projector, the prompt and the head always train.
-//! Training is [`crate::train::fit`]'s, with the GraphQA settings (AdamW, clipping, patience).
+//! Training is `crate::train::fit`'s, with the GraphQA settings (AdamW, clipping, patience).
 //!
 //! Two engines train it ([`train`] takes either, [`host_engine`] is the device's choice): on the
 //! CPU the language model and the head run on the host engine ([`crate::lm::host`], a

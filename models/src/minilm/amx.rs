@@ -470,7 +470,7 @@ fn ready() -> Result<()> {
     if available() { Ok(()) } else { Err(ModelError::Internal("amx matmul called on a CPU or OS without AMX-BF16 tiles".into())) }
 }
 
-/// An `m × k` lhs split (or rounded) into the tiles the kernel reads, as [`SplitRows`] lays them
+/// An `m × k` lhs split (or rounded) into the tiles the kernel reads, as `SplitRows` lays them
 /// out for every 32-row block: written by [`matmul_gelu_packed`], read by [`matmul_packed_with`].
 #[derive(Default)]
 pub struct PackedA {

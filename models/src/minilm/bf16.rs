@@ -10,8 +10,8 @@
 //!
 //! The weight side is rounded and laid out once, at load ([`PackedB`]): panels of 32 columns, and
 //! in each panel, for every pair of rows (2p, 2p + 1) of the inner dimension, 32 lanes holding
-//! (b[2p][j], b[2p+1][j]) — two zmm registers. The activation side is rounded per call into pairs
-//! (a[r][2p], a[r][2p+1]), one u32 each, in a buffer of the thread. The kernel keeps a 12 × 32
+//! `(b[2p][j], b[2p+1][j])` — two zmm registers. The activation side is rounded per call into pairs
+//! `(a[r][2p], a[r][2p+1])`, one u32 each, in a buffer of the thread. The kernel keeps a 12 × 32
 //! block of C in 24 registers, broadcasts one pair of A per row and streams the panel; it is
 //! parallel over row blocks (rayon), and every output element is accumulated by one thread in a
 //! fixed order, so results do not depend on the number of threads.

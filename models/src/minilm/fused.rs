@@ -8,7 +8,7 @@
 //! * bias, residual, GELU, softmax and LayerNorm are fused into the passes around the products;
 //! * products use the `gemm` crate (AVX-512 kernels when the CPU has them, chosen at run time),
 //!   or bf16 kernels ([`super::amx`], [`super::bf16`]); attention is a register-blocked kernel of
-//!   its own ([`super::attention`]), parallel over sentences with rayon;
+//!   its own (`super::attention`), parallel over sentences with rayon;
 //! * GELU's erf and softmax's exp are branch-free polynomial forms that the compiler vectorises
 //!   (erf: the rational approximation used by Eigen and XLA, |error| < 2e-7 on [−4, 4] and exact
 //!   saturation outside; exp: Cody–Waite range reduction and a degree-6 polynomial, relative error

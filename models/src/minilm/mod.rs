@@ -98,7 +98,7 @@ impl BertConfig {
     }
 
     /// The checkpoint's names of encoder layer `i`'s tensors (without `.weight`/`.bias`), in
-    /// [`LayerWeights`] order: query, key, value, attention output, attention LayerNorm,
+    /// `LayerWeights` order: query, key, value, attention output, attention LayerNorm,
     /// intermediate, output, output LayerNorm. BERT and RoBERTa share BERT's names; MPNet names
     /// its attention `attention.attn.{q,k,v,o}` with the LayerNorm beside it.
     pub fn layer_names(&self, i: usize) -> [String; 8] {

@@ -12,7 +12,7 @@
 //! concatenated to 1280 → linear 256 → ReLU → linear → score (the paper's head), or MoR's released
 //! head (linear 1280 → 1 → linear 1 → 1, [`Head::Released`]). Trained with softmax cross-entropy
 //! over one positive and `negatives` sampled negatives per query (seeded), Adam; the checkpoint is
-//! the epoch with the best validation hit@1. The CPU trains it on host buffers ([`host`]: forward
+//! the epoch with the best validation hit@1. The CPU trains it on host buffers (`host`: forward
 //! and backward written out, tested against burn's autodiff); a GPU on burn.
 
 use burn::module::Module;
@@ -218,7 +218,7 @@ fn top_is_positive(scores: &[f32], positive: &[bool]) -> bool {
 }
 
 /// Trains the reranker; returns the best-validation model, the curve and the kept epoch. On the
-/// CPU it trains on the host engine ([`host`]), elsewhere on burn.
+/// CPU it trains on the host engine (`host`), elsewhere on burn.
 pub fn train_reranker(
     n_types: usize,
     train: &[Group],

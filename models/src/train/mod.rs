@@ -1,8 +1,8 @@
-//! The training toolkit every model is built from: the one training loop ([`fit`]: epochs,
+//! The training toolkit every model is built from: the one training loop (`fit`: epochs,
 //! batches, evaluation, checkpoint, early stopping, curve rows, and the stopping rule documented
-//! there once), the seeded [`Stream`], the [`Dense`] layer, tensor helpers, the guards of every
-//! run ([`check_lr`], [`check_losses`]: a loss that is not finite stops the training), the shared
-//! GraphQA [`TrainConfig`] and strict weight files ([`save_layers`], [`load_layers`]).
+//! there once), the seeded `Stream`, the [`Dense`] layer, tensor helpers, the guards of every
+//! run (`check_lr`, `check_losses`: a loss that is not finite stops the training), the shared
+//! GraphQA [`TrainConfig`] and strict weight files (`save_layers`, `load_layers`).
 
 mod dense;
 pub(crate) mod fit;

@@ -39,7 +39,7 @@ pub enum TokenizerArg {
 /// `tgrag bm25` arguments.
 #[derive(Debug, clap::Args)]
 pub struct Bm25Args {
-    /// Corpus Parquet: `doc_id` and `text` (or `tokens`: list<utf8>, used as given).
+    /// Corpus Parquet: `doc_id` and `text` (or `tokens`: `list<utf8>`, used as given).
     #[arg(long)]
     pub corpus: PathBuf,
     /// Queries Parquet: `query_id` and `text` (or `tokens`).

@@ -28,8 +28,8 @@ pub struct FetchArgs {
     /// `cwq`, `explagraphs`, `scenegraphs`, `arxiv`, `products`, `cora`, `enron`, ...), or a hub
     /// model id such as `sentence-transformers/all-mpnet-base-v2`.
     pub what: String,
-    /// Destination folder (a model or a real dataset; default weights/<model> or
-    /// $TGRAG_DATA_ROOT/<folder>, else data/<folder>).
+    /// Destination folder (a model or a real dataset; default `weights/<model>` or
+    /// `$TGRAG_DATA_ROOT/<folder>`, else `data/<folder>`).
     #[arg(long)]
     pub dest: Option<PathBuf>,
     /// Hub revision of a model id (a branch, tag or commit).

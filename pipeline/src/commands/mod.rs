@@ -2,10 +2,6 @@
 //! dataset arguments of `run` and `stages`, typed values of fixed-choice options, and the checks of
 //! the file tools' input columns.
 
-pub mod bench_gnn;
-pub mod bench_gpu;
-pub mod bench_lm;
-pub mod bench_read;
 pub mod bm25;
 pub mod compare;
 pub mod diffusion;
@@ -242,7 +238,7 @@ mod tests {
 /// Value parsers of numeric flags. Each flag takes negative numbers as values
 /// (`allow_negative_numbers`), so `--k -1` gets a range error rather than clap's "unexpected
 /// argument '-1'"; the ranges are those of `tgrag_schemas::limits`.
-pub(crate) mod num {
+pub mod num {
     use tgrag_schemas::limits::{MAX_COUNT, MAX_DIM, MAX_NODES, MAX_POINTS, MAX_TOP_K};
 
     fn int_in(s: &str, min: i128, max: i128) -> Result<i128, String> {

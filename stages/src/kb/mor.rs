@@ -13,7 +13,7 @@
 //!   index, with its parameters.
 //! * [`organize`]: the structure-aware reranker ([`tgrag_models::reranker`], features from
 //!   [`crate::kb::rerank`]; `reranker_head` picks the paper's MLP head or MoR's released linear one).
-//! * [`write`]: `plans`, `run` (with trajectories), `curves`, and the per-query latency of each phase
+//! * [`write()`]: `plans`, `run` (with trajectories), `curves`, and the per-query latency of each phase
 //!   in `latency` (run-dependent, like `timings`).
 //!
 //! Runs: `mor` (reranked), `mor-no-rerank` (dense order), `mor-no-text` (no BM25 additions or fill),

@@ -14,7 +14,7 @@
 //!   followed by dense-ranked nodes up to `candidates`, scored below every reached node.
 //!
 //! Steps: [`path_data`] (training targets), [`plan`] (train, then P(z|q) per query), [`reason`]
-//! (follow and score one query), [`write`]. Outputs: `run` (method `pasemiqa`), `paths` (per query
+//! (follow and score one query), [`write()`]. Outputs: `run` (method `pasemiqa`), `paths` (per query
 //! the chosen paths, P(z|q) and |A_{q,z}|), `curves`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};

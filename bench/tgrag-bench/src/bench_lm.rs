@@ -1,4 +1,4 @@
-//! `tgrag bench-lm` (hidden; `make bench` calls it next to PyTorch): the seconds of
+//! `tgrag-bench bench-lm` (`make bench` calls it next to PyTorch): the seconds of
 //! one training step of the language model with soft tokens ([`tgrag_models::lm::bench_steps`]:
 //! forward, backward, AdamW) on a batch of `--rows` × `--len` word pieces, full fine-tuning or LoRA,
 //! on the host engine (`--engine host`, [`tgrag_models::lm::host`], the default) or on burn
@@ -11,8 +11,9 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use tgrag_models::lm::{Tuning, bench_steps};
 use tgrag_models::minilm::{self, Engine, MiniLm};
+use tgrag_pipeline::bail_config;
 
-/// `tgrag bench-lm` arguments.
+/// `tgrag-bench bench-lm` arguments.
 #[derive(Debug, clap::Args)]
 pub struct BenchLmArgs {
     /// `full` or `lora`.

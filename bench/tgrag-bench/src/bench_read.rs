@@ -1,4 +1,4 @@
-//! `tgrag bench-read` (hidden; `make bench` calls it next to polars): the time the
+//! `tgrag-bench bench-read` (`make bench` calls it next to polars): the time the
 //! project's own readers take on one large input, through the functions the loaders call.
 //!
 //! * `reviews <file>`: an Amazon-2018 review JSON-lines file through
@@ -21,7 +21,7 @@ use anyhow::{Context, Result};
 use tgrag_datasets::stark::qa::Qa;
 use tgrag_datasets::tag::{ogb, reviews};
 
-use crate::nightly::collect::Collected;
+use tgrag_pipeline::nightly::collect::Collected;
 
 /// What to read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -43,7 +43,7 @@ impl KindArg {
     }
 }
 
-/// `tgrag bench-read` arguments.
+/// `tgrag-bench bench-read` arguments.
 #[derive(Debug, clap::Args)]
 pub struct BenchReadArgs {
     #[arg(value_enum)]

@@ -1,4 +1,4 @@
-//! `tgrag bench-gpu` (hidden; `make bench-gpu`): on a machine with a GPU, one table
+//! `tgrag-bench bench-gpu` (`make bench-gpu`): on a machine with a GPU, one table
 //! of what it gives against the CPU, written to `<outputs>/bench/bench_gpu.parquet` (table
 //! `bench_gpu`) and printed.
 //!
@@ -30,14 +30,15 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use tgrag_models::DeviceChoice;
 use tgrag_models::minilm::{self, EncodeOptions, MiniLm, fused::Products};
+use tgrag_pipeline::bail_config;
 use tgrag_schemas::rows::Rows;
 use tgrag_schemas::tables;
 
-/// `tgrag bench-gpu` arguments.
+/// `tgrag-bench bench-gpu` arguments.
 #[derive(Debug, clap::Args)]
 pub struct BenchGpuArgs {
     /// Sentences embedded by each MiniLM engine.
-    #[arg(long, default_value_t = 1000, value_parser = crate::commands::num::count)]
+    #[arg(long, default_value_t = 1000, value_parser = tgrag_pipeline::commands::num::count)]
     pub sentences: usize,
     /// Size of the synthetic run whose trainings are compared on cpu and gpu.
     #[arg(long, default_value = "small")]
@@ -298,10 +299,21 @@ const TRAINING: &[(&str, &str)] = &[
     ("mixrag", "MixRAG experts + gate"),
 ];
 
+/// The `tgrag` binary: `$TGRAG`, else the one built beside this harness.
+fn tgrag_exe() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("TGRAG") {
+        return Ok(PathBuf::from(p));
+    }
+    let me = std::env::current_exe().context("the tgrag-bench executable")?;
+    let exe = me.with_file_name("tgrag");
+    anyhow::ensure!(exe.is_file(), "no tgrag binary beside {} (build the workspace, or set TGRAG)", me.display());
+    Ok(exe)
+}
+
 /// `tgrag run` of the synthetic dataset in a child process (every stage rerun with `force`, else
 /// resumed: a stage an earlier run finished is skipped and keeps its timings); its wall time.
 fn child_run(outputs: &Path, size: &str, device: &str, force: bool) -> Result<f64> {
-    let exe = std::env::current_exe().context("the tgrag executable")?;
+    let exe = tgrag_exe()?;
     let t = Instant::now();
     let status = Command::new(exe)
         .arg("--outputs")
@@ -425,6 +437,64 @@ fn end_to_end(runs: &Path, size: &str, note: &str, force: bool) -> Result<Vec<Fi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The arguments as `tgrag-bench bench-gpu ARGS` parses them.
+    fn args(a: &[&str]) -> BenchGpuArgs {
+        #[derive(clap::Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            a: BenchGpuArgs,
+        }
+        let argv = std::iter::once("bench-gpu").chain(a.iter().copied());
+        <Wrap as clap::Parser>::try_parse_from(argv).expect("arguments").a
+    }
+
+    /// bench-gpu (never run in tests: it needs a GPU) checks its arguments and the model before any
+    /// work, names what is wrong and writes nothing.
+    #[test]
+    fn bench_gpu_refuses_bad_arguments_before_any_work() {
+        let d = tempfile::tempdir().expect("tmp");
+        let o = d.path().join("outputs");
+        let e = run(&o, args(&["--size", "huge"])).expect_err("huge").to_string();
+        assert!(e.contains("huge") && e.contains("tiny, small, medium or prime"), "{e}");
+        let nowhere = d.path().join("nowhere");
+        let err = run(&o, args(&["--model", nowhere.to_str().expect("utf-8")])).expect_err("no model");
+        assert!(err.to_string().contains("nowhere") && err.to_string().contains("model.safetensors"), "{err}");
+        assert_eq!(tgrag_pipeline::fault::fault_of(&err), Some(tgrag_schemas::Fault::Config), "a user fault");
+        assert!(!o.join("bench").exists(), "nothing is written");
+    }
+
+    /// `--resume` keeps every section an earlier, stopped bench-gpu wrote: with all three in the
+    /// table it measures nothing again (no MiniLM pass, no `tgrag run`) and leaves the table's rows
+    /// as they were.
+    #[test]
+    fn bench_gpu_resume_keeps_the_sections_an_earlier_run_wrote() {
+        let d = tempfile::tempdir().expect("tmp");
+        let o = d.path().join("outputs");
+        let path = o.join("bench/bench_gpu.parquet");
+        std::fs::create_dir_all(o.join("bench")).expect("mkdir");
+        // A model folder the argument check accepts (nothing reads it when every section is kept).
+        let model = d.path().join("model");
+        std::fs::create_dir_all(&model).expect("mkdir");
+        std::fs::write(model.join("model.safetensors"), b"unread").expect("write");
+        let mut rows = Rows::new(&tables::BENCH_GPU);
+        // As bench-gpu writes them with its defaults: 1000 sentences, a `small` training run,
+        // `prime` end to end (the notes and the run's name say which).
+        for (section, system, device, metric, value, note) in [
+            ("minilm", "fused", "cpu", "sentences_per_s", 873.25, "1000 sentences of 40-80 words"),
+            ("training", "mor (MoR planner + reranker)", "cpu", "stage_seconds", 11.5, "synthetic small; 60 epochs"),
+            ("end-to-end", "tgrag run --size prime", "gpu", "wall_seconds", 301.5, "an earlier run"),
+            ("end-to-end", "dense", "gpu", "stage_seconds", 71.5, "an earlier run"),
+        ] {
+            rows.put(section).put(system).put(device).put(metric).put(value).put("u").put(note).end_row();
+        }
+        let batch = rows.finish().expect("rows");
+        tgrag_schemas::io::write_table(&tables::BENCH_GPU, &path, &batch).expect("write");
+        run(&o, args(&["--resume", "--model", model.to_str().expect("utf-8")])).expect("resumed");
+        assert!(!o.join("bench/gpu-runs").exists(), "no run was started");
+        let again = tgrag_schemas::io::read_table(&path, &tables::BENCH_GPU).expect("read");
+        assert_eq!(again.columns(), batch.columns(), "the kept rows are the earlier ones");
+    }
 
     /// A stage's figures are the sum of its timed phases and the count of its `train_loss` rows,
     /// read from the declared tables a run writes.

@@ -1,4 +1,4 @@
-//! `tgrag bench-gnn` (hidden; `make bench` calls it next to PyG): epoch times of the GNN trainings.
+//! `tgrag-bench bench-gnn` (`make bench` calls it next to PyG): epoch times of the GNN trainings.
 //!
 //! * `node`: a full-batch node classifier (GCN, GraphSAGE or MLP; hidden 64, 2 layers, dropout 0.5,
 //!   Adam 0.01) on a graph from Parquet (`--edges`: `src`, `dst`; `--features`: `node`, `f000`…;
@@ -21,8 +21,9 @@ use arrow::array::AsArray;
 use arrow::datatypes::{DataType, Float32Type, UInt32Type};
 use tgrag_models::DeviceChoice;
 use tgrag_models::gnn::{self, GnnKind, NodeClassConfig, NodeClassData};
+use tgrag_pipeline::bail_config;
 
-use crate::commands::DeviceArg;
+use tgrag_pipeline::commands::DeviceArg;
 
 /// `--model`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -46,7 +47,7 @@ pub enum WhatArg {
     Batch,
 }
 
-/// `tgrag bench-gnn` arguments.
+/// `tgrag-bench bench-gnn` arguments.
 #[derive(Debug, clap::Args)]
 pub struct BenchGnnArgs {
     #[arg(value_enum)]
@@ -59,18 +60,18 @@ pub struct BenchGnnArgs {
     pub labels: Option<std::path::PathBuf>,
     #[arg(long, value_enum, default_value_t = ModelArg::Gcn)]
     pub model: ModelArg,
-    #[arg(long, default_value_t = 100, value_parser = crate::commands::num::count)]
+    #[arg(long, default_value_t = 100, value_parser = tgrag_pipeline::commands::num::count)]
     pub epochs: usize,
-    #[arg(long, default_value_t = 32, value_parser = crate::commands::num::count)]
+    #[arg(long, default_value_t = 32, value_parser = tgrag_pipeline::commands::num::count)]
     pub graphs: usize,
-    #[arg(long, default_value_t = 5, value_parser = crate::commands::num::count)]
+    #[arg(long, default_value_t = 5, value_parser = tgrag_pipeline::commands::num::count)]
     pub nodes: usize,
     #[arg(long, default_value = "gt")]
     pub encoder: String,
-    #[arg(long, default_value_t = 50, value_parser = crate::commands::num::count)]
+    #[arg(long, default_value_t = 50, value_parser = tgrag_pipeline::commands::num::count)]
     pub steps: usize,
     /// `batch`: edges per node (1: a path plus one chord, ExplaGraphs-like).
-    #[arg(long, default_value_t = 1, value_parser = crate::commands::num::count)]
+    #[arg(long, default_value_t = 1, value_parser = tgrag_pipeline::commands::num::count)]
     pub degree: usize,
     /// `batch`: edge features drawn from this many distinct rows (relation embeddings, as in
     /// ExplaGraphs, scene graphs and WebQSP); 0: every edge its own random row.

@@ -1,0 +1,64 @@
+//! `tgrag-bench`: the timed runs of `make bench` and `make bench-gpu`, kept out of the user's
+//! `tgrag` binary. bench/bench.py calls `bench-gnn`, `bench-lm` and `bench-read` beside the
+//! reference libraries (PyG, transformers + peft, polars); `make bench-gpu` calls `bench-gpu`.
+
+mod bench_gnn;
+mod bench_gpu;
+mod bench_lm;
+mod bench_read;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// The timed runs of `make bench` and `make bench-gpu`.
+#[derive(Debug, Parser)]
+#[command(name = "tgrag-bench", version, about)]
+struct Args {
+    /// Folder for the runs' outputs (`bench-gpu`).
+    #[arg(long, global = true, default_value = "outputs")]
+    outputs: PathBuf,
+    /// No progress bars.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Epoch times of the GNN trainings (`make bench`, next to PyG).
+    BenchGnn(bench_gnn::BenchGnnArgs),
+    /// Time the project's own readers on one large input (`make bench`, next to polars).
+    BenchRead(bench_read::BenchReadArgs),
+    /// What a GPU gives against the CPU: MiniLM, every model family's training, a Prime-sized run
+    /// end to end (`make bench-gpu`).
+    BenchGpu(bench_gpu::BenchGpuArgs),
+    /// One training step of the language model with soft tokens (`make bench`, next to PyTorch).
+    BenchLm(bench_lm::BenchLmArgs),
+}
+
+fn main() -> ExitCode {
+    // As `tgrag` starts: no wayland warning from the Vulkan loader, glibc's allocator tuned.
+    tgrag_pipeline::quiet_wayland();
+    tgrag_pipeline::tune_malloc();
+    let args = Args::parse();
+    if let Err(err) = tgrag_models::simd::configure() {
+        eprintln!("error: {err}");
+        return ExitCode::from(tgrag_schemas::Fault::Config.exit_code());
+    }
+    let done = match args.command {
+        Command::BenchGnn(a) => bench_gnn::run(a),
+        Command::BenchRead(a) => bench_read::run(a),
+        Command::BenchGpu(a) => bench_gpu::run(&args.outputs, a),
+        Command::BenchLm(a) => bench_lm::run(a),
+    };
+    match done {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {}", tgrag_pipeline::fault::describe(&err));
+            tgrag_pipeline::fault::exit_code(&err)
+        }
+    }
+}
