@@ -29,14 +29,18 @@ struct Args {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Epoch times of the GNN trainings (`make bench`, next to PyG).
-    BenchGnn(bench_gnn::BenchGnnArgs),
+    #[command(name = "bench-gnn")]
+    Gnn(bench_gnn::BenchGnnArgs),
     /// Time the project's own readers on one large input (`make bench`, next to polars).
-    BenchRead(bench_read::BenchReadArgs),
+    #[command(name = "bench-read")]
+    Read(bench_read::BenchReadArgs),
     /// What a GPU gives against the CPU: MiniLM, every model family's training, a Prime-sized run
     /// end to end (`make bench-gpu`).
-    BenchGpu(bench_gpu::BenchGpuArgs),
+    #[command(name = "bench-gpu")]
+    Gpu(bench_gpu::BenchGpuArgs),
     /// One training step of the language model with soft tokens (`make bench`, next to PyTorch).
-    BenchLm(bench_lm::BenchLmArgs),
+    #[command(name = "bench-lm")]
+    Lm(bench_lm::BenchLmArgs),
 }
 
 fn main() -> ExitCode {
@@ -49,10 +53,10 @@ fn main() -> ExitCode {
         return ExitCode::from(tgrag_schemas::Fault::Config.exit_code());
     }
     let done = match args.command {
-        Command::BenchGnn(a) => bench_gnn::run(a),
-        Command::BenchRead(a) => bench_read::run(a),
-        Command::BenchGpu(a) => bench_gpu::run(&args.outputs, a),
-        Command::BenchLm(a) => bench_lm::run(a),
+        Command::Gnn(a) => bench_gnn::run(a),
+        Command::Read(a) => bench_read::run(a),
+        Command::Gpu(a) => bench_gpu::run(&args.outputs, a),
+        Command::Lm(a) => bench_lm::run(a),
     };
     match done {
         Ok(()) => ExitCode::SUCCESS,
