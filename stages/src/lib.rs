@@ -27,17 +27,20 @@
 //! Every table a stage writes is declared in `tgrag_schemas::tables` and checked when written.
 //!
 //! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! // Every stage, in an order that runs each after the stages it reads.
 //! let stages = tgrag_stages::all();
-//! let bm25 = stages.iter().find(|s| s.info().name == "bm25").expect("the bm25 stage");
+//! let bm25 = stages.iter().find(|s| s.info().name == "bm25").ok_or("no bm25 stage")?;
 //! // Its options come from its config struct: name, type, default and doc comment.
-//! let k1 = bm25.options().into_iter().find(|o| o.name == "k1").expect("k1");
+//! let k1 = bm25.options().into_iter().find(|o| o.name == "k1").ok_or("no k1 option")?;
 //! assert_eq!(k1.default, 1.5);
 //! // A configuration is checked before any stage runs: an unknown option is refused.
 //! let mut cfg = bm25.default_config();
 //! assert!(bm25.check_config(&cfg).is_ok());
 //! cfg["k_one"] = serde_json::json!(1.2);
 //! assert!(bm25.check_config(&cfg).is_err());
+//! # Ok(())
+//! # }
 //! ```
 
 // A library reports through its return values and `Progress`, never by printing to stdout.

@@ -560,15 +560,6 @@ mod tests {
             unit: "u".into(),
             note: note.into(),
         };
-        let args = |extra: &[&str]| {
-            #[derive(clap::Parser)]
-            struct Cli {
-                #[command(flatten)]
-                a: BenchGpuArgs,
-            }
-            let argv = std::iter::once("bench-gpu").chain(extra.iter().copied());
-            <Cli as clap::Parser>::try_parse_from(argv).expect("arguments").a
-        };
         let minilm = [fig("minilm", "fused", "1000 sentences of 40-80 words, batch 32")];
         let training =
             [fig("training", "mor (MoR)", "cpu stage time / gpu stage time"), fig("training", "mor (MoR)", "synthetic small; 60 epochs")];
