@@ -106,7 +106,7 @@ fixtures: venv
 BENCH_V3 := TGRAG_SIMD=v3 ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 BENCH_LEVEL=v3
 bench: build models venv
 	TGRAG=$(TGRAG) TGRAG_BENCH=$(TGRAG_BENCH) .venv/bin/python bench/bench.py
-	$(BENCH_V3) TGRAG=$(TGRAG) TGRAG_BENCH=$(TGRAG_BENCH) .venv/bin/python bench/bench.py minilm lm gnn graphqa
+	$(BENCH_V3) TGRAG=$(TGRAG) TGRAG_BENCH=$(TGRAG_BENCH) .venv/bin/python bench/bench.py minilm lm gemm gnn graphqa
 
 # On a machine with a GPU: MiniLM on wgpu against the CPU engines, every model family's training on
 # --device gpu against cpu, and `tgrag run --size prime --device gpu` end to end, in one table

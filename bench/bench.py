@@ -247,6 +247,18 @@ def bench_minilm():
         products = re.search(r", ([a-z0-9-]+) products\)", line).group(1)
         record("minilm", f"tgrag-{name}", "sentences_per_s", rate, "1/s", f"{note}; products: {products}")
         record("minilm", "ratio", f"throughput_speedup_{name}", rate / (len(sents) / t_st), "x")
+    # The engine against its linear-layer products alone (same batches, threads and kernels):
+    # GFLOP/s of the products both ways, and the engine's share (target >= 0.8).
+    for products in ("f32", "auto"):
+        p = subprocess.run([TGRAG_BENCH, "bench-products", "--input", sp, "--products", products], capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(p.stderr)
+        got_p = json.loads(p.stdout.strip().splitlines()[-1])
+        kind = got_p["products"]
+        print(f"    products alone ({kind}): engine {got_p['encode_gflops']:.1f} GFLOP/s, products alone {got_p['alone_gflops']:.1f} GFLOP/s, share {got_p['share']:.3f}")
+        record("minilm", "tgrag-products-alone", f"gflops_{products}", got_p["alone_gflops"], "GFLOP/s", f"the engine's linear-layer products alone; products: {kind}")
+        record("minilm", f"tgrag-fused-{products}", f"gflops_{products}", got_p["encode_gflops"], "GFLOP/s", f"the whole engine, in GFLOP/s of its products; products: {kind}")
+        record("minilm", "ratio", f"engine_share_of_products_alone_{products}", got_p["share"], "x", "engine rate / products-alone rate (target >= 0.8)")
     got = np.stack(pq.read_table(out).column("embedding").to_numpy(zero_copy_only=False))
     cos = (got * ref).sum(1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(ref, axis=1))
     record("minilm", "ratio", "min_cosine", cos.min(), "cosine")
@@ -730,6 +742,43 @@ def bench_lm(rows_=16, length=160, steps=3, threads=2):
             record("lm", "ratio", f"{tuning}_{engine}_vs_torch", ref / got["best_s"], "x", "torch time / tgrag time (target >= 1.5)" if engine == "host" else "torch time / tgrag time")
 
 
+# --- the f32 product kernel alone -------------------------------------------
+
+# The language-model step's products (16 x 160 tokens, MiniLM's widths: [Q K V], intermediate,
+# output, and a weight gradient with the tokens as the inner dimension) and a GraphQA layer on
+# WebQSP-sized batches (8,000 nodes, hidden 256).
+GEMM_SHAPES = [(2560, 384, 1152), (2560, 384, 1536), (2560, 1536, 384), (1536, 2560, 384), (8000, 256, 256)]
+
+
+def bench_gemm(threads=2, runs=20):
+    """`tgrag-bench bench-gemm` (the `gemm` crate, as the host engines call it) against
+    `torch.matmul` (MKL / oneDNN) on the same shapes and threads, best of `runs`: how much of a
+    host engine's gap to PyTorch is the product kernel's."""
+    import torch
+
+    torch.set_num_threads(threads)
+    print(f"gemm: f32 products, {threads} threads, best of {runs}")
+    for m, k, n in GEMM_SHAPES:
+        a, b = torch.rand(m, k), torch.rand(k, n)
+        for _ in range(2):
+            a @ b
+        best = float("inf")
+        for _ in range(runs):
+            t = time.perf_counter()
+            a @ b
+            best = min(best, time.perf_counter() - t)
+        ref = 2 * m * k * n / best / 1e9
+        shape = f"{m}x{k}x{n}"
+        record("gemm", f"torch-{threads}t", f"gflops_{shape}", ref, "GFLOP/s", f"torch {torch.__version__} matmul")
+        res = subprocess.run([TGRAG_BENCH, "bench-gemm", "--m", str(m), "--k", str(k), "--n", str(n), "--runs", str(runs)],
+                             capture_output=True, text=True, env={**os.environ, "RAYON_NUM_THREADS": str(threads)})
+        if res.returncode != 0:
+            sys.exit(res.stderr)
+        got = json.loads(res.stdout.strip().splitlines()[-1])
+        record("gemm", "tgrag-gemm", f"gflops_{shape}", got["gflops"], "GFLOP/s", f"gemm crate, {threads} threads")
+        record("gemm", "ratio", f"gemm_vs_torch_{shape}", got["gflops"] / ref, "x", "tgrag rate / torch rate")
+
+
 # --- polars against the project's own readers -------------------------------
 
 POLARS_MB = int(os.environ.get("BENCH_POLARS_MB", "1024"))
@@ -958,7 +1007,9 @@ def bench_polars():
 
 
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["bm25", "minilm", "diffusion", "latency", "pcst", "gnn", "graphqa", "lm", "polars"]
+    which = sys.argv[1:] or ["bm25", "minilm", "diffusion", "latency", "pcst", "gnn", "graphqa", "lm", "gemm", "polars"]
+    if "gemm" in which:
+        bench_gemm()
     if "lm" in which:
         bench_lm()
     if "gnn" in which:

@@ -1,10 +1,12 @@
 //! `tgrag-bench`: the timed runs of `make bench` and `make bench-gpu`, kept out of the user's
-//! `tgrag` binary. bench/bench.py calls `bench-gnn`, `bench-lm` and `bench-read` beside the
+//! `tgrag` binary. bench/bench.py calls `bench-gemm`, `bench-gnn`, `bench-lm`, `bench-products` and `bench-read` beside the
 //! reference libraries (PyG, transformers + peft, polars); `make bench-gpu` calls `bench-gpu`.
 
+mod bench_gemm;
 mod bench_gnn;
 mod bench_gpu;
 mod bench_lm;
+mod bench_products;
 mod bench_read;
 
 use std::path::PathBuf;
@@ -28,6 +30,9 @@ struct Args {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// GFLOP/s of the host engines' f32 products on one shape (`make bench`, next to torch.matmul).
+    #[command(name = "bench-gemm")]
+    Gemm(bench_gemm::BenchGemmArgs),
     /// Epoch times of the GNN trainings (`make bench`, next to PyG).
     #[command(name = "bench-gnn")]
     Gnn(bench_gnn::BenchGnnArgs),
@@ -41,6 +46,9 @@ enum Command {
     /// One training step of the language model with soft tokens (`make bench`, next to PyTorch).
     #[command(name = "bench-lm")]
     Lm(bench_lm::BenchLmArgs),
+    /// MiniLM's fused engine against its linear-layer products alone, in GFLOP/s (`make bench`).
+    #[command(name = "bench-products")]
+    Products(bench_products::BenchProductsArgs),
 }
 
 fn main() -> ExitCode {
@@ -53,10 +61,12 @@ fn main() -> ExitCode {
         return ExitCode::from(tgrag_schemas::Fault::Config.exit_code());
     }
     let done = match args.command {
+        Command::Gemm(a) => bench_gemm::run(a),
         Command::Gnn(a) => bench_gnn::run(a),
         Command::Read(a) => bench_read::run(a),
         Command::Gpu(a) => bench_gpu::run(&args.outputs, a),
         Command::Lm(a) => bench_lm::run(a),
+        Command::Products(a) => bench_products::run(a),
     };
     match done {
         Ok(()) => ExitCode::SUCCESS,

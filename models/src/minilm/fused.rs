@@ -525,6 +525,28 @@ impl FusedBert {
         Ok(mean_pooled(&x, &starts, d))
     }
 
+    /// The linear layers' products of one packed batch of `t` tokens and nothing else: every
+    /// layer's `[Q K V]`, output, intermediate and second output product, stored (no bias,
+    /// attention, norm or GELU), in the same kernels as [`FusedBert::forward_pooled`]. What the
+    /// products cost alone, for `make bench`'s comparison of the engine with them. Returns the
+    /// multiply-adds ×2 (floating-point operations) it ran.
+    pub fn products_alone(&self, t: usize) -> Result<u64> {
+        let (d, di) = (self.cfg.hidden_size, self.cfg.intermediate_size);
+        // Inputs of moderate size (no denormals, no overflow), the same every call.
+        let x: Vec<f32> = (0..t * di.max(d)).map(|i| ((i % 97) as f32 - 48.0) / 97.0).collect();
+        let mut qkv = vec![0f32; t * 3 * d];
+        let mut out = vec![0f32; t * d];
+        let mut inter = vec![0f32; t * di];
+        for li in 0..self.layers.len() {
+            self.product(li, Weight::Qkv, t, &mut qkv, &x[..t * d], Epilogue::Store)?;
+            self.product(li, Weight::Out, t, &mut out, &x[..t * d], Epilogue::Store)?;
+            self.product(li, Weight::Inter, t, &mut inter, &x[..t * d], Epilogue::Store)?;
+            self.product(li, Weight::Out2, t, &mut out, &x[..t * di], Epilogue::Store)?;
+        }
+        let per_token = 2 * (d * 3 * d + d * d + 2 * d * di) as u64;
+        Ok(per_token * (t * self.layers.len()) as u64)
+    }
+
     /// Embeddings of the packed tokens (`starts`: each sentence's first row, then the total `t`):
     /// word + position + token type 0, before the LayerNorm.
     fn embed(&self, batch: &[&[u32]], starts: &[usize], t: usize) -> Vec<f32> {

@@ -390,6 +390,30 @@ impl MiniLm {
     }
 }
 
+impl MiniLm {
+    /// The CPU engine's linear-layer products alone ([`fused::FusedBert::products_alone`]) on the
+    /// batches [`MiniLm::encode`] cuts from `texts`, with the same threads: the floating-point
+    /// operations run. `make bench` times it beside `encode` on the same texts (the engine's share
+    /// of what its products reach alone). The burn engine has no such mode (a configuration error).
+    pub fn products_alone(&self, texts: &[&str], opts: EncodeOptions) -> Result<u64> {
+        let Engine::Fused(f) = &self.engine else {
+            return Err(ModelError::Config {
+                model: "MiniLM".into(),
+                reason: "the products alone are timed on the CPU engine only".into(),
+            });
+        };
+        let ids: Vec<Vec<u32>> = texts.par_iter().map(|t| self.token_ids(t)).collect::<Result<_>>()?;
+        let flops = std::sync::atomic::AtomicU64::new(0);
+        let d = f.config().hidden_size;
+        encode_batched(f.config(), &ids, opts, &|_| {}, Some(FUSED_BATCH_TOKENS), true, |batch| {
+            let t = batch.iter().map(|s| s.len()).sum();
+            flops.fetch_add(f.products_alone(t)?, std::sync::atomic::Ordering::Relaxed);
+            Ok(vec![0f32; batch.len() * d])
+        })?;
+        Ok(flops.into_inner())
+    }
+}
+
 impl Bert {
     /// Build the encoder from the bytes of a safetensors file (`path` names it in errors).
     pub fn from_safetensors(cfg: BertConfig, w_path: &Path, bytes: &[u8], device: &Device) -> Result<Self> {

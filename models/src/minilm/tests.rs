@@ -220,6 +220,34 @@ fn fused_engine_matches_f64_reference_with_packing_and_bucketing() {
 }
 
 #[test]
+fn products_alone_count_each_layers_four_products_for_every_product_kind() {
+    let cfg = tiny_cfg();
+    let bytes = to_bytes(&tiny(&cfg, 3), cfg.max_position_embeddings, true);
+    let (d, di, layers) = (cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers);
+    // Per layer: x·[Wq Wk Wv] (d × 3d), ctx·Wo (d × d), x·Wi (d × di), GELU(·)·Wo2 (di × d).
+    let per_token: usize = [(d, 3 * d), (d, d), (d, di), (di, d)].iter().map(|(k, n)| 2 * k * n).sum();
+    let kinds = [fused::Products::F32, fused::Products::Bf16, fused::Products::Amx, fused::Products::AmxBf16];
+    let mut ran = 0;
+    for products in kinds {
+        let Ok(engine) =
+            fused::FusedBert::from_safetensors(cfg.clone(), Path::new("tiny.safetensors"), &bytes).and_then(|f| f.with_products(products))
+        else {
+            continue; // a product kind this CPU (or TGRAG_SIMD) lacks
+        };
+        for t in [1usize, 5, 17] {
+            assert_eq!(
+                engine.products_alone(t).expect("products"),
+                (per_token * layers * t) as u64,
+                "{} products, {t} tokens",
+                engine.products()
+            );
+        }
+        ran += 1;
+    }
+    assert!(ran >= 1, "f32 products run everywhere");
+}
+
+#[test]
 fn batches_respect_both_limits_and_cover_the_order_once() {
     let ids: Vec<Vec<u32>> = [3usize, 5, 1, 8, 2, 2, 7, 4, 20, 1].iter().map(|&n| vec![1u32; n]).collect();
     let order: Vec<usize> = (0..ids.len()).rev().collect();
