@@ -26,6 +26,7 @@ use burn::tensor::{Device, Tensor, TensorData};
 use crate::error::{ModelError, Result};
 use crate::gnn::batch::{GraphBatch, SmallGraph};
 use crate::gnn::encoders::{EncoderShape, GraphEncoder, segment_softmax};
+use crate::ops::argmax;
 use crate::train::{Dense, Evaluation, Learner, Score, Stepped, Stream, TrainConfig, fit, floats, ints};
 
 /// One question: its graph (owned), the question embedding and what is to be predicted.
@@ -241,11 +242,6 @@ pub(crate) fn picks(nodes: bool, logits: &[f32], offsets: &[usize], counts: &[us
         let classes = logits.len() / offsets.len().max(1);
         logits.chunks(classes.max(1)).map(argmax).collect()
     }
-}
-
-/// Index of the largest value (ties: the first).
-pub(crate) fn argmax(v: &[f32]) -> u32 {
-    v.iter().enumerate().fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &x)| if x > bv { (i, x) } else { (bi, bv) }).0 as u32
 }
 
 /// Whether a prediction is right.

@@ -44,6 +44,7 @@ pub mod graphqa;
 pub mod linalg;
 pub mod lm;
 pub mod minilm;
+pub mod ops;
 pub mod planner;
 pub mod reranker;
 pub mod simd;
@@ -54,6 +55,8 @@ pub mod train;
 mod divergence_tests;
 #[cfg(test)]
 mod gpu_tests;
+#[cfg(test)]
+mod layout_tests;
 #[cfg(test)]
 mod parity_case;
 

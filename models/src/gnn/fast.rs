@@ -11,6 +11,7 @@ use crate::error::{ModelError, Result};
 use crate::gnn::graph::{Entries, normalised_entries};
 use crate::gnn::{GnnKind, LinkPredConfig, LinkPredData, NodeClassConfig, NodeClassData, hits_at_k};
 use crate::linalg::{Op, gemm_f32};
+use crate::train::optim::Adam;
 use crate::train::{EpochRow, Evaluation, Learner, Plan, Stepped, Stream, Trained, fit, gnn_evaluation};
 
 /// `out[dst] += w · x[src]` grouped by destination (the entry order of each destination kept, as
@@ -113,8 +114,6 @@ enum Pass<'a> {
     ReluGrad { g: &'a mut [f32], a: &'a [f32], scale: f32 },
     /// Dropout in place ([`dropout`]).
     Dropout { x: &'a mut [f32], p: f64, rng: &'a mut Stream },
-    /// One Adam update of a tensor ([`Adam::step`]).
-    Adam { p: &'a mut [f32], g: &'a [f32], m: &'a mut [f32], v: &'a mut [f32], c: AdamScalars },
     /// `z[i] = h[a_i] ⊙ h[b_i]` per pair ([`LinkNet::score`]).
     PairProducts { h: &'a [f32], pairs: &'a [(u32, u32)], hd: usize, z: &'a mut [f32] },
     /// `dh[a_i] += dz_i ⊙ h[b_i]`, then `dh[b_i] += dz_i ⊙ h[a_i]`, pair after pair
@@ -153,7 +152,6 @@ impl pulp::WithSimd for Pass<'_> {
                 }
             }
             Pass::Dropout { x, p, rng } => dropout_blocks(x, p, rng),
-            Pass::Adam { p, g, m, v, c } => c.update(p, g, m, v),
             Pass::PairProducts { h, pairs, hd, z } => {
                 for (&(a, b), o) in pairs.iter().zip(z.chunks_exact_mut(hd.max(1))) {
                     let (ra, rb) = (&h[a as usize * hd..(a as usize + 1) * hd], &h[b as usize * hd..(b as usize + 1) * hd]);
@@ -242,65 +240,13 @@ impl Layer {
     }
 }
 
-/// burn's Adam (β = 0.9, 0.999), L2 decay added to the gradient before the moments.
-struct Adam {
-    lr: f32,
-    eps: f32,
-    decay: f32,
-    t: i32,
-}
-
-impl Adam {
-    fn step(&mut self, layers: &mut [&mut Layer]) {
-        self.t += 1;
-        let (b1, b2) = (0.9f32, 0.999f32);
-        let bc2 = (1.0 - b2.powi(self.t)).sqrt();
-        let c = AdamScalars {
-            b1,
-            b2,
-            factor: bc2 / (1.0 - b1.powi(self.t)),
-            eps: self.eps * bc2,
-            lr: self.lr,
-            decay: self.decay,
-            first: self.t == 1,
-        };
-        for l in layers.iter_mut() {
-            let Layer { w, b, gw, gb, mw, vw, mb, vb, .. } = &mut **l;
-            simd(Pass::Adam { p: w, g: gw, m: mw, v: vw, c });
-            simd(Pass::Adam { p: b, g: gb, m: mb, v: vb, c });
-        }
-    }
-}
-
-/// One Adam step's scalars.
-#[derive(Clone, Copy)]
-struct AdamScalars {
-    b1: f32,
-    b2: f32,
-    /// √(1 − β₂ᵗ) / (1 − β₁ᵗ).
-    factor: f32,
-    /// ε · √(1 − β₂ᵗ).
-    eps: f32,
-    lr: f32,
-    decay: f32,
-    first: bool,
-}
-
-impl AdamScalars {
-    #[inline(always)]
-    fn update(self, p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32]) {
-        let AdamScalars { b1, b2, factor, eps, lr, decay, first } = self;
-        for (((p, &g), m), v) in p.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut()) {
-            let g = if decay != 0.0 { *p * decay + g } else { g };
-            if first {
-                *m = g * (1.0 - b1);
-                *v = g * g * (1.0 - b2);
-            } else {
-                *m = *m * b1 + g * (1.0 - b1);
-                *v = *v * b2 + g * g * (1.0 - b2);
-            }
-            *p -= (*m * factor / (v.sqrt() + eps)) * lr;
-        }
+/// One Adam step ([`Adam`]) over the layers' weights and biases.
+fn adam_step(adam: &mut Adam, layers: &mut [&mut Layer]) {
+    let c = adam.next_step();
+    for l in layers.iter_mut() {
+        let Layer { w, b, gw, gb, mw, vw, mb, vb, .. } = &mut **l;
+        c.apply(w, gw, mw, vw);
+        c.apply(b, gb, mb, vb);
     }
 }
 
@@ -553,7 +499,7 @@ pub fn train_node_classifier(kind: GnnKind, n: usize, g: &FastGraph, data: &Node
         _ => (None, None),
     };
     let m = Classifier { kind, l1, l2, r1, r2 };
-    let adam = Adam { lr: cfg.lr as f32, eps: 1e-8, decay: cfg.weight_decay, t: 0 };
+    let adam = Adam::new(cfg.lr as f32, 1e-8, cfg.weight_decay);
     let x_agg = (kind == GnnKind::Sage).then(|| {
         let mut a = vec![0f32; n * d];
         g.mean.apply(data.features, d, &mut a);
@@ -619,7 +565,7 @@ impl Learner for NodeLearner<'_> {
             let mut ls: Vec<&mut Layer> = vec![l1, l2];
             ls.extend(r1.as_mut());
             ls.extend(r2.as_mut());
-            self.adam.step(&mut ls);
+            adam_step(&mut self.adam, &mut ls);
         }
         Ok((m, Some((train_loss, 1.0))))
     }
@@ -757,7 +703,7 @@ pub fn train_link_predictor(n: usize, g: &FastGraph, data: &LinkPredData<'_>, cf
         p1: Layer::new(hd, hd, &mut rng),
         p2: Layer::new(hd, 1, &mut rng),
     };
-    let adam = Adam { lr: cfg.lr as f32, eps: 1e-8, decay: 0.0, t: 0 };
+    let adam = Adam::new(cfg.lr as f32, 1e-8, 0.0);
     let zeros = || vec![0f32; n * hd];
     let mut learner = LinkLearner {
         n,
@@ -849,7 +795,7 @@ impl Learner for LinkLearner<'_> {
         net.e1.grad_b(dh1);
         {
             let LinkNet { e1, e2, p1, p2 } = &mut net;
-            self.adam.step(&mut [e1, e2, p1, p2]);
+            adam_step(&mut self.adam, &mut [e1, e2, p1, p2]);
         }
         self.current = Some(enc);
         Ok((net, Some((train_loss, 1.0))))
@@ -889,6 +835,7 @@ impl Learner for LinkLearner<'_> {
 mod tests {
     use super::*;
     use crate::gnn::node::tests::planted;
+    use crate::train::optim::AdamScalars;
     use burn::tensor::Device;
 
     /// The host engine follows the burn trainer step for step: the same curve up to float
@@ -1028,7 +975,7 @@ mod tests {
             let c = AdamScalars { b1: 0.9, b2: 0.999, factor: 1.3, eps: 1e-8, lr: 0.01, decay, first };
             let (p0, g, m0, v0) = (draw(w), draw(w), draw(w), draw(w).iter().map(|v| v.abs()).collect::<Vec<_>>());
             let (mut p, mut m, mut v) = (p0.clone(), m0.clone(), v0.clone());
-            simd(Pass::Adam { p: &mut p, g: &g, m: &mut m, v: &mut v, c });
+            c.apply(&mut p, &g, &mut m, &mut v);
             for i in 0..w {
                 let gi = if decay != 0.0 { p0[i] * decay + g[i] } else { g[i] };
                 let (mi, vi) = if first {

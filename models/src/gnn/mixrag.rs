@@ -526,7 +526,7 @@ pub fn train(
     cfg: &MixConfig,
     dev: &Device,
 ) -> Result<(MixRag, Vec<QaEpoch>, u32)> {
-    train_on(crate::graphqa::lm::host_engine(dev), shape, train, val, cfg, dev)
+    train_on(crate::device::host_engine(dev), shape, train, val, cfg, dev)
 }
 
 /// [`train`] on the host engine (`host`) or on burn's autodiff.

@@ -1,6 +1,6 @@
 //! The graph QA model ([`super::GraphQa`]) trained on host buffers: the encoder
 //! layers of [`crate::gnn::host`], the answer head, the two losses and AdamW with per-tensor norm
-//! clipping ([`crate::lm::host::AdamW`], burn's rule), driven by the same [`crate::train::fit`]
+//! clipping ([`crate::train::optim::AdamW`], burn's rule), driven by the same [`crate::train::fit`]
 //! loop, batch order and stopping rule as the burn trainer.
 //!
 //! The model starts from the burn model's seeded weights and ends as a burn model again: its
@@ -24,7 +24,7 @@ use crate::gnn::host::{
     mean_pool, mean_pool_back, read_tensors, relu, relu_back, write_tensors,
 };
 use crate::gnn::reuse;
-use crate::lm::host::AdamW;
+use crate::train::optim::AdamW;
 use crate::train::{Evaluation, Learner, Score, Stepped, Stream, fit};
 
 /// Reads tensors in order, checking each one's size.

@@ -34,9 +34,10 @@ use crate::gnn::encoders::{EncoderShape, GraphEncoder};
 use crate::gnn::host::{read_tensors, write_tensors};
 use crate::gnn::mixrag::{MixRag, MixShape, gumbel};
 use crate::graphqa::{QaEpoch, QaExample, Target, argmax, batch_of};
-use crate::lm::host::{AdamW, HostLm};
+use crate::lm::host::HostLm;
 use crate::lm::{LanguageModel, Prompts, Tuning};
 use crate::minilm::Bert;
+use crate::train::optim::AdamW;
 use crate::train::{Dense, Evaluation, Learner, Score, Stepped, Stream, TrainConfig, fit, floats};
 
 /// Where the prompt's soft tokens come from.

@@ -22,8 +22,10 @@ use super::{Prompts, Tuning};
 use crate::error::{ModelError, Result};
 use crate::linalg::{Op, gemm_f32_par};
 use crate::minilm::attention::softmax;
-use crate::minilm::fused::{self, Products, erf_approx, exp_approx, sum16};
+use crate::minilm::fused::Products;
 use crate::minilm::{Bert, LayerWeights, amx, relpos};
+use crate::ops::{erf_approx, exp_approx, sum16};
+use crate::train::optim::AdamW;
 use crate::train::{Stream, floats};
 
 /// The trained tensors of one encoder layer, flat and row-major (`[in, out]` for a product); the
@@ -361,21 +363,6 @@ enum Pass<'a> {
     Gelu { f: &'a [f32], out: &'a mut [f32] },
     GeluBackward { dg: &'a mut [f32], f: &'a [f32] },
     Softmax { s: &'a mut [f32], len: usize, scale: f32 },
-    AdamW { p: &'a mut [f32], g: &'a [f32], m: &'a mut [f32], v: &'a mut [f32], c: AdamCoefficients },
-}
-
-/// One AdamW step's scalars: learning rate, betas, epsilon, weight decay, bias corrections.
-#[derive(Clone, Copy)]
-struct AdamCoefficients {
-    lr: f32,
-    b1: f32,
-    b2: f32,
-    eps: f32,
-    wd: f32,
-    c1: f32,
-    c2: f32,
-    /// The gradient's clipping factor, if it is clipped.
-    scale: Option<f32>,
 }
 
 impl pulp::WithSimd for Pass<'_> {
@@ -387,7 +374,7 @@ impl pulp::WithSimd for Pass<'_> {
             Pass::LnBackward { dy, xhat, rstd, g, dx } => ln_backward_rows(dy, xhat, rstd, g, dx),
             Pass::Gelu { f, out } => {
                 for (o, &x) in out.iter_mut().zip(f) {
-                    *o = fused::gelu(x);
+                    *o = crate::ops::gelu(x);
                 }
             }
             Pass::GeluBackward { dg, f } => {
@@ -400,38 +387,12 @@ impl pulp::WithSimd for Pass<'_> {
                     softmax(simd, row, scale);
                 }
             }
-            Pass::AdamW { p, g, m, v, c } => {
-                let AdamCoefficients { lr, b1, b2, eps, wd, c1, c2, scale } = c;
-                let (ic1, ic2) = (1.0 / c1, 1.0 / c2);
-                let (clip, coef) = (scale.is_some(), scale.unwrap_or(1.0));
-                for (((p, &g), m), v) in p.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut()) {
-                    let g = if clip { g * coef } else { g };
-                    *p -= lr * wd * *p;
-                    *m = b1 * *m + (1.0 - b1) * g;
-                    *v = b2 * *v + (1.0 - b2) * g * g;
-                    *p -= lr * (*m * ic1) / ((*v * ic2).sqrt() + eps);
-                }
-            }
         }
     }
 }
 
 fn simd(pass: Pass<'_>) {
     crate::simd::arch().dispatch(pass)
-}
-
-/// `Σ v²` in f64 over 8 independent lanes (vectorised; a single running sum is a chain of
-/// dependent additions, a quarter of the GraphQA host engine's optimiser step).
-fn sum_squares(x: &[f32]) -> f64 {
-    let mut acc = [0f64; 8];
-    let mut chunks = x.chunks_exact(8);
-    for c in &mut chunks {
-        for (a, &v) in acc.iter_mut().zip(c) {
-            *a += f64::from(v) * f64::from(v);
-        }
-    }
-    let tail: f64 = chunks.remainder().iter().map(|&v| f64::from(v) * f64::from(v)).sum();
-    acc.iter().sum::<f64>() + tail
 }
 
 /// Rows per parallel task of the row-wise passes.
@@ -522,7 +483,8 @@ const SQRT_HALF: f32 = std::f32::consts::FRAC_1_SQRT_2;
 /// 1/√(2π).
 const INV_SQRT_2PI: f32 = 0.398_942_3;
 
-fn gelu(f: &[f32]) -> Vec<f32> {
+/// GELU ([`crate::ops::gelu`]) of every value, in parallel passes.
+fn gelu_all(f: &[f32]) -> Vec<f32> {
     let mut out = vec![0f32; f.len()];
     out.par_chunks_mut(CHUNK).zip(f.par_chunks(CHUNK)).for_each(|(out, f)| simd(Pass::Gelu { f, out }));
     out
@@ -1049,7 +1011,7 @@ impl HostLm {
         let (h1, x1, r1) = ln_forward(&a, d, &l.ln1_g, &l.ln1_b, eps);
         let mut f = broadcast(&l.bi, t);
         self.mm_w(li, 2, &mut f, &h1, (t, d, ff), true)?;
-        let g = gelu(&f);
+        let g = gelu_all(&f);
         let mut o = broadcast(&l.bout, t);
         self.mm_w(li, 3, &mut o, &g, (t, ff, d), true)?;
         add_into(&mut o, &h1);
@@ -1311,80 +1273,6 @@ impl HostLm {
         let pairs = self.p.tensors_mut().into_iter().zip(grads.tensors()).filter(|(_, g)| !g.is_empty());
         optim.step(lr, pairs.chain(more))?;
         if matches!(self.tuning, Tuning::Frozen) { Ok(()) } else { self.repack() }
-    }
-}
-
-/// AdamW (decoupled weight decay, bias-corrected moments; PyTorch's `torch.optim.AdamW`) over flat
-/// buffers. Moments are kept per tensor, in the order they are given.
-#[derive(Debug, Clone)]
-pub struct AdamW {
-    pub beta1: f32,
-    pub beta2: f32,
-    pub eps: f32,
-    pub weight_decay: f32,
-    /// Gradient clipping by norm, per tensor (burn's `GradientClippingConfig::Norm`): a gradient
-    /// whose norm exceeds it is scaled down to it.
-    pub clip: Option<f32>,
-    step: i32,
-    /// Per tensor: first and second moments and the steps it took part in (burn and torch keep
-    /// the bias-correction count per parameter).
-    moments: Vec<(Vec<f32>, Vec<f32>, i32)>,
-}
-
-impl AdamW {
-    pub fn new(weight_decay: f32) -> Self {
-        AdamW { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay, clip: None, step: 0, moments: Vec::new() }
-    }
-
-    /// One step at learning rate `lr` over `(tensor, gradient)` pairs (same order every step).
-    pub fn step<'a>(&mut self, lr: f32, pairs: impl Iterator<Item = (&'a mut Vec<f32>, &'a Vec<f32>)>) -> Result<()> {
-        self.step_some(lr, pairs.map(|(p, g)| (p, Some(g))))
-    }
-
-    /// [`AdamW::step`] where a tensor without a gradient (`None`: it took no part in this step's
-    /// loss) is left alone, as burn's optimiser leaves a parameter the backward pass did not
-    /// reach: no decay, no moment update, its step count unchanged.
-    pub fn step_some<'a>(&mut self, lr: f32, pairs: impl Iterator<Item = (&'a mut Vec<f32>, Option<&'a Vec<f32>>)>) -> Result<()> {
-        self.step += 1;
-        let (b1, b2, eps, wd) = (self.beta1, self.beta2, self.eps, self.weight_decay);
-        for (i, (p, g)) in pairs.enumerate() {
-            if self.moments.len() <= i {
-                self.moments.push((vec![0f32; p.len()], vec![0f32; p.len()], 0));
-            }
-            let Some(g) = g else { continue };
-            if p.len() != g.len() {
-                return Err(ModelError::Internal(format!("AdamW: tensor {i} has {} values, its gradient {}", p.len(), g.len())));
-            }
-            let (m, v, t) = &mut self.moments[i];
-            if m.len() != p.len() {
-                return Err(ModelError::Internal(format!("AdamW: tensor {i} changed size between steps")));
-            }
-            *t += 1;
-            let c1 = 1.0 - b1.powi(*t);
-            let c2 = 1.0 - b2.powi(*t);
-            // The clipped gradient is `g · scale`, applied inside the update pass.
-            let scale = match self.clip {
-                Some(limit) => {
-                    let partial: Vec<f64> = g.par_chunks(CHUNK).map(sum_squares).collect();
-                    let norm = partial.iter().sum::<f64>().sqrt() as f32;
-                    let coef = limit / (norm + f32::MIN_POSITIVE);
-                    if coef < 1.0 { Some(coef) } else { None }
-                }
-                None => None,
-            };
-            let c = AdamCoefficients { lr, b1, b2, eps, wd, c1, c2, scale };
-            p.par_chunks_mut(CHUNK)
-                .zip(g.par_chunks(CHUNK))
-                .zip(m.par_chunks_mut(CHUNK))
-                .zip(v.par_chunks_mut(CHUNK))
-                .for_each(|(((p, g), m), v)| simd(Pass::AdamW { p, g, m, v, c }));
-        }
-        Ok(())
-    }
-
-    /// Steps taken.
-    pub fn steps(&self) -> i32 {
-        self.step
     }
 }
 

@@ -522,7 +522,7 @@ fn host_parity_case(dir: &std::path::Path, modes: &[bool]) {
 /// bias-corrected moments, and burn's per-tensor clipping by norm.
 #[test]
 fn host_adamw_is_torchs() {
-    use super::host::AdamW;
+    use crate::train::optim::AdamW;
     let (lr, wd) = (0.1f64, 0.01f64);
     let mut p = vec![1.0f32, -2.0, 0.5];
     let grads = [vec![0.3f32, -0.4, 0.0], vec![3.0f32, 4.0, 0.0]];
@@ -554,7 +554,7 @@ fn host_adamw_is_torchs() {
 /// in: its first real step is a fresh tensor's first step.
 #[test]
 fn host_adamw_leaves_a_tensor_out_of_a_step_alone() {
-    use super::host::AdamW;
+    use crate::train::optim::AdamW;
     let g = vec![0.3f32, -0.4];
     let (mut a, mut b) = (vec![1.0f32, -2.0], vec![1.0f32, -2.0]);
     let mut skipped = AdamW::new(0.01);

@@ -342,7 +342,7 @@ struct StoreBlock<'a> {
 /// One tile row `c` into `d` (`d.len() ≤ 16`) by `e`, whose bias is `b` (`b.len() ≥ d.len()`).
 #[inline(always)]
 fn store_row(d: &mut [f32], c: &[f32], e: Epilogue<'_>, b: &[f32]) {
-    let gelu = super::fused::gelu;
+    let gelu = crate::ops::gelu;
     match e {
         Epilogue::Store => d.copy_from_slice(&c[..d.len()]),
         Epilogue::Accumulate => d.iter_mut().zip(c).for_each(|(v, p)| *v += p),
@@ -411,7 +411,7 @@ fn store_vec<S: pulp::Simd>(simd: S, d: S::f32s, c: S::f32s, b: S::f32s, e: Epil
         Epilogue::Store => c,
         Epilogue::Accumulate => simd.add_f32s(d, c),
         Epilogue::Bias(_) => simd.add_f32s(b, c),
-        Epilogue::BiasGelu(_) => super::fused::gelu_vec(simd, simd.add_f32s(b, c)),
+        Epilogue::BiasGelu(_) => crate::ops::gelu_vec(simd, simd.add_f32s(b, c)),
         Epilogue::AccumulateBias(_) => simd.add_f32s(simd.add_f32s(d, b), c),
     }
 }
@@ -859,7 +859,7 @@ mod tests {
             return;
         }
         // The separate pass's GELU (the f32 engine's bias-and-GELU pass applies this function).
-        let gelu = super::super::fused::gelu;
+        let gelu = crate::ops::gelu;
         for &(m, k, n) in &[(1, 3, 5), (37, 45, 50), (70, 100, 33)] {
             let a = rng_fill(m * k, 11 + m as u64, 1.0);
             let w = rng_fill(k * n, 12 + n as u64, 0.5);

@@ -17,8 +17,8 @@
 //! reference with the rest of the engine, and against the f64 definition, MPNet's relative bias
 //! included, in this module's tests).
 
-use super::fused::exp_approx;
 use super::relpos;
+use crate::ops::exp_approx;
 
 /// Query rows per block: the accumulators of one 16-key block (scores) or one 16-column block
 /// (values) are `ROWS` vectors, enough independent multiply-adds to keep both FMA ports busy.

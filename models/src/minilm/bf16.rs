@@ -19,8 +19,8 @@
 use rayon::prelude::*;
 
 use super::amx::Epilogue;
-use super::fused::{gelu, gelu_vec};
 use crate::error::{ModelError, Result};
+use crate::ops::{gelu, gelu_vec};
 
 /// Rows of C one kernel call computes, and columns of a panel.
 const MR: usize = 12;
@@ -543,7 +543,7 @@ mod tests {
             eprintln!("epilogues_equal_their_separate_passes_bit_for_bit: no AVX512-BF16 on this CPU, not checked");
             return;
         }
-        let gelu = super::super::fused::gelu;
+        let gelu = crate::ops::gelu;
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         for (m, k, n) in [(1, 1, 1), (13, 17, 33), (25, 384, 64), (40, 31, 100), (12, 48, 31), (30, 385, 70), (5, 20, 16), (9, 18, 50)] {
             let (lda, ldd) = (k + 3, n + 5);

@@ -504,29 +504,6 @@ impl Bert {
         (x, mask, len)
     }
 
-    /// Per sequence, its token states (`len × d`, row-major) after the first `layers` encoder
-    /// layers: the frozen input of [`tune::TopLayers`]. Batched by length like [`Bert::encode_ids`];
-    /// on the CPU the language model's host engine runs them, burn elsewhere.
-    pub fn hidden_states(
-        &self,
-        ids: &[Vec<u32>],
-        layers: usize,
-        opts: EncodeOptions,
-        on_batch: &(dyn Fn(usize) + Sync),
-    ) -> Result<Vec<Vec<f32>>> {
-        if !crate::device::host_engine(&self.device) {
-            return self.hidden_states_burn(ids, layers, opts, on_batch);
-        }
-        // On the CPU the language model's host engine runs the lower layers (no padding).
-        let lm = crate::lm::host::HostLm::lower_layers(self, layers)?;
-        let d = self.dim();
-        self.by_length(ids, opts, on_batch, |chunk| {
-            let prompts = crate::lm::Prompts { ids: chunk.iter().map(|&i| ids[i].clone()).collect(), slots: Vec::new() };
-            let (h, seqs) = lm.states(&prompts, &[])?;
-            Ok(seqs.iter().map(|&(s0, len)| h[s0 * d..(s0 + len) * d].to_vec()).collect())
-        })
-    }
-
     /// [`Bert::hidden_states`] on burn, whatever the device.
     pub(crate) fn hidden_states_burn(
         &self,

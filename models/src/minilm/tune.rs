@@ -20,12 +20,39 @@ use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Tensor, TensorData};
 
 use super::fused::Products;
-use super::{Bert, LayerWeights, attention_bias, layer_forward, relpos};
+use super::{Bert, EncodeOptions, LayerWeights, attention_bias, layer_forward, relpos};
 use crate::error::{ModelError, Result};
-use crate::graphqa::argmax;
+use crate::ops::argmax;
 use crate::train::{Dense, Evaluation, Learner, Plan, Score, Stepped, Stream, fit, floats};
 
 mod host;
+
+// Here rather than beside the rest of `Bert`: on the CPU the language model's host engine runs the
+// frozen layers, and `crate::lm` builds on `crate::minilm` (so `minilm` itself never imports it).
+impl Bert {
+    /// Per sequence, its token states (`len × d`, row-major) after the first `layers` encoder
+    /// layers: the frozen input of [`TopLayers`]. Batched by length like [`Bert::encode_ids`];
+    /// on the CPU the language model's host engine runs them, burn elsewhere.
+    pub fn hidden_states(
+        &self,
+        ids: &[Vec<u32>],
+        layers: usize,
+        opts: EncodeOptions,
+        on_batch: &(dyn Fn(usize) + Sync),
+    ) -> Result<Vec<Vec<f32>>> {
+        if !crate::device::host_engine(&self.device) {
+            return self.hidden_states_burn(ids, layers, opts, on_batch);
+        }
+        // On the CPU the language model's host engine runs the lower layers (no padding).
+        let lm = crate::lm::host::HostLm::lower_layers(self, layers)?;
+        let d = self.dim();
+        self.by_length(ids, opts, on_batch, |chunk| {
+            let prompts = crate::lm::Prompts { ids: chunk.iter().map(|&i| ids[i].clone()).collect(), slots: Vec::new() };
+            let (h, seqs) = lm.states(&prompts, &[])?;
+            Ok(seqs.iter().map(|&(s0, len)| h[s0 * d..(s0 + len) * d].to_vec()).collect())
+        })
+    }
+}
 
 /// The model's name in messages and plans.
 const MODEL: &str = "MiniLM top layers";

@@ -10,7 +10,7 @@ use super::{BOS, EOS, Planner, PlannerConfig, PlannerEpoch, PlannerShape, SeqDat
 use crate::error::{ModelError, Result};
 use crate::gnn::fast::column_sums;
 use crate::gnn::host::{Lin, add, log_softmax_rows, nll, read_tensors, relu, relu_back, write_tensors};
-use crate::lm::host::AdamW;
+use crate::train::optim::AdamW;
 use crate::train::{Evaluation, Learner, Plan, Score, Stepped, Stream, fit};
 
 /// Rows scored by one pass of [`HostPlanner::sequence_log_probs`] (about 8k rows of `hidden` and

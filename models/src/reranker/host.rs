@@ -10,7 +10,7 @@ use super::{Features, Group, RerankerConfig, RerankerEpoch, Trajectory, sample_r
 use crate::error::{ModelError, Result};
 use crate::gnn::host::{Lin, read_tensors, relu, relu_back, write_tensors};
 use crate::linalg::{Op, gemm_f32_halves as gemm_f32};
-use crate::lm::host::AdamW;
+use crate::train::optim::AdamW;
 use crate::train::{Evaluation, Learner, Score, Stepped, Stream};
 
 /// Width of the structural fingerprint's token (type and position embeddings).

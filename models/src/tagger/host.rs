@@ -9,7 +9,7 @@ use burn::tensor::Device;
 use super::{Rows, SHAPES, TagData, Tagger, TaggerConfig, TaggerEpoch, TaggerShape, label_f1};
 use crate::error::{ModelError, Result};
 use crate::gnn::host::{Lin, add, log_softmax_rows, nll, read_tensors, relu, relu_back, write_tensors};
-use crate::lm::host::AdamW;
+use crate::train::optim::AdamW;
 use crate::train::{Evaluation, Learner, Plan, Score, Stepped, Stream, fit};
 
 /// The tagger's layers in the burn module's order ([`Tagger`]'s fields).

@@ -7,6 +7,7 @@
 mod dense;
 pub(crate) mod fit;
 mod guard;
+pub mod optim;
 mod settings;
 mod stream;
 mod tensors;

@@ -15,9 +15,10 @@ use crate::error::{ModelError, Result};
 use crate::gnn::batch::SmallGraph;
 use crate::gnn::host::{EdgeRows, HostBatch, Lin, P, read_tensors, relu, relu_back, write_tensors};
 use crate::graphqa::host::{edge_rows, qa_loss};
-use crate::graphqa::{HeadKind, QaEpoch, QaExample, argmax, correct};
+use crate::graphqa::{HeadKind, QaEpoch, QaExample, correct};
 use crate::linalg::{Op, gemm_f32_halves as gemm};
-use crate::lm::host::AdamW;
+use crate::ops::argmax;
+use crate::train::optim::AdamW;
 use crate::train::{Evaluation, Learner, Score, Stepped, Stream, fit};
 
 /// `dst (rows×cols) (+)= a (rows×k) · b (k×cols)`.

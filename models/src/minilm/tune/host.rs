@@ -10,10 +10,11 @@ use burn::tensor::Device;
 use super::{TopLayers, TopShape, TuneConfig, TuneEpoch};
 use crate::error::{ModelError, Result};
 use crate::gnn::host::{Lin, log_softmax_rows, nll, write_tensors};
-use crate::graphqa::argmax;
-use crate::lm::host::{AdamW, HostLayer, HostLm, HostParams, LayerTape};
+use crate::lm::host::{HostLayer, HostLm, HostParams, LayerTape};
 use crate::minilm::Bert;
 use crate::minilm::fused::{Products, l2_normalise_rows, means};
+use crate::ops::argmax;
+use crate::train::optim::AdamW;
 use crate::train::{Evaluation, Learner, Plan, Score, Stepped, Stream, fit};
 
 /// The top layers and the head on host buffers.
