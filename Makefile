@@ -29,7 +29,7 @@ help:
 	@echo "make planner-finetune-baseline  the fully fine-tuned MiniLM classifier reference point (torch)"
 	@echo "make nightly every available dataset x method, a dated folder in outputs/nightly (report, leaderboard, regressions; docs/nightly.md)"
 	@echo "make report-check       the nightly report opened in headless Chromium (installs Debian's chromium when missing)"
-	@echo "make check  rustfmt --check, clippy and the API docs (cargo doc, warnings denied) on every crate"
+	@echo "make check  rustfmt --check, clippy, the API docs (cargo doc, warnings denied) on every crate and a type check of the cuda feature"
 	@echo "make fmt    format the tree (rustfmt.toml: the project's line width)"
 	@echo "make clean  remove build outputs and run outputs"
 
@@ -196,6 +196,7 @@ check:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --workspace --locked
+	DOCS_RS=1 $(CARGO) check -p tgrag --features cuda --locked
 
 fmt:
 	$(CARGO) fmt --all

@@ -4,9 +4,10 @@ use burn::tensor::{Device, DeviceKind};
 use serde::{Deserialize, Serialize};
 
 /// `cpu`: the host engines (and burn's Flex backend as the device they read and write burn models
-/// on; compiled unoptimised, nothing heavy runs through it). `gpu`: burn-wgpu on the hardware
-/// adapter wgpu finds (Vulkan, Metal or DX12), else on the default one (a software rasteriser such
-/// as Mesa's lavapipe where that is all there is). `auto`: `gpu` when wgpu lists a hardware adapter
+/// on; compiled unoptimised, nothing heavy runs through it). `gpu`: burn's CUDA backend where
+/// [`gpu_backend`] is CUDA, else burn-wgpu on the hardware adapter wgpu finds (Vulkan, Metal or
+/// DX12), else on the default one (a software rasteriser such as Mesa's lavapipe where that is all
+/// there is). `auto`: `gpu` when there is a CUDA device or wgpu lists a hardware adapter
 /// (see [`hardware_adapter`]), else `cpu`, never a software rasteriser; `TGRAG_GPU=0` forces `cpu`,
 /// and `TGRAG_GPU=1` cannot make `auto` take a software rasteriser either (see [`auto_choice`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
@@ -38,15 +39,21 @@ impl DeviceChoice {
     /// `cpu` or `gpu` after resolving `auto`.
     pub fn resolved(self) -> Self {
         match self {
-            Self::Auto => auto_choice(std::env::var("TGRAG_GPU").ok().as_deref(), hardware_adapter().is_some()),
+            Self::Auto => {
+                auto_choice(std::env::var("TGRAG_GPU").ok().as_deref(), gpu_backend() == GpuBackend::Cuda || hardware_adapter().is_some())
+            }
             other => other,
         }
     }
 
-    /// The burn device: the hardware adapter when there is one, else wgpu's default adapter.
+    /// The burn device: on a GPU, CUDA device 0 where [`gpu_backend`] is CUDA, else wgpu's
+    /// hardware adapter when there is one, else wgpu's default adapter.
     pub fn device(self) -> Device {
         match self.resolved() {
-            Self::Gpu => Device::wgpu(hardware_adapter().map_or(DeviceKind::DefaultDevice, |a| a.device_kind.clone())),
+            Self::Gpu => match gpu_backend() {
+                GpuBackend::Cuda => cuda_device(),
+                GpuBackend::Wgpu => Device::wgpu(hardware_adapter().map_or(DeviceKind::DefaultDevice, |a| a.device_kind.clone())),
+            },
             _ => Device::flex(),
         }
     }
@@ -54,6 +61,7 @@ impl DeviceChoice {
     /// What the choice runs on, in words (`cpu (flex)`, `gpu: NVIDIA H100 (Vulkan, driver 550.54)`).
     pub fn describe(self) -> String {
         match self.resolved() {
+            Self::Gpu if gpu_backend() == GpuBackend::Cuda => "gpu: CUDA device 0 (burn's CUDA backend)".to_string(),
             Self::Gpu => match hardware_adapter() {
                 Some(a) => format!("gpu: {} ({}, {} driver {})", a.name, a.backend, a.kind, a.driver),
                 None => match software_adapter() {
@@ -72,6 +80,82 @@ impl DeviceChoice {
             Self::Auto => "auto",
         }
     }
+}
+
+/// The backend `--device gpu` runs on: burn's CUDA backend (builds with the `cuda` feature, where a
+/// CUDA driver and device are found) or wgpu.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuBackend {
+    Cuda,
+    Wgpu,
+}
+
+/// The GPU backend of this process: `TGRAG_GPU_BACKEND=auto` (or unset) takes CUDA where this build
+/// has it and a CUDA device is found, else wgpu; `cuda` or `wgpu` forces one. Read once per process;
+/// [`configure`] refuses a value that cannot be honoured before any work starts (an unreadable
+/// value reads as `auto` here).
+pub fn gpu_backend() -> GpuBackend {
+    static CHOSEN: std::sync::OnceLock<GpuBackend> = std::sync::OnceLock::new();
+    *CHOSEN.get_or_init(|| {
+        let env = std::env::var("TGRAG_GPU_BACKEND").ok();
+        choose_backend(env.as_deref(), cfg!(feature = "cuda"), cuda_available).unwrap_or(GpuBackend::Wgpu)
+    })
+}
+
+/// Checks `TGRAG_GPU_BACKEND` (as [`crate::simd::configure`] checks `TGRAG_SIMD`): an unknown value,
+/// or `cuda` where this build has no CUDA backend or no CUDA driver and device are found, is an
+/// error before any work. Probes CUDA only when `cuda` is asked for.
+pub fn configure() -> std::result::Result<(), String> {
+    let env = std::env::var("TGRAG_GPU_BACKEND").ok();
+    choose_backend(env.as_deref(), cfg!(feature = "cuda"), cuda_available).map(|_| ())
+}
+
+/// The backend for a `TGRAG_GPU_BACKEND` value, whether the build has CUDA and (probed only when
+/// it matters) whether a CUDA device is found.
+fn choose_backend(value: Option<&str>, built: bool, found: impl Fn() -> bool) -> std::result::Result<GpuBackend, String> {
+    match value.map(str::trim).unwrap_or("auto") {
+        "" | "auto" => Ok(if built && found() { GpuBackend::Cuda } else { GpuBackend::Wgpu }),
+        "wgpu" => Ok(GpuBackend::Wgpu),
+        "cuda" if !built => {
+            Err("TGRAG_GPU_BACKEND=cuda: this tgrag was built without CUDA (build it with `cargo build --features cuda`)".into())
+        }
+        "cuda" if !found() => Err("TGRAG_GPU_BACKEND=cuda: no CUDA driver (libcuda) or no CUDA device found".into()),
+        "cuda" => Ok(GpuBackend::Cuda),
+        other => Err(format!("TGRAG_GPU_BACKEND={other}: not a backend: use auto, cuda or wgpu")),
+    }
+}
+
+/// Whether a CUDA driver library loads and lists at least one device (once per process).
+#[cfg(feature = "cuda")]
+#[allow(unsafe_code)]
+fn cuda_available() -> bool {
+    static FOUND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FOUND.get_or_init(|| {
+        // SAFETY: `is_culib_present` only tries to open the driver library by its known names
+        // (dlopen) and reports whether one opened; it calls nothing in it. The driver's functions
+        // below are called only once it is known to load (they would abort otherwise).
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return false;
+        }
+        cudarc::driver::result::init().is_ok() && cudarc::driver::result::device::get_count().is_ok_and(|n| n > 0)
+    })
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_available() -> bool {
+    false
+}
+
+/// CUDA device 0 on burn's CUDA backend.
+#[cfg(feature = "cuda")]
+fn cuda_device() -> Device {
+    Device::cuda(0)
+}
+
+/// Without the `cuda` feature [`gpu_backend`] is never CUDA; wgpu's default adapter stands in.
+#[cfg(not(feature = "cuda"))]
+fn cuda_device() -> Device {
+    Device::wgpu(DeviceKind::DefaultDevice)
 }
 
 /// What `auto` resolves to, given `TGRAG_GPU` and whether wgpu lists a hardware adapter: `cpu` when
@@ -184,6 +268,37 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gpu_backend_values_choose_cuda_only_where_built_and_found_and_refuse_the_rest() {
+        let yes = || true;
+        let no = || false;
+        // auto: CUDA exactly where the build has it and a device is found.
+        assert_eq!(choose_backend(None, true, yes), Ok(GpuBackend::Cuda));
+        assert_eq!(choose_backend(Some("auto"), true, no), Ok(GpuBackend::Wgpu));
+        assert_eq!(choose_backend(Some(""), false, yes), Ok(GpuBackend::Wgpu));
+        assert_eq!(choose_backend(Some("wgpu"), true, yes), Ok(GpuBackend::Wgpu));
+        assert_eq!(choose_backend(Some(" cuda "), true, yes), Ok(GpuBackend::Cuda));
+        let without = choose_backend(Some("cuda"), false, yes).expect_err("no CUDA in the build");
+        assert!(without.contains("built without CUDA") && without.contains("--features cuda"), "{without}");
+        let missing = choose_backend(Some("cuda"), true, no).expect_err("no device");
+        assert!(missing.contains("no CUDA device"), "{missing}");
+        let unknown = choose_backend(Some("rocm"), true, yes).expect_err("unknown");
+        assert!(unknown.contains("TGRAG_GPU_BACKEND=rocm") && unknown.contains("auto, cuda or wgpu"), "{unknown}");
+        // The probe runs only when its answer matters.
+        let probed = std::cell::Cell::new(false);
+        let probe = || {
+            probed.set(true);
+            true
+        };
+        assert_eq!(choose_backend(Some("wgpu"), true, probe), Ok(GpuBackend::Wgpu));
+        assert_eq!(choose_backend(Some("auto"), false, probe), Ok(GpuBackend::Wgpu));
+        assert!(!probed.get());
+        // This build and machine: no CUDA feature in the tests' build, or no CUDA device here.
+        if !cfg!(feature = "cuda") {
+            assert_eq!(gpu_backend(), GpuBackend::Wgpu);
+        }
+    }
 
     #[test]
     fn adapters_are_listed_and_a_software_rasteriser_is_never_taken_for_a_gpu() {

@@ -83,8 +83,10 @@ pub fn main() -> ExitCode {
     tgrag_schemas::io::set_build_commit(runner::BUILD_COMMIT);
     let args = cli::Args::parse();
     // TGRAG_SIMD caps every kernel dispatch; an unknown level, or one this CPU lacks, stops here,
-    // before any work.
-    if let Err(err) = tgrag_models::simd::configure() {
+    // before any work; so does a TGRAG_GPU_BACKEND this build or machine cannot honour.
+    if let Err(err) =
+        tgrag_models::simd::configure().map(|_| ()).map_err(|e| e.to_string()).and_then(|()| tgrag_models::device::configure())
+    {
         eprintln!("error: {err}");
         return ExitCode::from(tgrag_schemas::Fault::Config.exit_code());
     }

@@ -1356,6 +1356,30 @@ fn embed_at_every_simd_level_matches_auto() {
     }
 }
 
+/// `TGRAG_GPU_BACKEND` is checked before any work: an unknown value, and `cuda` in a build without
+/// the `cuda` feature, end the command with a configuration error naming the value and write
+/// nothing (the command would otherwise fail later, on its missing input).
+#[test]
+fn gpu_backends_the_build_cannot_honour_are_refused_before_any_work() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("e.parquet");
+    let run = |value: &str| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tgrag"));
+        cmd.env("TGRAG_GPU_BACKEND", value).arg("--outputs").arg(dir.path()).arg("--quiet");
+        cmd.args(["embed", "--input", "missing.parquet", "--out", out.to_str().expect("utf8")]);
+        cmd.output().expect("spawn tgrag")
+    };
+    let o = run("rocm");
+    hostile::failed_cleanly(&o, &["TGRAG_GPU_BACKEND=rocm", "auto, cuda or wgpu"]);
+    assert_eq!(o.status.code(), Some(78), "a configuration error, before the missing input is read");
+    if !cfg!(feature = "cuda") {
+        let o = run("cuda");
+        hostile::failed_cleanly(&o, &["TGRAG_GPU_BACKEND=cuda", "--features cuda"]);
+        assert_eq!(o.status.code(), Some(78));
+    }
+    assert!(!out.exists());
+}
+
 /// `tgrag pcst` on the fixture's 239 instances gives pcst_fast's vertices and edges in
 /// pcst_fast's order; bad instances and arguments are refused with the instance and value named.
 #[test]

@@ -37,7 +37,8 @@ use tgrag_stages::Stage;
 pub enum DeviceArg {
     /// The CPU: every model on its host engine, MiniLM on the fused engine.
     Cpu,
-    /// burn-wgpu on the default adapter.
+    /// burn on the GPU: CUDA where the build has it and a device is found
+    /// (`TGRAG_GPU_BACKEND`), else wgpu.
     Gpu,
     /// A hardware GPU adapter when one is found (never a software rasteriser), else the CPU;
     /// `TGRAG_GPU=0` forces the CPU.
