@@ -74,6 +74,13 @@ pub fn tune_malloc() {
     }
 }
 
+/// The process-wide settings read from the environment, checked before any work: `TGRAG_SIMD`
+/// (a level this CPU has) and `TGRAG_GPU_BACKEND` (a backend this build and machine can honour).
+pub fn check_environment() -> Result<(), String> {
+    tgrag_models::simd::configure().map_err(|e| e.to_string())?;
+    tgrag_models::device::configure()
+}
+
 /// The `tgrag` binary: parse the arguments, check them and `TGRAG_SIMD`, run one command, print
 /// the error chain and exit with its fault's code.
 pub fn main() -> ExitCode {
@@ -84,9 +91,7 @@ pub fn main() -> ExitCode {
     let args = cli::Args::parse();
     // TGRAG_SIMD caps every kernel dispatch; an unknown level, or one this CPU lacks, stops here,
     // before any work; so does a TGRAG_GPU_BACKEND this build or machine cannot honour.
-    if let Err(err) =
-        tgrag_models::simd::configure().map(|_| ()).map_err(|e| e.to_string()).and_then(|()| tgrag_models::device::configure())
-    {
+    if let Err(err) = check_environment() {
         eprintln!("error: {err}");
         return ExitCode::from(tgrag_schemas::Fault::Config.exit_code());
     }

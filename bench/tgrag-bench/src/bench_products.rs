@@ -11,19 +11,20 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use arrow::array::{Array, StringArray};
-use tgrag_models::minilm::{self, EncodeOptions, MiniLm, fused::Products};
+use tgrag_models::minilm::{self, EncodeOptions, MiniLm};
 use tgrag_pipeline::bail_config;
+use tgrag_pipeline::commands::embed::ProductsArg;
+use tgrag_pipeline::commands::ids_and_texts;
 
 /// `tgrag-bench bench-products` arguments.
 #[derive(Debug, clap::Args)]
 pub struct BenchProductsArgs {
-    /// Parquet file with a `text` column.
+    /// Parquet file with `id` and `text` (as `tgrag embed --input`).
     #[arg(long)]
     pub input: PathBuf,
-    /// `auto`, `f32`, `bf16`, `amx` or `amx-bf16` (as `tgrag embed --products`).
-    #[arg(long, default_value = "auto")]
-    pub products: String,
+    /// As `tgrag embed --products`.
+    #[arg(long, value_enum, default_value_t = ProductsArg::Auto)]
+    pub products: ProductsArg,
     /// Timed runs of each (the best is kept), after one warm-up of each.
     #[arg(long, default_value_t = 2)]
     pub runs: usize,
@@ -33,25 +34,14 @@ pub struct BenchProductsArgs {
 }
 
 pub fn run(a: BenchProductsArgs) -> Result<()> {
-    let products = match a.products.as_str() {
-        "auto" => Products::Auto,
-        "f32" => Products::F32,
-        "bf16" => Products::Bf16,
-        "amx" => Products::Amx,
-        "amx-bf16" => Products::AmxBf16,
-        other => bail_config!("--products `{other}`: auto, f32, bf16, amx or amx-bf16"),
-    };
     if a.runs == 0 {
         bail_config!("--runs must be at least 1");
     }
     let batch = tgrag_schemas::io::read_parquet(&a.input)?;
-    let col = batch
-        .column_by_name("text")
-        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-        .with_context(|| format!("{}: no string column `text`", a.input.display()))?;
-    let texts: Vec<&str> = (0..col.len()).map(|i| col.value(i)).collect();
+    let (_, owned) = ids_and_texts(&batch, &a.input, "bench-products input", "id")?;
+    let texts: Vec<&str> = owned.iter().map(String::as_str).collect();
     let dir = a.model.clone().unwrap_or_else(|| minilm::default_dir(std::path::Path::new(".")));
-    let model = MiniLm::load_fused(&dir, products).with_context(|| format!("loading {}", dir.display()))?;
+    let model = MiniLm::load_fused(&dir, a.products.into()).with_context(|| format!("loading {}", dir.display()))?;
     let opts = EncodeOptions::default();
     let (mut encode_s, mut alone_s, mut flops) = (f64::INFINITY, f64::INFINITY, 0);
     for run in 0..=a.runs {

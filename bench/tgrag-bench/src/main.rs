@@ -56,9 +56,7 @@ fn main() -> ExitCode {
     tgrag_pipeline::quiet_wayland();
     tgrag_pipeline::tune_malloc();
     let args = Args::parse();
-    if let Err(err) =
-        tgrag_models::simd::configure().map(|_| ()).map_err(|e| e.to_string()).and_then(|()| tgrag_models::device::configure())
-    {
+    if let Err(err) = tgrag_pipeline::check_environment() {
         eprintln!("error: {err}");
         return ExitCode::from(tgrag_schemas::Fault::Config.exit_code());
     }

@@ -42,6 +42,18 @@ pub enum ProductsArg {
     AmxBf16,
 }
 
+impl From<ProductsArg> for minilm::fused::Products {
+    fn from(p: ProductsArg) -> Self {
+        match p {
+            ProductsArg::Auto => Self::Auto,
+            ProductsArg::F32 => Self::F32,
+            ProductsArg::Bf16 => Self::Bf16,
+            ProductsArg::Amx => Self::Amx,
+            ProductsArg::AmxBf16 => Self::AmxBf16,
+        }
+    }
+}
+
 /// `tgrag embed` arguments.
 #[derive(Debug, clap::Args)]
 pub struct EmbedArgs {
@@ -91,13 +103,7 @@ pub fn run(a: EmbedArgs, quiet: bool) -> Result<()> {
             false
         }
     };
-    let products = match a.products {
-        ProductsArg::Auto => minilm::fused::Products::Auto,
-        ProductsArg::F32 => minilm::fused::Products::F32,
-        ProductsArg::Bf16 => minilm::fused::Products::Bf16,
-        ProductsArg::Amx => minilm::fused::Products::Amx,
-        ProductsArg::AmxBf16 => minilm::fused::Products::AmxBf16,
-    };
+    let products = minilm::fused::Products::from(a.products);
     if !fused && a.products != ProductsArg::Auto {
         bail_config!("--products applies to the fused engine only");
     }

@@ -180,7 +180,7 @@ pub(crate) fn texts(b: &RecordBatch, path: &Path, name: &str) -> Result<Vec<Stri
 /// The `id` and `text` columns of a file tool's input (`embed`, `plan`): the checks ingest runs
 /// (both present, no nulls, unique ids), and a warning, not an error, when there are no rows (an
 /// empty output is then the right answer).
-pub(crate) fn ids_and_texts(b: &RecordBatch, path: &Path, table: &str, id: &str) -> Result<(ArrayRef, Vec<String>)> {
+pub fn ids_and_texts(b: &RecordBatch, path: &Path, table: &str, id: &str) -> Result<(ArrayRef, Vec<String>)> {
     use tgrag_schemas::validate::{InputRules, check_input};
     check_input(path, table, b, &InputRules { required: &[id, "text"], unique: &[&[id]], ..Default::default() })?;
     let ids = column(b, path, id)?.clone();
