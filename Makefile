@@ -171,9 +171,10 @@ nightly: build models
 	$(TGRAG) --outputs $(OUTPUTS) $(QUIET) nightly $(NIGHTLY_ARGS)
 
 # System packages some tests need (Debian): Chromium for the nightly report's browser check (~1 min
-# to install) and Mesa's software Vulkan for the GPU tests of every model (burn on wgpu, seconds).
+# to install), Mesa's software Vulkan for the GPU tests of every model (burn on wgpu, seconds), and
+# Slurm with munge for the test that runs a night's cells on a one-node cluster (tests/slurm/cluster.sh).
 # Where apt-get cannot run, the tests that need them say they skipped (and fail under CI=true).
-SYSTEM_PACKAGES := chromium mesa-vulkan-drivers libvulkan1
+SYSTEM_PACKAGES := chromium mesa-vulkan-drivers libvulkan1 slurm-wlm munge
 system-packages:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

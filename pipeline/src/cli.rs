@@ -69,6 +69,9 @@ pub enum Command {
     /// folder under `<outputs>/nightly/` (leaderboard, report, regressions, provenance) and the
     /// comparison with the previous night (exit 4 on a regression, 5 when a dataset failed).
     Nightly(commands::nightly::NightlyArgs),
+    /// The nightly's cells as Slurm job arrays and a dependent collect job (`submit`), and their
+    /// state read back (`status`): `tgrag slurm submit -- <nightly options>`.
+    Slurm(commands::slurm::SlurmArgs),
     /// Render a nightly folder's report again from its Parquet alone: `--from DIR`.
     Report(commands::report::ReportArgs),
     /// Compare two nightly folders or outputs folders: `tgrag compare A B` (exit 4 on a regression).
@@ -97,6 +100,7 @@ pub fn dispatch(args: Args) -> Result<ExitCode> {
         Command::Plan(a) => lock(&a.out).and_then(|_l| commands::plan::run(a, quiet)),
         Command::Fetch(a) => commands::fetch::run(a, quiet),
         Command::Nightly(a) => return commands::nightly::run(&outputs, quiet, wait, a),
+        Command::Slurm(a) => return commands::slurm::run(&outputs, a),
         Command::Report(a) => commands::report::run(a, wait),
         Command::Compare(a) => return commands::compare::run(a),
     }

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use arrow::array::{ArrayRef, Float64Array, RecordBatch, StringArray, UInt32Array};
 
+#[path = "cli/cells.rs"]
+mod cells;
 #[path = "cli/docs.rs"]
 mod docs;
 #[path = "cli/fetch.rs"]

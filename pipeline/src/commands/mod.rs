@@ -16,6 +16,7 @@ pub mod plan;
 pub mod report;
 pub mod run;
 pub mod schema;
+pub mod slurm;
 pub mod sql;
 pub mod stages;
 pub mod train_planner;

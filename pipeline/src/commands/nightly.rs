@@ -15,7 +15,7 @@ use tgrag_stages::Progress;
 
 use crate::commands::{SizeArg, stage_configs};
 use crate::lock::{FolderLock, utc};
-use crate::nightly::{self, Discovery, collect::Collected, diff, plots, provenance, render};
+use crate::nightly::{self, Discovery, cells, collect::Collected, diff, plots, provenance, render};
 use crate::runner::{self, Decision, RunOptions};
 
 /// `tgrag nightly` arguments.
@@ -62,6 +62,20 @@ pub struct NightlyArgs {
     /// papers report; a plain `tgrag run` trains one).
     #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = crate::commands::num::count)]
     pub graphqa_seeds: usize,
+    /// List the night's cells (one per dataset: id, kind, the resources a cluster job asks for)
+    /// and exit; `--cell` runs one, `--collect` gathers them into the night.
+    #[arg(long, conflicts_with_all = ["cell", "collect"])]
+    pub plan: bool,
+    /// Run one cell of the night (`--plan` lists them): its dataset into `<outputs>/<dataset>/`,
+    /// as a whole night would, then its record into `<outputs>/cells/<plan>/`. Exit 5 when the
+    /// dataset failed.
+    #[arg(long, value_name = "ID", conflicts_with = "collect")]
+    pub cell: Option<String>,
+    /// Build the night from its cells (every one run with the same options, on any machine that
+    /// shares the outputs folder): the same tables a one-machine night writes. A cell without a
+    /// record counts as a failed dataset.
+    #[arg(long)]
+    pub collect: bool,
 }
 
 /// The data roots: the given ones, else `$TGRAG_DATA_ROOT`, else `../shared/datasets` when it
@@ -234,12 +248,48 @@ pub fn render_into(
     Ok(())
 }
 
+/// Where the night looks for data and what it runs, from its options.
+fn discovery(a: &NightlyArgs) -> Result<Discovery> {
+    Ok(Discovery {
+        roots: roots(&a.data_root)?,
+        sizes: a.sizes.iter().map(|&s| s.into()).collect(),
+        seed: a.seed,
+        stark: !a.no_stark,
+        only: a.datasets.clone(),
+    })
+}
+
+/// The cells of the night these options run (as `--plan` lists them).
+pub fn plan_of(a: &NightlyArgs) -> Result<cells::Plan> {
+    let configs = stage_configs(&tgrag_stages::all(), &night_sets(a), a.device.map(Into::into))?;
+    let plan = cells::Plan::new(nightly::discover(&discovery(a)?), &configs, a.seed);
+    if plan.cells.is_empty() {
+        bail_config!("no dataset to run (--datasets {:?} matched none)", a.datasets.clone().unwrap_or_default());
+    }
+    Ok(plan)
+}
+
 pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<ExitCode> {
     // Everything a night needs is checked before it starts.
     let all = tgrag_stages::all();
     let configs = stage_configs(&all, &night_sets(&a), a.device.map(Into::into))?;
     let tol = diff::Tolerances::parse(&a.tolerance, a.default_tolerance)?;
-    let data_roots = roots(&a.data_root)?;
+    let disc = discovery(&a)?;
+    if a.plan || a.cell.is_some() {
+        let plan = cells::Plan::new(nightly::discover(&disc), &configs, a.seed);
+        if plan.cells.is_empty() {
+            bail_config!("no dataset to run (--datasets {:?} matched none)", a.datasets.unwrap_or_default());
+        }
+        return match &a.cell {
+            Some(id) => run_cell(outputs, &plan, id, &configs, a.force, Progress { quiet }),
+            None => {
+                for line in cells::describe(&plan) {
+                    println!("{line}");
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+        };
+    }
     let night_dir = outputs.join("nightly");
     // The nights' folder and a night in progress must be real folders, never links out.
     io::ensure_owned_dir(&night_dir)?;
@@ -251,20 +301,21 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<Ex
     let (previous, prev_folder) = previous_night(&night_dir, (&started_at, &stamp), &tol)?;
     let partial = night_dir.join(format!(".{stamp}.partial"));
     io::ensure_owned_dir(&partial)?;
-    let disc = Discovery {
-        roots: data_roots,
-        sizes: a.sizes.iter().map(|&s| s.into()).collect(),
-        seed: a.seed,
-        stark: !a.no_stark,
-        only: a.datasets.clone(),
-    };
     let planned = nightly::discover(&disc);
     if planned.is_empty() {
         let _ = std::fs::remove_dir_all(&partial);
         bail_config!("no dataset to run (--datasets {:?} matched none)", a.datasets.unwrap_or_default());
     }
     println!("tgrag nightly {stamp}: {} dataset(s) → {}", planned.len(), night_dir.join(&stamp).display());
-    let (outcomes, collected, specs) = run_datasets(outputs, planned, &configs, a.force, Progress { quiet });
+    let (plan_id, (outcomes, collected, specs)) = if a.collect {
+        let plan = cells::Plan::new(planned, &configs, a.seed);
+        let got = collect_cells(outputs, &plan).inspect_err(|_| {
+            let _ = std::fs::remove_dir_all(&partial);
+        })?;
+        (Some(plan.id), got)
+    } else {
+        (None, run_datasets(outputs, planned, &configs, a.force, Progress { quiet }))
+    };
     // The tables, then the comparison with the previous night, then the report.
     let leaderboard = collected.leaderboard()?;
     let cur = diff::rows(&leaderboard)?;
@@ -281,6 +332,7 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<Ex
         "previous": previous,
         "arguments": std::env::args().collect::<Vec<_>>(),
         "tolerances": { "per_metric": tol.per_metric, "default": tol.default },
+        "cells": plan_id,
     });
     let folder = Folder {
         leaderboard,
@@ -297,6 +349,13 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<Ex
     render_into(&partial, &stamp, &folder, &compared, prev_name.as_deref().map(|n| (n, prev_folder.as_ref().map(|f| &f.timings))))?;
     let final_dir = night_dir.join(&stamp);
     nightly::publish(&partial, &final_dir)?;
+    if let Some(id) = &plan_id {
+        let collected = serde_json::json!({ "plan": id, "night": stamp, "folder": final_dir.display().to_string() });
+        let cells_dir = outputs.join("cells").join(id);
+        io::ensure_owned_dir(&cells_dir)?;
+        io::write_bytes_atomic(&cells_dir.join("collected.json"), collected.to_string().as_bytes())?;
+        println!("collected the cells of plan {id}");
+    }
     let ran = outcomes.iter().filter(|o| o.status == "ok").count();
     if ran == 0 {
         // Nothing to compare with later: it prunes nothing, and the next night skips it as a baseline.
@@ -381,6 +440,107 @@ fn run_datasets(
         }
     }
     (outcomes, collected, specs)
+}
+
+/// Runs one cell: its dataset as [`run_datasets`] runs it, then its record. Exit 0, or 5 when the
+/// dataset failed (recorded as failed, so that the collected night says why).
+fn run_cell(
+    outputs: &Path,
+    plan: &cells::Plan,
+    id: &str,
+    configs: &BTreeMap<String, serde_json::Value>,
+    force: bool,
+    progress: Progress,
+) -> Result<ExitCode> {
+    let cell = plan.cell(id)?;
+    let spec = match &cell.planned.spec {
+        Ok(s) => s.clone(),
+        Err(why) => bail_config!("--cell {id}: the dataset is unavailable ({why})"),
+    };
+    let dir = plan.dir(outputs);
+    io::ensure_owned_dir(&dir)?;
+    println!("tgrag nightly: cell {id} of plan {} ({})", plan.id, cell.kind);
+    let started_at = utc((now_ms() / 1000) as u64);
+    let (o, ran) = run_dataset(outputs, spec, configs, force, progress);
+    let record = cells::Record {
+        plan: plan.id.clone(),
+        cell: id.to_string(),
+        status: o.status.to_string(),
+        detail: o.detail.clone(),
+        ran: ran.iter().map(|s| s.to_string()).collect(),
+        skipped: o.skipped,
+        seconds: o.seconds,
+        host: provenance::host()["hostname"].as_str().unwrap_or("").to_string(),
+        started_at,
+        finished_at: utc((now_ms() / 1000) as u64),
+    };
+    cells::write_record(&dir, &record)?;
+    println!(
+        "  {:<16} {} in {:.1}s: {} stage(s) ran, {} skipped{}",
+        o.dataset,
+        o.status,
+        o.seconds,
+        o.ran,
+        o.skipped,
+        if o.detail.is_empty() { String::new() } else { format!(": {}", o.detail) }
+    );
+    Ok(if o.status == "ok" { ExitCode::SUCCESS } else { ExitCode::from(nightly::EXIT_DATASET_FAILED) })
+}
+
+/// The outcomes, tables and specs of a night from its cells' records and folders, in plan order
+/// (the order [`run_datasets`] runs them): an unavailable dataset as a night says it, a cell
+/// without a record as failed.
+fn collect_cells(outputs: &Path, plan: &cells::Plan) -> Result<(Vec<Outcome>, Collected, serde_json::Map<String, serde_json::Value>)> {
+    let dir = plan.dir(outputs);
+    let mut outcomes = Vec::new();
+    let mut collected = Collected::default();
+    let mut specs = serde_json::Map::new();
+    for c in &plan.cells {
+        let spec = match &c.planned.spec {
+            Err(reason) => {
+                println!("  {:<16} unavailable ({reason})", c.id);
+                outcomes.push(Outcome {
+                    dataset: c.id.clone(),
+                    status: "unavailable",
+                    detail: reason.clone(),
+                    ran: 0,
+                    skipped: 0,
+                    seconds: 0.0,
+                });
+                continue;
+            }
+            Ok(spec) => spec,
+        };
+        specs.insert(c.id.clone(), provenance::dataset(spec));
+        let mut o = match cells::read_record(&dir, &plan.id, &c.id)? {
+            cells::State::Pending => {
+                let detail = format!("cell {} has no record in {} (not run, still running, or killed)", c.id, dir.display());
+                Outcome { dataset: c.id.clone(), status: "failed", detail, ran: 0, skipped: 0, seconds: 0.0 }
+            }
+            cells::State::Done(r) => {
+                let status = if r.status == "ok" { "ok" } else { "failed" };
+                let ran = r.ran.len() as u32;
+                let o = Outcome { dataset: c.id.clone(), status, detail: r.detail.clone(), ran, skipped: r.skipped, seconds: r.seconds };
+                if status == "ok" {
+                    let names: Vec<&str> = r.ran.iter().map(String::as_str).collect();
+                    if let Err(e) = collected.add_dataset(&o.dataset, &outputs.join(&o.dataset), &names) {
+                        println!("  {:<16} failed: collecting its results: {e:#}", o.dataset);
+                        let mut o = o;
+                        (o.status, o.detail) = ("failed", format!("collecting its results: {e:#}"));
+                        outcomes.push(o);
+                        continue;
+                    }
+                }
+                o
+            }
+        };
+        if o.status != "ok" && o.detail.is_empty() {
+            o.detail = "failed".into();
+        }
+        println!("  {:<16} {}{}", o.dataset, o.status, if o.detail.is_empty() { String::new() } else { format!(": {}", o.detail) });
+        outcomes.push(o);
+    }
+    Ok((outcomes, collected, specs))
 }
 
 /// Writes the night's tables (each checked as its declared table) and `provenance.json`.

@@ -3,6 +3,7 @@
 //! ([`render`], [`plots`]) and where it came from ([`provenance`]); and the dated result folders
 //! (`<outputs>/nightly/<UTC date>T<time>Z/`) that appear whole or not at all.
 
+pub mod cells;
 pub mod collect;
 pub mod diff;
 pub mod plots;

@@ -1,0 +1,380 @@
+//! `tgrag slurm submit|status`: a night's cells as Slurm job arrays, and their state read back.
+//!
+//! `submit` writes one sbatch array script per resource class of the plan's cells (task `i` runs
+//! `tgrag nightly --cell <i-th cell>`), submits them, then a collect job
+//! (`tgrag nightly --collect`) that waits for every array (`--dependency=afterany:…`: it runs
+//! even when a cell failed, and the night says which). Scripts, logs and the job ids go to
+//! `<outputs>/cells/<plan>/slurm/`. `status` reads the cells' records (and `squeue`, when there
+//! is one) back.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context, Result};
+use clap::Parser as _;
+use serde::{Deserialize, Serialize};
+use tgrag_schemas::io;
+
+use crate::commands::nightly::{NightlyArgs, plan_of};
+use crate::nightly::cells::{self, Plan, Resources, State};
+
+/// `tgrag slurm` arguments.
+#[derive(Debug, clap::Args)]
+pub struct SlurmArgs {
+    #[command(subcommand)]
+    pub command: SlurmCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum SlurmCommand {
+    /// Write and submit the night's cells as sbatch job arrays and a dependent collect job:
+    /// `tgrag slurm submit [--sbatch=--partition=P] -- <nightly options>`.
+    Submit(SubmitArgs),
+    /// Every cell's state (done, failed, pending; the queue's state where `squeue` answers) and
+    /// whether the night was collected: `tgrag slurm status -- <nightly options>`.
+    Status(StatusArgs),
+}
+
+/// `tgrag slurm submit` arguments.
+#[derive(Debug, clap::Args)]
+pub struct SubmitArgs {
+    /// An sbatch option for every job, after the script's own (which it overrides):
+    /// `--sbatch=--partition=long`, `--sbatch=--account=lab` (repeatable).
+    #[arg(long = "sbatch", value_name = "OPTION", allow_hyphen_values = true)]
+    pub sbatch: Vec<String>,
+    /// Write the scripts and print the sbatch commands; submit nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The night's options, after `--` (as `tgrag nightly` takes them).
+    #[arg(last = true, value_name = "NIGHTLY OPTIONS")]
+    pub nightly: Vec<String>,
+}
+
+/// `tgrag slurm status` arguments.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// The night's options, after `--` (those given to `submit`).
+    #[arg(last = true, value_name = "NIGHTLY OPTIONS")]
+    pub nightly: Vec<String>,
+}
+
+/// The nightly options alone, parsed as `tgrag nightly` parses them.
+#[derive(Debug, clap::Parser)]
+#[command(name = "tgrag nightly")]
+struct NightlyOnly {
+    #[command(flatten)]
+    a: NightlyArgs,
+}
+
+fn nightly_args(given: &[String]) -> Result<NightlyArgs> {
+    let parsed = NightlyOnly::try_parse_from(std::iter::once("nightly".to_string()).chain(given.iter().cloned()))
+        .map_err(|e| config!("the nightly options after `--`: {}", e.to_string().trim()))?;
+    if parsed.a.plan || parsed.a.cell.is_some() || parsed.a.collect {
+        bail_config!("the nightly options after `--` take no --plan, --cell or --collect: the jobs add those");
+    }
+    Ok(parsed.a)
+}
+
+/// What `submit` recorded (`<outputs>/cells/<plan>/slurm/jobs.json`).
+#[derive(Debug, Serialize, Deserialize)]
+struct Jobs {
+    plan: String,
+    arrays: Vec<ArrayJob>,
+    collect: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ArrayJob {
+    job: String,
+    script: PathBuf,
+    cells: Vec<String>,
+}
+
+/// `'…'` for the shell: every byte kept, single quotes closed and escaped.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// What every job runs: the binary, from the submitting folder, with the outputs folder and the
+/// night's options.
+struct Invocation {
+    exe: PathBuf,
+    cwd: PathBuf,
+    outputs: PathBuf,
+    nightly: Vec<String>,
+}
+
+impl Invocation {
+    fn command(&self, last: &str) -> String {
+        let mut parts = vec![sh_quote(&self.exe.display().to_string())];
+        parts.extend(["--outputs".into(), sh_quote(&self.outputs.display().to_string()), "--quiet".into(), "--wait".into()]);
+        parts.push("nightly".into());
+        parts.extend(self.nightly.iter().map(|a| sh_quote(a)));
+        parts.push(last.into());
+        parts.join(" ")
+    }
+}
+
+/// The array script of `cells` (one task each) with resources `r`.
+fn array_script(inv: &Invocation, plan: &str, k: usize, cells: &[&str], r: Resources, logs: &Path) -> String {
+    let list: Vec<String> = cells.iter().map(|c| sh_quote(c)).collect();
+    format!(
+        "#!/bin/bash\n\
+         #SBATCH --job-name=tgrag-cells-{short}-{k}\n\
+         #SBATCH --array=0-{last}\n\
+         #SBATCH --cpus-per-task={cpus}\n\
+         #SBATCH --mem={mem}G\n\
+         #SBATCH --time={time}\n\
+         #SBATCH --output={logs}/%x-%a.out\n\
+         # tgrag nightly, plan {plan}: one cell per array task.\n\
+         set -euo pipefail\n\
+         cells=({list})\n\
+         export RAYON_NUM_THREADS=\"${{SLURM_CPUS_PER_TASK:-{cpus}}}\"\n\
+         cd {cwd}\n\
+         exec {cmd}\n",
+        short = &plan[..8.min(plan.len())],
+        last = cells.len().saturating_sub(1),
+        cpus = r.cpus,
+        mem = r.mem_gb,
+        time = cells::hours(r.minutes),
+        logs = logs.display(),
+        list = list.join(" "),
+        cwd = sh_quote(&inv.cwd.display().to_string()),
+        cmd = inv.command("--cell \"${cells[$SLURM_ARRAY_TASK_ID]}\""),
+    )
+}
+
+/// The collect job's script.
+fn collect_script(inv: &Invocation, plan: &str, logs: &Path) -> String {
+    format!(
+        "#!/bin/bash\n\
+         #SBATCH --job-name=tgrag-collect-{short}\n\
+         #SBATCH --cpus-per-task=1\n\
+         #SBATCH --mem=4G\n\
+         #SBATCH --time=1:00:00\n\
+         #SBATCH --output={logs}/%x.out\n\
+         # tgrag nightly, plan {plan}: the night from its cells.\n\
+         set -euo pipefail\n\
+         cd {cwd}\n\
+         exec {cmd}\n",
+        short = &plan[..8.min(plan.len())],
+        logs = logs.display(),
+        cwd = sh_quote(&inv.cwd.display().to_string()),
+        cmd = inv.command("--collect"),
+    )
+}
+
+/// The runnable cells grouped by resources, in plan order within each group.
+fn classes(plan: &Plan) -> Vec<(Resources, Vec<&str>)> {
+    let mut by: BTreeMap<Resources, Vec<&str>> = BTreeMap::new();
+    for c in plan.runnable() {
+        by.entry(c.resources).or_default().push(c.id.as_str());
+    }
+    by.into_iter().collect()
+}
+
+/// Runs `sbatch --parsable` and returns the job id (`123` of `123;cluster`).
+fn sbatch(args: &[String], script: &Path) -> Result<String> {
+    let out = Command::new("sbatch")
+        .arg("--parsable")
+        .args(args)
+        .arg(script)
+        .output()
+        .map_err(|e| config!("sbatch: {e} (is Slurm installed, and sbatch on PATH?)"))?;
+    if !out.status.success() {
+        bail_config!("sbatch {}: {}", script.display(), String::from_utf8_lossy(&out.stderr).trim());
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let id = text.trim().split(';').next().unwrap_or("").to_string();
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+        bail_config!("sbatch {}: no job id in its answer {:?}", script.display(), text.trim());
+    }
+    Ok(id)
+}
+
+fn absolute(p: &Path) -> Result<PathBuf> {
+    if p.is_absolute() {
+        return Ok(p.to_path_buf());
+    }
+    Ok(std::env::current_dir().context("the current folder")?.join(p))
+}
+
+pub fn run(outputs: &Path, a: SlurmArgs) -> Result<ExitCode> {
+    match a.command {
+        SlurmCommand::Submit(s) => submit(outputs, s),
+        SlurmCommand::Status(s) => status(outputs, s),
+    }
+}
+
+fn submit(outputs: &Path, s: SubmitArgs) -> Result<ExitCode> {
+    let na = nightly_args(&s.nightly)?;
+    let plan = plan_of(&na)?;
+    let groups = classes(&plan);
+    if groups.is_empty() {
+        bail_config!("plan {}: no runnable cell (every dataset is unavailable: `tgrag nightly --plan` says why)", plan.id);
+    }
+    let outputs = absolute(outputs)?;
+    let dir = plan.dir(&outputs).join("slurm");
+    let logs = dir.join("logs");
+    io::ensure_owned_dir(&logs)?;
+    let inv = Invocation {
+        exe: std::env::current_exe().context("the tgrag binary's path")?,
+        cwd: std::env::current_dir().context("the current folder")?,
+        outputs: outputs.clone(),
+        nightly: s.nightly.clone(),
+    };
+    let mut arrays = Vec::new();
+    for (k, (r, ids)) in groups.iter().enumerate() {
+        let script = dir.join(format!("cells-{k}.sbatch"));
+        io::write_bytes_atomic(&script, array_script(&inv, &plan.id, k, ids, *r, &logs).as_bytes())?;
+        let job = if s.dry_run {
+            println!("sbatch --parsable {} {}", s.sbatch.join(" "), script.display());
+            format!("<array {k}>")
+        } else {
+            sbatch(&s.sbatch, &script)?
+        };
+        println!(
+            "array {job}: {} cell(s) ({}), {} cpus, {}G, {} each",
+            ids.len(),
+            ids.join(", "),
+            r.cpus,
+            r.mem_gb,
+            cells::hours(r.minutes)
+        );
+        arrays.push(ArrayJob { job, script, cells: ids.iter().map(|c| c.to_string()).collect() });
+    }
+    let script = dir.join("collect.sbatch");
+    io::write_bytes_atomic(&script, collect_script(&inv, &plan.id, &logs).as_bytes())?;
+    let dependency = format!("--dependency=afterany:{}", arrays.iter().map(|a| a.job.as_str()).collect::<Vec<_>>().join(":"));
+    let mut opts = s.sbatch.clone();
+    opts.push(dependency);
+    let collect = if s.dry_run {
+        println!("sbatch --parsable {} {}", opts.join(" "), script.display());
+        "<collect>".to_string()
+    } else {
+        sbatch(&opts, &script)?
+    };
+    println!("collect {collect}: after every array; the night goes to {}", outputs.join("nightly").display());
+    if !s.dry_run {
+        let jobs = Jobs { plan: plan.id.clone(), arrays, collect };
+        let text = serde_json::to_string_pretty(&jobs).context("the job ids as JSON")?;
+        io::write_bytes_atomic(&dir.join("jobs.json"), text.as_bytes())?;
+    }
+    println!("plan {}: scripts and logs in {}", plan.id, dir.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The queue's state of every task of `jobs` (`123_4` → `RUNNING`), where `squeue` answers.
+fn queue(jobs: &Jobs) -> BTreeMap<String, String> {
+    let mut ids: Vec<&str> = jobs.arrays.iter().map(|a| a.job.as_str()).collect();
+    ids.push(&jobs.collect);
+    let out = Command::new("squeue").args(["-h", "-r", "-o", "%i|%T", "-j", &ids.join(",")]).output();
+    let Ok(out) = out else { return BTreeMap::new() };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once('|').map(|(a, b)| (a.trim().to_string(), b.trim().to_string())))
+        .collect()
+}
+
+fn status(outputs: &Path, s: StatusArgs) -> Result<ExitCode> {
+    let na = nightly_args(&s.nightly)?;
+    let plan = plan_of(&na)?;
+    let dir = plan.dir(outputs);
+    let jobs_file = dir.join("slurm").join("jobs.json");
+    let jobs: Option<Jobs> = match std::fs::read_to_string(&jobs_file) {
+        Ok(t) => Some(serde_json::from_str(&t).map_err(|e| input!("{}: not a job list: {e}", jobs_file.display()))?),
+        Err(_) => None,
+    };
+    let queued = jobs.as_ref().map(queue).unwrap_or_default();
+    let task_of = |cell: &str| -> Option<String> {
+        let j = jobs.as_ref()?;
+        j.arrays.iter().find_map(|a| a.cells.iter().position(|c| c == cell).map(|i| format!("{}_{i}", a.job)))
+    };
+    println!("plan {}: {}", plan.id, dir.display());
+    let (mut done, mut failed, mut pending) = (0, 0, 0);
+    for c in plan.runnable() {
+        let line = match cells::read_record(&dir, &plan.id, &c.id)? {
+            State::Done(r) if r.status == "ok" => {
+                done += 1;
+                format!("done in {:.1}s on {} ({} stage(s) ran)", r.seconds, r.host, r.ran.len())
+            }
+            State::Done(r) => {
+                failed += 1;
+                format!("failed: {}", r.detail)
+            }
+            State::Pending => {
+                pending += 1;
+                let task = task_of(&c.id);
+                match task.as_ref().and_then(|t| queued.get(t).map(|q| (t, q))) {
+                    Some((t, q)) => format!("pending: job {t} {q}"),
+                    None => match task {
+                        Some(t) => format!("pending: job {t} not in the queue (killed, or it ended without a record)"),
+                        None => "pending: not submitted".to_string(),
+                    },
+                }
+            }
+        };
+        println!("  {:<20} {line}", c.id);
+    }
+    let collected = dir.join("collected.json");
+    let night = std::fs::read_to_string(&collected)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v["folder"].as_str().map(str::to_string));
+    match (night, jobs.as_ref().and_then(|j| queued.get(&j.collect))) {
+        (Some(f), _) => println!("collected: {f}"),
+        (None, Some(q)) => println!("not collected yet: job {} {q}", jobs.as_ref().map(|j| j.collect.as_str()).unwrap_or("")),
+        (None, None) => println!("not collected yet"),
+    }
+    println!("{done} done, {failed} failed, {pending} pending");
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scripts_quote_every_argument_and_map_array_tasks_to_cells() {
+        let inv = Invocation {
+            exe: PathBuf::from("/opt/tg rag/tgrag"),
+            cwd: PathBuf::from("/work/it's here"),
+            outputs: PathBuf::from("/shared/out"),
+            nightly: vec!["--set".into(), "bm25.k1=1.2".into(), "--datasets".into(), "a;rm -rf /".into()],
+        };
+        let r = Resources { cpus: 4, mem_gb: 16, minutes: 90 };
+        let s = array_script(&inv, "0123456789abcdef", 1, &["synthetic-tiny", "enron"], r, Path::new("/shared/out/logs"));
+        for want in [
+            "#SBATCH --array=0-1\n",
+            "#SBATCH --cpus-per-task=4\n",
+            "#SBATCH --mem=16G\n",
+            "#SBATCH --time=1:30:00\n",
+            "#SBATCH --job-name=tgrag-cells-01234567-1\n",
+            "cells=('synthetic-tiny' 'enron')\n",
+            "cd '/work/it'\\''s here'\n",
+            "exec '/opt/tg rag/tgrag' --outputs '/shared/out' --quiet --wait nightly '--set' 'bm25.k1=1.2' '--datasets' 'a;rm -rf /' --cell \"${cells[$SLURM_ARRAY_TASK_ID]}\"\n",
+        ] {
+            assert!(s.contains(want), "{want:?} not in\n{s}");
+        }
+        // The quoted words read back as the originals in a real shell.
+        let words = Command::new("bash")
+            .arg("-c")
+            .arg(format!("printf '%s\\n' {}", inv.nightly.iter().map(|a| sh_quote(a)).collect::<Vec<_>>().join(" ")))
+            .output()
+            .expect("bash");
+        assert_eq!(String::from_utf8_lossy(&words.stdout).lines().collect::<Vec<_>>(), inv.nightly);
+        let c = collect_script(&inv, "0123456789abcdef", Path::new("/l"));
+        assert!(c.contains("nightly '--set' 'bm25.k1=1.2' '--datasets' 'a;rm -rf /' --collect\n"), "{c}");
+        assert!(!c.contains("--array"), "{c}");
+    }
+
+    #[test]
+    fn the_nightly_options_are_parsed_as_nightly_parses_them_and_cell_flags_refused() {
+        assert!(nightly_args(&["--sizes".into(), "tiny".into()]).is_ok());
+        let e = nightly_args(&["--cell".into(), "x".into()]).expect_err("cell");
+        assert!(e.to_string().contains("--plan, --cell or --collect"), "{e}");
+        let e = nightly_args(&["--sizes".into(), "huge".into()]).expect_err("bad size");
+        assert!(e.to_string().contains("the nightly options after `--`"), "{e}");
+    }
+}
