@@ -41,11 +41,16 @@ impl std::fmt::Display for Locked {
 
 impl std::error::Error for Locked {}
 
-fn holder_line() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+/// This machine's name (the kernel's, else `$HOSTNAME`).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| "unknown host".into());
+        .unwrap_or_else(|_| "unknown host".into())
+}
+
+fn holder_line() -> String {
+    let host = hostname();
     let start = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let command: Vec<String> = std::env::args().collect();
     format!("pid {} on {host}, started {} (unix {start}), command `{}`", std::process::id(), utc(start), command.join(" "))

@@ -113,6 +113,17 @@ struct Outcome {
     seconds: f64,
 }
 
+impl Outcome {
+    /// The line a night prints for a dataset it ran.
+    fn line(&self) -> String {
+        let detail = if self.detail.is_empty() { String::new() } else { format!(": {}", self.detail) };
+        format!(
+            "  {:<16} {} in {:.1}s: {} stage(s) ran, {} skipped{detail}",
+            self.dataset, self.status, self.seconds, self.ran, self.skipped
+        )
+    }
+}
+
 fn datasets_batch(rows: &[Outcome]) -> Result<RecordBatch> {
     let s = |f: &dyn Fn(&Outcome) -> String| -> ArrayRef { std::sync::Arc::new(StringArray::from_iter_values(rows.iter().map(f))) };
     Ok(tables::NIGHTLY_DATASETS.batch(vec![
@@ -274,12 +285,8 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<Ex
     let all = tgrag_stages::all();
     let configs = stage_configs(&all, &night_sets(&a), a.device.map(Into::into))?;
     let tol = diff::Tolerances::parse(&a.tolerance, a.default_tolerance)?;
-    let disc = discovery(&a)?;
     if a.plan || a.cell.is_some() {
-        let plan = cells::Plan::new(nightly::discover(&disc), &configs, a.seed);
-        if plan.cells.is_empty() {
-            bail_config!("no dataset to run (--datasets {:?} matched none)", a.datasets.unwrap_or_default());
-        }
+        let plan = plan_of(&a)?;
         return match &a.cell {
             Some(id) => run_cell(outputs, &plan, id, &configs, a.force, Progress { quiet }),
             None => {
@@ -294,6 +301,7 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: NightlyArgs) -> Result<Ex
     // The nights' folder and a night in progress must be real folders, never links out.
     io::ensure_owned_dir(&night_dir)?;
     let _lock = FolderLock::acquire(&night_dir, wait)?;
+    let disc = discovery(&a)?;
     nightly::clean_partials(&night_dir)?;
     let started = now_ms();
     let stamp = nightly::stamp(started);
@@ -419,15 +427,7 @@ fn run_datasets(
                 println!("  {}", p.name);
                 specs.insert(p.name.clone(), provenance::dataset(&spec));
                 let (o, ran) = run_dataset(outputs, spec, configs, force, progress);
-                println!(
-                    "  {:<16} {} in {:.1}s: {} stage(s) ran, {} skipped{}",
-                    o.dataset,
-                    o.status,
-                    o.seconds,
-                    o.ran,
-                    o.skipped,
-                    if o.detail.is_empty() { String::new() } else { format!(": {}", o.detail) }
-                );
+                println!("{}", o.line());
                 let mut o = o;
                 if o.status == "ok"
                     && let Err(e) = collected.add_dataset(&o.dataset, &outputs.join(&o.dataset), &ran)
@@ -452,16 +452,12 @@ fn run_cell(
     force: bool,
     progress: Progress,
 ) -> Result<ExitCode> {
-    let cell = plan.cell(id)?;
-    let spec = match &cell.planned.spec {
-        Ok(s) => s.clone(),
-        Err(why) => bail_config!("--cell {id}: the dataset is unavailable ({why})"),
-    };
+    let (cell, spec) = plan.cell(id)?;
     let dir = plan.dir(outputs);
     io::ensure_owned_dir(&dir)?;
     println!("tgrag nightly: cell {id} of plan {} ({})", plan.id, cell.kind);
     let started_at = utc((now_ms() / 1000) as u64);
-    let (o, ran) = run_dataset(outputs, spec, configs, force, progress);
+    let (o, ran) = run_dataset(outputs, spec.clone(), configs, force, progress);
     let record = cells::Record {
         plan: plan.id.clone(),
         cell: id.to_string(),
@@ -470,20 +466,12 @@ fn run_cell(
         ran: ran.iter().map(|s| s.to_string()).collect(),
         skipped: o.skipped,
         seconds: o.seconds,
-        host: provenance::host()["hostname"].as_str().unwrap_or("").to_string(),
+        host: crate::lock::hostname(),
         started_at,
         finished_at: utc((now_ms() / 1000) as u64),
     };
     cells::write_record(&dir, &record)?;
-    println!(
-        "  {:<16} {} in {:.1}s: {} stage(s) ran, {} skipped{}",
-        o.dataset,
-        o.status,
-        o.seconds,
-        o.ran,
-        o.skipped,
-        if o.detail.is_empty() { String::new() } else { format!(": {}", o.detail) }
-    );
+    println!("{}", o.line());
     Ok(if o.status == "ok" { ExitCode::SUCCESS } else { ExitCode::from(nightly::EXIT_DATASET_FAILED) })
 }
 
@@ -512,31 +500,30 @@ fn collect_cells(outputs: &Path, plan: &cells::Plan) -> Result<(Vec<Outcome>, Co
             Ok(spec) => spec,
         };
         specs.insert(c.id.clone(), provenance::dataset(spec));
-        let mut o = match cells::read_record(&dir, &plan.id, &c.id)? {
+        let o = match cells::read_record(&dir, &plan.id, &c.id)? {
             cells::State::Pending => {
                 let detail = format!("cell {} has no record in {} (not run, still running, or killed)", c.id, dir.display());
                 Outcome { dataset: c.id.clone(), status: "failed", detail, ran: 0, skipped: 0, seconds: 0.0 }
             }
             cells::State::Done(r) => {
                 let status = if r.status == "ok" { "ok" } else { "failed" };
-                let ran = r.ran.len() as u32;
-                let o = Outcome { dataset: c.id.clone(), status, detail: r.detail.clone(), ran, skipped: r.skipped, seconds: r.seconds };
-                if status == "ok" {
-                    let names: Vec<&str> = r.ran.iter().map(String::as_str).collect();
-                    if let Err(e) = collected.add_dataset(&o.dataset, &outputs.join(&o.dataset), &names) {
-                        println!("  {:<16} failed: collecting its results: {e:#}", o.dataset);
-                        let mut o = o;
-                        (o.status, o.detail) = ("failed", format!("collecting its results: {e:#}"));
-                        outcomes.push(o);
-                        continue;
-                    }
+                let mut o = Outcome {
+                    dataset: c.id.clone(),
+                    status,
+                    detail: r.detail.clone(),
+                    ran: r.ran.len() as u32,
+                    skipped: r.skipped,
+                    seconds: r.seconds,
+                };
+                let names: Vec<&str> = r.ran.iter().map(String::as_str).collect();
+                if status == "ok"
+                    && let Err(e) = collected.add_dataset(&o.dataset, &outputs.join(&o.dataset), &names)
+                {
+                    (o.status, o.detail) = ("failed", format!("collecting its results: {e:#}"));
                 }
                 o
             }
         };
-        if o.status != "ok" && o.detail.is_empty() {
-            o.detail = "failed".into();
-        }
         println!("  {:<16} {}{}", o.dataset, o.status, if o.detail.is_empty() { String::new() } else { format!(": {}", o.detail) });
         outcomes.push(o);
     }

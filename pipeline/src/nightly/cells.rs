@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use tgrag_datasets::registry::{RawKind, Source};
+use tgrag_datasets::registry::{DatasetSpec, RawKind, Source};
 use tgrag_datasets::synthetic::Size;
 
 use crate::nightly::Planned;
@@ -97,14 +97,14 @@ impl Plan {
         self.cells.iter().filter(|c| c.planned.spec.is_ok())
     }
 
-    /// The cell `id`; a config error listing the plan's cells otherwise.
-    pub fn cell(&self, id: &str) -> Result<&Cell> {
+    /// The cell `id` and its dataset; a config error when it is unavailable, or not a cell of the
+    /// plan (listing the plan's cells).
+    pub fn cell(&self, id: &str) -> Result<(&Cell, &DatasetSpec)> {
         match self.cells.iter().find(|c| c.id == id) {
-            Some(c) if c.planned.spec.is_err() => {
-                let why = c.planned.spec.as_ref().err().cloned().unwrap_or_default();
-                bail_config!("--cell {id}: the dataset is unavailable on this machine ({why})")
-            }
-            Some(c) => Ok(c),
+            Some(c) => match &c.planned.spec {
+                Ok(spec) => Ok((c, spec)),
+                Err(why) => bail_config!("--cell {id}: the dataset is unavailable on this machine ({why})"),
+            },
             None => {
                 let ids: Vec<&str> = self.runnable().map(|c| c.id.as_str()).collect();
                 bail_config!("--cell {id}: not a cell of this night's plan {} (its cells: {})", self.id, ids.join(", "))

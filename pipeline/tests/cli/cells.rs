@@ -28,15 +28,8 @@ fn matrix_root(d: &Path) -> Option<PathBuf> {
 const MATRIX: [&str; 2] = ["--datasets", "synthetic-tiny,primekg-paths,enron"];
 
 fn night(outputs: &Path, root: &Path, extra: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_tgrag"));
-    c.env("TGRAG_MODELS", Path::new(env!("CARGO_MANIFEST_DIR")).join("../weights"))
-        .env_remove("TGRAG_DATA_ROOT")
-        .arg("--outputs")
-        .arg(outputs)
-        .arg("--quiet")
-        .arg("nightly")
-        .args(nightly_options(root))
-        .args(extra);
+    let mut c = super::nightly::nightly_cmd(outputs, root, &MATRIX);
+    c.args(extra);
     c
 }
 

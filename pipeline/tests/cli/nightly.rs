@@ -46,7 +46,7 @@ pub(super) const FAST: [&str; 29] = [
     "mixrag.ablation_depths=[]",
 ];
 
-fn nightly_cmd(outputs: &Path, data_root: &Path, extra: &[&str]) -> Command {
+pub(super) fn nightly_cmd(outputs: &Path, data_root: &Path, extra: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_tgrag"));
     c.env("TGRAG_MODELS", Path::new(env!("CARGO_MANIFEST_DIR")).join("../weights"))
         .env_remove("TGRAG_DATA_ROOT")
