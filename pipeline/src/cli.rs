@@ -91,7 +91,12 @@ pub fn dispatch(args: Args) -> Result<ExitCode> {
         Command::Schema(a) => commands::schema::run(a),
         Command::Sql(a) => commands::sql::run(&outputs, a),
         Command::Bm25(a) => lock(&a.out).and_then(|_l| commands::bm25::run(a, quiet)),
-        Command::Embed(a) => lock(&a.out).and_then(|_l| commands::embed::run(a, quiet)),
+        // A shard writes its partition alone, under that folder's lock, so that every shard runs at once.
+        Command::Embed(a) => match a.shard {
+            Some(s) => FolderLock::acquire(&tgrag_stages::shared::shards::part_dir(&commands::embed::shards_root(&a.out), s), wait)
+                .and_then(|_l| commands::embed::run(a, quiet)),
+            None => lock(&a.out).and_then(|_l| commands::embed::run(a, quiet)),
+        },
         Command::Diffusion(a) => lock(&a.out).and_then(|_l| commands::diffusion::run(a)),
         Command::Graphwave(a) => lock(&a.out).and_then(|_l| commands::graphwave::run(a)),
         Command::Evaluate(a) => lock(&a.out).and_then(|_l| commands::evaluate::run(a)),

@@ -11,6 +11,12 @@
 //! its own folder, renames them into place only after success, then writes the manifest atomically.
 //! A run killed at any moment leaves a stage without a valid manifest, so the next run redoes it; as
 //! outputs are deterministic, the result is byte-identical to an uninterrupted run.
+//!
+//! Shards ([`run_shard`]): a stage with a sharded phase (`StageInfo::shards`) can have that phase
+//! cut into `N` contiguous ranges, each run by its own process into a partition under
+//! `<stage>/shards/` (`tgrag_stages::shared::shards`), keyed on the stage's fingerprint. The
+//! stage's normal run reads the partitions of its key, embeds the rest and, once its outputs are
+//! committed, removes them.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tgrag_datasets::DatasetSpec;
 use tgrag_schemas::{io, tables};
+use tgrag_stages::shared::shards::{self, PartRecord, Shard};
 use tgrag_stages::{Progress, Stage, StageContext, StageError, Written};
 
 /// Name of the manifest file in every stage folder.
@@ -159,7 +166,9 @@ pub enum Decision {
 /// Why a stage must run, or why it may be skipped.
 pub fn decide(dir: &Path, fp: &str, code: &str, config: &serde_json::Value, inputs: &BTreeMap<String, String>, force: bool) -> Decision {
     let Some(m) = read_manifest(dir) else {
-        return Decision::Run(if dir.exists() {
+        // A folder that holds nothing but shard partitions has never had a run of the stage.
+        let only_shards = std::fs::read_dir(dir).is_ok_and(|mut e| e.all(|x| x.is_ok_and(|x| x.file_name() == shards::SHARDS_DIR)));
+        return Decision::Run(if dir.exists() && !only_shards {
             "no complete previous run (interrupted or failed)".into()
         } else {
             "no previous run".into()
@@ -352,11 +361,24 @@ fn run_stage(
 ) -> Result<StageOutcome> {
     let info = stage.info();
     let dir = root.join(info.name);
-    let config = opts.configs.get(info.name).cloned().unwrap_or_else(|| stage.default_config());
-    let code = code_version(stage);
     if let Some(why) = applicability(root, stage) {
         return Ok(StageOutcome { stage: info.name, decision: Decision::NotApplicable(why), seconds: 0.0, outputs: BTreeMap::new() });
     }
+    let key = stage_key(opts, all, root, stage)?;
+    let fp = key.fingerprint.clone();
+    let force = opts.force && explicitly.is_none_or(|e| e.contains(&info.name));
+    let decision = decide(&dir, &fp, &key.code, &key.config, &key.inputs, force);
+    if let Decision::Skip(_) = decision {
+        let outputs = read_manifest(&dir).map(|m| m.outputs).unwrap_or_default();
+        return Ok(StageOutcome { stage: info.name, decision, seconds: 0.0, outputs });
+    }
+    execute(opts, all, root, stage, key, decision)
+}
+
+/// The cache key of `stage` over the outputs folder as it is now.
+fn stage_key(opts: &RunOptions, all: &[&'static dyn Stage], root: &Path, stage: &'static dyn Stage) -> Result<StageKey> {
+    let config = opts.configs.get(stage.info().name).cloned().unwrap_or_else(|| stage.default_config());
+    let code = code_version(stage);
     let mut inputs = stage_inputs(root, stage, all, &opts.dataset, &opts.outputs)?;
     if let Some(spec) = stage.backbone(&config) {
         // A language model named by folder or hub id: its weights are an input (a refetched or
@@ -364,15 +386,8 @@ fn run_stage(
         let dir = tgrag_stages::shared::encoders::backbone_dir(&spec)?;
         inputs.insert("lm".to_string(), format!("{spec} {}", io::sha256_file(&dir.join("model.safetensors"))?));
     }
-    let fp = fingerprint(info.name, &code, &config, &inputs);
-    let force = opts.force && explicitly.is_none_or(|e| e.contains(&info.name));
-    let decision = decide(&dir, &fp, &code, &config, &inputs, force);
-    if let Decision::Skip(_) = decision {
-        let outputs = read_manifest(&dir).map(|m| m.outputs).unwrap_or_default();
-        return Ok(StageOutcome { stage: info.name, decision, seconds: 0.0, outputs });
-    }
-    let key = StageKey { code, fingerprint: fp, config, inputs };
-    execute(opts, all, root, stage, key, decision)
+    let fingerprint = fingerprint(stage.info().name, &code, &config, &inputs);
+    Ok(StageKey { code, fingerprint, config, inputs })
 }
 
 /// Runs a stage that must run: its manifest and leftover temporary files removed first, its
@@ -398,16 +413,133 @@ fn execute(
     let mut ctx = StageContext::new(info, tgrag_stages::deps_of(stage, all), &opts.dataset, &key.config, root, opts.progress)
         .with_cache_key(&key.fingerprint);
     let result = stage.run(&mut ctx);
-    let (written, timings) = ctx.finish();
+    let done = ctx.finish();
     if let Err(e) = result {
-        return Err(failed(&dir, info.name, &written, previous.is_none(), e));
+        return Err(failed(&dir, info.name, &done.written, previous.is_none(), e));
     }
-    let outputs = commit_outputs(&dir, &written, previous)?;
+    let outputs = commit_outputs(&dir, &done.written, previous)?;
     let seconds = t0.elapsed().as_secs_f64();
     let timings: Vec<PhaseTiming> =
-        timings.into_iter().map(|t| PhaseTiming { phase: t.phase, seconds: t.seconds, items: t.items }).collect();
+        done.timings.into_iter().map(|t| PhaseTiming { phase: t.phase, seconds: t.seconds, items: t.items }).collect();
     write_records(opts, &dir, info.name, key, &outputs, timings, seconds)?;
+    if info.shards.is_some() {
+        // The table holds the partitions now.
+        remove_partitions(&dir.join(shards::SHARDS_DIR));
+    }
+    let decision = match decision {
+        Decision::Run(why) if !done.notes.is_empty() => Decision::Run(format!("{why}; {}", done.notes.join("; "))),
+        d => d,
+    };
     Ok(StageOutcome { stage: info.name, decision, seconds, outputs })
+}
+
+/// Removes the partition folders under `root` that no shard run holds (a shard still running keeps
+/// its folder), then `root` when it is empty.
+pub fn remove_partitions(root: &Path) {
+    for shard in shards::present(root) {
+        let dir = shards::part_dir(root, shard);
+        if let Ok(lock) = crate::lock::FolderLock::acquire(&dir, false) {
+            let _ = std::fs::remove_dir_all(&dir);
+            drop(lock);
+        }
+    }
+    let _ = std::fs::remove_dir(root);
+}
+
+/// Outcome of a shard run.
+#[derive(Debug)]
+pub struct ShardOutcome {
+    pub stage: &'static str,
+    pub shard: Shard,
+    /// Ran (why), skipped (its partition is up to date) or not applicable.
+    pub decision: Decision,
+    /// The partition (when there is one).
+    pub record: Option<PartRecord>,
+    /// Its folder.
+    pub dir: PathBuf,
+    pub seconds: f64,
+}
+
+/// Runs `shard` of the one stage `opts.stages` names: that stage's sharded phase over the shard's
+/// range, into its partition (`<stage>/shards/<IIIII>-of-<NNNNN>/`), under that folder's lock
+/// alone, so that every shard of a dataset can run at once. The stages upstream must be up to
+/// date (a shard reads their outputs and never writes them); a partition that is up to date (same
+/// cache key, complete) is skipped unless `opts.force`.
+pub fn run_shard(opts: &RunOptions, all: &[&'static dyn Stage], shard: Shard, wait: bool) -> Result<ShardOutcome> {
+    let root = opts.outputs.join(&opts.dataset.name);
+    let sharded: Vec<&str> = all.iter().filter(|s| s.info().shards.is_some()).map(|s| s.info().name).collect();
+    let stage = match opts.stages.as_deref() {
+        Some([one]) => *all
+            .iter()
+            .find(|s| s.info().name == one.as_str())
+            .ok_or_else(|| crate::config!("unknown stage `{one}`; --shard applies to: {}", sharded.join(", ")))?,
+        _ => bail_config!("--shard runs one stage: name it with --stages (one of: {})", sharded.join(", ")),
+    };
+    let info = stage.info();
+    if info.shards.is_none() {
+        bail_config!("stage `{}` has no sharded phase; --shard applies to: {}", info.name, sharded.join(", "));
+    }
+    let stage_dir = root.join(info.name);
+    let parts = stage_dir.join(shards::SHARDS_DIR);
+    let dir = shards::part_dir(&parts, shard);
+    let outcome = |decision, record, seconds| ShardOutcome { stage: info.name, shard, decision, record, dir: dir.clone(), seconds };
+    // The shard reads its upstream stages' outputs as they are: each must be up to date.
+    for up in select(all, Some(&[info.name.to_string()]))?.into_iter().filter(|s| s.info().name != info.name) {
+        if applicability(&root, up).is_some() {
+            continue;
+        }
+        let key = stage_key(opts, all, &root, up)?;
+        if let Decision::Run(why) = decide(&root.join(up.info().name), &key.fingerprint, &key.code, &key.config, &key.inputs, false) {
+            bail_config!(
+                "stage `{}` is not up to date for the shards of `{}` ({why}): run `tgrag run --dataset {} --stages {}` before them",
+                up.info().name,
+                info.name,
+                opts.dataset.name,
+                up.info().name
+            );
+        }
+    }
+    if let Some(why) = applicability(&root, stage) {
+        return Ok(outcome(Decision::NotApplicable(why), None, 0.0));
+    }
+    for d in [&root, &stage_dir, &parts] {
+        io::ensure_owned_dir(d)?;
+    }
+    let _lock = crate::lock::FolderLock::acquire(&dir, wait)?;
+    let key = stage_key(opts, all, &root, stage)?;
+    if !opts.force {
+        if let Some(rec) = shards::valid(&parts, shard, &key.fingerprint) {
+            let why = format!("up to date ({})", key.fingerprint.get(..12).unwrap_or(&key.fingerprint));
+            return Ok(outcome(Decision::Skip(why), Some(rec), 0.0));
+        }
+    }
+    let why = if dir.join(shards::RECORD_FILE).exists() {
+        if opts.force { "--force" } else { "its partition is of other inputs, code or config" }
+    } else {
+        "no complete partition"
+    };
+    let t0 = Instant::now();
+    let mut ctx = StageContext::new(info, tgrag_stages::deps_of(stage, all), &opts.dataset, &key.config, &root, opts.progress)
+        .with_cache_key(&key.fingerprint)
+        .with_shard(shard);
+    let result = stage.run(&mut ctx);
+    let done = ctx.finish();
+    for w in &done.written {
+        let _ = std::fs::remove_file(&w.tmp);
+    }
+    result.map_err(|e| anyhow::Error::new(e).context(format!("stage `{}`, shard {shard}, failed", info.name)))?;
+    let Some(record) = done.part else {
+        return Err(crate::internal!("stage `{}` wrote no partition for shard {shard}", info.name));
+    };
+    if !done.written.is_empty() {
+        return Err(crate::internal!("stage `{}` wrote tables in a shard run", info.name));
+    }
+    // An upstream stage rewritten while the shard ran: the partition may mix both; drop it.
+    if stage_key(opts, all, &root, stage)?.fingerprint != key.fingerprint {
+        let _ = std::fs::remove_file(dir.join(shards::RECORD_FILE));
+        anyhow::bail!("the inputs of `{}` changed while shard {shard} ran: run the shard again", info.name);
+    }
+    Ok(outcome(Decision::Run(why.into()), Some(record), t0.elapsed().as_secs_f64()))
 }
 
 /// After a failed stage: its temporary files removed (and its folder, when it never succeeded);

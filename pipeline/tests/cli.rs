@@ -37,6 +37,8 @@ mod hostile_train;
 mod nightly;
 #[path = "cli/outputs.rs"]
 mod outputs;
+#[path = "cli/shards.rs"]
+mod shards;
 
 /// A test server on 127.0.0.1 (the local mirrors of the hub tests): every connection is handled
 /// on its own thread by `handle(stream, endpoint, stop)`; it accepts until the returned flag is set

@@ -318,6 +318,21 @@ pub const EMBEDDINGS: TableSpec = TableSpec {
     columns: &[req("node_id", U32, "node"), req("embedding", Vector, "the embedding (one width per table)")],
 };
 
+/// One shard's partition of a stage's embeddings (`tgrag run --shard I/N`, `tgrag embed --shard
+/// I/N`): a contiguous range of the texts the stage embeds, under `<stage>/shards/`. The stage's
+/// full run reads the partitions of its cache key into its own table and removes them.
+pub const EMBEDDING_PART: TableSpec = TableSpec {
+    name: "embedding_part",
+    version: 1,
+    family: "retrieval",
+    doc: "One shard's embeddings: one row per text of its contiguous range, in the stage's text order.",
+    run_dependent: false,
+    columns: &[
+        req("row", U32, "the text's position in the stage's order (the partition's range, ascending)"),
+        req("embedding", Vector, "the embedding (the stage's encoder)"),
+    ],
+};
+
 /// Query embeddings (the `dense` stage).
 pub const QUERY_EMBEDDINGS: TableSpec = TableSpec {
     name: "query_embeddings",
@@ -1169,6 +1184,7 @@ pub const ALL: &[&TableSpec] = &[
     &BM25_DOCS,
     &GRAPH_STATS,
     &EMBEDDINGS,
+    &EMBEDDING_PART,
     &QUERY_EMBEDDINGS,
     &TOPIC_ENTITIES,
     &RELATION_PATHS,

@@ -35,6 +35,7 @@ static INFO: StageInfo = StageInfo {
         "emails",
     ],
     files: &[],
+    shards: None,
 };
 
 impl StageSpec for Ingest {

@@ -12,6 +12,8 @@ use tgrag_models::minilm::{self, EncodeOptions, MiniLm};
 use tgrag_schemas::tables;
 use tgrag_stages::Progress;
 
+use tgrag_stages::shared::shards::{self, Shard};
+
 use crate::commands::{DeviceArg, ids_and_texts};
 
 /// `--engine`.
@@ -82,6 +84,32 @@ pub struct EmbedArgs {
     /// lacks it). The summary line names what ran.
     #[arg(long, value_enum, default_value_t = ProductsArg::Auto)]
     pub products: ProductsArg,
+    /// Embed shard I of N (`0 ≤ I < N`): the I-th of N contiguous ranges of the input's rows, into
+    /// a partition under `<out>.shards/` (`--out` is not written). A run without `--shard` then
+    /// reads the partitions of the same input, model and options, embeds the rest and writes
+    /// `--out`.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<Shard>,
+}
+
+/// The folder of `out`'s shard partitions: `<out>.shards`.
+pub fn shards_root(out: &Path) -> PathBuf {
+    let mut name = out.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".shards");
+    out.with_file_name(name)
+}
+
+/// The cache key of an embedding: the code, the input file, the weights and the batch size.
+fn cache_key(input: &Path, model_dir: &Path, batch_size: usize) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    let key = serde_json::json!({
+        "tool": "embed",
+        "code": crate::runner::CODE_DIGEST,
+        "input": tgrag_schemas::io::sha256_file(input)?,
+        "model": tgrag_schemas::io::sha256_file(&model_dir.join("model.safetensors"))?,
+        "batch_size": batch_size,
+    });
+    Ok(tgrag_schemas::io::hex(&Sha256::digest(key.to_string().as_bytes())))
 }
 
 pub fn run(a: EmbedArgs, quiet: bool) -> Result<()> {
@@ -117,17 +145,60 @@ pub fn run(a: EmbedArgs, quiet: bool) -> Result<()> {
     let model = if fused { MiniLm::load_fused(&dir, products)? } else { MiniLm::load(&dir, &device.device())? };
     let t_load = t0.elapsed().as_secs_f64();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let bar = Progress { quiet }.bar(refs.len() as u64, "embed (MiniLM)");
-    let t1 = Instant::now();
-    let emb = model.encode(&refs, EncodeOptions { batch_size: a.batch_size }, &|n| bar.inc(n as u64))?;
-    let t_enc = t1.elapsed().as_secs_f64();
-    bar.finish_and_clear();
     let dim = model.dim();
+    let identity = match fused {
+        true => format!("minilm {dim} {} {}", model.products(), tgrag_models::simd::level().name()),
+        false => format!("minilm {dim} burn {}", device.resolved().as_str()),
+    };
+    let key = cache_key(&a.input, &dir, a.batch_size)?;
+    let root = shards_root(&a.out);
+    let encode = |t: &[&str], label: &str| -> Result<Vec<f32>> {
+        let bar = Progress { quiet }.bar(t.len() as u64, label);
+        let emb = model.encode(t, EncodeOptions { batch_size: a.batch_size }, &|n| bar.inc(n as u64))?;
+        bar.finish_and_clear();
+        Ok(emb)
+    };
+    let t1 = Instant::now();
+    if let Some(shard) = a.shard {
+        if shards::valid(&root, shard, &key).is_some() {
+            eprintln!("embed: shard {shard} is up to date → {}", shards::part_dir(&root, shard).display());
+            return Ok(());
+        }
+        let rec = shards::run_shard(&root, shard, (&key, &identity), &refs, dim, None, |t| {
+            encode(t, "embed (MiniLM)").map_err(|e| tgrag_stages::StageError::Internal(format!("{e:#}")))
+        })?;
+        let n = rec.rows[1] - rec.rows[0];
+        eprintln!(
+            "embed: shard {shard}, rows {}..{} ({n} texts, {} products) in {:.3}s ({:.1} texts/s) → {}",
+            rec.rows[0],
+            rec.rows[1],
+            model.products(),
+            rec.seconds,
+            n as f64 / rec.seconds.max(1e-9),
+            shards::part_dir(&root, shard).display()
+        );
+        return Ok(());
+    }
+    let mut failure = None;
+    let (emb, how) = shards::assemble(&root, (&key, &identity), refs.len(), dim, |r| {
+        encode(&refs[r], "embed (MiniLM)").map_err(|e| {
+            let text = format!("{e:#}");
+            failure = Some(e);
+            tgrag_stages::StageError::Internal(text)
+        })
+    })
+    .map_err(|e| failure.take().unwrap_or_else(|| e.into()))?;
+    let t_enc = t1.elapsed().as_secs_f64();
     let values = Arc::new(Float32Array::from(emb));
     let item = Arc::new(Field::new("item", DataType::Float32, false));
     let list = FixedSizeListArray::try_new(item.clone(), dim as i32, values, None)?;
     let batch = tables::EMBED_VECTORS.batch(vec![ids, Arc::new(list)])?;
     tgrag_schemas::io::write_table(&tables::EMBED_VECTORS, &a.out, &batch)?;
+    // The table holds the partitions now.
+    crate::runner::remove_partitions(&root);
+    if let Some(line) = how.describe() {
+        eprintln!("embed: {line}");
+    }
     eprintln!(
         "embed: {} texts on {} ({} engine, {} products) in {:.3}s ({:.1} texts/s; model load {:.2}s) → {}",
         refs.len(),

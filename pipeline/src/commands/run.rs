@@ -22,6 +22,12 @@ pub struct RunArgs {
     /// Rerun the selected stages even when up to date.
     #[arg(long)]
     pub force: bool,
+    /// Run shard I of N (`0 ≤ I < N`) of the one stage `--stages` names: its sharded phase (the
+    /// embeddings of `dense` or `textgraphs`) over the I-th of N contiguous ranges, into a
+    /// partition under `<stage>/shards/`. The stages upstream must be up to date. The stage's
+    /// normal run then reads the partitions (docs/scale.md).
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<tgrag_stages::shared::shards::Shard>,
 }
 
 /// The verb and reason printed for a decision.
@@ -31,6 +37,25 @@ pub fn describe(d: &Decision) -> (&'static str, &str) {
         Decision::Skip(why) => ("skipped", why),
         Decision::NotApplicable(why) => ("n/a", why),
     }
+}
+
+/// One shard of a stage: the line of its outcome.
+fn run_shard(
+    opts: &RunOptions,
+    all: &[&'static dyn tgrag_stages::Stage],
+    shard: tgrag_stages::shared::shards::Shard,
+    wait: bool,
+) -> Result<()> {
+    let t0 = Instant::now();
+    let o = runner::run_shard(opts, all, shard, wait)?;
+    let (verb, why) = describe(&o.decision);
+    let rows = o.record.as_ref().map_or_else(String::new, |r| format!("rows {}..{}, ", r.rows[0], r.rows[1]));
+    let took = if verb == "ran" { format!(" in {:.2}s", t0.elapsed().as_secs_f64()) } else { String::new() };
+    println!("tgrag run: dataset `{}`, stage `{}`, shard {}: {verb}{took} ({rows}{why})", opts.dataset.name, o.stage, o.shard);
+    if o.record.is_some() {
+        println!("partition: {}", o.dir.display());
+    }
+    Ok(())
 }
 
 pub fn run(outputs: &Path, quiet: bool, wait: bool, a: RunArgs) -> Result<()> {
@@ -43,6 +68,11 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: RunArgs) -> Result<()> {
     let with_cfg: Vec<(&dyn tgrag_stages::Stage, &serde_json::Value)> =
         applies.iter().filter_map(|s| configs.get(s.info().name).map(|c| (*s, c))).collect();
     tgrag_stages::check_models(&with_cfg)?;
+    if let Some(shard) = a.shard {
+        let opts =
+            RunOptions { outputs: outputs.to_path_buf(), dataset, stages: a.stages, force: a.force, progress: Progress { quiet }, configs };
+        return run_shard(&opts, &all, shard, wait);
+    }
     // One writer per dataset folder for the run's whole life.
     let _lock = crate::lock::FolderLock::acquire(&outputs.join(&dataset.name), wait)?;
     let opts =

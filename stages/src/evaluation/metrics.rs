@@ -170,6 +170,7 @@ static INFO: StageInfo = StageInfo {
     collects: &["run"],
     outputs: &["per_query", "aggregate", "scores"],
     files: &[],
+    shards: None,
 };
 
 impl StageSpec for Metrics {

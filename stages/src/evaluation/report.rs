@@ -373,6 +373,7 @@ static INFO: StageInfo = StageInfo {
     collects: &["scores"],
     outputs: &[],
     files: &["report.md"],
+    shards: None,
 };
 
 impl StageSpec for ReportStage {

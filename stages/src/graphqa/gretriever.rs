@@ -138,6 +138,7 @@ static INFO: StageInfo = StageInfo {
     collects: &[],
     outputs: &["predictions", "curves", "scores"],
     files: &[],
+    shards: None,
 };
 
 /// A trained (or rule) method: its name, the subgraph it reads and its encoder.

@@ -133,6 +133,7 @@ static INFO: StageInfo = StageInfo {
     collects: &[],
     outputs: &["predictions", "curves", "scores", "gate_weights", "mixrag_ablation"],
     files: FILES,
+    shards: None,
 };
 
 /// A trained variant: its method name, experts and depth, and the ablation it belongs to.

@@ -81,6 +81,7 @@ static INFO: StageInfo = StageInfo {
     collects: &[],
     outputs: &["subgraph_nodes", "subgraph_edges", "subgraph_summary", "retrieval_latency", "scores"],
     files: &[],
+    shards: None,
 };
 
 /// One question's subgraphs by method, with the seconds each took.

@@ -60,6 +60,7 @@ static INFO: StageInfo = StageInfo {
     collects: &[],
     outputs: &["texts", "textgraph_nodes", "textgraph_edges", "textgraph_questions"],
     files: &[],
+    shards: Some("embed texts"),
 };
 
 /// Distinct texts in first-seen order (per graph: question, node texts, edge texts) and, per graph,
@@ -179,8 +180,13 @@ impl StageSpec for TextgraphsStage {
             ),
         })?;
         let refs: Vec<&str> = ids.texts.iter().map(String::as_str).collect();
-        let emb = ctx.timed("embed texts", |_| encoder.encode(&refs, "textgraphs: embed texts"))?;
-        ctx.set_items(refs.len() as u64);
+        // A shard run (`--shard I/N`) embeds its range of the texts into a partition and stops.
+        let identity = encoder.identity();
+        let Some(emb) =
+            ctx.embed_sharded("embed texts", &refs, (&identity, encoder.dim()), |t| encoder.encode(t, "textgraphs: embed texts"))?
+        else {
+            return Ok(());
+        };
         let [texts, nodes, edges, questions] = tables(&graphs, &ids, emb, encoder.dim())?;
         ctx.write("texts", &texts)?;
         ctx.write("textgraph_nodes", &nodes)?;

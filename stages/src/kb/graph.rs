@@ -46,6 +46,7 @@ static INFO: StageInfo = StageInfo {
     collects: &[],
     outputs: &["graph_stats"],
     files: &[],
+    shards: None,
 };
 
 impl StageSpec for GraphStage {

@@ -94,6 +94,7 @@ static INFO: StageInfo = StageInfo {
     collects: &[],
     outputs: &["plans", "run", "curves", "latency"],
     files: &[],
+    shards: None,
 };
 
 /// The methods of the `run` table, in order.

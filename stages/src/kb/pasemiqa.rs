@@ -85,6 +85,7 @@ static INFO: StageInfo = StageInfo {
     collects: &[],
     outputs: &["run", "paths", "curves"],
     files: &[],
+    shards: None,
 };
 
 /// A relation hop `(relation, along the stored direction)` from its token.

@@ -53,6 +53,7 @@ static INFO: StageInfo = StageInfo {
     collects: &[],
     outputs: &["topic_entities", "relation_paths", "planning_graphs"],
     files: &[],
+    shards: None,
 };
 
 /// Per-query planning data.

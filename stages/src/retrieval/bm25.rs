@@ -42,6 +42,7 @@ static INFO: StageInfo = StageInfo {
     collects: &[],
     outputs: &["run", "bm25_index", "bm25_terms", "bm25_postings", "bm25_docs"],
     files: &[],
+    shards: None,
 };
 
 impl StageSpec for Bm25Stage {

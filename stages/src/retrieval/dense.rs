@@ -116,6 +116,7 @@ static INFO: StageInfo = StageInfo {
     collects: &[],
     outputs: &["embeddings", "query_embeddings", "run"],
     files: &[],
+    shards: Some("embed nodes"),
 };
 
 impl StageSpec for DenseStage {
@@ -145,8 +146,12 @@ impl StageSpec for DenseStage {
             TextEncoder::load(cfg.encoder, cfg.model_dir.as_deref(), cfg.dim.get(), cfg.device, progress, "--set dense.encoder=hash")
         })?;
         let (dim, method) = (encoder.dim(), if cfg.encoder == Encoder::Hash { "dense-hash" } else { "dense" });
-        let demb = ctx.timed("embed nodes", |_| encoder.encode(&doc_texts, "dense: embed nodes"))?;
-        ctx.set_items(doc_texts.len() as u64);
+        // A shard run (`--shard I/N`) embeds its range of the documents into a partition and stops.
+        let identity = encoder.identity();
+        let Some(demb) = ctx.embed_sharded("embed nodes", &doc_texts, (&identity, dim), |t| encoder.encode(t, "dense: embed nodes"))?
+        else {
+            return Ok(());
+        };
         let qemb = ctx.timed("embed queries", |_| encoder.encode(&q_texts, "dense: embed queries"))?;
         let device = cfg.device.device();
         let hits = ctx.timed("cosine top-k", |_| top_k_inner(&demb, &qemb, dim, cfg.top_k, cfg.batch, &device))?;

@@ -10,6 +10,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tgrag_datasets::DatasetSpec;
 use tgrag_schemas::{io, tables, validate};
 
+use crate::shared::shards::{self, PartRecord, Shard};
 use crate::shared::stage_info::StageInfo;
 use crate::{Result, StageError};
 
@@ -68,6 +69,24 @@ pub struct StageContext<'a> {
     cache_key: Option<String>,
     written: Vec<Written>,
     timings: Vec<Timing>,
+    /// In a shard run, the shard whose partition the stage computes (and nothing else).
+    shard: Option<Shard>,
+    /// What the stage tells the run's outcome line (partitions read).
+    notes: Vec<String>,
+    /// In a shard run, the partition written.
+    part: Option<PartRecord>,
+}
+
+/// What a finished stage leaves the runner.
+#[derive(Debug, Default)]
+pub struct Finished {
+    /// Files written (under temporary names).
+    pub written: Vec<Written>,
+    pub timings: Vec<Timing>,
+    /// Lines for the run's outcome (`3 of 3 shard partitions read`).
+    pub notes: Vec<String>,
+    /// The partition a shard run wrote.
+    pub part: Option<PartRecord>,
 }
 
 impl<'a> StageContext<'a> {
@@ -94,7 +113,66 @@ impl<'a> StageContext<'a> {
             cache_key: None,
             written: Vec::new(),
             timings: Vec::new(),
+            shard: None,
+            notes: Vec::new(),
+            part: None,
         }
+    }
+
+    /// A shard run: the stage computes `shard`'s partition of its embeddings
+    /// ([`StageContext::embed_sharded`]) and writes no table.
+    pub fn with_shard(mut self, shard: Shard) -> Self {
+        self.shard = Some(shard);
+        self
+    }
+
+    /// The shard of a shard run.
+    pub fn shard(&self) -> Option<Shard> {
+        self.shard
+    }
+
+    /// The folder of this stage's shard partitions (`<stage>/shards`).
+    pub fn shards_root(&self) -> PathBuf {
+        self.dir.join(shards::SHARDS_DIR)
+    }
+
+    /// The stage's sharded work, `texts` embedded by `encode` (row-major, `width` wide; `encoder`
+    /// names the encoder as it runs, `minilm bf16`) as the timed `phase`.
+    ///
+    /// In a shard run, the shard's rows are embedded into its partition and `None` comes back: the
+    /// stage then returns without writing a table. Otherwise every valid partition of this run's
+    /// cache key and encoder is read, the rest embedded here, and all rows come back in order
+    /// ([`shards::assemble`]): the bytes a run without shards computes.
+    pub fn embed_sharded(
+        &mut self,
+        phase: &str,
+        texts: &[&str],
+        (encoder, width): (&str, usize),
+        mut encode: impl FnMut(&[&str]) -> Result<Vec<f32>>,
+    ) -> Result<Option<Vec<f32>>> {
+        let root = self.shards_root();
+        let Some(key) = self.cache_key.clone() else {
+            if self.shard.is_some() {
+                return Err(StageError::Internal("a shard run without a cache key".into()));
+            }
+            let emb = self.timed(phase, |_| encode(texts))?;
+            self.set_items(texts.len() as u64);
+            return Ok(Some(emb));
+        };
+        if let Some(shard) = self.shard {
+            let dataset = self.dataset.name.clone();
+            let rec = self.timed(phase, |_| shards::run_shard(&root, shard, (&key, encoder), texts, width, Some(&dataset), encode))?;
+            self.set_items((rec.rows[1] - rec.rows[0]) as u64);
+            self.part = Some(rec);
+            return Ok(None);
+        }
+        let t0 = Instant::now();
+        let (emb, how) = shards::assemble(&root, (&key, encoder), texts.len(), width, |r| encode(&texts[r]))?;
+        self.timings.push(Timing { phase: phase.into(), seconds: t0.elapsed().as_secs_f64(), items: Some(how.rows_embedded as u64) });
+        if let Some(note) = how.describe() {
+            self.notes.push(note);
+        }
+        Ok(Some(emb))
     }
 
     /// The cache key of this run of the stage: every Parquet file it writes carries it (and the
@@ -193,8 +271,9 @@ impl<'a> StageContext<'a> {
         &self.dir
     }
 
-    /// Files written so far and the phase timings (taken by the runner when the stage ends).
-    pub fn finish(self) -> (Vec<Written>, Vec<Timing>) {
-        (self.written, self.timings)
+    /// Files written so far, the phase timings, the notes and a shard run's partition (taken by
+    /// the runner when the stage ends).
+    pub fn finish(self) -> Finished {
+        Finished { written: self.written, timings: self.timings, notes: self.notes, part: self.part }
     }
 }

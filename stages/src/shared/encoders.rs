@@ -214,6 +214,18 @@ impl TextEncoder {
         }
     }
 
+    /// The encoder as it runs, for the shard partitions it computes: the model's width, what its
+    /// linear layers run on and the instruction-set level (`minilm 384 bf16 v4`), or the hashing
+    /// width (`hash 256`). Two encoders with the same identity give the same bytes.
+    pub fn identity(&self) -> String {
+        match self {
+            TextEncoder::Minilm { model, .. } => {
+                format!("minilm {} {} {}", model.dim(), model.products(), tgrag_models::simd::level().name())
+            }
+            TextEncoder::Hash { dim } => format!("hash {dim}"),
+        }
+    }
+
     /// Row-major embeddings of `texts`; `what` labels the progress bar.
     pub fn encode(&self, texts: &[&str], what: &str) -> Result<Vec<f32>> {
         match self {

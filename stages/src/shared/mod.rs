@@ -8,6 +8,7 @@
 //! * [`curves`], [`scores`]: the one training-curve table and the one long-format scores table;
 //!   [`metric`]: every metric name `scores` may hold, with the direction it is better in.
 //! * [`plots`]: PNG charts.
+//! * [`shards`]: a stage's embeddings cut into partitions that separate processes compute.
 //! * [`stage_info`]: what a stage is, as data (`StageInfo`, `ModelNeed`); the traits over it live in
 //!   `crate::stage`.
 
@@ -18,6 +19,7 @@ pub mod metric;
 pub mod plots;
 pub mod run;
 pub mod scores;
+pub mod shards;
 pub mod stage_info;
 pub mod text;
 

@@ -29,6 +29,9 @@ pub struct StageInfo {
     pub outputs: &'static [&'static str],
     /// Other files the stage may write (reports, plots).
     pub files: &'static [&'static str],
+    /// The phase a shard run does (`tgrag run --stages S --shard I/N`: one contiguous range of the
+    /// stage's texts embedded into a partition, `crate::shared::shards`), when the stage has one.
+    pub shards: Option<&'static str>,
 }
 
 /// A stage configuration that needs the MiniLM weights: where it looks for them, and the option

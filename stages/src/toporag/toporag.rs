@@ -193,6 +193,7 @@ static INFO: StageInfo = StageInfo {
         "scores",
     ],
     files: &["correlation_by_k.png", "text_vs_proximity.png"],
+    shards: None,
 };
 
 /// Proximity and role embeddings of a graph (rows = nodes).

@@ -1,0 +1,426 @@
+//! Shards of an embedding: the texts a stage (or `tgrag embed`) embeds, cut into `N` contiguous
+//! ranges, each embedded by its own process into its own partition, so that `N` machines share a
+//! large knowledge base's embeddings.
+//!
+//! * A partition lives in `<root>/<IIIII>-of-<NNNNN>/` (the root is `<stage folder>/shards`, or
+//!   `<out>.shards` beside `tgrag embed`'s output): `embedding_part.parquet` (the
+//!   [`tables::EMBEDDING_PART`] table) and, written last, `record.json` ([`PartRecord`]). A shard
+//!   killed at any moment leaves no valid record, so it reruns; a finished one is skipped.
+//! * A partition belongs to one cache key (a stage's fingerprint: code, config and inputs) and one
+//!   encoder as it ran (`minilm bf16`, `hash 256`): the full run ([`assemble`]) reads the
+//!   partitions of its own key and encoder, embeds what none holds, and so writes the bytes a
+//!   single run writes. A partition another encoder computed (a shard on another CPU kind, where
+//!   `auto` products differ) is embedded again, and the run says so.
+
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::{ArrayRef, AsArray, FixedSizeListArray, Float32Array, RecordBatch, UInt32Array};
+use arrow::datatypes::{DataType, Field, Float32Type};
+use serde::{Deserialize, Serialize};
+use tgrag_schemas::{columns, io, tables};
+
+use crate::{Result, StageError};
+
+/// The most shards a text list is cut into.
+pub const MAX_SHARDS: u32 = 100_000;
+/// The folder of a stage's partitions, inside its stage folder.
+pub const SHARDS_DIR: &str = "shards";
+/// A partition's table, in its folder.
+pub const PART_FILE: &str = "embedding_part.parquet";
+/// A partition's record, in its folder (written last).
+pub const RECORD_FILE: &str = "record.json";
+/// The most bytes of a record read (a real one is under 1 KB).
+const RECORD_MAX_BYTES: u64 = 64 << 10;
+
+/// Shard `index` of `count` (`--shard I/N`, `0 ≤ I < N`): the `index`-th of `count` contiguous
+/// ranges of a text list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Shard {
+    index: u32,
+    count: u32,
+}
+
+impl Shard {
+    /// Shard `index` of `count`, checked.
+    pub fn new(index: u32, count: u32) -> std::result::Result<Shard, String> {
+        if count == 0 || count > MAX_SHARDS {
+            return Err(format!("the shard count must be within 1..={MAX_SHARDS}, got {count}"));
+        }
+        if index >= count {
+            return Err(format!("shard {index}/{count}: shards are numbered 0..{count} (0 ≤ I < N), as Slurm array tasks are"));
+        }
+        Ok(Shard { index, count })
+    }
+
+    /// The shard's number, `0..count`.
+    pub fn index(self) -> u32 {
+        self.index
+    }
+
+    /// How many shards the list is cut into.
+    pub fn count(self) -> u32 {
+        self.count
+    }
+
+    /// The rows of a list of `len` texts this shard embeds: `[len·I/N, len·(I+1)/N)`, so the `N`
+    /// ranges are contiguous, in order, cover the list and differ in size by at most one.
+    pub fn rows(self, len: usize) -> Range<usize> {
+        let at = |i: u32| ((len as u128 * u128::from(i)) / u128::from(self.count)) as usize;
+        at(self.index)..at(self.index + 1)
+    }
+
+    /// The partition's folder name: `00002-of-00008` (sorts in shard order).
+    pub fn folder(self) -> String {
+        format!("{:05}-of-{:05}", self.index, self.count)
+    }
+
+    /// The shard a partition folder name stands for.
+    pub fn from_folder(name: &str) -> Option<Shard> {
+        let (i, n) = name.split_once("-of-")?;
+        Shard::new(i.parse().ok()?, n.parse().ok()?).ok()
+    }
+
+    /// Every shard of this one's count, in order.
+    pub fn all(count: u32) -> impl Iterator<Item = Shard> {
+        (0..count).map(move |index| Shard { index, count })
+    }
+}
+
+impl fmt::Display for Shard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+impl FromStr for Shard {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Shard, String> {
+        let bad = || format!("expected I/N (shard I of N, 0 ≤ I < N), got `{s}`");
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        Shard::new(i.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?)
+    }
+}
+
+/// What a partition's `record.json` says: written after its table, so a record names a complete
+/// partition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartRecord {
+    /// The cache key of the run the partition belongs to (a stage's fingerprint).
+    pub key: String,
+    /// The encoder as it ran (`minilm bf16`, `hash 256`).
+    pub encoder: String,
+    /// `I/N`.
+    pub shard: String,
+    /// The rows of the text list it holds, `[start, end)`.
+    pub rows: [usize; 2],
+    /// The embedding width.
+    pub width: usize,
+    /// The sha256 of its table.
+    pub sha256: String,
+    /// Seconds the shard took to embed its rows (run-dependent: not part of any table).
+    pub seconds: f64,
+}
+
+/// The folder of `shard`'s partition under `root`.
+pub fn part_dir(root: &Path, shard: Shard) -> PathBuf {
+    root.join(shard.folder())
+}
+
+/// The record of `shard`'s partition under `root` when it is complete and belongs to `key`: its
+/// record names this shard and key, and its table has the recorded sha256. Anything else (no
+/// record, a killed shard, another key, a changed table) is no partition.
+pub fn valid(root: &Path, shard: Shard, key: &str) -> Option<PartRecord> {
+    let dir = part_dir(root, shard);
+    let path = dir.join(RECORD_FILE);
+    let meta = std::fs::symlink_metadata(&path).ok()?;
+    if !meta.is_file() || meta.len() > RECORD_MAX_BYTES {
+        return None;
+    }
+    let rec: PartRecord = serde_json::from_str(&std::fs::read_to_string(&path).ok()?).ok()?;
+    let table = dir.join(PART_FILE);
+    let table_ok = std::fs::symlink_metadata(&table).is_ok_and(|m| m.is_file());
+    (rec.key == key && rec.shard == shard.to_string() && table_ok && io::sha256_file(&table).ok()? == rec.sha256).then_some(rec)
+}
+
+/// The shards whose partition folders exist under `root` (complete or not), in order.
+pub fn present(root: &Path) -> Vec<Shard> {
+    let mut out: Vec<Shard> = std::fs::read_dir(root)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .filter_map(|e| e.file_name().to_str().and_then(Shard::from_folder))
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+/// Writes `shard`'s partition: `emb` (row-major, `width` wide) holds the rows `rows` of the text
+/// list. The old record goes first and the new one last (both files written atomically), so a
+/// shard killed at any moment leaves no valid record. `prov` names the dataset and key in the
+/// table's metadata.
+pub fn write(
+    root: &Path,
+    shard: Shard,
+    (key, encoder): (&str, &str),
+    rows: Range<usize>,
+    emb: Vec<f32>,
+    width: usize,
+    seconds: f64,
+    dataset: Option<&str>,
+) -> Result<PartRecord> {
+    let n = rows.len();
+    if emb.len() != n * width {
+        return Err(StageError::Internal(format!("shard {shard}: {} values for {n} rows of width {width}", emb.len())));
+    }
+    let dir = part_dir(root, shard);
+    if let Some(parent) = root.parent() {
+        io::ensure_owned_dir(parent)?;
+    }
+    io::ensure_owned_dir(root)?;
+    io::ensure_owned_dir(&dir)?;
+    let record = dir.join(RECORD_FILE);
+    match std::fs::remove_file(&record) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(StageError::Io { path: record, source: e }),
+    }
+    let first = u32::try_from(rows.start).map_err(|_| StageError::Input(format!("shard {shard}: more than 2^32 texts")))?;
+    let last = u32::try_from(rows.end).map_err(|_| StageError::Input(format!("shard {shard}: more than 2^32 texts")))?;
+    let batch = RecordBatch::try_from_iter(vec![
+        ("row", Arc::new(UInt32Array::from_iter_values(first..last)) as ArrayRef),
+        ("embedding", vectors(emb, width)?),
+    ])?;
+    let table = dir.join(PART_FILE);
+    io::write_table_with(&tables::EMBEDDING_PART, &table, &batch, &io::Provenance { dataset, cache_key: Some(key) })?;
+    let rec = PartRecord {
+        key: key.to_string(),
+        encoder: encoder.to_string(),
+        shard: shard.to_string(),
+        rows: [rows.start, rows.end],
+        width,
+        sha256: io::sha256_file(&table)?,
+        seconds,
+    };
+    let text = serde_json::to_string_pretty(&rec).map_err(|e| StageError::Internal(format!("shard record: {e}")))?;
+    io::write_bytes_atomic(&record, text.as_bytes())?;
+    Ok(rec)
+}
+
+/// The embeddings of a valid partition (row-major), checked against its record.
+pub fn read(root: &Path, shard: Shard, rec: &PartRecord) -> Result<Vec<f32>> {
+    let path = part_dir(root, shard).join(PART_FILE);
+    let b = io::read_table(&path, &tables::EMBEDDING_PART)?;
+    let rows = columns::u32s(&b, "row")?;
+    let expected = rec.rows[0]..rec.rows[1];
+    if rows.len() != expected.len() || rows.values().iter().zip(expected).any(|(&r, e)| r as usize != e) {
+        return Err(StageError::Input(format!("{}: rows are not {}..{} as its record says", path.display(), rec.rows[0], rec.rows[1])));
+    }
+    let col = b.column_by_name("embedding").ok_or_else(|| StageError::Input(format!("{}: no `embedding` column", path.display())))?;
+    let list = col.as_fixed_size_list_opt().ok_or_else(|| StageError::Input(format!("{}: `embedding` is not a vector", path.display())))?;
+    if list.value_length() as usize != rec.width {
+        return Err(StageError::Input(format!("{}: width {} where its record says {}", path.display(), list.value_length(), rec.width)));
+    }
+    let values = list
+        .values()
+        .as_primitive_opt::<Float32Type>()
+        .ok_or_else(|| StageError::Input(format!("{}: embedding values are not f32", path.display())))?;
+    Ok(values.values().to_vec())
+}
+
+/// How [`assemble`] came by a text list's embeddings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Assembled {
+    /// The shard count of the partitions read (0: none read).
+    pub count: u32,
+    /// Partitions read.
+    pub read: usize,
+    /// Rows read from partitions.
+    pub rows_read: usize,
+    /// Rows embedded here.
+    pub rows_embedded: usize,
+    /// Partitions of this key that another encoder computed (embedded here again), with that encoder.
+    pub other_encoder: Vec<(Shard, String)>,
+}
+
+impl Assembled {
+    /// One line for a run's outcome, `None` when no partition was there.
+    pub fn describe(&self) -> Option<String> {
+        if self.count == 0 && self.other_encoder.is_empty() {
+            return None;
+        }
+        let mut s = format!("{} of {} shard partitions read", self.read, self.count);
+        if !self.other_encoder.is_empty() {
+            let which: Vec<String> = self.other_encoder.iter().map(|(sh, e)| format!("{sh} by `{e}`")).collect();
+            s.push_str(&format!(", embedded again here (another encoder): {}", which.join(", ")));
+        }
+        Some(s)
+    }
+}
+
+/// The embeddings of a list of `len` texts for cache key `key` and `encoder`: the valid partitions
+/// under `root` of one shard count (the count with the most usable ones) are read, every other
+/// range is embedded by `embed(range)`, in row order. With no partition, one `embed(0..len)`.
+pub fn assemble(
+    root: &Path,
+    (key, encoder): (&str, &str),
+    len: usize,
+    width: usize,
+    mut embed: impl FnMut(Range<usize>) -> Result<Vec<f32>>,
+) -> Result<(Vec<f32>, Assembled)> {
+    let mut by_count: std::collections::BTreeMap<u32, Vec<(Shard, PartRecord)>> = Default::default();
+    for shard in present(root) {
+        if let Some(rec) = valid(root, shard, key) {
+            by_count.entry(shard.count()).or_default().push((shard, rec));
+        }
+    }
+    let usable = |v: &Vec<(Shard, PartRecord)>| {
+        v.iter().filter(|(s, r)| r.encoder == encoder && r.width == width && r.rows == [s.rows(len).start, s.rows(len).end]).count()
+    };
+    // The count with the most usable partitions; the smaller count on a tie.
+    let best = by_count.iter().max_by(|a, b| usable(a.1).cmp(&usable(b.1)).then(b.0.cmp(a.0))).map(|(c, v)| (*c, v.clone()));
+    let Some((count, parts)) = best else {
+        let emb = embed(0..len)?;
+        return Ok((emb, Assembled { rows_embedded: len, ..Assembled::default() }));
+    };
+    let mut out = Vec::with_capacity(len * width);
+    let mut done = Assembled { count, ..Assembled::default() };
+    for shard in Shard::all(count) {
+        let range = shard.rows(len);
+        let part = parts.iter().find(|(s, _)| *s == shard).map(|(_, r)| r);
+        match part {
+            Some(rec) if rec.encoder == encoder && rec.width == width && rec.rows == [range.start, range.end] => {
+                out.extend(read(root, shard, rec)?);
+                done.read += 1;
+                done.rows_read += range.len();
+            }
+            other => {
+                if let Some(rec) = other.filter(|r| r.encoder != encoder) {
+                    done.other_encoder.push((shard, rec.encoder.clone()));
+                }
+                done.rows_embedded += range.len();
+                out.extend(embed(range)?);
+            }
+        }
+    }
+    Ok((out, done))
+}
+
+/// Embeds `shard`'s rows of `texts` with `encode` and writes its partition under `root`.
+pub fn run_shard(
+    root: &Path,
+    shard: Shard,
+    (key, encoder): (&str, &str),
+    texts: &[&str],
+    width: usize,
+    dataset: Option<&str>,
+    encode: impl FnOnce(&[&str]) -> Result<Vec<f32>>,
+) -> Result<PartRecord> {
+    let rows = shard.rows(texts.len());
+    let t0 = Instant::now();
+    let emb = encode(&texts[rows.clone()])?;
+    write(root, shard, (key, encoder), rows, emb, width, t0.elapsed().as_secs_f64(), dataset)
+}
+
+/// A `FixedSizeList<f32, width>` column of row-major values.
+fn vectors(flat: Vec<f32>, width: usize) -> Result<ArrayRef> {
+    let width = i32::try_from(width).map_err(|_| StageError::Internal(format!("embedding width {width}")))?;
+    let field = Arc::new(Field::new("item", DataType::Float32, true));
+    FixedSizeListArray::try_new(field, width, Arc::new(Float32Array::from(flat)), None)
+        .map(|a| Arc::new(a) as ArrayRef)
+        .map_err(|e| StageError::Internal(format!("embedding column: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_ranges_are_contiguous_cover_the_list_and_differ_by_at_most_one() {
+        for len in [0usize, 1, 2, 7, 100, 101, 1_000_003] {
+            for count in [1u32, 2, 3, 7, 64] {
+                let ranges: Vec<Range<usize>> = Shard::all(count).map(|s| s.rows(len)).collect();
+                assert_eq!(ranges[0].start, 0);
+                assert_eq!(ranges.last().map(|r| r.end), Some(len));
+                for w in ranges.windows(2) {
+                    assert_eq!(w[0].end, w[1].start, "len {len}, count {count}");
+                }
+                let sizes: Vec<usize> = ranges.iter().map(|r| r.len()).collect();
+                let (lo, hi) = (sizes.iter().min().copied().unwrap_or(0), sizes.iter().max().copied().unwrap_or(0));
+                assert!(hi - lo <= 1, "len {len}, count {count}: {sizes:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn shard_syntax_is_checked_and_round_trips() {
+        let s: Shard = "2/8".parse().expect("2/8");
+        assert_eq!((s.index(), s.count(), s.to_string(), s.folder()), (2, 8, "2/8".into(), "00002-of-00008".into()));
+        assert_eq!(Shard::from_folder(&s.folder()), Some(s));
+        for bad in ["8/8", "1/0", "a/3", "3", "-1/4", "1/100001"] {
+            assert!(bad.parse::<Shard>().is_err(), "{bad}");
+        }
+        assert!("8/8".parse::<Shard>().err().is_some_and(|e| e.contains("0 ≤ I < N")));
+    }
+
+    /// A deterministic "encoder": row `r`'s vector is `[r, r + 0.5]`, counting calls per row.
+    fn fake(texts: &[&str]) -> Vec<f32> {
+        texts
+            .iter()
+            .flat_map(|t| {
+                let r: f32 = t.parse().expect("number");
+                [r, r + 0.5]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn partitions_are_read_in_row_order_and_missing_or_foreign_ones_embedded_again() {
+        let d = tempfile::tempdir().expect("tmp");
+        let root = d.path().join("dense").join(SHARDS_DIR);
+        let texts: Vec<String> = (0..10).map(|i| i.to_string()).collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let whole = fake(&refs);
+        // No partition: one call over everything.
+        let mut calls = Vec::new();
+        let (emb, how) = assemble(&root, ("k", "fake"), 10, 2, |r| {
+            calls.push(r.clone());
+            Ok(fake(&refs[r]))
+        })
+        .expect("assemble");
+        assert_eq!((emb, calls, how.describe()), (whole.clone(), vec![0..10], None));
+        // Shards 0 and 2 of 3 done; shard 1 by another encoder; a partition of another key.
+        for (i, enc) in [(0, "fake"), (1, "other"), (2, "fake")] {
+            let s = Shard::new(i, 3).expect("shard");
+            run_shard(&root, s, ("k", enc), &refs, 2, None, |t| Ok(fake(t))).expect("shard");
+        }
+        run_shard(&root, Shard::new(0, 2).expect("shard"), ("old", "fake"), &refs, 2, None, |t| Ok(fake(t))).expect("shard");
+        let mut calls = Vec::new();
+        let (emb, how) = assemble(&root, ("k", "fake"), 10, 2, |r| {
+            calls.push(r.clone());
+            Ok(fake(&refs[r]))
+        })
+        .expect("assemble");
+        assert_eq!(emb, whole);
+        assert_eq!(calls, vec![Shard::new(1, 3).expect("shard").rows(10)]);
+        assert_eq!((how.count, how.read, how.rows_read, how.rows_embedded), (3, 2, 7, 3));
+        assert_eq!(how.describe().as_deref(), Some("2 of 3 shard partitions read, embedded again here (another encoder): 1/3 by `other`"));
+        // A killed shard (table written, record never) and a changed table are no partitions.
+        let s0 = Shard::new(0, 3).expect("shard");
+        std::fs::remove_file(part_dir(&root, s0).join(RECORD_FILE)).expect("rm record");
+        assert!(valid(&root, s0, "k").is_none());
+        let s2 = Shard::new(2, 3).expect("shard");
+        assert!(valid(&root, s2, "k").is_some());
+        std::fs::write(part_dir(&root, s2).join(PART_FILE), b"changed").expect("overwrite");
+        assert!(valid(&root, s2, "k").is_none());
+        assert_eq!(present(&root).len(), 4);
+    }
+}
