@@ -225,4 +225,48 @@ fn the_matrix_through_a_real_one_node_slurm_collects_to_the_one_machine_night() 
         eprintln!("== {}\n{}", e.path().display(), std::fs::read_to_string(e.path()).unwrap_or_default());
     }
     assert_same_night(&newest_night(&one), &newest_night(&split));
+
+    // One stage's embeddings through the same cluster: a prepare job, an array of 3 shards after it,
+    // and a merge job after them, against the same stage run on one machine.
+    let (one_run, sharded) = (d.path().join("one-run"), d.path().join("sharded"));
+    let opts = ["--dataset", "synthetic", "--size", "tiny", "--set", "dense.encoder=\"hash\"", "--stages", "dense"];
+    let o = Command::new(env!("CARGO_BIN_EXE_tgrag")).arg("--outputs").arg(&one_run).arg("--quiet").arg("run").args(opts).output().expect("run");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let shards = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_tgrag"))
+            .env("SLURM_CONF", &conf)
+            .arg("--outputs")
+            .arg(&sharded)
+            .args(["slurm", "shards", "--stage", "dense", "--count", "3", "--mem-gb", "1", "--minutes", "10"])
+            .args(extra)
+            .arg("--")
+            .args(opts)
+            .output()
+            .expect("spawn tgrag slurm shards")
+    };
+    let t0 = Instant::now();
+    let sub = shards(&[]);
+    assert!(sub.status.success(), "{}\n{}", stdout(&sub), stderr(&sub));
+    let text = stdout(&sub);
+    eprintln!("tgrag slurm shards:\n{text}");
+    let merge_id = text.lines().find_map(|l| l.strip_prefix("merge ")).and_then(|l| l.split(':').next()).expect("merge job id").to_string();
+    while queued(&merge_id) {
+        assert!(t0.elapsed() < Duration::from_secs(600), "the shard jobs did not finish in 10 min");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    eprintln!("3 shards and their merge through Slurm: {:.1} s", t0.elapsed().as_secs_f64());
+    let st = shards(&["--status"]);
+    let st_text = stdout(&st);
+    eprintln!("tgrag slurm shards --status:\n{st_text}");
+    let logs = sharded.join("synthetic/slurm/dense-3/logs");
+    for e in std::fs::read_dir(&logs).expect("logs").flatten() {
+        eprintln!("== {}\n{}", e.path().display(), std::fs::read_to_string(e.path()).unwrap_or_default());
+    }
+    assert!(st.status.success() && st_text.contains("3 done, 0 pending") && st_text.contains("merged: "), "{st_text}");
+    let merge_log = std::fs::read_to_string(logs.join("tgrag-merge-dense-3.out")).unwrap_or_default();
+    assert!(merge_log.contains("3 of 3 shard partitions read"), "{merge_log}");
+    for t in ["embeddings", "query_embeddings", "run"] {
+        let (a, b) = (one_run.join(format!("synthetic/dense/{t}.parquet")), sharded.join(format!("synthetic/dense/{t}.parquet")));
+        assert!(std::fs::read(&a).expect("one") == std::fs::read(&b).expect("sharded"), "{t}: the merged table differs from one run's");
+    }
 }
