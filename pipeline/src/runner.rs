@@ -518,6 +518,8 @@ pub fn run_shard(opts: &RunOptions, all: &[&'static dyn Stage], shard: Shard, wa
     } else {
         "no complete partition"
     };
+    // At work: the partition has no record until the shard is done.
+    shards::remove_record(&dir)?;
     let t0 = Instant::now();
     let mut ctx = StageContext::new(info, tgrag_stages::deps_of(stage, all), &opts.dataset, &key.config, &root, opts.progress)
         .with_cache_key(&key.fingerprint)
@@ -528,12 +530,10 @@ pub fn run_shard(opts: &RunOptions, all: &[&'static dyn Stage], shard: Shard, wa
         let _ = std::fs::remove_file(&w.tmp);
     }
     result.map_err(|e| anyhow::Error::new(e).context(format!("stage `{}`, shard {shard}, failed", info.name)))?;
+    // A shard's tables (a stage may write what it has) are the merge's to write: dropped above.
     let Some(record) = done.part else {
         return Err(crate::internal!("stage `{}` wrote no partition for shard {shard}", info.name));
     };
-    if !done.written.is_empty() {
-        return Err(crate::internal!("stage `{}` wrote tables in a shard run", info.name));
-    }
     // An upstream stage rewritten while the shard ran: the partition may mix both; drop it.
     if stage_key(opts, all, &root, stage)?.fingerprint != key.fingerprint {
         let _ = std::fs::remove_file(dir.join(shards::RECORD_FILE));

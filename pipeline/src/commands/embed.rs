@@ -167,11 +167,10 @@ pub fn run(a: EmbedArgs, quiet: bool) -> Result<()> {
         let rec = shards::run_shard(&root, shard, (&key, &identity), &refs, dim, None, |t| {
             encode(t, "embed (MiniLM)").map_err(|e| tgrag_stages::StageError::Internal(format!("{e:#}")))
         })?;
-        let n = rec.rows[1] - rec.rows[0];
+        let [first, end] = rec.rows.unwrap_or_default();
+        let n = end - first;
         eprintln!(
-            "embed: shard {shard}, rows {}..{} ({n} texts, {} products) in {:.3}s ({:.1} texts/s) → {}",
-            rec.rows[0],
-            rec.rows[1],
+            "embed: shard {shard}, rows {first}..{end} ({n} texts, {} products) in {:.3}s ({:.1} texts/s) → {}",
             model.products(),
             rec.seconds,
             n as f64 / rec.seconds.max(1e-9),

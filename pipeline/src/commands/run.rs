@@ -49,7 +49,7 @@ fn run_shard(
     let t0 = Instant::now();
     let o = runner::run_shard(opts, all, shard, wait)?;
     let (verb, why) = describe(&o.decision);
-    let rows = o.record.as_ref().map_or_else(String::new, |r| format!("rows {}..{}, ", r.rows[0], r.rows[1]));
+    let rows = o.record.as_ref().map_or_else(String::new, |r| format!("{}, ", r.holds()));
     let took = if verb == "ran" { format!(" in {:.2}s", t0.elapsed().as_secs_f64()) } else { String::new() };
     println!("tgrag run: dataset `{}`, stage `{}`, shard {}: {verb}{took} ({rows}{why})", opts.dataset.name, o.stage, o.shard);
     if o.record.is_some() {

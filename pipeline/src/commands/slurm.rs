@@ -597,7 +597,8 @@ fn shards_status(outputs: &Path, s: ShardsArgs) -> Result<ExitCode> {
         let line = match rec {
             Some(r) => {
                 done += 1;
-                format!("done: rows {}..{} in {:.1}s ({})", r.rows[0], r.rows[1], r.seconds, r.encoder)
+                let by = if r.encoder.is_empty() { String::new() } else { format!(" ({})", r.encoder) };
+                format!("done: {} in {:.1}s{by}", r.holds(), r.seconds)
             }
             None if merged => {
                 done += 1;

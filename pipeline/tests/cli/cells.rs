@@ -230,7 +230,14 @@ fn the_matrix_through_a_real_one_node_slurm_collects_to_the_one_machine_night() 
     // and a merge job after them, against the same stage run on one machine.
     let (one_run, sharded) = (d.path().join("one-run"), d.path().join("sharded"));
     let opts = ["--dataset", "synthetic", "--size", "tiny", "--set", "dense.encoder=\"hash\"", "--stages", "dense"];
-    let o = Command::new(env!("CARGO_BIN_EXE_tgrag")).arg("--outputs").arg(&one_run).arg("--quiet").arg("run").args(opts).output().expect("run");
+    let o = Command::new(env!("CARGO_BIN_EXE_tgrag"))
+        .arg("--outputs")
+        .arg(&one_run)
+        .arg("--quiet")
+        .arg("run")
+        .args(opts)
+        .output()
+        .expect("run");
     assert!(o.status.success(), "{}", stderr(&o));
     let shards = |extra: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_tgrag"))

@@ -177,3 +177,78 @@ fn embed_shards_merge_to_the_bytes_of_one_embed_and_a_changed_input_embeds_again
     assert!(r.status.success() && !stderr(&r).contains("partitions read"), "{}", stderr(&r));
     assert!(stdout(&r).is_empty() || !stdout(&r).contains("partitions"), "{}", stdout(&r));
 }
+
+/// The language-model rows of G-Retriever and MixRAG, small: two seeds, two epochs, one encoder.
+const LM_ROWS: &[&str] = &[
+    "--set",
+    "textgraphs.encoder=\"hash\"",
+    "--set",
+    "gretriever.lm_rows=[\"g-retriever-lora\",\"lora\"]",
+    "--set",
+    "gretriever.seeds=[0,1]",
+    "--set",
+    "gretriever.lm_epochs=2",
+    "--set",
+    "gretriever.epochs=3",
+    "--set",
+    "gretriever.encoders=[\"gcn\"]",
+    "--set",
+    "gretriever.efficient=false",
+    "--set",
+    "gretriever.whole_graph=false",
+    "--set",
+    "mixrag.lm_rows=[\"mixrag-lora\"]",
+    "--set",
+    "mixrag.seeds=[0,1]",
+    "--set",
+    "mixrag.lm_epochs=2",
+    "--set",
+    "mixrag.epochs=3",
+    "--set",
+    "mixrag.ablation_depths=[]",
+    "--set",
+    "mixrag.ablation_experts=false",
+];
+
+#[test]
+fn language_model_rows_as_unit_shards_merge_to_the_bytes_of_one_run_and_a_rerun_resumes() {
+    let Some(_) = minilm() else { return };
+    let d = tempfile::tempdir().expect("tmp");
+    let (one, split) = (d.path().join("one"), d.path().join("split"));
+    let with = |extra: &[&'static str]| -> Vec<&'static str> { [LM_ROWS, extra].concat() };
+    ok(run(&one, &with(&["--stages", "mixrag"])));
+    ok(run(&split, &with(&["--stages", "subgraphs"])));
+    // G-Retriever's 4 row-seeds in 3 shards: units 0 and 3 to shard 0, 1 to shard 1, 2 to shard 2.
+    for (i, units) in [("0/3", 2), ("1/3", 1), ("2/3", 1)] {
+        let o = ok(run(&split, &with(&["--stages", "gretriever", "--shard", i])));
+        assert!(o.contains(&format!("ran in")) && o.contains(&format!("({units} units, ")), "shard {i}: {o}");
+    }
+    // A shard killed after its units were stored (its record never written) resumes: it reads them.
+    let dir = split.join("synthetic/gretriever/shards/00000-of-00003");
+    let unit = dir.join("unit-000003.json");
+    let before = std::fs::metadata(&unit).and_then(|m| m.modified()).expect("unit 3");
+    std::fs::remove_file(dir.join("record.json")).expect("rm record");
+    let o = ok(run(&split, &with(&["--stages", "gretriever", "--shard", "0/3"])));
+    assert!(o.contains("(2 units, no complete partition)"), "{o}");
+    assert_eq!(std::fs::metadata(&unit).and_then(|m| m.modified()).expect("unit 3"), before, "a stored unit is read, not trained again");
+    let merge = ok(run(&split, &with(&["--stages", "gretriever"])));
+    assert!(merge.contains("4 of 4 units read from shard partitions"), "{merge}");
+    // MixRAG's 2 row-seeds in 2 shards.
+    for i in ["0/2", "1/2"] {
+        ok(run(&split, &with(&["--stages", "mixrag", "--shard", i])));
+    }
+    let merge = ok(run(&split, &with(&["--stages", "mixrag"])));
+    assert!(merge.contains("2 of 2 units read from shard partitions"), "{merge}");
+    for (stage, tables) in
+        [("gretriever", &["predictions", "curves", "scores"][..]), ("mixrag", &["predictions", "curves", "scores", "gate_weights"][..])]
+    {
+        assert!(!split.join(format!("synthetic/{stage}/shards")).exists(), "{stage}: the merge removes the partitions");
+        for t in tables {
+            let (a, b) = (one.join(format!("synthetic/{stage}/{t}.parquet")), split.join(format!("synthetic/{stage}/{t}.parquet")));
+            assert!(
+                std::fs::read(&a).expect("one") == std::fs::read(&b).expect("split"),
+                "{stage} {t}: the merged table differs from one run's"
+            );
+        }
+    }
+}

@@ -138,7 +138,7 @@ static INFO: StageInfo = StageInfo {
     collects: &[],
     outputs: &["predictions", "curves", "scores"],
     files: &[],
-    shards: None,
+    shards: Some("language-model rows (one unit per row and seed)"),
 };
 
 /// A trained (or rule) method: its name, the subgraph it reads and its encoder.
@@ -253,17 +253,25 @@ pub fn run_task(
     cfg: &GretrieverConfig,
     (text_model, lm_model): (Option<&tgrag_models::minilm::MiniLm>, Option<&tgrag_models::minilm::MiniLm>),
     progress: crate::shared::context::Progress,
+    units: &mut crate::shared::shards::Units,
 ) -> Result<TaskResult> {
     let d = TaskData::new(enc, graphs, subs, task, cfg)?;
-    let mut out = TaskResult { predictions: rule_predictions(&d), curves: Curves::default() };
-    let trained = trained_methods(&d, cfg, &mut out)?;
+    // A shard run does its language-model rows alone; the trained methods only where those rows
+    // start from them (`lm_graph_init=trained`).
+    let shard = units.in_shard();
+    let mut out = TaskResult { predictions: if shard { Vec::new() } else { rule_predictions(&d) }, curves: Curves::default() };
+    let trained = if shard && cfg.lm.experimental.lm_graph_init != crate::graphqa::lm::GraphInit::Trained {
+        Vec::new()
+    } else {
+        trained_methods(&d, cfg, &mut out)?
+    };
     if task != Task::WebQsp {
-        if let (Some(bert), true) = (text_model, cfg.text_head) {
+        if let (Some(bert), true, false) = (text_model, cfg.text_head, shard) {
             text_head(&d, cfg, bert, progress, &mut out)?;
         }
         // The language-model rows read `lm` when it is set, else MiniLM.
         if let Some(bert) = lm_model.or(text_model) {
-            lm_rows(&d, cfg, bert, trained, progress, &mut out)?;
+            lm_rows(&d, cfg, bert, trained, (progress, units), &mut out)?;
         }
     }
     Ok(out)
@@ -412,7 +420,7 @@ fn lm_rows(
     cfg: &GretrieverConfig,
     bert: &tgrag_models::minilm::MiniLm,
     mut trained: Vec<(SubgraphMethod, EncoderShape, u64, GraphQa)>,
-    progress: crate::shared::context::Progress,
+    (progress, units): (crate::shared::context::Progress, &mut crate::shared::shards::Units),
     out: &mut TaskResult,
 ) -> Result<()> {
     use crate::graphqa::lm;
@@ -451,7 +459,7 @@ fn lm_rows(
             &specs,
             &cfg.seeds,
             sets,
-            &mut starts,
+            (&mut starts, &mut *units),
             &cfg.device.device(),
             progress,
             curves,
@@ -532,17 +540,26 @@ impl StageSpec for GretrieverStage {
         let mut curves = Curves::default();
         let mut parts = Vec::new();
         let mut pred_parts = Vec::new();
+        let mut units = ctx.units();
         for (task_name, graphs) in &by_task {
             let task = Task::parse(task_name).unwrap_or(Task::SceneGraphs);
             crate::graphqa::data::require_splits(INFO.name, &dataset, task, graphs.iter().map(|g| g.split.as_str()))?;
             let r = ctx.timed(&format!("train + answer {task_name}"), |_| {
-                run_task(&enc, graphs, &subs, task, &cfg, (text_model.as_ref(), lm_model.as_ref()), progress)
+                run_task(&enc, graphs, &subs, task, &cfg, (text_model.as_ref(), lm_model.as_ref()), progress, &mut units)
             })?;
+            if units.in_shard() {
+                continue;
+            }
             let mut scores = Scores::new(&scored_dataset(&dataset, task), INFO.name);
             task_scores(&dataset, task, graphs, &r.predictions, &mut scores);
             parts.push(scores.batch()?);
             pred_parts.push(predictions_batch(graphs, &r.predictions)?);
             curves.extend(r.curves);
+        }
+        ctx.end_units(units)?;
+        if ctx.shard().is_some() {
+            // A shard run: its rows are in its partition; the full run writes the tables.
+            return Ok(());
         }
         let predictions = match pred_parts.first() {
             Some(first) => arrow::compute::concat_batches(&first.schema(), &pred_parts)?,

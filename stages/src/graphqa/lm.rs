@@ -279,6 +279,39 @@ pub struct RowResult {
     pub best: u32,
 }
 
+/// A [`RowResult`] as a shard stores it: the curve's floats as their bits, so that the row read
+/// back is the row computed, to the bit.
+#[derive(Serialize, Deserialize)]
+pub struct StoredRow {
+    predicted: Vec<u32>,
+    /// Per epoch: the epoch, then the bits of the train loss, validation loss and metric.
+    curve: Vec<(u32, u64, u64, u64)>,
+    best: u32,
+}
+
+impl From<RowResult> for StoredRow {
+    fn from(r: RowResult) -> StoredRow {
+        let curve = r.curve.iter().map(|c| (c.epoch, c.train_loss.to_bits(), c.val_loss.to_bits(), c.val_metric.to_bits())).collect();
+        StoredRow { predicted: r.predicted, curve, best: r.best }
+    }
+}
+
+impl From<StoredRow> for RowResult {
+    fn from(r: StoredRow) -> RowResult {
+        let curve = r
+            .curve
+            .iter()
+            .map(|&(epoch, t, v, m)| QaEpoch {
+                epoch,
+                train_loss: f64::from_bits(t),
+                val_loss: f64::from_bits(v),
+                val_metric: f64::from_bits(m),
+            })
+            .collect();
+        RowResult { predicted: r.predicted, curve, best: r.best }
+    }
+}
+
 /// The questions as the language model reads them: the answer model's example (graph, target), the
 /// word pieces of the textualised subgraph and of the question.
 pub fn examples(bert: &MiniLm, qa: Vec<QaExample>, descs: &[String], questions: &[String]) -> Result<Vec<LmExample>> {
@@ -367,7 +400,8 @@ pub struct RowsRun<'a> {
 /// Every (row, seed) of `specs` × `seeds`, in that order, with one progress bar: each row's curve
 /// goes into `curves` (model = the row's method, variant = the task) and `answer` hears its
 /// method, seed and predicted classes for `sets.2`. The one loop of the `gretriever` and `mixrag`
-/// language-model rows.
+/// language-model rows. Each (row, seed) is one of the stage's `units`: in a shard run only the
+/// shard's are trained (and the others left out), in a full run those a shard finished are read.
 #[allow(clippy::too_many_arguments)]
 pub fn run_rows(
     bert: &MiniLm,
@@ -375,7 +409,7 @@ pub fn run_rows(
     specs: &[RowSpec],
     seeds: &[u64],
     sets: (&[LmExample], &[LmExample], &[LmExample]),
-    starts: &mut Starts,
+    (starts, units): (&mut Starts, &mut crate::shared::shards::Units),
     dev: &burn::tensor::Device,
     progress: crate::shared::context::Progress,
     curves: &mut crate::shared::curves::Curves,
@@ -384,10 +418,18 @@ pub fn run_rows(
     let pb = progress.bar((specs.len() * seeds.len()) as u64, &format!("{}: language model", run.stage));
     for spec in specs {
         for &seed in seeds {
-            let r = run_row(bert, spec, run, sets, seed, starts, dev).map_err(|e| match e {
-                StageError::Model(e) => StageError::training(run.stage, &format!("{} on {}", spec.method, run.task), e),
-                e => e,
+            let name = format!("{} {} {} seed {seed}", run.stage, run.task, spec.method);
+            let stored = units.unit(&name, || {
+                run_row(bert, spec, run, sets, seed, starts, dev).map(StoredRow::from).map_err(|e| match e {
+                    StageError::Model(e) => StageError::training(run.stage, &format!("{} on {}", spec.method, run.task), e),
+                    e => e,
+                })
             })?;
+            let Some(stored) = stored else {
+                pb.inc(1);
+                continue;
+            };
+            let r = RowResult::from(stored);
             for c in &r.curve {
                 let metrics = [("train_loss", c.train_loss), ("val_loss", c.val_loss), ("val_metric", c.val_metric)];
                 curves.push(&spec.method, run.task, seed, c.epoch, c.epoch == r.best, &metrics);

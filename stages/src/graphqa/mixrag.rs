@@ -133,7 +133,7 @@ static INFO: StageInfo = StageInfo {
     collects: &[],
     outputs: &["predictions", "curves", "scores", "gate_weights", "mixrag_ablation"],
     files: FILES,
-    shards: None,
+    shards: Some("language-model rows (one unit per row and seed)"),
 };
 
 /// A trained variant: its method name, experts and depth, and the ablation it belongs to.
@@ -185,6 +185,7 @@ pub fn run_task(
     cfg: &MixragConfig,
     text_model: Option<&tgrag_models::minilm::MiniLm>,
     progress: crate::shared::context::Progress,
+    units: &mut crate::shared::shards::Units,
 ) -> Result<TaskOut> {
     let class_names = classes(graphs);
     let class_of: HashMap<&str, u32> = class_names.iter().enumerate().map(|(i, c)| (c.as_str(), i as u32)).collect();
@@ -199,7 +200,11 @@ pub fn run_task(
     let ex = |set: &[usize]| -> Vec<QaExample> { set.iter().map(|&i| example(enc, graphs[i], &sub_of(graphs[i]), &class_of)).collect() };
     let (train_x, val_x, eval_x) = (ex(&tr), ex(&va), ex(&ev));
     let head = if task == Task::WebQsp { HeadKind::Nodes } else { HeadKind::Classify { classes: class_names.len() } };
-    let jobs: Vec<(Variant, u64)> = variants(cfg).into_iter().flat_map(|v| cfg.seeds.iter().map(move |&s| (v.clone(), s))).collect();
+    // A shard run does its language-model rows alone.
+    let jobs: Vec<(Variant, u64)> = match units.in_shard() {
+        true => Vec::new(),
+        false => variants(cfg).into_iter().flat_map(|v| cfg.seeds.iter().map(move |&s| (v.clone(), s))).collect(),
+    };
     let sets = Sets { train: &train_x, val: &val_x, eval: &eval_x };
     let results = train_jobs(&jobs, &sets, enc.dim, head, task, cfg);
     let mut out = TaskOut { predictions: Vec::new(), curves: Curves::default(), gates: Vec::new() };
@@ -236,7 +241,7 @@ pub fn run_task(
     if let (Some(bert), false, false) = (text_model, task == Task::WebQsp, cfg.lm_rows.is_empty()) {
         let class_of: HashMap<String, u32> = class_of.iter().map(|(c, &i)| (c.to_string(), i)).collect();
         let lm = LmTask { enc, graphs, sub_of: &sub_of, class_names: &class_names, class_of: &class_of, sets: (&tr, &va, &ev) };
-        lm_rows(&lm, task, cfg, bert, progress, &mut out)?;
+        lm_rows(&lm, task, cfg, bert, (progress, units), &mut out)?;
     }
     Ok(out)
 }
@@ -259,7 +264,7 @@ fn lm_rows(
     task: Task,
     cfg: &MixragConfig,
     bert: &tgrag_models::minilm::MiniLm,
-    progress: crate::shared::context::Progress,
+    (progress, units): (crate::shared::context::Progress, &mut crate::shared::shards::Units),
     out: &mut TaskOut,
 ) -> Result<()> {
     use crate::graphqa::lm;
@@ -310,7 +315,7 @@ fn lm_rows(
         &specs,
         &cfg.seeds,
         sets,
-        &mut lm::Starts::default(),
+        (&mut lm::Starts::default(), units),
         &cfg.device.device(),
         progress,
         curves,
@@ -709,6 +714,7 @@ impl StageSpec for MixragStage {
             None
         };
         let progress = ctx.progress;
+        let mut units = ctx.units();
         let (mut parts, mut preds, mut ablation, mut pngs) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut curves = Curves::default();
         let (mut gg, mut gn, mut ge, mut gr, mut gs) = (vec![], vec![], vec![], vec![], vec![]);
@@ -716,8 +722,11 @@ impl StageSpec for MixragStage {
             let task = Task::parse(task_name).unwrap_or(Task::SceneGraphs);
             crate::graphqa::data::require_splits(INFO.name, &dataset, task, graphs.iter().map(|g| g.split.as_str()))?;
             let out = ctx.timed(&format!("train + answer {task_name}"), |_| {
-                run_task(&enc, graphs, &subs, task, &cfg, text_model.as_ref(), progress)
+                run_task(&enc, graphs, &subs, task, &cfg, text_model.as_ref(), progress, &mut units)
             })?;
+            if units.in_shard() {
+                continue;
+            }
             let ds = scored_dataset(&dataset, task);
             let mut scores = Scores::new(&ds, INFO.name);
             task_scores(&dataset, task, graphs, &out.predictions, &mut scores);
@@ -741,6 +750,11 @@ impl StageSpec for MixragStage {
                 }
             }
             curves.extend(out.curves);
+        }
+        ctx.end_units(units)?;
+        if ctx.shard().is_some() {
+            // A shard run: its rows are in its partition; the full run writes the tables.
+            return Ok(());
         }
         let predictions = match preds.first() {
             Some(f) => arrow::compute::concat_batches(&f.schema(), &preds)?,

@@ -136,6 +136,22 @@ impl<'a> StageContext<'a> {
         self.dir.join(shards::SHARDS_DIR)
     }
 
+    /// The stage's sharded work as units ([`shards::Units`]): hand it to the code that meets them,
+    /// then to [`StageContext::end_units`].
+    pub fn units(&self) -> shards::Units {
+        shards::Units::new(self.shards_root(), self.cache_key.as_deref(), self.shard)
+    }
+
+    /// After the last unit: a shard run's partition recorded, or the note of the units read.
+    pub fn end_units(&mut self, units: shards::Units) -> Result<()> {
+        let (part, note) = units.finish()?;
+        if part.is_some() {
+            self.part = part;
+        }
+        self.notes.extend(note);
+        Ok(())
+    }
+
     /// The stage's sharded work, `texts` embedded by `encode` (row-major, `width` wide; `encoder`
     /// names the encoder as it runs, `minilm bf16`) as the timed `phase`.
     ///
@@ -162,7 +178,7 @@ impl<'a> StageContext<'a> {
         if let Some(shard) = self.shard {
             let dataset = self.dataset.name.clone();
             let rec = self.timed(phase, |_| shards::run_shard(&root, shard, (&key, encoder), texts, width, Some(&dataset), encode))?;
-            self.set_items((rec.rows[1] - rec.rows[0]) as u64);
+            self.set_items(rec.rows.map_or(0, |[a, b]| (b - a) as u64));
             self.part = Some(rec);
             return Ok(None);
         }

@@ -11,7 +11,13 @@
 //!   partitions of its own key and encoder, embeds what none holds, and so writes the bytes a
 //!   single run writes. A partition another encoder computed (a shard on another CPU kind, where
 //!   `auto` products differ) is embedded again, and the run says so.
+//! * A stage whose sharded work is a list of independent **units** (the language-model rows, one
+//!   per row and seed) deals them round-robin: unit `k` to shard `k mod N` ([`Units`]). Each unit's
+//!   result is its own file in its shard's folder (`unit-<kkkkkk>.json`, written atomically), so a
+//!   killed shard resumes at its first unfinished unit; the full run reads every unit a shard of its
+//!   key finished and computes the others.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -106,25 +112,37 @@ impl FromStr for Shard {
     }
 }
 
-/// What a partition's `record.json` says: written after its table, so a record names a complete
+/// What a partition's `record.json` says: written after its files, so a record names a complete
 /// partition.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PartRecord {
     /// The cache key of the run the partition belongs to (a stage's fingerprint).
     pub key: String,
-    /// The encoder as it ran (`minilm bf16`, `hash 256`).
+    /// The encoder as it ran (`minilm 384 bf16 v4`, `hash 256`; empty for units).
     pub encoder: String,
     /// `I/N`.
     pub shard: String,
-    /// The rows of the text list it holds, `[start, end)`.
-    pub rows: [usize; 2],
-    /// The embedding width.
+    /// An embedding partition: the rows of the text list it holds, `[start, end)`.
+    pub rows: Option<[usize; 2]>,
+    /// A partition of units: how many units are the shard's.
+    pub units: usize,
+    /// The embedding width (0 for units).
     pub width: usize,
-    /// The sha256 of its table.
-    pub sha256: String,
-    /// Seconds the shard took to embed its rows (run-dependent: not part of any table).
+    /// Its files, each with its sha256.
+    pub files: BTreeMap<String, String>,
+    /// Seconds the shard took (run-dependent: not part of any table).
     pub seconds: f64,
+}
+
+impl PartRecord {
+    /// What the partition holds, for a status line: `rows 0..186` or `4 units`.
+    pub fn holds(&self) -> String {
+        match self.rows {
+            Some([a, b]) => format!("rows {a}..{b}"),
+            None => format!("{} units", self.units),
+        }
+    }
 }
 
 /// The folder of `shard`'s partition under `root`.
@@ -143,9 +161,46 @@ pub fn valid(root: &Path, shard: Shard, key: &str) -> Option<PartRecord> {
         return None;
     }
     let rec: PartRecord = serde_json::from_str(&std::fs::read_to_string(&path).ok()?).ok()?;
-    let table = dir.join(PART_FILE);
-    let table_ok = std::fs::symlink_metadata(&table).is_ok_and(|m| m.is_file());
-    (rec.key == key && rec.shard == shard.to_string() && table_ok && io::sha256_file(&table).ok()? == rec.sha256).then_some(rec)
+    if rec.key != key || rec.shard != shard.to_string() {
+        return None;
+    }
+    let file_ok = |name: &str, sha: &str| {
+        let p = dir.join(name);
+        plain_name(name) && std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_file()) && io::sha256_file(&p).is_ok_and(|h| h == sha)
+    };
+    rec.files.iter().all(|(n, h)| file_ok(n, h)).then_some(rec)
+}
+
+/// A file name a record may list: one plain component of the partition folder.
+fn plain_name(name: &str) -> bool {
+    !name.is_empty() && name != RECORD_FILE && !name.starts_with('.') && !name.contains(['/', '\\']) && !name.chars().any(char::is_control)
+}
+
+/// Writes `rec` as `dir`'s record, atomically (last, after the files it lists).
+fn write_record(dir: &Path, rec: &PartRecord) -> Result<()> {
+    let text = serde_json::to_string_pretty(rec).map_err(|e| StageError::Internal(format!("shard record: {e}")))?;
+    Ok(io::write_bytes_atomic(&dir.join(RECORD_FILE), text.as_bytes())?)
+}
+
+/// Removes `dir`'s record (a shard about to work leaves none until it is done).
+pub fn remove_record(dir: &Path) -> Result<()> {
+    let record = dir.join(RECORD_FILE);
+    match std::fs::remove_file(&record) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(StageError::Io { path: record, source: e }),
+    }
+}
+
+/// Creates `root`'s parent, `root` and `shard`'s folder under it (links refused), and returns the last.
+fn make_part_dir(root: &Path, shard: Shard) -> Result<PathBuf> {
+    let dir = part_dir(root, shard);
+    if let Some(parent) = root.parent() {
+        io::ensure_owned_dir(parent)?;
+    }
+    io::ensure_owned_dir(root)?;
+    io::ensure_owned_dir(&dir)?;
+    Ok(dir)
 }
 
 /// The shards whose partition folders exist under `root` (complete or not), in order.
@@ -181,18 +236,8 @@ pub fn write(
     if emb.len() != n * width {
         return Err(StageError::Internal(format!("shard {shard}: {} values for {n} rows of width {width}", emb.len())));
     }
-    let dir = part_dir(root, shard);
-    if let Some(parent) = root.parent() {
-        io::ensure_owned_dir(parent)?;
-    }
-    io::ensure_owned_dir(root)?;
-    io::ensure_owned_dir(&dir)?;
-    let record = dir.join(RECORD_FILE);
-    match std::fs::remove_file(&record) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(StageError::Io { path: record, source: e }),
-    }
+    let dir = make_part_dir(root, shard)?;
+    remove_record(&dir)?;
     let first = u32::try_from(rows.start).map_err(|_| StageError::Input(format!("shard {shard}: more than 2^32 texts")))?;
     let last = u32::try_from(rows.end).map_err(|_| StageError::Input(format!("shard {shard}: more than 2^32 texts")))?;
     let batch = RecordBatch::try_from_iter(vec![
@@ -205,13 +250,13 @@ pub fn write(
         key: key.to_string(),
         encoder: encoder.to_string(),
         shard: shard.to_string(),
-        rows: [rows.start, rows.end],
+        rows: Some([rows.start, rows.end]),
+        units: 0,
         width,
-        sha256: io::sha256_file(&table)?,
+        files: BTreeMap::from([(PART_FILE.to_string(), io::sha256_file(&table)?)]),
         seconds,
     };
-    let text = serde_json::to_string_pretty(&rec).map_err(|e| StageError::Internal(format!("shard record: {e}")))?;
-    io::write_bytes_atomic(&record, text.as_bytes())?;
+    write_record(&dir, &rec)?;
     Ok(rec)
 }
 
@@ -220,9 +265,9 @@ pub fn read(root: &Path, shard: Shard, rec: &PartRecord) -> Result<Vec<f32>> {
     let path = part_dir(root, shard).join(PART_FILE);
     let b = io::read_table(&path, &tables::EMBEDDING_PART)?;
     let rows = columns::u32s(&b, "row")?;
-    let expected = rec.rows[0]..rec.rows[1];
-    if rows.len() != expected.len() || rows.values().iter().zip(expected).any(|(&r, e)| r as usize != e) {
-        return Err(StageError::Input(format!("{}: rows are not {}..{} as its record says", path.display(), rec.rows[0], rec.rows[1])));
+    let [first, end] = rec.rows.ok_or_else(|| StageError::Input(format!("{}: its record holds no rows", path.display())))?;
+    if rows.len() != end.saturating_sub(first) || rows.values().iter().zip(first..end).any(|(&r, e)| r as usize != e) {
+        return Err(StageError::Input(format!("{}: rows are not {first}..{end} as its record says", path.display())));
     }
     let col = b.column_by_name("embedding").ok_or_else(|| StageError::Input(format!("{}: no `embedding` column", path.display())))?;
     let list = col.as_fixed_size_list_opt().ok_or_else(|| StageError::Input(format!("{}: `embedding` is not a vector", path.display())))?;
@@ -283,7 +328,7 @@ pub fn assemble(
         }
     }
     let usable = |v: &Vec<(Shard, PartRecord)>| {
-        v.iter().filter(|(s, r)| r.encoder == encoder && r.width == width && r.rows == [s.rows(len).start, s.rows(len).end]).count()
+        v.iter().filter(|(s, r)| r.encoder == encoder && r.width == width && r.rows == Some([s.rows(len).start, s.rows(len).end])).count()
     };
     // The count with the most usable partitions; the smaller count on a tie.
     let best = by_count.iter().max_by(|a, b| usable(a.1).cmp(&usable(b.1)).then(b.0.cmp(a.0))).map(|(c, v)| (*c, v.clone()));
@@ -297,7 +342,7 @@ pub fn assemble(
         let range = shard.rows(len);
         let part = parts.iter().find(|(s, _)| *s == shard).map(|(_, r)| r);
         match part {
-            Some(rec) if rec.encoder == encoder && rec.width == width && rec.rows == [range.start, range.end] => {
+            Some(rec) if rec.encoder == encoder && rec.width == width && rec.rows == Some([range.start, range.end]) => {
                 out.extend(read(root, shard, rec)?);
                 done.read += 1;
                 done.rows_read += range.len();
@@ -328,6 +373,131 @@ pub fn run_shard(
     let t0 = Instant::now();
     let emb = encode(&texts[rows.clone()])?;
     write(root, shard, (key, encoder), rows, emb, width, t0.elapsed().as_secs_f64(), dataset)
+}
+
+/// A stage's units of sharded work (its language-model rows, one per row and seed), in the order
+/// the stage meets them. In a shard run, unit `k` is the shard's when `k mod N = I`: computed (or
+/// read, when a killed run of the shard finished it) and stored; the others are left to their
+/// shards. In a full run, every unit a shard of the same key finished is read, the others computed.
+pub struct Units {
+    root: PathBuf,
+    key: Option<String>,
+    shard: Option<Shard>,
+    next: usize,
+    computed: usize,
+    read: usize,
+    files: BTreeMap<String, String>,
+    started: Instant,
+}
+
+/// A stored unit: its key, name and result.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoredUnit<T> {
+    key: String,
+    name: String,
+    value: T,
+}
+
+/// The file of unit `k`.
+fn unit_file(k: usize) -> String {
+    format!("unit-{k:06}.json")
+}
+
+/// The most bytes of a unit file read.
+const UNIT_MAX_BYTES: u64 = 256 << 20;
+
+fn read_unit<T: serde::de::DeserializeOwned>(dir: &Path, k: usize, key: &str, name: &str) -> Option<(T, String)> {
+    let path = dir.join(unit_file(k));
+    let meta = std::fs::symlink_metadata(&path).ok()?;
+    if !meta.is_file() || meta.len() > UNIT_MAX_BYTES {
+        return None;
+    }
+    let bytes = std::fs::read(&path).ok()?;
+    let u: StoredUnit<T> = serde_json::from_slice(&bytes).ok()?;
+    (u.key == key && u.name == name).then(|| {
+        use sha2::Digest;
+        (u.value, io::hex(&sha2::Sha256::digest(&bytes)))
+    })
+}
+
+impl Units {
+    /// The units of a stage run: `root` its partitions' folder, `key` its cache key (none: every
+    /// unit computed, nothing stored), `shard` in a shard run.
+    pub fn new(root: PathBuf, key: Option<&str>, shard: Option<Shard>) -> Units {
+        Units { root, key: key.map(str::to_string), shard, next: 0, computed: 0, read: 0, files: BTreeMap::new(), started: Instant::now() }
+    }
+
+    /// Whether this is a shard run (the stage then does its units and nothing else).
+    pub fn in_shard(&self) -> bool {
+        self.shard.is_some()
+    }
+
+    /// The next unit, named `name` (unique in the stage run: `gretriever explagraphs lora seed 1`):
+    /// its result, or `None` when it is another shard's.
+    pub fn unit<T: Serialize + serde::de::DeserializeOwned>(
+        &mut self,
+        name: &str,
+        compute: impl FnOnce() -> Result<T>,
+    ) -> Result<Option<T>> {
+        let k = self.next;
+        self.next += 1;
+        let Some(key) = self.key.clone() else {
+            self.computed += 1;
+            return compute().map(Some);
+        };
+        match self.shard {
+            Some(s) if k % s.count() as usize != s.index() as usize => Ok(None),
+            Some(s) => {
+                let dir = make_part_dir(&self.root, s)?;
+                if let Some((v, sha)) = read_unit(&dir, k, &key, name) {
+                    self.files.insert(unit_file(k), sha);
+                    self.read += 1;
+                    return Ok(Some(v));
+                }
+                let v = compute()?;
+                let bytes = serde_json::to_vec(&StoredUnit { key, name: name.to_string(), value: &v })
+                    .map_err(|e| StageError::Internal(format!("unit `{name}`: {e}")))?;
+                io::write_bytes_atomic(&dir.join(unit_file(k)), &bytes)?;
+                use sha2::Digest;
+                self.files.insert(unit_file(k), io::hex(&sha2::Sha256::digest(&bytes)));
+                self.computed += 1;
+                Ok(Some(v))
+            }
+            None => {
+                for s in present(&self.root) {
+                    if let Some((v, _)) = read_unit(&part_dir(&self.root, s), k, &key, name) {
+                        self.read += 1;
+                        return Ok(Some(v));
+                    }
+                }
+                self.computed += 1;
+                compute().map(Some)
+            }
+        }
+    }
+
+    /// After the stage's last unit: in a shard run, its record (the units it holds) written last;
+    /// otherwise the note of what was read, if anything.
+    pub fn finish(self) -> Result<(Option<PartRecord>, Option<String>)> {
+        let (Some(key), Some(s)) = (&self.key, self.shard) else {
+            let note = (self.read > 0).then(|| format!("{} of {} units read from shard partitions", self.read, self.read + self.computed));
+            return Ok((None, note));
+        };
+        let dir = make_part_dir(&self.root, s)?;
+        let rec = PartRecord {
+            key: key.clone(),
+            encoder: String::new(),
+            shard: s.to_string(),
+            rows: None,
+            units: self.files.len(),
+            width: 0,
+            files: self.files,
+            seconds: self.started.elapsed().as_secs_f64(),
+        };
+        write_record(&dir, &rec)?;
+        Ok((Some(rec), None))
+    }
 }
 
 /// A `FixedSizeList<f32, width>` column of row-major values.
