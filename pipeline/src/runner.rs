@@ -507,11 +507,9 @@ pub fn run_shard(opts: &RunOptions, all: &[&'static dyn Stage], shard: Shard, wa
     }
     let _lock = crate::lock::FolderLock::acquire(&dir, wait)?;
     let key = stage_key(opts, all, &root, stage)?;
-    if !opts.force {
-        if let Some(rec) = shards::valid(&parts, shard, &key.fingerprint) {
-            let why = format!("up to date ({})", key.fingerprint.get(..12).unwrap_or(&key.fingerprint));
-            return Ok(outcome(Decision::Skip(why), Some(rec), 0.0));
-        }
+    if let (false, Some(rec)) = (opts.force, shards::valid(&parts, shard, &key.fingerprint)) {
+        let why = format!("up to date ({})", key.fingerprint.get(..12).unwrap_or(&key.fingerprint));
+        return Ok(outcome(Decision::Skip(why), Some(rec), 0.0));
     }
     let why = if dir.join(shards::RECORD_FILE).exists() {
         if opts.force { "--force" } else { "its partition is of other inputs, code or config" }

@@ -23,7 +23,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub force: bool,
     /// Run shard I of N (`0 ≤ I < N`) of the one stage `--stages` names: its sharded phase (the
-    /// embeddings of `dense` or `textgraphs`) over the I-th of N contiguous ranges, into a
+    /// embeddings of `dense` or `textgraphs` over the I-th of N contiguous ranges; the
+    /// language-model rows of `gretriever` or `mixrag`, unit k when k mod N = I), into a
     /// partition under `<stage>/shards/`. The stages upstream must be up to date. The stage's
     /// normal run then reads the partitions (docs/scale.md).
     #[arg(long, value_name = "I/N")]

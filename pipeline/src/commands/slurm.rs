@@ -8,7 +8,8 @@
 //! `<outputs>/cells/<plan>/slurm/`. `status` reads the cells' records (and `squeue`, when there
 //! is one) back.
 //!
-//! `shards` cuts one stage's sharded phase (the embeddings of `dense` or `textgraphs`) into an
+//! `shards` cuts one stage's sharded phase (the embeddings of `dense` or `textgraphs`, the
+//! language-model rows of `gretriever` or `mixrag`) into an
 //! array of `--count` shards: a prepare job runs the stages upstream, the array (after it) runs
 //! `tgrag run --stages S --shard $SLURM_ARRAY_TASK_ID/N`, and a merge job (after the array) runs
 //! `tgrag run` with the options given, which reads the partitions. Scripts and logs go to
@@ -50,7 +51,7 @@ pub enum SlurmCommand {
 /// `tgrag slurm shards` arguments.
 #[derive(Debug, clap::Args)]
 pub struct ShardsArgs {
-    /// The stage whose sharded phase the array runs (`dense`, `textgraphs`).
+    /// The stage whose sharded phase the array runs (`dense`, `textgraphs`, `gretriever`, `mixrag`).
     #[arg(long)]
     pub stage: String,
     /// How many shards (array tasks).

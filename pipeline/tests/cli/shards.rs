@@ -221,7 +221,7 @@ fn language_model_rows_as_unit_shards_merge_to_the_bytes_of_one_run_and_a_rerun_
     // G-Retriever's 4 row-seeds in 3 shards: units 0 and 3 to shard 0, 1 to shard 1, 2 to shard 2.
     for (i, units) in [("0/3", 2), ("1/3", 1), ("2/3", 1)] {
         let o = ok(run(&split, &with(&["--stages", "gretriever", "--shard", i])));
-        assert!(o.contains(&format!("ran in")) && o.contains(&format!("({units} units, ")), "shard {i}: {o}");
+        assert!(o.contains("ran in") && o.contains(&format!("({units} units, ")), "shard {i}: {o}");
     }
     // A shard killed after its units were stored (its record never written) resumes: it reads them.
     let dir = split.join("synthetic/gretriever/shards/00000-of-00003");

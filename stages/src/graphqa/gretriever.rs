@@ -252,8 +252,7 @@ pub fn run_task(
     task: Task,
     cfg: &GretrieverConfig,
     (text_model, lm_model): (Option<&tgrag_models::minilm::MiniLm>, Option<&tgrag_models::minilm::MiniLm>),
-    progress: crate::shared::context::Progress,
-    units: &mut crate::shared::shards::Units,
+    (progress, units): (crate::shared::context::Progress, &mut crate::shared::shards::Units),
 ) -> Result<TaskResult> {
     let d = TaskData::new(enc, graphs, subs, task, cfg)?;
     // A shard run does its language-model rows alone; the trained methods only where those rows
@@ -545,7 +544,7 @@ impl StageSpec for GretrieverStage {
             let task = Task::parse(task_name).unwrap_or(Task::SceneGraphs);
             crate::graphqa::data::require_splits(INFO.name, &dataset, task, graphs.iter().map(|g| g.split.as_str()))?;
             let r = ctx.timed(&format!("train + answer {task_name}"), |_| {
-                run_task(&enc, graphs, &subs, task, &cfg, (text_model.as_ref(), lm_model.as_ref()), progress, &mut units)
+                run_task(&enc, graphs, &subs, task, &cfg, (text_model.as_ref(), lm_model.as_ref()), (progress, &mut units))
             })?;
             if units.in_shard() {
                 continue;
@@ -634,7 +633,7 @@ mod tests {
                 Task::ExplaGraphs,
                 &cfg,
                 (None, None),
-                crate::shared::context::Progress { quiet: true }
+                (crate::shared::context::Progress { quiet: true }, &mut crate::shared::shards::Units::new(Default::default(), None, None)),
             )
             .is_err(),
             "a missing subgraph is an error, not an empty graph"
@@ -642,8 +641,16 @@ mod tests {
         // ExplaGraphs' `pcst` subgraph is the whole graph.
         let subs: HashMap<(u32, SubgraphMethod), Subgraph> =
             graphs.iter().map(|g| ((g.graph_id, SubgraphMethod::Pcst), Subgraph::whole(g.nodes.len(), g.edges.len()))).collect();
-        let r = run_task(&enc, &graphs, &subs, Task::ExplaGraphs, &cfg, (None, None), crate::shared::context::Progress { quiet: true })
-            .expect("task");
+        let r = run_task(
+            &enc,
+            &graphs,
+            &subs,
+            Task::ExplaGraphs,
+            &cfg,
+            (None, None),
+            (crate::shared::context::Progress { quiet: true }, &mut crate::shared::shards::Units::new(Default::default(), None, None)),
+        )
+        .expect("task");
         let acc = |m: &str, split: &str| {
             let p: Vec<&Prediction> = r.predictions.iter().filter(|p| p.method == m && graphs[p.graph].split == split).collect();
             p.iter().filter(|p| p.correct).count() as f64 / p.len().max(1) as f64

@@ -184,8 +184,7 @@ pub fn run_task(
     task: Task,
     cfg: &MixragConfig,
     text_model: Option<&tgrag_models::minilm::MiniLm>,
-    progress: crate::shared::context::Progress,
-    units: &mut crate::shared::shards::Units,
+    (progress, units): (crate::shared::context::Progress, &mut crate::shared::shards::Units),
 ) -> Result<TaskOut> {
     let class_names = classes(graphs);
     let class_of: HashMap<&str, u32> = class_names.iter().enumerate().map(|(i, c)| (c.as_str(), i as u32)).collect();
@@ -722,7 +721,7 @@ impl StageSpec for MixragStage {
             let task = Task::parse(task_name).unwrap_or(Task::SceneGraphs);
             crate::graphqa::data::require_splits(INFO.name, &dataset, task, graphs.iter().map(|g| g.split.as_str()))?;
             let out = ctx.timed(&format!("train + answer {task_name}"), |_| {
-                run_task(&enc, graphs, &subs, task, &cfg, text_model.as_ref(), progress, &mut units)
+                run_task(&enc, graphs, &subs, task, &cfg, text_model.as_ref(), (progress, &mut units))
             })?;
             if units.in_shard() {
                 continue;
@@ -893,8 +892,16 @@ mod tests {
             ablation_depths: vec![1, 3],
             ..MixragConfig::default()
         };
-        let out =
-            run_task(&enc, &graphs, &subs, Task::ExplaGraphs, &cfg, None, crate::shared::context::Progress { quiet: true }).expect("run");
+        let out = run_task(
+            &enc,
+            &graphs,
+            &subs,
+            Task::ExplaGraphs,
+            &cfg,
+            None,
+            (crate::shared::context::Progress { quiet: true }, &mut crate::shared::shards::Units::new(Default::default(), None, None)),
+        )
+        .expect("run");
         let acc = |m: &str| {
             let p: Vec<&Prediction> = out.predictions.iter().filter(|p| p.method == m && graphs[p.graph].split == "test").collect();
             p.iter().filter(|p| p.correct).count() as f64 / p.len().max(1) as f64
@@ -914,8 +921,16 @@ mod tests {
         assert!((gates.iter().map(|r| r.mean).sum::<f64>() - 1.0).abs() < 1e-4);
         assert!(ablation_batch(&rows).is_ok() && !task_plots(Task::ExplaGraphs, &rows).expect("plots").is_empty());
         // Deterministic.
-        let again =
-            run_task(&enc, &graphs, &subs, Task::ExplaGraphs, &cfg, None, crate::shared::context::Progress { quiet: true }).expect("run");
+        let again = run_task(
+            &enc,
+            &graphs,
+            &subs,
+            Task::ExplaGraphs,
+            &cfg,
+            None,
+            (crate::shared::context::Progress { quiet: true }, &mut crate::shared::shards::Units::new(Default::default(), None, None)),
+        )
+        .expect("run");
         assert_eq!(out.predictions, again.predictions);
     }
 }
