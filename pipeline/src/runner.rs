@@ -502,7 +502,8 @@ pub fn run_shard(opts: &RunOptions, all: &[&'static dyn Stage], shard: Shard, wa
     if let Some(why) = applicability(&root, stage) {
         return Ok(outcome(Decision::NotApplicable(why), None, 0.0));
     }
-    for d in [&root, &stage_dir, &parts] {
+    // Real folders all the way down: a link planted among them would send the partition elsewhere.
+    for d in [&root, &stage_dir, &parts, &dir] {
         io::ensure_owned_dir(d)?;
     }
     let _lock = crate::lock::FolderLock::acquire(&dir, wait)?;

@@ -203,8 +203,13 @@ fn make_part_dir(root: &Path, shard: Shard) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// The shards whose partition folders exist under `root` (complete or not), in order.
+/// The shards whose partition folders exist under `root` (complete or not), in order. A `root`
+/// that is not a real folder (a symbolic link planted in its place) has none: nothing is read or
+/// removed through it.
 pub fn present(root: &Path) -> Vec<Shard> {
+    if !std::fs::symlink_metadata(root).is_ok_and(|m| m.is_dir()) {
+        return Vec::new();
+    }
     let mut out: Vec<Shard> = std::fs::read_dir(root)
         .map(|entries| {
             entries
@@ -592,5 +597,9 @@ mod tests {
         std::fs::write(part_dir(&root, s2).join(PART_FILE), b"changed").expect("overwrite");
         assert!(valid(&root, s2, "k").is_none());
         assert_eq!(present(&root).len(), 4);
+        // A link in the partitions' place is no partition folder.
+        let link = d.path().join("linked");
+        std::os::unix::fs::symlink(&root, &link).expect("link");
+        assert!(present(&link).is_empty());
     }
 }
