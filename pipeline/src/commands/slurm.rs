@@ -168,49 +168,28 @@ impl Invocation {
 /// The array script of `cells` (one task each) with resources `r`.
 fn array_script(inv: &Invocation, plan: &str, k: usize, cells: &[&str], r: Resources, logs: &Path) -> String {
     let list: Vec<String> = cells.iter().map(|c| sh_quote(c)).collect();
-    format!(
-        "#!/bin/bash\n\
-         #SBATCH --job-name=tgrag-cells-{short}-{k}\n\
-         #SBATCH --array=0-{last}\n\
-         #SBATCH --cpus-per-task={cpus}\n\
-         #SBATCH --mem={mem}G\n\
-         #SBATCH --time={time}\n\
-         #SBATCH --output={logs}/%x-%a.out\n\
-         # tgrag nightly, plan {plan}: one cell per array task.\n\
-         set -euo pipefail\n\
-         cells=({list})\n\
-         export RAYON_NUM_THREADS=\"${{SLURM_CPUS_PER_TASK:-{cpus}}}\"\n\
-         cd {cwd}\n\
-         exec {cmd}\n",
-        short = &plan[..8.min(plan.len())],
-        last = cells.len().saturating_sub(1),
-        cpus = r.cpus,
-        mem = r.mem_gb,
-        time = cells::hours(r.minutes),
-        logs = logs.display(),
-        list = list.join(" "),
-        cwd = sh_quote(&inv.cwd.display().to_string()),
-        cmd = inv.command("--cell \"${cells[$SLURM_ARRAY_TASK_ID]}\""),
+    let n = u32::try_from(cells.len()).unwrap_or(u32::MAX);
+    job_script(
+        &format!("tgrag-cells-{}-{k}", &plan[..8.min(plan.len())]),
+        Some(n),
+        r,
+        &logs.join("%x-%a.out"),
+        (&format!("tgrag nightly, plan {plan}: one cell per array task."), &format!("cells=({})", list.join(" "))),
+        &inv.cwd,
+        &inv.command("--cell \"${cells[$SLURM_ARRAY_TASK_ID]}\""),
     )
 }
 
 /// The collect job's script.
 fn collect_script(inv: &Invocation, plan: &str, logs: &Path) -> String {
-    format!(
-        "#!/bin/bash\n\
-         #SBATCH --job-name=tgrag-collect-{short}\n\
-         #SBATCH --cpus-per-task=1\n\
-         #SBATCH --mem=4G\n\
-         #SBATCH --time=1:00:00\n\
-         #SBATCH --output={logs}/%x.out\n\
-         # tgrag nightly, plan {plan}: the night from its cells.\n\
-         set -euo pipefail\n\
-         cd {cwd}\n\
-         exec {cmd}\n",
-        short = &plan[..8.min(plan.len())],
-        logs = logs.display(),
-        cwd = sh_quote(&inv.cwd.display().to_string()),
-        cmd = inv.command("--collect"),
+    job_script(
+        &format!("tgrag-collect-{}", &plan[..8.min(plan.len())]),
+        None,
+        Resources { cpus: 1, mem_gb: 4, minutes: 60 },
+        &logs.join("%x.out"),
+        (&format!("tgrag nightly, plan {plan}: the night from its cells."), ""),
+        &inv.cwd,
+        &inv.command("--collect"),
     )
 }
 
@@ -321,6 +300,11 @@ fn submit(outputs: &Path, s: SubmitArgs) -> Result<ExitCode> {
 fn queue(jobs: &Jobs) -> BTreeMap<String, String> {
     let mut ids: Vec<&str> = jobs.arrays.iter().map(|a| a.job.as_str()).collect();
     ids.push(&jobs.collect);
+    squeue(&ids)
+}
+
+/// `squeue`'s state of every task of the jobs `ids` (`123_4` → `RUNNING`); empty where it does not answer.
+fn squeue(ids: &[&str]) -> BTreeMap<String, String> {
     let out = Command::new("squeue").args(["-h", "-r", "-o", "%i|%T", "-j", &ids.join(",")]).output();
     let Ok(out) = out else { return BTreeMap::new() };
     String::from_utf8_lossy(&out.stdout)
@@ -423,8 +407,9 @@ fn shard_plan(outputs: &Path, s: &ShardsArgs, ra: &RunArgs) -> Result<(&'static 
     Ok((stage, upstream, dir))
 }
 
-/// One job's script: `array` tasks (0..n) or one task, resources `r`, the command `cmd`.
-fn job_script(name: &str, array: Option<u32>, r: Resources, log: &Path, comment: &str, cwd: &Path, cmd: &str) -> String {
+/// One job's script: `array` tasks (0..n) or one task, resources `r`, the log file `log`, a
+/// comment and shell lines before the command, the command `cmd` run from `cwd`.
+fn job_script(name: &str, array: Option<u32>, r: Resources, log: &Path, (comment, prelude): (&str, &str), cwd: &Path, cmd: &str) -> String {
     let mut t = format!("#!/bin/bash\n#SBATCH --job-name={name}\n");
     if let Some(n) = array {
         t.push_str(&format!("#SBATCH --array=0-{}\n", n.saturating_sub(1)));
@@ -436,6 +421,10 @@ fn job_script(name: &str, array: Option<u32>, r: Resources, log: &Path, comment:
         cells::hours(r.minutes),
         log.display()
     ));
+    if !prelude.is_empty() {
+        t.push_str(prelude);
+        t.push('\n');
+    }
     t.push_str(&format!("export RAYON_NUM_THREADS=\"${{SLURM_CPUS_PER_TASK:-{}}}\"\n", r.cpus));
     t.push_str(&format!("cd {}\nexec {cmd}\n", sh_quote(&cwd.display().to_string())));
     t
@@ -482,7 +471,7 @@ fn shards(outputs: &Path, s: ShardsArgs) -> Result<ExitCode> {
             None,
             small,
             &logs.join("%x.out"),
-            &format!("tgrag run: the stages upstream of `{name}` ({})", upstream.join(", ")),
+            (&format!("tgrag run: the stages upstream of `{name}` ({})", upstream.join(", ")), ""),
             &cwd,
             &inv(args)?.command(""),
         );
@@ -495,7 +484,7 @@ fn shards(outputs: &Path, s: ShardsArgs) -> Result<ExitCode> {
         Some(s.count),
         each,
         &logs.join("%x-%a.out"),
-        &format!("tgrag run: `{name}`, shard $SLURM_ARRAY_TASK_ID of {} per array task", s.count),
+        (&format!("tgrag run: `{name}`, shard $SLURM_ARRAY_TASK_ID of {} per array task", s.count), ""),
         &cwd,
         &inv(args)?.command(&format!("--shard \"${{SLURM_ARRAY_TASK_ID}}/{}\"", s.count)),
     );
@@ -504,7 +493,7 @@ fn shards(outputs: &Path, s: ShardsArgs) -> Result<ExitCode> {
         None,
         each,
         &logs.join("%x.out"),
-        &format!("tgrag run: `{name}` from its {} partitions, and the stages asked for", s.count),
+        (&format!("tgrag run: `{name}` from its {} partitions, and the stages asked for", s.count), ""),
         &cwd,
         &inv(s.run.clone())?.command(""),
     );
@@ -568,17 +557,9 @@ fn shards_status(outputs: &Path, s: ShardsArgs) -> Result<ExitCode> {
         Ok(t) => Some(serde_json::from_str(&t).map_err(|e| input!("{}: not a job list: {e}", jobs_file.display()))?),
         Err(_) => None,
     };
-    let queued: BTreeMap<String, String> = match &jobs {
+    let queued = match &jobs {
         Some(j) => {
-            let ids: Vec<&str> = [j.prepare.as_str(), j.shards.as_str(), j.merge.as_str()].into_iter().filter(|i| !i.is_empty()).collect();
-            let out = Command::new("squeue").args(["-h", "-r", "-o", "%i|%T", "-j", &ids.join(",")]).output();
-            out.map(|o| {
-                String::from_utf8_lossy(&o.stdout)
-                    .lines()
-                    .filter_map(|l| l.split_once('|').map(|(a, b)| (a.trim().to_string(), b.trim().to_string())))
-                    .collect()
-            })
-            .unwrap_or_default()
+            squeue(&[j.prepare.as_str(), j.shards.as_str(), j.merge.as_str()].into_iter().filter(|i| !i.is_empty()).collect::<Vec<_>>())
         }
         None => BTreeMap::new(),
     };

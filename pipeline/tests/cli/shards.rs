@@ -176,6 +176,10 @@ fn embed_shards_merge_to_the_bytes_of_one_embed_and_a_changed_input_embeds_again
     let r = embed(&split, &[]);
     assert!(r.status.success() && !stderr(&r).contains("partitions read"), "{}", stderr(&r));
     assert!(stdout(&r).is_empty() || !stdout(&r).contains("partitions"), "{}", stdout(&r));
+    // … and its table is that of the changed input, as one embed of it writes it.
+    let fresh = o.join("fresh.parquet");
+    ok(embed(&fresh, &[]));
+    assert!(std::fs::read(&fresh).expect("fresh") == std::fs::read(&split).expect("split"), "the stale partition leaked into the table");
 }
 
 /// The language-model rows of G-Retriever and MixRAG, small: two seeds, two epochs, one encoder.

@@ -892,16 +892,12 @@ mod tests {
             ablation_depths: vec![1, 3],
             ..MixragConfig::default()
         };
-        let out = run_task(
-            &enc,
-            &graphs,
-            &subs,
-            Task::ExplaGraphs,
-            &cfg,
-            None,
-            (crate::shared::context::Progress { quiet: true }, &mut crate::shared::shards::Units::new(Default::default(), None, None)),
-        )
-        .expect("run");
+        let run = || {
+            let mut units = crate::shared::shards::Units::new(Default::default(), None, None);
+            run_task(&enc, &graphs, &subs, Task::ExplaGraphs, &cfg, None, (crate::shared::context::Progress { quiet: true }, &mut units))
+                .expect("run")
+        };
+        let out = run();
         let acc = |m: &str| {
             let p: Vec<&Prediction> = out.predictions.iter().filter(|p| p.method == m && graphs[p.graph].split == "test").collect();
             p.iter().filter(|p| p.correct).count() as f64 / p.len().max(1) as f64
@@ -921,16 +917,7 @@ mod tests {
         assert!((gates.iter().map(|r| r.mean).sum::<f64>() - 1.0).abs() < 1e-4);
         assert!(ablation_batch(&rows).is_ok() && !task_plots(Task::ExplaGraphs, &rows).expect("plots").is_empty());
         // Deterministic.
-        let again = run_task(
-            &enc,
-            &graphs,
-            &subs,
-            Task::ExplaGraphs,
-            &cfg,
-            None,
-            (crate::shared::context::Progress { quiet: true }, &mut crate::shared::shards::Units::new(Default::default(), None, None)),
-        )
-        .expect("run");
+        let again = run();
         assert_eq!(out.predictions, again.predictions);
     }
 }
