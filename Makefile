@@ -12,7 +12,7 @@ TGRAG_BENCH := $(TARGET_DIR)/debug/tgrag-bench
 # Quiet progress in CI; bars on a terminal otherwise.
 QUIET := $(if $(CI),--quiet,)
 
-.PHONY: all build run test check fmt clean help models bench bench-gpu venv fixtures planner planner-baseline planner-finetune-baseline graphqa graphqa-lm nightly report-check system-packages
+.PHONY: all build run test check fmt clean help models bench bench-gpu venv fixtures planner planner-baseline planner-finetune-baseline graphqa graphqa-lm graphqa-lm-units nightly report-check system-packages
 
 all: run
 
@@ -24,6 +24,7 @@ help:
 	@echo "make bench-gpu         on a machine with a GPU: MiniLM, every model family's training and a Prime-sized run on --device gpu against cpu, one table"
 	@echo "make graphqa           the README GraphQA tables: ExplaGraphs, every G-Retriever variant, baseline and MixRAG ablation, seeds 0-3 (GRAPHQA=dataset)"
 	@echo "make graphqa-lm        the same with the language-model rows (prompt tuning ... G-Retriever w/ LoRA, MixRAG w/ LoRA and its expert ablation): hours on 2 cores"
+	@echo "make graphqa-lm-units  the independent units of graphqa-lm (row x seed), each with its id, for --shard I/N (docs/scale.md)"
 	@echo "make planner           the planner table of docs/planner.md: train-planner on MoR's plan files per KB (PLANS=dir, KBS='mag amazon prime')"
 	@echo "make planner-baseline  the logistic-regression reference point on the same files (scikit-learn)"
 	@echo "make planner-finetune-baseline  the fully fine-tuned MiniLM classifier reference point (torch)"
@@ -159,6 +160,15 @@ graphqa-lm: build models
 	@awk '/^## GraphQA with a language model/ { p = 1 } /^## / && !/^## GraphQA with/ { p = 0 } p' $(OUTPUTS)/$(GRAPHQA)/report/report.md
 	@sed -n '/^## gretriever: .*split `test`/,/^$$/p' $(OUTPUTS)/$(GRAPHQA)/report/report.md
 	@sed -n '/^## mixrag: .*split `test`/,/^$$/p' $(OUTPUTS)/$(GRAPHQA)/report/report.md
+
+# The independent units of `make graphqa-lm` (one per language-model row and seed, docs/scale.md):
+# the stages upstream are run first; MixRAG's units are listed once `gretriever` is up to date
+# (MixRAG reads its scores).
+graphqa-lm-units: build models
+	$(TGRAG) --outputs $(OUTPUTS) $(QUIET) run --dataset $(GRAPHQA) $(GRAPHQA_SET) $(GRAPHQA_LM_SET) --stages subgraphs
+	$(TGRAG) --outputs $(OUTPUTS) --quiet run --dataset $(GRAPHQA) $(GRAPHQA_SET) $(GRAPHQA_LM_SET) --stages gretriever --units
+	@$(TGRAG) --outputs $(OUTPUTS) --quiet run --dataset $(GRAPHQA) $(GRAPHQA_SET) $(GRAPHQA_LM_SET) --stages mixrag --units 2>/dev/null \
+	  || echo "mixrag: its units are listed once gretriever has run (or been merged from its shards)"
 
 # `tgrag run` ends with one table per method family and the paths of report.md and report.html.
 run: build models

@@ -460,6 +460,80 @@ pub struct ShardOutcome {
     pub seconds: f64,
 }
 
+/// The one stage `opts.stages` names, which must have a shard phase that `fits` (`flag` is the
+/// option that asked, for the error).
+fn sharded_stage(
+    opts: &RunOptions,
+    all: &[&'static dyn Stage],
+    flag: &str,
+    fits: impl Fn(tgrag_stages::ShardPhase) -> bool,
+) -> Result<&'static dyn Stage> {
+    let sharded: Vec<&str> = all.iter().filter(|s| s.info().shards.is_some_and(&fits)).map(|s| s.info().name).collect();
+    let stage = match opts.stages.as_deref() {
+        Some([one]) => *all
+            .iter()
+            .find(|s| s.info().name == one.as_str())
+            .ok_or_else(|| crate::config!("unknown stage `{one}`; {flag} applies to: {}", sharded.join(", ")))?,
+        _ => bail_config!("{flag} applies to one stage: name it with --stages (one of: {})", sharded.join(", ")),
+    };
+    match stage.info().shards {
+        Some(phase) if fits(phase) => Ok(stage),
+        Some(phase) => bail_config!(
+            "stage `{}` shards its {} as ranges of rows (shard I of N: rows [len·I/N, len·(I+1)/N)); {flag} applies to: {}",
+            stage.info().name,
+            phase.name(),
+            sharded.join(", ")
+        ),
+        None => bail_config!("stage `{}` has no sharded phase; {flag} applies to: {}", stage.info().name, sharded.join(", ")),
+    }
+}
+
+/// A shard (or a listing) reads the outputs of `stage`'s upstream stages as they are: each must be
+/// up to date.
+fn require_upstream(opts: &RunOptions, all: &[&'static dyn Stage], root: &Path, stage: &'static dyn Stage) -> Result<()> {
+    let name = stage.info().name;
+    for up in select(all, Some(&[name.to_string()]))?.into_iter().filter(|s| s.info().name != name) {
+        if applicability(root, up).is_some() {
+            continue;
+        }
+        let key = stage_key(opts, all, root, up)?;
+        if let Decision::Run(why) = decide(&root.join(up.info().name), &key.fingerprint, &key.code, &key.config, &key.inputs, false) {
+            bail_config!(
+                "stage `{}` is not up to date for the shards of `{name}` ({why}): run `tgrag run --dataset {} --stages {}` before them",
+                up.info().name,
+                opts.dataset.name,
+                up.info().name
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The units of the one stage `opts.stages` names (a stage whose shards are units: the
+/// language-model rows), as its run under these options meets them: each with its stable id (shard
+/// `id mod N` of `--shard I/N` runs it), its name and the shard that finished it, if one did. The
+/// stages upstream must be up to date; nothing is computed or written.
+pub fn list_units(opts: &RunOptions, all: &[&'static dyn Stage]) -> Result<(&'static str, Option<String>, Vec<shards::ListedUnit>)> {
+    let root = opts.outputs.join(&opts.dataset.name);
+    let stage = sharded_stage(opts, all, "--units", |p| matches!(p, tgrag_stages::ShardPhase::Units(_)))?;
+    let info = stage.info();
+    require_upstream(opts, all, &root, stage)?;
+    if let Some(why) = applicability(&root, stage) {
+        return Ok((info.name, Some(why), Vec::new()));
+    }
+    let key = stage_key(opts, all, &root, stage)?;
+    let mut ctx = StageContext::new(info, tgrag_stages::deps_of(stage, all), &opts.dataset, &key.config, &root, opts.progress)
+        .with_cache_key(&key.fingerprint)
+        .with_listing();
+    let result = stage.run(&mut ctx);
+    let done = ctx.finish();
+    for w in &done.written {
+        let _ = std::fs::remove_file(&w.tmp);
+    }
+    result.map_err(|e| anyhow::Error::new(e).context(format!("stage `{}`, listing its units, failed", info.name)))?;
+    Ok((info.name, None, done.listed))
+}
+
 /// Runs `shard` of the one stage `opts.stages` names: that stage's sharded phase over the shard's
 /// range, into its partition (`<stage>/shards/<IIIII>-of-<NNNNN>/`), under that folder's lock
 /// alone, so that every shard of a dataset can run at once. The stages upstream must be up to
@@ -467,38 +541,13 @@ pub struct ShardOutcome {
 /// cache key, complete) is skipped unless `opts.force`.
 pub fn run_shard(opts: &RunOptions, all: &[&'static dyn Stage], shard: Shard, wait: bool) -> Result<ShardOutcome> {
     let root = opts.outputs.join(&opts.dataset.name);
-    let sharded: Vec<&str> = all.iter().filter(|s| s.info().shards.is_some()).map(|s| s.info().name).collect();
-    let stage = match opts.stages.as_deref() {
-        Some([one]) => *all
-            .iter()
-            .find(|s| s.info().name == one.as_str())
-            .ok_or_else(|| crate::config!("unknown stage `{one}`; --shard applies to: {}", sharded.join(", ")))?,
-        _ => bail_config!("--shard runs one stage: name it with --stages (one of: {})", sharded.join(", ")),
-    };
+    let stage = sharded_stage(opts, all, "--shard", |_| true)?;
     let info = stage.info();
-    if info.shards.is_none() {
-        bail_config!("stage `{}` has no sharded phase; --shard applies to: {}", info.name, sharded.join(", "));
-    }
     let stage_dir = root.join(info.name);
     let parts = stage_dir.join(shards::SHARDS_DIR);
     let dir = shards::part_dir(&parts, shard);
     let outcome = |decision, record, seconds| ShardOutcome { stage: info.name, shard, decision, record, dir: dir.clone(), seconds };
-    // The shard reads its upstream stages' outputs as they are: each must be up to date.
-    for up in select(all, Some(&[info.name.to_string()]))?.into_iter().filter(|s| s.info().name != info.name) {
-        if applicability(&root, up).is_some() {
-            continue;
-        }
-        let key = stage_key(opts, all, &root, up)?;
-        if let Decision::Run(why) = decide(&root.join(up.info().name), &key.fingerprint, &key.code, &key.config, &key.inputs, false) {
-            bail_config!(
-                "stage `{}` is not up to date for the shards of `{}` ({why}): run `tgrag run --dataset {} --stages {}` before them",
-                up.info().name,
-                info.name,
-                opts.dataset.name,
-                up.info().name
-            );
-        }
-    }
+    require_upstream(opts, all, &root, stage)?;
     if let Some(why) = applicability(&root, stage) {
         return Ok(outcome(Decision::NotApplicable(why), None, 0.0));
     }

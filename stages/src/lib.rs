@@ -64,5 +64,5 @@ mod layout_tests;
 pub use error::{Result, StageError};
 pub use registry::all;
 pub use shared::context::{Progress, StageContext, Timing, Written};
-pub use shared::stage_info::{ModelNeed, StageInfo};
+pub use shared::stage_info::{ModelNeed, ShardPhase, StageInfo};
 pub use stage::{Stage, StageSpec, check_models, check_sizes, check_training_options, collected_from, deps_of};

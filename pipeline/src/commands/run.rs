@@ -29,6 +29,12 @@ pub struct RunArgs {
     /// normal run then reads the partitions (docs/scale.md).
     #[arg(long, value_name = "I/N")]
     pub shard: Option<tgrag_stages::shared::shards::Shard>,
+    /// List the units of the one stage `--stages` names (the language-model rows of `gretriever`
+    /// or `mixrag`, one per row and seed) under these options, without running any: each unit's
+    /// id k (shard k mod N of `--shard I/N` runs it), its name and whether a shard has finished
+    /// it. The stages upstream must be up to date.
+    #[arg(long, conflicts_with = "shard")]
+    pub units: bool,
 }
 
 /// The verb and reason printed for a decision.
@@ -59,6 +65,24 @@ fn run_shard(
     Ok(())
 }
 
+/// The units of one stage, a line each.
+fn list_units(opts: &RunOptions, all: &[&'static dyn tgrag_stages::Stage]) -> Result<()> {
+    let (stage, not_applicable, units) = runner::list_units(opts, all)?;
+    let head = format!("tgrag run: dataset `{}`, stage `{stage}`", opts.dataset.name);
+    if let Some(why) = not_applicable {
+        println!("{head}: n/a ({why})");
+        return Ok(());
+    }
+    let done = units.iter().filter(|u| u.done_in.is_some()).count();
+    println!("{head}: {} units, {done} finished by shards (unit k runs in shard I of --shard I/N when k mod N = I)", units.len());
+    let width = units.iter().map(|u| u.name.len()).max().unwrap_or(0);
+    for u in &units {
+        let state = u.done_in.map_or_else(|| "pending".to_string(), |s| format!("done in shard {s}"));
+        println!("  {:>5}  {:<width$}  {state}", u.id, u.name);
+    }
+    Ok(())
+}
+
 pub fn run(outputs: &Path, quiet: bool, wait: bool, a: RunArgs) -> Result<()> {
     let all = tgrag_stages::all();
     let dataset = a.dataset.resolve()?;
@@ -69,10 +93,13 @@ pub fn run(outputs: &Path, quiet: bool, wait: bool, a: RunArgs) -> Result<()> {
     let with_cfg: Vec<(&dyn tgrag_stages::Stage, &serde_json::Value)> =
         applies.iter().filter_map(|s| configs.get(s.info().name).map(|c| (*s, c))).collect();
     tgrag_stages::check_models(&with_cfg)?;
-    if let Some(shard) = a.shard {
+    if a.shard.is_some() || a.units {
         let opts =
             RunOptions { outputs: outputs.to_path_buf(), dataset, stages: a.stages, force: a.force, progress: Progress { quiet }, configs };
-        return run_shard(&opts, &all, shard, wait);
+        return match a.shard {
+            Some(shard) => run_shard(&opts, &all, shard, wait),
+            None => list_units(&opts, &all),
+        };
     }
     // One writer per dataset folder for the run's whole life.
     let _lock = crate::lock::FolderLock::acquire(&outputs.join(&dataset.name), wait)?;

@@ -214,6 +214,17 @@ const LM_ROWS: &[&str] = &[
     "mixrag.ablation_experts=false",
 ];
 
+/// The units `tgrag run --units` lists: (id, name, state) per line.
+fn listed_units(out: &str) -> Vec<(usize, String, String)> {
+    out.lines()
+        .filter_map(|l| {
+            let (id, rest) = l.trim_start().split_once("  ")?;
+            let (name, state) = rest.trim().rsplit_once("  ")?;
+            Some((id.parse().ok()?, name.trim().to_string(), state.trim().to_string()))
+        })
+        .collect()
+}
+
 #[test]
 fn language_model_rows_as_unit_shards_merge_to_the_bytes_of_one_run_and_a_rerun_resumes() {
     let Some(_) = minilm() else { return };
@@ -221,12 +232,38 @@ fn language_model_rows_as_unit_shards_merge_to_the_bytes_of_one_run_and_a_rerun_
     let (one, split) = (d.path().join("one"), d.path().join("split"));
     let with = |extra: &[&'static str]| -> Vec<&'static str> { [LM_ROWS, extra].concat() };
     ok(run(&one, &with(&["--stages", "mixrag"])));
+    // The units cannot be listed before the stages upstream are up to date.
+    let early = run(&split, &with(&["--stages", "gretriever", "--units"]));
+    assert_eq!(early.status.code(), Some(78), "{}", stderr(&early));
+    assert!(stderr(&early).contains("is not up to date"), "{}", stderr(&early));
     ok(run(&split, &with(&["--stages", "subgraphs"])));
+    let before = listed_units(&ok(run(&split, &with(&["--stages", "gretriever", "--units"]))));
+    assert_eq!(before.iter().map(|u| u.0).collect::<Vec<_>>(), [0, 1, 2, 3], "{before:?}");
+    assert!(before.iter().all(|u| u.2 == "pending"), "{before:?}");
+    // Rows in the order `lm_rows` names them, each row's seeds in order.
+    for (u, (row, seed)) in before.iter().zip([("gretriever-lora", 0), ("gretriever-lora", 1), ("-lora", 0), ("-lora", 1)]) {
+        assert!(u.1.ends_with(&format!("{row} seed {seed}")), "{u:?}");
+    }
+    assert!(before[2].1 != before[0].1 && !before[2].1.contains("gretriever-lora"), "{before:?}");
+    // Listing ran nothing and wrote nothing.
+    assert!(!split.join("synthetic/gretriever").exists(), "a listing writes no stage folder");
     // G-Retriever's 4 row-seeds in 3 shards: units 0 and 3 to shard 0, 1 to shard 1, 2 to shard 2.
     for (i, units) in [("0/3", 2), ("1/3", 1), ("2/3", 1)] {
         let o = ok(run(&split, &with(&["--stages", "gretriever", "--shard", i])));
         assert!(o.contains("ran in") && o.contains(&format!("({units} units, ")), "shard {i}: {o}");
     }
+    let after = listed_units(&ok(run(&split, &with(&["--stages", "gretriever", "--units"]))));
+    for (k, u) in after.iter().enumerate() {
+        assert_eq!((&u.1, u.2.as_str()), (&before[k].1, format!("done in shard {}/3", k % 3).as_str()), "unit {k}");
+        // The id is the one the shard stored the unit under.
+        let file = split.join(format!("synthetic/gretriever/shards/{:05}-of-00003/unit-{k:06}.json", k % 3));
+        let stored: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).expect("unit file")).expect("unit json");
+        assert_eq!(stored["name"].as_str(), Some(u.1.as_str()), "unit {k}");
+    }
+    // A stage whose shards are row ranges has no units to list.
+    let dense = run(&split, &["--stages", "dense", "--units"]);
+    assert_eq!(dense.status.code(), Some(78), "{}", stderr(&dense));
+    assert!(stderr(&dense).contains("ranges of rows") && stderr(&dense).contains("gretriever, mixrag"), "{}", stderr(&dense));
     // A shard killed after its units were stored (its record never written) resumes: it reads them.
     let dir = split.join("synthetic/gretriever/shards/00000-of-00003");
     let unit = dir.join("unit-000003.json");
@@ -243,6 +280,9 @@ fn language_model_rows_as_unit_shards_merge_to_the_bytes_of_one_run_and_a_rerun_
     }
     let merge = ok(run(&split, &with(&["--stages", "mixrag"])));
     assert!(merge.contains("2 of 2 units read from shard partitions"), "{merge}");
+    // Once merged, the partitions are gone: every unit pending again for another shard run.
+    let merged = listed_units(&ok(run(&split, &with(&["--stages", "mixrag", "--units"]))));
+    assert!(merged.len() == 2 && merged.iter().all(|u| u.2 == "pending"), "{merged:?}");
     for (stage, tables) in
         [("gretriever", &["predictions", "curves", "scores"][..]), ("mixrag", &["predictions", "curves", "scores", "gate_weights"][..])]
     {

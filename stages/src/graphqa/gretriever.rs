@@ -138,7 +138,7 @@ static INFO: StageInfo = StageInfo {
     collects: &[],
     outputs: &["predictions", "curves", "scores"],
     files: &[],
-    shards: Some("language-model rows (one unit per row and seed)"),
+    shards: Some(crate::ShardPhase::Units("language-model rows (one unit per row and seed)")),
 };
 
 /// A trained (or rule) method: its name, the subgraph it reads and its encoder.
@@ -256,10 +256,10 @@ pub fn run_task(
 ) -> Result<TaskResult> {
     let d = TaskData::new(enc, graphs, subs, task, cfg)?;
     // A shard run does its language-model rows alone; the trained methods only where those rows
-    // start from them (`lm_graph_init=trained`).
+    // start from them (`lm_graph_init=trained`). A listing trains nothing.
     let shard = units.in_shard();
     let mut out = TaskResult { predictions: if shard { Vec::new() } else { rule_predictions(&d) }, curves: Curves::default() };
-    let trained = if shard && cfg.lm.experimental.lm_graph_init != crate::graphqa::lm::GraphInit::Trained {
+    let trained = if units.is_listing() || (shard && cfg.lm.experimental.lm_graph_init != crate::graphqa::lm::GraphInit::Trained) {
         Vec::new()
     } else {
         trained_methods(&d, cfg, &mut out)?
@@ -556,8 +556,8 @@ impl StageSpec for GretrieverStage {
             curves.extend(r.curves);
         }
         ctx.end_units(units)?;
-        if ctx.shard().is_some() {
-            // A shard run: its rows are in its partition; the full run writes the tables.
+        if ctx.partial() {
+            // A shard run (its rows are in its partition) or a listing: the full run writes the tables.
             return Ok(());
         }
         let predictions = match pred_parts.first() {

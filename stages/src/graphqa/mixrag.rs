@@ -133,7 +133,7 @@ static INFO: StageInfo = StageInfo {
     collects: &[],
     outputs: &["predictions", "curves", "scores", "gate_weights", "mixrag_ablation"],
     files: FILES,
-    shards: Some("language-model rows (one unit per row and seed)"),
+    shards: Some(crate::ShardPhase::Units("language-model rows (one unit per row and seed)")),
 };
 
 /// A trained variant: its method name, experts and depth, and the ablation it belongs to.
@@ -751,8 +751,8 @@ impl StageSpec for MixragStage {
             curves.extend(out.curves);
         }
         ctx.end_units(units)?;
-        if ctx.shard().is_some() {
-            // A shard run: its rows are in its partition; the full run writes the tables.
+        if ctx.partial() {
+            // A shard run (its rows are in its partition) or a listing: the full run writes the tables.
             return Ok(());
         }
         let predictions = match preds.first() {

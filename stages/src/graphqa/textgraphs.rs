@@ -60,7 +60,7 @@ static INFO: StageInfo = StageInfo {
     collects: &[],
     outputs: &["texts", "textgraph_nodes", "textgraph_edges", "textgraph_questions"],
     files: &[],
-    shards: Some("embed texts"),
+    shards: Some(crate::ShardPhase::Rows("embed texts")),
 };
 
 /// Distinct texts in first-seen order (per graph: question, node texts, edge texts) and, per graph,

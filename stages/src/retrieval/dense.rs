@@ -116,7 +116,7 @@ static INFO: StageInfo = StageInfo {
     collects: &[],
     outputs: &["embeddings", "query_embeddings", "run"],
     files: &[],
-    shards: Some("embed nodes"),
+    shards: Some(crate::ShardPhase::Rows("embed nodes")),
 };
 
 impl StageSpec for DenseStage {

@@ -75,6 +75,8 @@ pub struct StageContext<'a> {
     notes: Vec<String>,
     /// In a shard run, the partition written.
     part: Option<PartRecord>,
+    /// A listing of the stage's units ([`StageContext::with_listing`]): those named so far.
+    listed: Option<Vec<shards::ListedUnit>>,
 }
 
 /// What a finished stage leaves the runner.
@@ -87,6 +89,8 @@ pub struct Finished {
     pub notes: Vec<String>,
     /// The partition a shard run wrote.
     pub part: Option<PartRecord>,
+    /// A listing's units, in the stage's order.
+    pub listed: Vec<shards::ListedUnit>,
 }
 
 impl<'a> StageContext<'a> {
@@ -116,6 +120,7 @@ impl<'a> StageContext<'a> {
             shard: None,
             notes: Vec::new(),
             part: None,
+            listed: None,
         }
     }
 
@@ -126,9 +131,22 @@ impl<'a> StageContext<'a> {
         self
     }
 
+    /// A listing of the stage's units ([`shards::Units::listing`]): the stage meets them as a
+    /// shard run would, computes none and writes no table. Needs the cache key.
+    pub fn with_listing(mut self) -> Self {
+        self.listed = Some(Vec::new());
+        self
+    }
+
     /// The shard of a shard run.
     pub fn shard(&self) -> Option<Shard> {
         self.shard
+    }
+
+    /// Whether this run computes only part of the stage (a shard run or a listing of its units):
+    /// the stage then writes no table.
+    pub fn partial(&self) -> bool {
+        self.shard.is_some() || self.listed.is_some()
     }
 
     /// The folder of this stage's shard partitions (`<stage>/shards`).
@@ -139,11 +157,18 @@ impl<'a> StageContext<'a> {
     /// The stage's sharded work as units ([`shards::Units`]): hand it to the code that meets them,
     /// then to [`StageContext::end_units`].
     pub fn units(&self) -> shards::Units {
-        shards::Units::new(self.shards_root(), self.cache_key.as_deref(), self.shard)
+        match (&self.listed, self.cache_key.as_deref()) {
+            (Some(_), Some(key)) => shards::Units::listing(self.shards_root(), key),
+            _ => shards::Units::new(self.shards_root(), self.cache_key.as_deref(), self.shard),
+        }
     }
 
     /// After the last unit: a shard run's partition recorded, or the note of the units read.
     pub fn end_units(&mut self, units: shards::Units) -> Result<()> {
+        if units.is_listing() {
+            self.listed.get_or_insert_default().extend(units.finish_listing());
+            return Ok(());
+        }
         let (part, note) = units.finish()?;
         if part.is_some() {
             self.part = part;
@@ -166,6 +191,9 @@ impl<'a> StageContext<'a> {
         (encoder, width): (&str, usize),
         mut encode: impl FnMut(&[&str]) -> Result<Vec<f32>>,
     ) -> Result<Option<Vec<f32>>> {
+        if self.listed.is_some() {
+            return Err(StageError::Internal(format!("stage `{}`: its shards are ranges of rows, not units to list", self.stage)));
+        }
         let root = self.shards_root();
         let Some(key) = self.cache_key.clone() else {
             if self.shard.is_some() {
@@ -290,6 +318,12 @@ impl<'a> StageContext<'a> {
     /// Files written so far, the phase timings, the notes and a shard run's partition (taken by
     /// the runner when the stage ends).
     pub fn finish(self) -> Finished {
-        Finished { written: self.written, timings: self.timings, notes: self.notes, part: self.part }
+        Finished {
+            written: self.written,
+            timings: self.timings,
+            notes: self.notes,
+            part: self.part,
+            listed: self.listed.unwrap_or_default(),
+        }
     }
 }

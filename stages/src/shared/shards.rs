@@ -387,11 +387,23 @@ pub struct Units {
     root: PathBuf,
     key: Option<String>,
     shard: Option<Shard>,
+    /// A listing ([`Units::listing`]): every unit named, none computed.
+    listed: Option<Vec<ListedUnit>>,
     next: usize,
     computed: usize,
     read: usize,
     files: BTreeMap<String, String>,
     started: Instant,
+}
+
+/// A unit as a listing names it: its stable id `k` (its place in the stage's order, so shard
+/// `k mod N` of `--shard I/N` runs it), its name, and the shard whose partition holds it finished
+/// under the listing's cache key, if one does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedUnit {
+    pub id: usize,
+    pub name: String,
+    pub done_in: Option<Shard>,
 }
 
 /// A stored unit: its key, name and result.
@@ -429,12 +441,39 @@ impl Units {
     /// The units of a stage run: `root` its partitions' folder, `key` its cache key (none: every
     /// unit computed, nothing stored), `shard` in a shard run.
     pub fn new(root: PathBuf, key: Option<&str>, shard: Option<Shard>) -> Units {
-        Units { root, key: key.map(str::to_string), shard, next: 0, computed: 0, read: 0, files: BTreeMap::new(), started: Instant::now() }
+        Units {
+            root,
+            key: key.map(str::to_string),
+            shard,
+            listed: None,
+            next: 0,
+            computed: 0,
+            read: 0,
+            files: BTreeMap::new(),
+            started: Instant::now(),
+        }
     }
 
-    /// Whether this is a shard run (the stage then does its units and nothing else).
+    /// A listing of a stage's units under cache key `key`: each is named and none computed (the
+    /// stage meets them as in a shard run, doing nothing else); [`Units::finish_listing`] hands
+    /// them back, with the shard that finished each.
+    pub fn listing(root: PathBuf, key: &str) -> Units {
+        Units { listed: Some(Vec::new()), ..Units::new(root, Some(key), None) }
+    }
+
+    /// Whether this is a shard run or a listing (the stage then does its units and nothing else).
     pub fn in_shard(&self) -> bool {
-        self.shard.is_some()
+        self.shard.is_some() || self.listed.is_some()
+    }
+
+    /// Whether this is a listing.
+    pub fn is_listing(&self) -> bool {
+        self.listed.is_some()
+    }
+
+    /// The units a listing named, in order.
+    pub fn finish_listing(self) -> Vec<ListedUnit> {
+        self.listed.unwrap_or_default()
     }
 
     /// The next unit, named `name` (unique in the stage run: `gretriever explagraphs lora seed 1`):
@@ -446,6 +485,12 @@ impl Units {
     ) -> Result<Option<T>> {
         let k = self.next;
         self.next += 1;
+        if let (Some(listed), Some(key)) = (&mut self.listed, &self.key) {
+            let done_in =
+                present(&self.root).into_iter().find(|&s| read_unit::<serde_json::Value>(&part_dir(&self.root, s), k, key, name).is_some());
+            listed.push(ListedUnit { id: k, name: name.to_string(), done_in });
+            return Ok(None);
+        }
         let Some(key) = self.key.clone() else {
             self.computed += 1;
             return compute().map(Some);
@@ -484,6 +529,9 @@ impl Units {
     /// After the stage's last unit: in a shard run, its record (the units it holds) written last;
     /// otherwise the note of what was read, if anything.
     pub fn finish(self) -> Result<(Option<PartRecord>, Option<String>)> {
+        if self.listed.is_some() {
+            return Ok((None, None));
+        }
         let (Some(key), Some(s)) = (&self.key, self.shard) else {
             let note = (self.read > 0).then(|| format!("{} of {} units read from shard partitions", self.read, self.read + self.computed));
             return Ok((None, note));
@@ -554,6 +602,55 @@ mod tests {
                 [r, r + 0.5]
             })
             .collect()
+    }
+
+    /// Five units `u0`…`u4` whose value is `10 k`, met by `units`; which ones were computed.
+    fn meet(units: &mut Units) -> (Vec<Option<u64>>, Vec<usize>) {
+        let mut computed = Vec::new();
+        let got = (0..5)
+            .map(|k| {
+                units
+                    .unit(&format!("u{k}"), || {
+                        computed.push(k);
+                        Ok(10 * k as u64)
+                    })
+                    .expect("unit")
+            })
+            .collect();
+        (got, computed)
+    }
+
+    #[test]
+    fn units_go_round_robin_to_shards_a_full_run_reads_them_and_a_listing_computes_none() {
+        let d = tempfile::tempdir().expect("tmp");
+        let root = d.path().join(SHARDS_DIR);
+        let listing = |key: &str| -> Vec<(usize, String, Option<Shard>)> {
+            let mut u = Units::listing(root.clone(), key);
+            let (got, computed) = meet(&mut u);
+            assert!(got.iter().all(Option::is_none) && computed.is_empty(), "a listing computes nothing");
+            assert!(u.in_shard() && u.is_listing());
+            u.finish_listing().into_iter().map(|l| (l.id, l.name, l.done_in)).collect()
+        };
+        let names: Vec<String> = (0..5).map(|k| format!("u{k}")).collect();
+        let expect = |done: &dyn Fn(usize) -> Option<Shard>| -> Vec<(usize, String, Option<Shard>)> {
+            (0..5).map(|k| (k, names[k].clone(), done(k))).collect()
+        };
+        assert_eq!(listing("k"), expect(&|_| None));
+        // Shard 1 of 2 computes units 1 and 3 and leaves the others.
+        let s = Shard::new(1, 2).expect("shard");
+        let mut u = Units::new(root.clone(), Some("k"), Some(s));
+        let (got, computed) = meet(&mut u);
+        assert_eq!((got, computed), (vec![None, Some(10), None, Some(30), None], vec![1, 3]));
+        let (rec, _) = u.finish().expect("finish");
+        assert_eq!(rec.map(|r| r.units), Some(2));
+        assert_eq!(listing("k"), expect(&|k| (k % 2 == 1).then_some(s)));
+        // Under another key nothing is finished.
+        assert_eq!(listing("other"), expect(&|_| None));
+        // The full run reads units 1 and 3 and computes the rest: the values of a run without shards.
+        let mut full = Units::new(root.clone(), Some("k"), None);
+        let (got, computed) = meet(&mut full);
+        assert_eq!((got, computed), ((0..5).map(|k| Some(10 * k)).collect(), vec![0, 2, 4]));
+        assert_eq!(full.finish().expect("finish").1.as_deref(), Some("2 of 5 units read from shard partitions"));
     }
 
     #[test]

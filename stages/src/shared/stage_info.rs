@@ -29,9 +29,27 @@ pub struct StageInfo {
     pub outputs: &'static [&'static str],
     /// Other files the stage may write (reports, plots).
     pub files: &'static [&'static str],
-    /// The phase a shard run does (`tgrag run --stages S --shard I/N`: one contiguous range of the
-    /// stage's texts embedded into a partition, `crate::shared::shards`), when the stage has one.
-    pub shards: Option<&'static str>,
+    /// The phase a shard run does (`tgrag run --stages S --shard I/N`, `crate::shared::shards`),
+    /// when the stage has one.
+    pub shards: Option<ShardPhase>,
+}
+
+/// What a stage's shard runs split ([`StageInfo::shards`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShardPhase {
+    /// Its texts to embed, as contiguous ranges of rows (the phase named).
+    Rows(&'static str),
+    /// Its independent units, dealt round-robin (the units named; `tgrag run --units` lists them).
+    Units(&'static str),
+}
+
+impl ShardPhase {
+    /// The phase's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ShardPhase::Rows(s) | ShardPhase::Units(s) => s,
+        }
+    }
 }
 
 /// A stage configuration that needs the MiniLM weights: where it looks for them, and the option
