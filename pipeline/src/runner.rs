@@ -488,9 +488,9 @@ fn sharded_stage(
     }
 }
 
-/// A shard (or a listing) reads the outputs of `stage`'s upstream stages as they are: each must be
-/// up to date.
-fn require_upstream(opts: &RunOptions, all: &[&'static dyn Stage], root: &Path, stage: &'static dyn Stage) -> Result<()> {
+/// A shard (or a listing, `what` says which) reads the outputs of `stage`'s upstream stages as
+/// they are: each must be up to date.
+fn require_upstream(opts: &RunOptions, all: &[&'static dyn Stage], root: &Path, stage: &'static dyn Stage, what: &str) -> Result<()> {
     let name = stage.info().name;
     for up in select(all, Some(&[name.to_string()]))?.into_iter().filter(|s| s.info().name != name) {
         if applicability(root, up).is_some() {
@@ -499,7 +499,7 @@ fn require_upstream(opts: &RunOptions, all: &[&'static dyn Stage], root: &Path, 
         let key = stage_key(opts, all, root, up)?;
         if let Decision::Run(why) = decide(&root.join(up.info().name), &key.fingerprint, &key.code, &key.config, &key.inputs, false) {
             bail_config!(
-                "stage `{}` is not up to date for the shards of `{name}` ({why}): run `tgrag run --dataset {} --stages {}` before them",
+                "stage `{}` is not up to date for {what} of `{name}` ({why}): run `tgrag run --dataset {} --stages {}` first",
                 up.info().name,
                 opts.dataset.name,
                 up.info().name
@@ -509,19 +509,33 @@ fn require_upstream(opts: &RunOptions, all: &[&'static dyn Stage], root: &Path, 
     Ok(())
 }
 
+/// What [`list_units`] found.
+#[derive(Debug)]
+pub struct UnitListing {
+    pub stage: &'static str,
+    /// Why the stage does not apply to the dataset (then no units).
+    pub not_applicable: Option<String>,
+    /// Whether the stage's tables are up to date under these options (a merged stage keeps no
+    /// partitions, so its units read as pending).
+    pub up_to_date: bool,
+    pub units: Vec<shards::ListedUnit>,
+}
+
 /// The units of the one stage `opts.stages` names (a stage whose shards are units: the
 /// language-model rows), as its run under these options meets them: each with its stable id (shard
 /// `id mod N` of `--shard I/N` runs it), its name and the shard that finished it, if one did. The
 /// stages upstream must be up to date; nothing is computed or written.
-pub fn list_units(opts: &RunOptions, all: &[&'static dyn Stage]) -> Result<(&'static str, Option<String>, Vec<shards::ListedUnit>)> {
+pub fn list_units(opts: &RunOptions, all: &[&'static dyn Stage]) -> Result<UnitListing> {
     let root = opts.outputs.join(&opts.dataset.name);
     let stage = sharded_stage(opts, all, "--units", |p| matches!(p, tgrag_stages::ShardPhase::Units(_)))?;
     let info = stage.info();
-    require_upstream(opts, all, &root, stage)?;
+    require_upstream(opts, all, &root, stage, "the units")?;
     if let Some(why) = applicability(&root, stage) {
-        return Ok((info.name, Some(why), Vec::new()));
+        return Ok(UnitListing { stage: info.name, not_applicable: Some(why), up_to_date: false, units: Vec::new() });
     }
     let key = stage_key(opts, all, &root, stage)?;
+    let up_to_date =
+        matches!(decide(&root.join(info.name), &key.fingerprint, &key.code, &key.config, &key.inputs, false), Decision::Skip(_));
     let mut ctx = StageContext::new(info, tgrag_stages::deps_of(stage, all), &opts.dataset, &key.config, &root, opts.progress)
         .with_cache_key(&key.fingerprint)
         .with_listing();
@@ -531,7 +545,7 @@ pub fn list_units(opts: &RunOptions, all: &[&'static dyn Stage]) -> Result<(&'st
         let _ = std::fs::remove_file(&w.tmp);
     }
     result.map_err(|e| anyhow::Error::new(e).context(format!("stage `{}`, listing its units, failed", info.name)))?;
-    Ok((info.name, None, done.listed))
+    Ok(UnitListing { stage: info.name, not_applicable: None, up_to_date, units: done.listed })
 }
 
 /// Runs `shard` of the one stage `opts.stages` names: that stage's sharded phase over the shard's
@@ -547,7 +561,7 @@ pub fn run_shard(opts: &RunOptions, all: &[&'static dyn Stage], shard: Shard, wa
     let parts = stage_dir.join(shards::SHARDS_DIR);
     let dir = shards::part_dir(&parts, shard);
     let outcome = |decision, record, seconds| ShardOutcome { stage: info.name, shard, decision, record, dir: dir.clone(), seconds };
-    require_upstream(opts, all, &root, stage)?;
+    require_upstream(opts, all, &root, stage, "the shards")?;
     if let Some(why) = applicability(&root, stage) {
         return Ok(outcome(Decision::NotApplicable(why), None, 0.0));
     }

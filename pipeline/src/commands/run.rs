@@ -33,7 +33,7 @@ pub struct RunArgs {
     /// or `mixrag`, one per row and seed) under these options, without running any: each unit's
     /// id k (shard k mod N of `--shard I/N` runs it), its name and whether a shard has finished
     /// it. The stages upstream must be up to date.
-    #[arg(long, conflicts_with = "shard")]
+    #[arg(long, conflicts_with_all = ["shard", "force"])]
     pub units: bool,
 }
 
@@ -67,16 +67,18 @@ fn run_shard(
 
 /// The units of one stage, a line each.
 fn list_units(opts: &RunOptions, all: &[&'static dyn tgrag_stages::Stage]) -> Result<()> {
-    let (stage, not_applicable, units) = runner::list_units(opts, all)?;
+    let l = runner::list_units(opts, all)?;
+    let (stage, units) = (l.stage, &l.units);
     let head = format!("tgrag run: dataset `{}`, stage `{stage}`", opts.dataset.name);
-    if let Some(why) = not_applicable {
+    if let Some(why) = l.not_applicable {
         println!("{head}: n/a ({why})");
         return Ok(());
     }
     let done = units.iter().filter(|u| u.done_in.is_some()).count();
-    println!("{head}: {} units, {done} finished by shards (unit k runs in shard I of --shard I/N when k mod N = I)", units.len());
+    let merged = if l.up_to_date { "; the stage is up to date, its tables hold every unit" } else { "" };
+    println!("{head}: {} units, {done} finished by shards{merged} (unit k runs in shard I of --shard I/N when k mod N = I)", units.len());
     let width = units.iter().map(|u| u.name.len()).max().unwrap_or(0);
-    for u in &units {
+    for u in units {
         let state = u.done_in.map_or_else(|| "pending".to_string(), |s| format!("done in shard {s}"));
         println!("  {:>5}  {:<width$}  {state}", u.id, u.name);
     }

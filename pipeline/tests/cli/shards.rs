@@ -235,7 +235,7 @@ fn language_model_rows_as_unit_shards_merge_to_the_bytes_of_one_run_and_a_rerun_
     // The units cannot be listed before the stages upstream are up to date.
     let early = run(&split, &with(&["--stages", "gretriever", "--units"]));
     assert_eq!(early.status.code(), Some(78), "{}", stderr(&early));
-    assert!(stderr(&early).contains("is not up to date"), "{}", stderr(&early));
+    assert!(stderr(&early).contains("is not up to date for the units of `gretriever`"), "{}", stderr(&early));
     ok(run(&split, &with(&["--stages", "subgraphs"])));
     let before = listed_units(&ok(run(&split, &with(&["--stages", "gretriever", "--units"]))));
     assert_eq!(before.iter().map(|u| u.0).collect::<Vec<_>>(), [0, 1, 2, 3], "{before:?}");
@@ -253,6 +253,7 @@ fn language_model_rows_as_unit_shards_merge_to_the_bytes_of_one_run_and_a_rerun_
         assert!(o.contains("ran in") && o.contains(&format!("({units} units, ")), "shard {i}: {o}");
     }
     let after = listed_units(&ok(run(&split, &with(&["--stages", "gretriever", "--units"]))));
+    assert_eq!(after.len(), 4, "{after:?}");
     for (k, u) in after.iter().enumerate() {
         assert_eq!((&u.1, u.2.as_str()), (&before[k].1, format!("done in shard {}/3", k % 3).as_str()), "unit {k}");
         // The id is the one the shard stored the unit under.
@@ -280,9 +281,10 @@ fn language_model_rows_as_unit_shards_merge_to_the_bytes_of_one_run_and_a_rerun_
     }
     let merge = ok(run(&split, &with(&["--stages", "mixrag"])));
     assert!(merge.contains("2 of 2 units read from shard partitions"), "{merge}");
-    // Once merged, the partitions are gone: every unit pending again for another shard run.
-    let merged = listed_units(&ok(run(&split, &with(&["--stages", "mixrag", "--units"]))));
-    assert!(merged.len() == 2 && merged.iter().all(|u| u.2 == "pending"), "{merged:?}");
+    // Once merged, the partitions are gone and the listing says the stage holds every unit.
+    let out = ok(run(&split, &with(&["--stages", "mixrag", "--units"])));
+    assert!(out.contains("2 units, 0 finished by shards; the stage is up to date"), "{out}");
+    assert_eq!(listed_units(&out).len(), 2, "{out}");
     for (stage, tables) in
         [("gretriever", &["predictions", "curves", "scores"][..]), ("mixrag", &["predictions", "curves", "scores", "gate_weights"][..])]
     {

@@ -651,6 +651,19 @@ mod tests {
             (crate::shared::context::Progress { quiet: true }, &mut crate::shared::shards::Units::new(Default::default(), None, None)),
         )
         .expect("task");
+        // A listing of the units trains nothing and answers nothing.
+        let mut listing = crate::shared::shards::Units::listing(Default::default(), None);
+        let none = run_task(
+            &enc,
+            &graphs,
+            &subs,
+            Task::ExplaGraphs,
+            &cfg,
+            (None, None),
+            (crate::shared::context::Progress { quiet: true }, &mut listing),
+        )
+        .expect("listing");
+        assert!(none.predictions.is_empty() && none.curves.is_empty() && !r.predictions.is_empty());
         let acc = |m: &str, split: &str| {
             let p: Vec<&Prediction> = r.predictions.iter().filter(|p| p.method == m && graphs[p.graph].split == split).collect();
             p.iter().filter(|p| p.correct).count() as f64 / p.len().max(1) as f64

@@ -898,6 +898,12 @@ mod tests {
                 .expect("run")
         };
         let out = run();
+        // A listing of the units trains no variant.
+        let mut listing = crate::shared::shards::Units::listing(Default::default(), None);
+        let none =
+            run_task(&enc, &graphs, &subs, Task::ExplaGraphs, &cfg, None, (crate::shared::context::Progress { quiet: true }, &mut listing))
+                .expect("listing");
+        assert!(none.predictions.is_empty() && none.curves.is_empty() && none.gates.is_empty() && !out.predictions.is_empty());
         let acc = |m: &str| {
             let p: Vec<&Prediction> = out.predictions.iter().filter(|p| p.method == m && graphs[p.graph].split == "test").collect();
             p.iter().filter(|p| p.correct).count() as f64 / p.len().max(1) as f64

@@ -132,10 +132,19 @@ impl<'a> StageContext<'a> {
     }
 
     /// A listing of the stage's units ([`shards::Units::listing`]): the stage meets them as a
-    /// shard run would, computes none and writes no table. Needs the cache key.
+    /// shard run would, computes none and writes nothing (a write is refused). With the cache key,
+    /// each unit a shard finished says so.
     pub fn with_listing(mut self) -> Self {
         self.listed = Some(Vec::new());
         self
+    }
+
+    /// A listing writes nothing.
+    fn refuse_listing(&self, what: &str) -> Result<()> {
+        match self.listed {
+            Some(_) => Err(StageError::Internal(format!("stage `{}` writes `{what}` while listing its units", self.stage))),
+            None => Ok(()),
+        }
     }
 
     /// The shard of a shard run.
@@ -157,9 +166,9 @@ impl<'a> StageContext<'a> {
     /// The stage's sharded work as units ([`shards::Units`]): hand it to the code that meets them,
     /// then to [`StageContext::end_units`].
     pub fn units(&self) -> shards::Units {
-        match (&self.listed, self.cache_key.as_deref()) {
-            (Some(_), Some(key)) => shards::Units::listing(self.shards_root(), key),
-            _ => shards::Units::new(self.shards_root(), self.cache_key.as_deref(), self.shard),
+        match self.listed {
+            Some(_) => shards::Units::listing(self.shards_root(), self.cache_key.as_deref()),
+            None => shards::Units::new(self.shards_root(), self.cache_key.as_deref(), self.shard),
         }
     }
 
@@ -264,6 +273,7 @@ impl<'a> StageContext<'a> {
     /// stage. The file's key-value metadata names the table, its docs, the dataset, the cache key
     /// and the build's commit (`tgrag_schemas::io::file_metadata`).
     pub fn write(&mut self, table: &str, batch: &RecordBatch) -> Result<()> {
+        self.refuse_listing(table)?;
         if !self.info.outputs.contains(&table) {
             return Err(StageError::Internal(format!("stage `{}` writes `{table}`, which is not among its declared outputs", self.stage)));
         }
@@ -286,6 +296,7 @@ impl<'a> StageContext<'a> {
 
     /// Writes a binary artifact such as a PNG plot (one of the stage's declared `files`).
     pub fn write_bytes(&mut self, file: &str, bytes: &[u8]) -> Result<()> {
+        self.refuse_listing(file)?;
         if !self.info.files.contains(&file) {
             return Err(StageError::Internal(format!("stage `{}` writes `{file}`, which is not among its declared files", self.stage)));
         }

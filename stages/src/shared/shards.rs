@@ -383,6 +383,7 @@ pub fn run_shard(
 /// the stage meets them. In a shard run, unit `k` is the shard's when `k mod N = I`: computed (or
 /// read, when a killed run of the shard finished it) and stored; the others are left to their
 /// shards. In a full run, every unit a shard of the same key finished is read, the others computed.
+/// In a listing, every unit is named and none computed.
 pub struct Units {
     root: PathBuf,
     key: Option<String>,
@@ -457,11 +458,12 @@ impl Units {
     /// A listing of a stage's units under cache key `key`: each is named and none computed (the
     /// stage meets them as in a shard run, doing nothing else); [`Units::finish_listing`] hands
     /// them back, with the shard that finished each.
-    pub fn listing(root: PathBuf, key: &str) -> Units {
-        Units { listed: Some(Vec::new()), ..Units::new(root, Some(key), None) }
+    pub fn listing(root: PathBuf, key: Option<&str>) -> Units {
+        Units { listed: Some(Vec::new()), ..Units::new(root, key, None) }
     }
 
-    /// Whether this is a shard run or a listing (the stage then does its units and nothing else).
+    /// Whether this is a shard run or a listing: the stage then meets its units and does nothing
+    /// else (a listing computes none of them either).
     pub fn in_shard(&self) -> bool {
         self.shard.is_some() || self.listed.is_some()
     }
@@ -485,9 +487,11 @@ impl Units {
     ) -> Result<Option<T>> {
         let k = self.next;
         self.next += 1;
-        if let (Some(listed), Some(key)) = (&mut self.listed, &self.key) {
-            let done_in =
-                present(&self.root).into_iter().find(|&s| read_unit::<serde_json::Value>(&part_dir(&self.root, s), k, key, name).is_some());
+        if let Some(listed) = &mut self.listed {
+            // Finished as the full run would read it: the same partitions, key, name and type.
+            let done_in = self.key.as_deref().and_then(|key| {
+                present(&self.root).into_iter().find(|&s| read_unit::<T>(&part_dir(&self.root, s), k, key, name).is_some())
+            });
             listed.push(ListedUnit { id: k, name: name.to_string(), done_in });
             return Ok(None);
         }
@@ -625,7 +629,7 @@ mod tests {
         let d = tempfile::tempdir().expect("tmp");
         let root = d.path().join(SHARDS_DIR);
         let listing = |key: &str| -> Vec<(usize, String, Option<Shard>)> {
-            let mut u = Units::listing(root.clone(), key);
+            let mut u = Units::listing(root.clone(), Some(key));
             let (got, computed) = meet(&mut u);
             assert!(got.iter().all(Option::is_none) && computed.is_empty(), "a listing computes nothing");
             assert!(u.in_shard() && u.is_listing());
@@ -636,6 +640,7 @@ mod tests {
             (0..5).map(|k| (k, names[k].clone(), done(k))).collect()
         };
         assert_eq!(listing("k"), expect(&|_| None));
+        assert!(!root.exists(), "a listing writes nothing");
         // Shard 1 of 2 computes units 1 and 3 and leaves the others.
         let s = Shard::new(1, 2).expect("shard");
         let mut u = Units::new(root.clone(), Some("k"), Some(s));
