@@ -641,28 +641,12 @@ mod tests {
         // ExplaGraphs' `pcst` subgraph is the whole graph.
         let subs: HashMap<(u32, SubgraphMethod), Subgraph> =
             graphs.iter().map(|g| ((g.graph_id, SubgraphMethod::Pcst), Subgraph::whole(g.nodes.len(), g.edges.len()))).collect();
-        let r = run_task(
-            &enc,
-            &graphs,
-            &subs,
-            Task::ExplaGraphs,
-            &cfg,
-            (None, None),
-            (crate::shared::context::Progress { quiet: true }, &mut crate::shared::shards::Units::new(Default::default(), None, None)),
-        )
-        .expect("task");
+        let task = |units: &mut crate::shared::shards::Units| {
+            run_task(&enc, &graphs, &subs, Task::ExplaGraphs, &cfg, (None, None), (crate::shared::context::Progress { quiet: true }, units))
+        };
+        let r = task(&mut crate::shared::shards::Units::new(Default::default(), None, None)).expect("task");
         // A listing of the units trains nothing and answers nothing.
-        let mut listing = crate::shared::shards::Units::listing(Default::default(), None);
-        let none = run_task(
-            &enc,
-            &graphs,
-            &subs,
-            Task::ExplaGraphs,
-            &cfg,
-            (None, None),
-            (crate::shared::context::Progress { quiet: true }, &mut listing),
-        )
-        .expect("listing");
+        let none = task(&mut crate::shared::shards::Units::listing(Default::default(), None)).expect("listing");
         assert!(none.predictions.is_empty() && none.curves.is_empty() && !r.predictions.is_empty());
         let acc = |m: &str, split: &str| {
             let p: Vec<&Prediction> = r.predictions.iter().filter(|p| p.method == m && graphs[p.graph].split == split).collect();

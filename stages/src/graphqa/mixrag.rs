@@ -892,17 +892,13 @@ mod tests {
             ablation_depths: vec![1, 3],
             ..MixragConfig::default()
         };
-        let run = || {
-            let mut units = crate::shared::shards::Units::new(Default::default(), None, None);
-            run_task(&enc, &graphs, &subs, Task::ExplaGraphs, &cfg, None, (crate::shared::context::Progress { quiet: true }, &mut units))
-                .expect("run")
+        let task = |units: &mut crate::shared::shards::Units| {
+            run_task(&enc, &graphs, &subs, Task::ExplaGraphs, &cfg, None, (crate::shared::context::Progress { quiet: true }, units))
         };
+        let run = || task(&mut crate::shared::shards::Units::new(Default::default(), None, None)).expect("run");
         let out = run();
         // A listing of the units trains no variant.
-        let mut listing = crate::shared::shards::Units::listing(Default::default(), None);
-        let none =
-            run_task(&enc, &graphs, &subs, Task::ExplaGraphs, &cfg, None, (crate::shared::context::Progress { quiet: true }, &mut listing))
-                .expect("listing");
+        let none = task(&mut crate::shared::shards::Units::listing(Default::default(), None)).expect("listing");
         assert!(none.predictions.is_empty() && none.curves.is_empty() && none.gates.is_empty() && !out.predictions.is_empty());
         let acc = |m: &str| {
             let p: Vec<&Prediction> = out.predictions.iter().filter(|p| p.method == m && graphs[p.graph].split == "test").collect();
