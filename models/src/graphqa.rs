@@ -345,6 +345,44 @@ pub fn step_times(
     Ok(times)
 }
 
+/// `steps` optimiser steps on the batches [`step_times`] times: each step's loss (`NaN` for a
+/// batch without a target) and the model after them (what the engine prototype compares with).
+#[allow(clippy::too_many_arguments)]
+pub fn train_steps(
+    host: bool,
+    shape: QaShape,
+    examples: &[QaExample],
+    dim: usize,
+    edge_dim: usize,
+    cfg: &QaConfig,
+    steps: usize,
+) -> Result<(Vec<f64>, GraphQa)> {
+    if examples.is_empty() {
+        return Err(ModelError::Internal("no example to train on".into()));
+    }
+    if host {
+        return host::train_steps(shape, examples, dim, edge_dim, cfg, steps);
+    }
+    let ad = Device::flex().autodiff();
+    let mut model = GraphQa::new(shape, cfg.seed, &ad)?;
+    let mut optim = cfg.train.adamw();
+    let batch = cfg.train.batch.max(1);
+    let mut losses = Vec::with_capacity(steps);
+    for i in 0..steps {
+        let refs: Vec<&QaExample> = (0..batch).map(|j| &examples[(i * batch + j) % examples.len()]).collect();
+        let (g, q) = batch_of(&refs, dim, edge_dim, &ad)?;
+        match loss_of(&model, &refs, &g, q) {
+            Some(loss) => {
+                losses.push(f64::from(loss.clone().into_scalar::<f32>()));
+                let grads = GradientsParams::from_grads(loss.backward(), &model);
+                model = optim.step(cfg.train.lr, model, grads);
+            }
+            None => losses.push(f64::NAN),
+        }
+    }
+    Ok((losses, model.valid()))
+}
+
 fn train_burn(
     shape: QaShape,
     train: &[QaExample],

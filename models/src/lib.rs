@@ -38,6 +38,7 @@
 #![warn(clippy::print_stdout)]
 
 pub mod device;
+pub mod engine;
 pub mod error;
 pub mod gnn;
 pub mod graphqa;

@@ -908,6 +908,36 @@ pub(crate) fn step_times(
     })
 }
 
+/// [`super::train_steps`] on the host engine.
+pub(crate) fn train_steps(
+    shape: QaShape,
+    examples: &[QaExample],
+    dim: usize,
+    edge_dim: usize,
+    cfg: &QaConfig,
+    steps: usize,
+) -> Result<(Vec<f64>, GraphQa)> {
+    let t = &cfg.train;
+    let burn = GraphQa::new(shape, cfg.seed, &Device::flex())?;
+    let mut model = HostQa::from_burn(&burn, &shape)?;
+    let mut optim = AdamW::new(t.weight_decay);
+    optim.clip = Some(t.clip);
+    let batch = t.batch.max(1);
+    let rows = edge_rows(examples, edge_dim);
+    let losses = rayon::scope(|_| {
+        let _kept = reuse::Scope::open();
+        let mut losses = Vec::with_capacity(steps);
+        for i in 0..steps {
+            let ids: Vec<usize> = (0..batch).map(|j| (i * batch + j) % examples.len().max(1)).collect();
+            let refs: Vec<&QaExample> = ids.iter().map(|&j| &examples[j]).collect();
+            let r: Vec<&EdgeRows> = ids.iter().map(|&j| &rows[j]).collect();
+            losses.push(model.step(&refs, &r, dim, edge_dim, &mut optim, t.lr as f32)?.unwrap_or(f64::NAN));
+        }
+        Ok::<_, ModelError>(losses)
+    })?;
+    Ok((losses, model.write_into(burn)?))
+}
+
 struct HostLearner<'a> {
     train: &'a [QaExample],
     val: &'a [QaExample],

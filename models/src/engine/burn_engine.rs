@@ -1,0 +1,409 @@
+//! The model written once, on burn: burn's autodiff records the graph (linear layers, batch norm,
+//! pooling and the loss are burn's own ops), and the TransformerConv propagation is one fused
+//! custom op ([`HostConv`]) whose forward and backward are the host kernels of
+//! [`crate::gnn::host::Transformer`], registered with burn's autodiff as a [`Backward`] (burn's
+//! `custom-wgpu-kernel` pattern) and reached through burn's runtime dispatch as a backend
+//! extension. Only burn's CPU backend (`Flex`) implements it here; a GPU backend would implement
+//! the same trait with a kernel of its own.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::flex::FlexTensor;
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{Autodiff, Backend, Dispatch, Flex, backend_extension};
+use burn::tensor::activation::{log_softmax, relu};
+use burn::tensor::{Device, Tensor, TensorData};
+
+use super::gt::{GtNames, GtShape};
+use super::{Engine, LayerSpec, ParamSpec};
+use crate::error::{ModelError, Result};
+use crate::gnn::host::{EdgeIn, HostBatch, Lin, Transformer, TransformerCache};
+use crate::train::optim::AdamW;
+
+/// The step's graph batch, shared with the custom op, and where a failed host kernel inside
+/// burn's backward pass (which cannot return an error) reports itself.
+#[derive(Debug, Clone)]
+pub struct ConvGraph {
+    pub batch: Arc<HostBatch>,
+    pub heads: usize,
+    pub faults: Arc<Mutex<Vec<String>>>,
+}
+
+impl ConvGraph {
+    fn fault(&self, e: impl std::fmt::Display) {
+        if let Ok(mut f) = self.faults.lock() {
+            f.push(e.to_string());
+        }
+    }
+}
+
+/// The fused TransformerConv as a backend operation: node states `x` (`n × d_in`), the five
+/// projections' weights (`d × h·c`) and biases (`1 × h·c`) in the order q, k, v, e, skip.
+#[backend_extension(Flex, Autodiff)]
+pub trait HostConv: Backend {
+    #[allow(clippy::too_many_arguments)]
+    fn transformer_conv(
+        x: FloatTensor<Self>,
+        qw: FloatTensor<Self>,
+        qb: FloatTensor<Self>,
+        kw: FloatTensor<Self>,
+        kb: FloatTensor<Self>,
+        vw: FloatTensor<Self>,
+        vb: FloatTensor<Self>,
+        ew: FloatTensor<Self>,
+        eb: FloatTensor<Self>,
+        sw: FloatTensor<Self>,
+        sb: FloatTensor<Self>,
+        graph: ConvGraph,
+    ) -> FloatTensor<Self>;
+}
+
+fn host(t: FlexTensor) -> Vec<f32> {
+    t.into_data().try_to_vec::<f32>().unwrap_or_default()
+}
+
+fn flex(v: Vec<f32>, rows: usize, cols: usize) -> FlexTensor {
+    FlexTensor::from_data(TensorData::new(v, [rows, cols]))
+}
+
+/// The layer on the host from its tensors (`[w, b]` five times).
+fn layer(parts: [FlexTensor; 10], heads: usize) -> Result<Transformer> {
+    let mut lins = Vec::with_capacity(5);
+    let mut it = parts.into_iter();
+    while let (Some(w), Some(b)) = (it.next(), it.next()) {
+        let (w, b) = (host(w), host(b));
+        let dout = b.len();
+        let din = w.len() / dout.max(1);
+        lins.push(Lin::new(w, b, din, dout)?);
+    }
+    let [q, k, v, e, skip]: [Lin; 5] = lins.try_into().map_err(|_| ModelError::Internal("TransformerConv: five projections".into()))?;
+    Ok(Transformer { q, k, v, e, skip, heads })
+}
+
+fn edge(b: &HostBatch) -> EdgeIn<'_> {
+    EdgeIn::Rows { rows: &b.edge_rows, n_rows: b.n_rows, row: &b.edge_row }
+}
+
+/// The forward on the host: the output, and the layer with its cache for the backward.
+fn forward(x: FlexTensor, parts: [FlexTensor; 10], graph: &ConvGraph) -> (FlexTensor, Option<Saved>) {
+    let b = &graph.batch;
+    let run = || -> Result<(FlexTensor, Saved)> {
+        let t = layer(parts, graph.heads)?;
+        let (y, cache) = t.forward(&host(x), edge(b), b)?;
+        let cols = t.q.dout;
+        Ok((flex(y, b.n, cols), Saved { layer: t, cache }))
+    };
+    match run() {
+        Ok((y, s)) => (y, Some(s)),
+        Err(e) => {
+            graph.fault(e);
+            (flex(vec![0.0; b.n * graph.heads], b.n, graph.heads), None)
+        }
+    }
+}
+
+struct Saved {
+    layer: Transformer,
+    cache: TransformerCache,
+}
+
+/// What the backward reads, taken once.
+#[derive(Clone)]
+struct ConvState {
+    saved: Arc<Mutex<Option<Saved>>>,
+    graph: ConvGraph,
+}
+
+impl std::fmt::Debug for ConvState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ConvState")
+    }
+}
+
+impl HostConv for Flex {
+    fn transformer_conv(
+        x: FlexTensor,
+        qw: FlexTensor,
+        qb: FlexTensor,
+        kw: FlexTensor,
+        kb: FlexTensor,
+        vw: FlexTensor,
+        vb: FlexTensor,
+        ew: FlexTensor,
+        eb: FlexTensor,
+        sw: FlexTensor,
+        sb: FlexTensor,
+        graph: ConvGraph,
+    ) -> FlexTensor {
+        forward(x, [qw, qb, kw, kb, vw, vb, ew, eb, sw, sb], &graph).0
+    }
+}
+
+#[derive(Debug)]
+struct ConvBackward;
+
+impl Backward<Flex, 11> for ConvBackward {
+    type State = ConvState;
+
+    fn backward(self, ops: Ops<ConvState, 11>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let dout = host(grads.consume::<Flex>(&ops.node));
+        let ConvState { saved, graph } = ops.state;
+        let Some(Saved { mut layer, cache }) = saved.lock().ok().and_then(|mut s| s.take()) else {
+            graph.fault("TransformerConv backward: no forward state");
+            return;
+        };
+        let b = &graph.batch;
+        let want_dx = ops.parents[0].is_some();
+        let mut dx = if want_dx { vec![0f32; b.n * layer.q.din] } else { Vec::new() };
+        if let Err(e) = layer.backward(&cache, &dout, edge(b), b, want_dx.then_some(dx.as_mut_slice()), None) {
+            graph.fault(e);
+            return;
+        }
+        let Transformer { q, k, v, e, skip, .. } = layer;
+        // The edge bias is never read: burn's TransformerConv leaves it without a gradient, and a
+        // batch without an edge reaches the root (skip) weight alone.
+        let edges = b.m > 0;
+        let mut out: Vec<Option<FlexTensor>> = vec![want_dx.then(|| flex(dx, b.n, q.din))];
+        for (l, used) in [(q, edges), (k, edges), (v, edges), (e, edges), (skip, true)] {
+            out.push(used.then(|| flex(l.w.g, l.din, l.dout)));
+            out.push(used.then(|| flex(l.b.g, 1, l.dout)));
+        }
+        // The edge projection's bias (q, k, v, e: parents 1-8, each weight then bias).
+        out[8] = None;
+        for (parent, g) in ops.parents.into_iter().zip(out) {
+            if let (Some(node), Some(g)) = (parent, g) {
+                grads.register::<Flex>(node.id, g);
+            }
+        }
+    }
+}
+
+impl<C: CheckpointStrategy> HostConv for Autodiff<Flex, C> {
+    fn transformer_conv(
+        x: FloatTensor<Self>,
+        qw: FloatTensor<Self>,
+        qb: FloatTensor<Self>,
+        kw: FloatTensor<Self>,
+        kb: FloatTensor<Self>,
+        vw: FloatTensor<Self>,
+        vb: FloatTensor<Self>,
+        ew: FloatTensor<Self>,
+        eb: FloatTensor<Self>,
+        sw: FloatTensor<Self>,
+        sb: FloatTensor<Self>,
+        graph: ConvGraph,
+    ) -> FloatTensor<Self> {
+        let all = [x, qw, qb, kw, kb, vw, vb, ew, eb, sw, sb];
+        let nodes = all.each_ref().map(|t| t.node());
+        let [x, qw, qb, kw, kb, vw, vb, ew, eb, sw, sb] = all.map(|t| t.into_primitive());
+        let parts = [qw, qb, kw, kb, vw, vb, ew, eb, sw, sb];
+        match ConvBackward.prepare::<C>(nodes).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let (y, saved) = forward(x, parts, &graph);
+                prep.finish(ConvState { saved: Arc::new(Mutex::new(saved)), graph }, y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(forward(x, parts, &graph).0),
+        }
+    }
+}
+
+/// The fused op on dispatch tensors.
+fn conv(x: Tensor<2>, p: [&Tensor<2>; 10], graph: ConvGraph) -> Tensor<2> {
+    let [qw, qb, kw, kb, vw, vb, ew, eb, sw, sb] = p.map(|t| t.clone().into_dispatch());
+    Tensor::from_dispatch(<Dispatch as HostConv>::transformer_conv(x.into_dispatch(), qw, qb, kw, kb, vw, vb, ew, eb, sw, sb, graph))
+}
+
+/// The named tensors on the host between steps (burn's tensors are made from them each step, and
+/// their gradients read back for [`AdamW`]).
+pub struct BurnParams {
+    layers: Vec<LayerSpec>,
+    /// Trained tensors in [`GtShape::params`]' order, with their shapes as burn tensors.
+    order: Vec<(String, [usize; 2])>,
+    values: HashMap<String, Vec<f32>>,
+    dev: Device,
+}
+
+impl BurnParams {
+    /// From named tensors; every missing, mis-shaped or unexpected one is named in the error.
+    pub fn new(layers: &[LayerSpec], specs: &[ParamSpec], values: HashMap<String, Vec<f32>>) -> Result<BurnParams> {
+        let mut faults = Vec::new();
+        for s in specs {
+            let want: usize = s.shape.iter().product();
+            match values.get(&s.name) {
+                Some(v) if v.len() == want => {}
+                Some(v) => faults.push(format!("`{}` has {} values, its shape {:?} wants {want}", s.name, v.len(), s.shape)),
+                None => faults.push(format!("`{}` is missing", s.name)),
+            }
+        }
+        let mut unexpected: Vec<&String> = values.keys().filter(|k| !specs.iter().any(|s| &s.name == *k)).collect();
+        unexpected.sort();
+        faults.extend(unexpected.into_iter().map(|n| format!("`{n}` is not a tensor of the model")));
+        if !faults.is_empty() {
+            return Err(ModelError::Internal(format!("model tensors: {}", faults.join("; "))));
+        }
+        let order = specs
+            .iter()
+            .filter(|s| s.trained)
+            .map(|s| {
+                let dims = match s.shape.as_slice() {
+                    [r, c] => [*r, *c],
+                    [c] => [1, *c],
+                    other => [other.iter().product(), 1],
+                };
+                (s.name.clone(), dims)
+            })
+            .collect();
+        Ok(BurnParams { layers: layers.to_vec(), order, values, dev: Device::flex().autodiff() })
+    }
+
+    /// Every tensor by name.
+    pub fn named(&self) -> Result<Vec<(String, Vec<f32>)>> {
+        Ok(self.values.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+    }
+
+    /// One training step: burn's autodiff for the gradients, [`AdamW`] on the host values.
+    pub fn step(
+        &mut self,
+        optim: &mut AdamW,
+        lr: f32,
+        (gt, names): (&GtShape, &GtNames),
+        b: HostBatch,
+        questions: Vec<f32>,
+        targets: &[u32],
+    ) -> Result<f64> {
+        let mut tensors = HashMap::with_capacity(self.order.len());
+        for (name, dims) in &self.order {
+            let v = self.values.get(name).cloned().unwrap_or_default();
+            tensors.insert(name.clone(), Tensor::<2>::from_data(TensorData::new(v, *dims), &self.dev).require_grad());
+        }
+        let heads = self
+            .layers
+            .iter()
+            .find_map(|l| match l {
+                LayerSpec::Conv { heads, .. } => Some(*heads),
+                _ => None,
+            })
+            .unwrap_or(1);
+        let (x, n) = (b.x.clone(), b.n);
+        let graph = ConvGraph { batch: Arc::new(b), heads, faults: Arc::new(Mutex::new(Vec::new())) };
+        let mut e = BurnEngine { tensors: &tensors, graph: graph.clone(), dev: self.dev.clone(), stats: Vec::new() };
+        let loss = super::gt::loss(&mut e, gt, names, x, n, questions, targets)?;
+        let stats = std::mem::take(&mut e.stats);
+        let value = f64::from(loss.clone().into_scalar::<f32>());
+        let grads = loss.backward();
+        if let Some(f) = graph.faults.lock().ok().and_then(|f| f.first().cloned()) {
+            return Err(ModelError::Internal(format!("fused TransformerConv: {f}")));
+        }
+        // Running statistics as the host engine keeps them (batch statistics, momentum 0.1).
+        for (layer, mean, var) in stats {
+            for (key, batch) in [("running_mean", mean), ("running_var", var)] {
+                if let Some(r) = self.values.get_mut(&format!("{layer}.{key}")) {
+                    r.iter_mut().zip(&batch).for_each(|(r, s)| *r = *r * 0.9 + s * 0.1);
+                }
+            }
+        }
+        let mut got: Vec<Option<Vec<f32>>> = Vec::with_capacity(self.order.len());
+        for (name, _) in &self.order {
+            let g = tensors.get(name).and_then(|t| t.grad(&grads));
+            got.push(match g {
+                Some(g) => Some(g.into_data().try_to_vec::<f32>().map_err(|e| ModelError::Internal(format!("`{name}` gradient: {e:?}")))?),
+                None => None,
+            });
+        }
+        let mut values = std::mem::take(&mut self.values);
+        let mut ordered: Vec<(String, Vec<f32>)> =
+            self.order.iter().map(|(n, _)| (n.clone(), values.remove(n).unwrap_or_default())).collect();
+        let res = optim.step_some(lr, ordered.iter_mut().zip(&got).map(|((_, v), g)| (v, g.as_ref())));
+        values.extend(ordered);
+        self.values = values;
+        res.map(|()| value)
+    }
+}
+
+/// One step's forward on burn tensors.
+struct BurnEngine<'a> {
+    tensors: &'a HashMap<String, Tensor<2>>,
+    graph: ConvGraph,
+    dev: Device,
+    /// Each batch norm's batch mean and variance, for its running statistics.
+    stats: Vec<(String, Vec<f32>, Vec<f32>)>,
+}
+
+impl BurnEngine<'_> {
+    fn t(&self, name: String) -> Result<&Tensor<2>> {
+        self.tensors.get(&name).ok_or_else(|| ModelError::Internal(format!("no tensor `{name}` in the model")))
+    }
+}
+
+fn read(t: Tensor<2>) -> Result<Vec<f32>> {
+    t.into_data().try_to_vec::<f32>().map_err(|e| ModelError::Internal(format!("reading a tensor: {e:?}")))
+}
+
+impl Engine for BurnEngine<'_> {
+    type T = Tensor<2>;
+
+    fn input(&mut self, v: Vec<f32>, rows: usize, cols: usize) -> Result<Tensor<2>> {
+        Ok(Tensor::from_data(TensorData::new(v, [rows, cols]), &self.dev))
+    }
+
+    fn linear(&mut self, x: &Tensor<2>, layer: &str) -> Result<Tensor<2>> {
+        let (w, b) = (self.t(format!("{layer}.weight"))?, self.t(format!("{layer}.bias"))?);
+        Ok(x.clone().matmul(w.clone()) + b.clone())
+    }
+
+    fn transformer_conv(&mut self, x: &Tensor<2>, layer: &str) -> Result<Tensor<2>> {
+        let mut p = Vec::with_capacity(10);
+        for part in ["q", "k", "v", "e", "skip"] {
+            p.push(self.t(format!("{layer}.{part}.weight"))?);
+            p.push(self.t(format!("{layer}.{part}.bias"))?);
+        }
+        let p: [&Tensor<2>; 10] = p.try_into().map_err(|_| ModelError::Internal("TransformerConv: ten tensors".into()))?;
+        Ok(conv(x.clone(), p, self.graph.clone()))
+    }
+
+    fn batch_norm(&mut self, x: &Tensor<2>, layer: &str) -> Result<Tensor<2>> {
+        let (g, b) = (self.t(format!("{layer}.gamma"))?.clone(), self.t(format!("{layer}.beta"))?.clone());
+        let mean = x.clone().mean_dim(0);
+        let xc = x.clone() - mean.clone();
+        let var = xc.clone().powi_scalar(2).mean_dim(0);
+        let y = xc / (var.clone() + 1e-5).sqrt() * g + b;
+        self.stats.push((layer.to_string(), read(mean.detach())?, read(var.detach())?));
+        Ok(y)
+    }
+
+    fn relu(&mut self, x: &Tensor<2>) -> Result<Tensor<2>> {
+        Ok(relu(x.clone()))
+    }
+
+    fn mean_pool(&mut self, x: &Tensor<2>) -> Result<Tensor<2>> {
+        let b = &self.graph.batch;
+        let mut m = vec![0f32; b.graphs * b.n];
+        for i in 0..b.n {
+            let g = b.node_graph[i] as usize;
+            m[g * b.n + i] = 1.0 / b.counts[g] as f32;
+        }
+        let pool = Tensor::<2>::from_data(TensorData::new(m, [b.graphs, b.n]), &self.dev);
+        Ok(pool.matmul(x.clone()))
+    }
+
+    fn concat(&mut self, a: &Tensor<2>, b: &Tensor<2>) -> Result<Tensor<2>> {
+        Ok(Tensor::cat(vec![a.clone(), b.clone()], 1))
+    }
+
+    fn cross_entropy(&mut self, logits: &Tensor<2>, targets: &[u32]) -> Result<Tensor<2>> {
+        let [rows, classes] = logits.dims();
+        if targets.len() != rows || targets.iter().any(|&t| t as usize >= classes) {
+            return Err(ModelError::Internal(format!("cross-entropy: {} targets for {rows} rows of {classes} classes", targets.len())));
+        }
+        let mut onehot = vec![0f32; rows * classes];
+        targets.iter().enumerate().for_each(|(i, &t)| onehot[i * classes + t as usize] = 1.0);
+        let onehot = Tensor::<2>::from_data(TensorData::new(onehot, [rows, classes]), &self.dev);
+        let picked = (log_softmax(logits.clone(), 1) * onehot).sum().reshape([1, 1]);
+        Ok(picked * (-1.0 / rows.max(1) as f32))
+    }
+}
