@@ -318,36 +318,18 @@ pub fn step_times(
     steps: usize,
     dev: &Device,
 ) -> Result<Vec<f64>> {
-    if examples.is_empty() {
-        return Err(ModelError::Internal("no example to time".into()));
-    }
-    if host {
-        return host::step_times(shape, examples, dim, edge_dim, cfg, steps);
-    }
-    let ad = dev.clone().autodiff();
-    let mut model = GraphQa::new(shape, cfg.seed, &ad)?;
-    let mut optim = cfg.train.adamw();
-    let batch = cfg.train.batch.max(1);
     let mut times = Vec::with_capacity(steps);
-    for i in 0..=steps {
-        let refs: Vec<&QaExample> = (0..batch).map(|j| &examples[(i * batch + j) % examples.len()]).collect();
-        let t0 = std::time::Instant::now();
-        let (g, q) = batch_of(&refs, dim, edge_dim, &ad)?;
-        if let Some(loss) = loss_of(&model, &refs, &g, q) {
-            let _ = loss.clone().into_scalar::<f32>();
-            let grads = GradientsParams::from_grads(loss.backward(), &model);
-            model = optim.step(cfg.train.lr, model, grads);
-        }
+    run_steps(host, shape, examples, (dim, edge_dim), cfg, steps + 1, dev, &mut |i, _, secs| {
         if i > 0 {
-            times.push(t0.elapsed().as_secs_f64());
+            times.push(secs);
         }
-    }
+    })?;
     Ok(times)
 }
 
-/// `steps` optimiser steps on the batches [`step_times`] times: each step's loss (`NaN` for a
-/// batch without a target) and the model after them (what the engine prototype compares with).
-#[allow(clippy::too_many_arguments)]
+/// `steps` optimiser steps on the batches [`step_times`] times, on the CPU: each step's loss
+/// (`NaN` for a batch without a target) and the model after them (what the engine prototype
+/// compares with).
 pub fn train_steps(
     host: bool,
     shape: QaShape,
@@ -357,30 +339,52 @@ pub fn train_steps(
     cfg: &QaConfig,
     steps: usize,
 ) -> Result<(Vec<f64>, GraphQa)> {
+    let mut losses = Vec::with_capacity(steps);
+    let model = run_steps(host, shape, examples, (dim, edge_dim), cfg, steps, &Device::flex(), &mut |_, loss, _| {
+        losses.push(loss.unwrap_or(f64::NAN))
+    })?;
+    Ok((losses, model))
+}
+
+/// What a step reports: its index, its loss (`None`: no target in the batch), its seconds.
+pub type EachStep<'a> = &'a mut (dyn FnMut(usize, Option<f64>, f64) + Send);
+
+/// `steps` optimiser steps on consecutive batches of `examples`, each reported to `each` (the
+/// seconds of batch building, forward, loss, backward and the optimiser); the model after them.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_steps(
+    host: bool,
+    shape: QaShape,
+    examples: &[QaExample],
+    (dim, edge_dim): (usize, usize),
+    cfg: &QaConfig,
+    steps: usize,
+    dev: &Device,
+    each: EachStep<'_>,
+) -> Result<GraphQa> {
     if examples.is_empty() {
         return Err(ModelError::Internal("no example to train on".into()));
     }
     if host {
-        return host::train_steps(shape, examples, dim, edge_dim, cfg, steps);
+        return host::run_steps(shape, examples, (dim, edge_dim), cfg, steps, each);
     }
-    let ad = Device::flex().autodiff();
+    let ad = dev.clone().autodiff();
     let mut model = GraphQa::new(shape, cfg.seed, &ad)?;
     let mut optim = cfg.train.adamw();
     let batch = cfg.train.batch.max(1);
-    let mut losses = Vec::with_capacity(steps);
     for i in 0..steps {
         let refs: Vec<&QaExample> = (0..batch).map(|j| &examples[(i * batch + j) % examples.len()]).collect();
+        let t0 = std::time::Instant::now();
         let (g, q) = batch_of(&refs, dim, edge_dim, &ad)?;
-        match loss_of(&model, &refs, &g, q) {
-            Some(loss) => {
-                losses.push(f64::from(loss.clone().into_scalar::<f32>()));
-                let grads = GradientsParams::from_grads(loss.backward(), &model);
-                model = optim.step(cfg.train.lr, model, grads);
-            }
-            None => losses.push(f64::NAN),
+        let mut value = None;
+        if let Some(loss) = loss_of(&model, &refs, &g, q) {
+            value = Some(f64::from(loss.clone().into_scalar::<f32>()));
+            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            model = optim.step(cfg.train.lr, model, grads);
         }
+        each(i, value, t0.elapsed().as_secs_f64());
     }
-    Ok((losses, model.valid()))
+    Ok(model.valid())
 }
 
 fn train_burn(

@@ -15,12 +15,12 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::flex::FlexTensor;
 use burn::backend::tensor::FloatTensor;
-use burn::backend::{Autodiff, Backend, Dispatch, Flex, backend_extension};
+use burn::backend::{Autodiff, Backend, Dispatch, ExtensionType, Flex, backend_extension};
 use burn::tensor::activation::{log_softmax, relu};
 use burn::tensor::{Device, Tensor, TensorData};
 
 use super::gt::{GtNames, GtShape};
-use super::{Engine, LayerSpec, ParamSpec};
+use super::{Engine, ParamSpec};
 use crate::error::{ModelError, Result};
 use crate::gnn::host::{EdgeIn, HostBatch, Lin, Transformer, TransformerCache};
 use crate::train::optim::AdamW;
@@ -31,6 +31,8 @@ use crate::train::optim::AdamW;
 pub struct ConvGraph {
     pub batch: Arc<HostBatch>,
     pub heads: usize,
+    /// The layers' output width (`h·c`), for the zeros a failed forward leaves in its place.
+    pub channels: usize,
     pub faults: Arc<Mutex<Vec<String>>>,
 }
 
@@ -42,29 +44,37 @@ impl ConvGraph {
     }
 }
 
-/// The fused TransformerConv as a backend operation: node states `x` (`n × d_in`), the five
-/// projections' weights (`d × h·c`) and biases (`1 × h·c`) in the order q, k, v, e, skip.
-#[backend_extension(Flex, Autodiff)]
-pub trait HostConv: Backend {
-    #[allow(clippy::too_many_arguments)]
-    fn transformer_conv(
-        x: FloatTensor<Self>,
-        qw: FloatTensor<Self>,
-        qb: FloatTensor<Self>,
-        kw: FloatTensor<Self>,
-        kb: FloatTensor<Self>,
-        vw: FloatTensor<Self>,
-        vb: FloatTensor<Self>,
-        ew: FloatTensor<Self>,
-        eb: FloatTensor<Self>,
-        sw: FloatTensor<Self>,
-        sb: FloatTensor<Self>,
-        graph: ConvGraph,
-    ) -> FloatTensor<Self>;
+/// The five projections of a TransformerConv in the order q, k, v, e, skip: weights
+/// (`d × h·c`) and biases (`1 × h·c`).
+#[derive(ExtensionType)]
+pub struct ConvWeights<B: Backend> {
+    pub qw: FloatTensor<B>,
+    pub qb: FloatTensor<B>,
+    pub kw: FloatTensor<B>,
+    pub kb: FloatTensor<B>,
+    pub vw: FloatTensor<B>,
+    pub vb: FloatTensor<B>,
+    pub ew: FloatTensor<B>,
+    pub eb: FloatTensor<B>,
+    pub sw: FloatTensor<B>,
+    pub sb: FloatTensor<B>,
 }
 
-fn host(t: FlexTensor) -> Vec<f32> {
-    t.into_data().try_to_vec::<f32>().unwrap_or_default()
+impl<B: Backend> ConvWeights<B> {
+    fn into_array(self) -> [FloatTensor<B>; 10] {
+        let ConvWeights { qw, qb, kw, kb, vw, vb, ew, eb, sw, sb } = self;
+        [qw, qb, kw, kb, vw, vb, ew, eb, sw, sb]
+    }
+}
+
+/// The fused TransformerConv as a backend operation over node states `x` (`n × d_in`).
+#[backend_extension(Flex, Autodiff)]
+pub trait HostConv: Backend {
+    fn transformer_conv(x: FloatTensor<Self>, #[extension_type] w: ConvWeights<Self>, graph: ConvGraph) -> FloatTensor<Self>;
+}
+
+fn host(t: FlexTensor) -> Result<Vec<f32>> {
+    t.into_data().try_to_vec::<f32>().map_err(|e| ModelError::Internal(format!("reading a CPU tensor: {e:?}")))
 }
 
 fn flex(v: Vec<f32>, rows: usize, cols: usize) -> FlexTensor {
@@ -76,7 +86,7 @@ fn layer(parts: [FlexTensor; 10], heads: usize) -> Result<Transformer> {
     let mut lins = Vec::with_capacity(5);
     let mut it = parts.into_iter();
     while let (Some(w), Some(b)) = (it.next(), it.next()) {
-        let (w, b) = (host(w), host(b));
+        let (w, b) = (host(w)?, host(b)?);
         let dout = b.len();
         let din = w.len() / dout.max(1);
         lins.push(Lin::new(w, b, din, dout)?);
@@ -94,7 +104,7 @@ fn forward(x: FlexTensor, parts: [FlexTensor; 10], graph: &ConvGraph) -> (FlexTe
     let b = &graph.batch;
     let run = || -> Result<(FlexTensor, Saved)> {
         let t = layer(parts, graph.heads)?;
-        let (y, cache) = t.forward(&host(x), edge(b), b)?;
+        let (y, cache) = t.forward(&host(x)?, edge(b), b)?;
         let cols = t.q.dout;
         Ok((flex(y, b.n, cols), Saved { layer: t, cache }))
     };
@@ -102,7 +112,7 @@ fn forward(x: FlexTensor, parts: [FlexTensor; 10], graph: &ConvGraph) -> (FlexTe
         Ok((y, s)) => (y, Some(s)),
         Err(e) => {
             graph.fault(e);
-            (flex(vec![0.0; b.n * graph.heads], b.n, graph.heads), None)
+            (flex(vec![0.0; b.n * graph.channels], b.n, graph.channels), None)
         }
     }
 }
@@ -126,21 +136,8 @@ impl std::fmt::Debug for ConvState {
 }
 
 impl HostConv for Flex {
-    fn transformer_conv(
-        x: FlexTensor,
-        qw: FlexTensor,
-        qb: FlexTensor,
-        kw: FlexTensor,
-        kb: FlexTensor,
-        vw: FlexTensor,
-        vb: FlexTensor,
-        ew: FlexTensor,
-        eb: FlexTensor,
-        sw: FlexTensor,
-        sb: FlexTensor,
-        graph: ConvGraph,
-    ) -> FlexTensor {
-        forward(x, [qw, qb, kw, kb, vw, vb, ew, eb, sw, sb], &graph).0
+    fn transformer_conv(x: FlexTensor, w: ConvWeights<Self>, graph: ConvGraph) -> FlexTensor {
+        forward(x, w.into_array(), &graph).0
     }
 }
 
@@ -151,8 +148,11 @@ impl Backward<Flex, 11> for ConvBackward {
     type State = ConvState;
 
     fn backward(self, ops: Ops<ConvState, 11>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
-        let dout = host(grads.consume::<Flex>(&ops.node));
         let ConvState { saved, graph } = ops.state;
+        let dout = match host(grads.consume::<Flex>(&ops.node)) {
+            Ok(d) => d,
+            Err(e) => return graph.fault(e),
+        };
         let Some(Saved { mut layer, cache }) = saved.lock().ok().and_then(|mut s| s.take()) else {
             graph.fault("TransformerConv backward: no forward state");
             return;
@@ -184,24 +184,23 @@ impl Backward<Flex, 11> for ConvBackward {
 }
 
 impl<C: CheckpointStrategy> HostConv for Autodiff<Flex, C> {
-    fn transformer_conv(
-        x: FloatTensor<Self>,
-        qw: FloatTensor<Self>,
-        qb: FloatTensor<Self>,
-        kw: FloatTensor<Self>,
-        kb: FloatTensor<Self>,
-        vw: FloatTensor<Self>,
-        vb: FloatTensor<Self>,
-        ew: FloatTensor<Self>,
-        eb: FloatTensor<Self>,
-        sw: FloatTensor<Self>,
-        sb: FloatTensor<Self>,
-        graph: ConvGraph,
-    ) -> FloatTensor<Self> {
-        let all = [x, qw, qb, kw, kb, vw, vb, ew, eb, sw, sb];
-        let nodes = all.each_ref().map(|t| t.node());
-        let [x, qw, qb, kw, kb, vw, vb, ew, eb, sw, sb] = all.map(|t| t.into_primitive());
-        let parts = [qw, qb, kw, kb, vw, vb, ew, eb, sw, sb];
+    fn transformer_conv(x: FloatTensor<Self>, w: ConvWeights<Self>, graph: ConvGraph) -> FloatTensor<Self> {
+        let w = w.into_array();
+        let x_node = x.node();
+        let nodes = [
+            x_node,
+            w[0].node(),
+            w[1].node(),
+            w[2].node(),
+            w[3].node(),
+            w[4].node(),
+            w[5].node(),
+            w[6].node(),
+            w[7].node(),
+            w[8].node(),
+            w[9].node(),
+        ];
+        let (x, parts) = (x.into_primitive(), w.map(|t| t.into_primitive()));
         match ConvBackward.prepare::<C>(nodes).compute_bound().stateful() {
             OpsKind::Tracked(prep) => {
                 let (y, saved) = forward(x, parts, &graph);
@@ -215,55 +214,44 @@ impl<C: CheckpointStrategy> HostConv for Autodiff<Flex, C> {
 /// The fused op on dispatch tensors.
 fn conv(x: Tensor<2>, p: [&Tensor<2>; 10], graph: ConvGraph) -> Tensor<2> {
     let [qw, qb, kw, kb, vw, vb, ew, eb, sw, sb] = p.map(|t| t.clone().into_dispatch());
-    Tensor::from_dispatch(<Dispatch as HostConv>::transformer_conv(x.into_dispatch(), qw, qb, kw, kb, vw, vb, ew, eb, sw, sb, graph))
+    let w = ConvWeights { qw, qb, kw, kb, vw, vb, ew, eb, sw, sb };
+    Tensor::from_dispatch(<Dispatch as HostConv>::transformer_conv(x.into_dispatch(), w, graph))
 }
 
 /// The named tensors on the host between steps (burn's tensors are made from them each step, and
-/// their gradients read back for [`AdamW`]).
+/// their gradients read back for [`AdamW`]: a prototype's simplification, which a GPU engine
+/// would replace with tensors and an optimiser that stay on the device).
 pub struct BurnParams {
-    layers: Vec<LayerSpec>,
     /// Trained tensors in [`GtShape::params`]' order, with their shapes as burn tensors.
-    order: Vec<(String, [usize; 2])>,
-    values: HashMap<String, Vec<f32>>,
+    trained: Vec<(String, [usize; 2], Vec<f32>)>,
+    /// The batch norms' running statistics.
+    stats: HashMap<String, Vec<f32>>,
     dev: Device,
 }
 
 impl BurnParams {
-    /// From named tensors; every missing, mis-shaped or unexpected one is named in the error.
-    pub fn new(layers: &[LayerSpec], specs: &[ParamSpec], values: HashMap<String, Vec<f32>>) -> Result<BurnParams> {
-        let mut faults = Vec::new();
-        for s in specs {
-            let want: usize = s.shape.iter().product();
-            match values.get(&s.name) {
-                Some(v) if v.len() == want => {}
-                Some(v) => faults.push(format!("`{}` has {} values, its shape {:?} wants {want}", s.name, v.len(), s.shape)),
-                None => faults.push(format!("`{}` is missing", s.name)),
+    /// From named tensors ([`super::by_name`]).
+    pub fn new(specs: &[ParamSpec], tensors: HashMap<String, Vec<f32>>) -> Result<BurnParams> {
+        let (mut trained, mut stats) = (Vec::new(), HashMap::new());
+        for (s, v) in super::by_name(specs, tensors)? {
+            if !s.trained {
+                stats.insert(s.name, v);
+                continue;
             }
+            let dims = match s.shape.as_slice() {
+                [r, c] => [*r, *c],
+                [c] => [1, *c],
+                other => [other.iter().product(), 1],
+            };
+            trained.push((s.name, dims, v));
         }
-        let mut unexpected: Vec<&String> = values.keys().filter(|k| !specs.iter().any(|s| &s.name == *k)).collect();
-        unexpected.sort();
-        faults.extend(unexpected.into_iter().map(|n| format!("`{n}` is not a tensor of the model")));
-        if !faults.is_empty() {
-            return Err(ModelError::Internal(format!("model tensors: {}", faults.join("; "))));
-        }
-        let order = specs
-            .iter()
-            .filter(|s| s.trained)
-            .map(|s| {
-                let dims = match s.shape.as_slice() {
-                    [r, c] => [*r, *c],
-                    [c] => [1, *c],
-                    other => [other.iter().product(), 1],
-                };
-                (s.name.clone(), dims)
-            })
-            .collect();
-        Ok(BurnParams { layers: layers.to_vec(), order, values, dev: Device::flex().autodiff() })
+        Ok(BurnParams { trained, stats, dev: Device::flex().autodiff() })
     }
 
     /// Every tensor by name.
-    pub fn named(&self) -> Result<Vec<(String, Vec<f32>)>> {
-        Ok(self.values.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+    pub fn named(&self) -> Vec<(String, Vec<f32>)> {
+        let trained = self.trained.iter().map(|(n, _, v)| (n.clone(), v.clone()));
+        trained.chain(self.stats.iter().map(|(n, v)| (n.clone(), v.clone()))).collect()
     }
 
     /// One training step: burn's autodiff for the gradients, [`AdamW`] on the host values.
@@ -276,52 +264,38 @@ impl BurnParams {
         questions: Vec<f32>,
         targets: &[u32],
     ) -> Result<f64> {
-        let mut tensors = HashMap::with_capacity(self.order.len());
-        for (name, dims) in &self.order {
-            let v = self.values.get(name).cloned().unwrap_or_default();
-            tensors.insert(name.clone(), Tensor::<2>::from_data(TensorData::new(v, *dims), &self.dev).require_grad());
-        }
-        let heads = self
-            .layers
+        let tensors: HashMap<String, Tensor<2>> = self
+            .trained
             .iter()
-            .find_map(|l| match l {
-                LayerSpec::Conv { heads, .. } => Some(*heads),
-                _ => None,
-            })
-            .unwrap_or(1);
+            .map(|(name, dims, v)| (name.clone(), Tensor::<2>::from_data(TensorData::new(v.clone(), *dims), &self.dev).require_grad()))
+            .collect();
         let (x, n) = (b.x.clone(), b.n);
-        let graph = ConvGraph { batch: Arc::new(b), heads, faults: Arc::new(Mutex::new(Vec::new())) };
-        let mut e = BurnEngine { tensors: &tensors, graph: graph.clone(), dev: self.dev.clone(), stats: Vec::new() };
+        let faults = Arc::new(Mutex::new(Vec::new()));
+        let graph = ConvGraph { batch: Arc::new(b), heads: gt.heads, channels: gt.hidden, faults: faults.clone() };
+        let mut e = BurnEngine { tensors: &tensors, graph, dev: self.dev.clone(), stats: Vec::new() };
         let loss = super::gt::loss(&mut e, gt, names, x, n, questions, targets)?;
-        let stats = std::mem::take(&mut e.stats);
         let value = f64::from(loss.clone().into_scalar::<f32>());
         let grads = loss.backward();
-        if let Some(f) = graph.faults.lock().ok().and_then(|f| f.first().cloned()) {
+        if let Some(f) = faults.lock().ok().and_then(|f| f.first().cloned()) {
             return Err(ModelError::Internal(format!("fused TransformerConv: {f}")));
         }
         // Running statistics as the host engine keeps them (batch statistics, momentum 0.1).
-        for (layer, mean, var) in stats {
+        for (layer, mean, var) in e.stats {
             for (key, batch) in [("running_mean", mean), ("running_var", var)] {
-                if let Some(r) = self.values.get_mut(&format!("{layer}.{key}")) {
+                if let Some(r) = self.stats.get_mut(&format!("{layer}.{key}")) {
                     r.iter_mut().zip(&batch).for_each(|(r, s)| *r = *r * 0.9 + s * 0.1);
                 }
             }
         }
-        let mut got: Vec<Option<Vec<f32>>> = Vec::with_capacity(self.order.len());
-        for (name, _) in &self.order {
-            let g = tensors.get(name).and_then(|t| t.grad(&grads));
-            got.push(match g {
-                Some(g) => Some(g.into_data().try_to_vec::<f32>().map_err(|e| ModelError::Internal(format!("`{name}` gradient: {e:?}")))?),
+        let mut got: Vec<Option<Vec<f32>>> = Vec::with_capacity(self.trained.len());
+        for (name, _, _) in &self.trained {
+            got.push(match tensors.get(name).and_then(|t| t.grad(&grads)) {
+                Some(g) => Some(read(g)?),
                 None => None,
             });
         }
-        let mut values = std::mem::take(&mut self.values);
-        let mut ordered: Vec<(String, Vec<f32>)> =
-            self.order.iter().map(|(n, _)| (n.clone(), values.remove(n).unwrap_or_default())).collect();
-        let res = optim.step_some(lr, ordered.iter_mut().zip(&got).map(|((_, v), g)| (v, g.as_ref())));
-        values.extend(ordered);
-        self.values = values;
-        res.map(|()| value)
+        optim.step_some(lr, self.trained.iter_mut().zip(&got).map(|((_, _, v), g)| (v, g.as_ref())))?;
+        Ok(value)
     }
 }
 

@@ -14,7 +14,9 @@ pub mod gt;
 pub mod step;
 pub mod tape;
 
-use crate::error::Result;
+use std::collections::HashMap;
+
+use crate::error::{ModelError, Result};
 
 /// The ops a model is written with; each engine runs them its own way (records them on a tape,
 /// or builds burn's autodiff graph). Layers are named: the engine holds their parameters.
@@ -57,4 +59,23 @@ pub enum LayerSpec {
     Conv { name: String, heads: usize },
     /// `<name>.{gamma,beta,running_mean,running_var}`.
     Norm(String),
+}
+
+/// The tensors of `specs`, in their order, taken by name from `tensors`; every missing,
+/// mis-shaped and unexpected tensor is named in the one error.
+pub fn by_name(specs: &[ParamSpec], mut tensors: HashMap<String, Vec<f32>>) -> Result<Vec<(ParamSpec, Vec<f32>)>> {
+    let mut out = Vec::with_capacity(specs.len());
+    let mut faults = Vec::new();
+    for s in specs {
+        let want: usize = s.shape.iter().product();
+        match tensors.remove(&s.name) {
+            Some(v) if v.len() == want => out.push((s.clone(), v)),
+            Some(v) => faults.push(format!("`{}` has {} values, its shape {:?} wants {want}", s.name, v.len(), s.shape)),
+            None => faults.push(format!("`{}` is missing", s.name)),
+        }
+    }
+    let mut unexpected: Vec<&String> = tensors.keys().collect();
+    unexpected.sort();
+    faults.extend(unexpected.into_iter().map(|n| format!("`{n}` is not a tensor of the model")));
+    if faults.is_empty() { Ok(out) } else { Err(ModelError::Internal(format!("model tensors: {}", faults.join("; ")))) }
 }

@@ -13,7 +13,7 @@ use crate::gnn::encoders::{EncoderKind, Pooling};
 use crate::gnn::host::{EdgeRows, HostBatch, read_tensors};
 use crate::gnn::reuse;
 use crate::graphqa::host::{edge_rows, host_batch};
-use crate::graphqa::{GraphQa, HeadKind, QaConfig, QaExample, QaShape, Target};
+use crate::graphqa::{EachStep, GraphQa, HeadKind, QaConfig, QaExample, QaShape, Target};
 use crate::train::optim::AdamW;
 
 /// An engine of the comparison.
@@ -41,7 +41,7 @@ pub fn gt_shape(shape: &QaShape) -> Result<GtShape> {
     let s = GtShape {
         in_dim: e.in_dim,
         edge_dim: e.edge_dim,
-        hidden: e.hidden / e.heads.max(1) * e.heads.max(1),
+        hidden: e.hidden,
         layers: e.layers,
         heads: e.heads,
         question_dim: shape.question_dim,
@@ -52,15 +52,15 @@ pub fn gt_shape(shape: &QaShape) -> Result<GtShape> {
     Ok(s)
 }
 
-/// The burn model's seeded tensors, named (its module order is [`GtShape::params`]' order; each
-/// shape is checked).
+/// The burn model's seeded tensors, named.
 pub fn seeded(shape: &QaShape, seed: u64) -> Result<(GtShape, HashMap<String, Vec<f32>>)> {
     let gt = gt_shape(shape)?;
-    let burn = GraphQa::new(*shape, seed, &Device::flex())?;
-    named_from(&gt, &burn)
+    Ok((gt, named_from(&gt, &GraphQa::new(*shape, seed, &Device::flex())?)?))
 }
 
-fn named_from(gt: &GtShape, burn: &GraphQa) -> Result<(GtShape, HashMap<String, Vec<f32>>)> {
+/// The burn model's tensors by name (its module order is [`GtShape::params`]' order; each shape
+/// is checked).
+fn named_from(gt: &GtShape, burn: &GraphQa) -> Result<HashMap<String, Vec<f32>>> {
     let tensors = read_tensors(burn, "engine prototype")?;
     let specs = gt.params();
     if tensors.len() != specs.len() {
@@ -73,7 +73,7 @@ fn named_from(gt: &GtShape, burn: &GraphQa) -> Result<(GtShape, HashMap<String, 
         }
         out.insert(spec.name, v);
     }
-    Ok((*gt, out))
+    Ok(out)
 }
 
 /// Each example's class.
@@ -114,82 +114,69 @@ enum State {
 }
 
 /// `steps` training steps of `which` on consecutive batches (the batches of
-/// [`crate::graphqa::step_times`]): each step's loss and the tensors at the end, by name.
-/// [`Which::Host`] and [`Which::Burn`] run today's engines, whose tensors are named as the
-/// prototype names them.
+/// [`crate::graphqa::step_times`]): each step's loss (`NaN` for a batch without a target) and the
+/// tensors at the end, by name. [`Which::Host`] and [`Which::Burn`] run today's engines, whose
+/// tensors are named as the prototype names them.
 pub fn train_steps(
     which: Which,
     shape: &QaShape,
     examples: &[QaExample],
-    dim: usize,
-    edge_dim: usize,
+    (dim, edge_dim): (usize, usize),
     cfg: &QaConfig,
     steps: usize,
 ) -> Result<(Vec<f64>, Named)> {
-    let mut out = Vec::new();
-    let named = run(which, shape, examples, dim, edge_dim, cfg, steps, |_, loss| out.push(loss))?;
-    Ok((out, named))
+    let mut losses = Vec::with_capacity(steps);
+    let named = run(which, shape, examples, (dim, edge_dim), cfg, steps, &mut |_, loss, _| losses.push(loss.unwrap_or(f64::NAN)))?;
+    Ok((losses, named))
 }
 
-/// Seconds of each of `steps` steps after one warm-up step, as [`crate::graphqa::step_times`]
-/// times today's engines (batch building, forward, loss, backward, AdamW).
+/// Seconds of each of `steps` steps after one warm-up step, timed as
+/// [`crate::graphqa::step_times`] times today's engines (batch building, forward, loss,
+/// backward, AdamW).
 pub fn step_times(
     which: Which,
     shape: &QaShape,
     examples: &[QaExample],
-    dim: usize,
-    edge_dim: usize,
+    (dim, edge_dim): (usize, usize),
     cfg: &QaConfig,
     steps: usize,
 ) -> Result<Vec<f64>> {
-    match which {
-        Which::Host => crate::graphqa::step_times(true, *shape, examples, dim, edge_dim, cfg, steps, &Device::flex()),
-        Which::Burn => crate::graphqa::step_times(false, *shape, examples, dim, edge_dim, cfg, steps, &Device::flex()),
-        _ => {
-            let mut times = Vec::with_capacity(steps);
-            let mut t0 = std::time::Instant::now();
-            run(which, shape, examples, dim, edge_dim, cfg, steps + 1, |i, _| {
-                if i > 0 {
-                    times.push(t0.elapsed().as_secs_f64());
-                }
-                t0 = std::time::Instant::now();
-            })?;
-            Ok(times)
+    let mut times = Vec::with_capacity(steps);
+    run(which, shape, examples, (dim, edge_dim), cfg, steps + 1, &mut |i, _, secs| {
+        if i > 0 {
+            times.push(secs);
         }
-    }
+    })?;
+    Ok(times)
 }
 
-#[allow(clippy::too_many_arguments)]
 fn run(
     which: Which,
     shape: &QaShape,
     examples: &[QaExample],
-    dim: usize,
-    edge_dim: usize,
+    (dim, edge_dim): (usize, usize),
     cfg: &QaConfig,
     steps: usize,
-    mut each: impl FnMut(usize, f64) + Send,
+    each: EachStep<'_>,
 ) -> Result<Named> {
-    if examples.is_empty() {
-        return Err(ModelError::Internal("no example to train on".into()));
-    }
-    let t = &cfg.train;
-    let batch = t.batch.max(1);
+    let gt = gt_shape(shape)?;
     if matches!(which, Which::Host | Which::Burn) {
-        let gt = gt_shape(shape)?;
-        let (losses, model) = crate::graphqa::train_steps(which == Which::Host, *shape, examples, dim, edge_dim, cfg, steps)?;
-        losses.into_iter().enumerate().for_each(|(i, l)| each(i, l));
-        let (_, named) = named_from(&gt, &model)?;
-        let mut v: Vec<(String, Vec<f32>)> = named.into_iter().collect();
+        let model = crate::graphqa::run_steps(which == Which::Host, *shape, examples, (dim, edge_dim), cfg, steps, &Device::flex(), each)?;
+        let mut v: Named = named_from(&gt, &model)?.into_iter().collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
         return Ok(v);
     }
-    let (gt, tensors) = seeded(shape, cfg.seed)?;
+    if examples.is_empty() {
+        return Err(ModelError::Internal("no example to train on".into()));
+    }
     let names = GtNames::new(&gt);
+    let tensors = named_from(&gt, &GraphQa::new(*shape, cfg.seed, &Device::flex())?)?;
     let mut state = match which {
         Which::Tape => State::Tape(HostParams::new(&gt.layer_specs(), &gt.params(), tensors)?),
-        _ => State::Burn(BurnParams::new(&gt.layer_specs(), &gt.params(), tensors)?),
+        _ => State::Burn(BurnParams::new(&gt.params(), tensors)?),
     };
+    let t = &cfg.train;
+    let batch = t.batch.max(1);
     let mut optim = AdamW::new(t.weight_decay);
     optim.clip = Some(t.clip);
     let rows = edge_rows(examples, edge_dim);
@@ -200,18 +187,19 @@ fn run(
             let refs: Vec<&QaExample> = ids.iter().map(|&j| &examples[j]).collect();
             let r: Vec<&EdgeRows> = ids.iter().map(|&j| &rows[j]).collect();
             let tg = targets(&refs)?;
+            let t0 = std::time::Instant::now();
             let (b, q) = host_batch(&refs, &r, dim, edge_dim)?;
             let loss = match &mut state {
                 State::Tape(p) => tape_step(p, &mut optim, t.lr as f32, (&gt, &names), &b, q, &tg)?,
                 State::Burn(p) => p.step(&mut optim, t.lr as f32, (&gt, &names), b, q, &tg)?,
             };
-            each(i, loss);
+            each(i, Some(loss), t0.elapsed().as_secs_f64());
         }
         Ok::<_, ModelError>(())
     })?;
     let mut v = match state {
         State::Tape(p) => p.named(),
-        State::Burn(p) => p.named()?,
+        State::Burn(p) => p.named(),
     };
     v.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(v)
@@ -265,8 +253,8 @@ mod tests {
     fn the_tape_engine_trains_as_the_host_engine_bit_for_bit() {
         for (layers, bare) in [(1, false), (3, false), (3, true)] {
             let ex = examples(40, 7 + layers as u64, bare);
-            let (hl, ht) = train_steps(Which::Host, &shape(layers), &ex, 6, 3, &cfg(), 8).unwrap();
-            let (tl, tt) = train_steps(Which::Tape, &shape(layers), &ex, 6, 3, &cfg(), 8).unwrap();
+            let (hl, ht) = train_steps(Which::Host, &shape(layers), &ex, (6, 3), &cfg(), 8).unwrap();
+            let (tl, tt) = train_steps(Which::Tape, &shape(layers), &ex, (6, 3), &cfg(), 8).unwrap();
             assert_eq!(hl, tl, "losses, {layers} layers");
             close(&format!("tape, {layers} layers"), &tt, &ht, 0.0);
             assert!(hl.iter().all(|l| l.is_finite()) && hl[0] != hl[7], "{hl:?}");
@@ -281,8 +269,8 @@ mod tests {
     fn the_fused_burn_engine_trains_as_burns_own_ops() {
         for (layers, bare) in [(2, false), (2, true), (1, false)] {
             let ex = examples(24, 11, bare);
-            let (_, bt) = train_steps(Which::Burn, &shape(layers), &ex, 6, 3, &cfg(), 1).unwrap();
-            let (_, ft) = train_steps(Which::BurnFused, &shape(layers), &ex, 6, 3, &cfg(), 1).unwrap();
+            let (_, bt) = train_steps(Which::Burn, &shape(layers), &ex, (6, 3), &cfg(), 1).unwrap();
+            let (_, ft) = train_steps(Which::BurnFused, &shape(layers), &ex, (6, 3), &cfg(), 1).unwrap();
             // A batch norm takes out a constant shift of its input, so the biases of the value and
             // root projections before one have a zero gradient, up to rounding; AdamW's first step
             // (`lr · g / |g|`) turns that rounding into anything up to `lr`. The key bias shifts
@@ -294,8 +282,8 @@ mod tests {
             };
             let keep = |v: Vec<(String, Vec<f32>)>| v.into_iter().filter(|(n, _)| !shifted(n)).collect::<Vec<_>>();
             close("fused burn, one step", &keep(ft), &keep(bt), 1e-5);
-            let (bl, _) = train_steps(Which::Burn, &shape(layers), &ex, 6, 3, &cfg(), 5).unwrap();
-            let (fl, _) = train_steps(Which::BurnFused, &shape(layers), &ex, 6, 3, &cfg(), 5).unwrap();
+            let (bl, _) = train_steps(Which::Burn, &shape(layers), &ex, (6, 3), &cfg(), 5).unwrap();
+            let (fl, _) = train_steps(Which::BurnFused, &shape(layers), &ex, (6, 3), &cfg(), 5).unwrap();
             for (a, b) in bl.iter().zip(&fl) {
                 assert!((a - b).abs() <= 1e-4 * (1.0 + a.abs()), "losses {bl:?} against {fl:?}");
             }
@@ -311,7 +299,7 @@ mod tests {
         t.insert("head.h3.weight".into(), vec![0.0; 4]);
         let want = ["`encoder.gt.1.k.bias` is missing", "`encoder.bn.0.gamma` has 3 values", "`head.h3.weight` is not a tensor"];
         let Err(e) = HostParams::new(&gt.layer_specs(), &gt.params(), t.clone()) else { panic!("loaded") };
-        let Err(f) = BurnParams::new(&gt.layer_specs(), &gt.params(), t) else { panic!("loaded") };
+        let Err(f) = BurnParams::new(&gt.params(), t) else { panic!("loaded") };
         for msg in [e.to_string(), f.to_string()] {
             for w in want {
                 assert!(msg.contains(w), "{w} not in {msg}");

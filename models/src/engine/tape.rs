@@ -39,11 +39,10 @@ enum Touch {
 const CONV_PARTS: [&str; 5] = ["q", "k", "v", "e", "skip"];
 
 impl HostParams {
-    /// The layers from named tensors; every missing, mis-shaped and unexpected tensor is named
-    /// in the one error.
+    /// The layers from named tensors ([`super::by_name`]).
     pub fn new(layers: &[LayerSpec], specs: &[ParamSpec], tensors: HashMap<String, Vec<f32>>) -> Result<HostParams> {
-        let shapes = specs.iter().map(|s| (s.name.clone(), s.shape.clone())).collect();
-        let mut t = Taker { tensors, shapes, faults: Vec::new() };
+        let tensors = super::by_name(specs, tensors)?.into_iter().map(|(s, v)| (s.name, (s.shape, v))).collect();
+        let mut t = Taker { tensors };
         let mut out = Vec::with_capacity(layers.len());
         for spec in layers {
             let (name, layer) = match spec {
@@ -58,21 +57,17 @@ impl HostParams {
                     (name.clone(), Layer::Conv(Box::new(Transformer { q, k, v, e, skip, heads: *heads })))
                 }
                 LayerSpec::Norm(name) => {
-                    let gamma = P::new(t.take(format!("{name}.gamma")));
-                    let beta = P::new(t.take(format!("{name}.beta")));
-                    let running_mean = t.take(format!("{name}.running_mean"));
-                    let running_var = t.take(format!("{name}.running_var"));
+                    let gamma = P::new(t.take(&format!("{name}.gamma"))?.1);
+                    let beta = P::new(t.take(&format!("{name}.beta"))?.1);
+                    let running_mean = t.take(&format!("{name}.running_mean"))?.1;
+                    let running_var = t.take(&format!("{name}.running_var"))?.1;
                     (name.clone(), Layer::Norm(BatchNorm { gamma, beta, running_mean, running_var }))
                 }
             };
             out.push((name, layer));
         }
-        let Taker { tensors, mut faults, .. } = t;
-        let mut unexpected: Vec<&String> = tensors.keys().collect();
-        unexpected.sort();
-        faults.extend(unexpected.into_iter().map(|n| format!("`{n}` is not a tensor of the model")));
-        if !faults.is_empty() {
-            return Err(ModelError::Internal(format!("model tensors: {}", faults.join("; "))));
+        if let Some(left) = t.tensors.keys().next() {
+            return Err(ModelError::Internal(format!("model tensors: `{left}` belongs to no declared layer")));
         }
         let index = out.iter().enumerate().map(|(i, (n, _))| (n.clone(), i)).collect();
         let touched = vec![Touch::No; out.len()];
@@ -161,35 +156,20 @@ impl HostParams {
     }
 }
 
-/// Takes named tensors out of a map, noting each missing or mis-shaped one.
+/// Takes the checked tensors to their layers.
 struct Taker {
-    tensors: HashMap<String, Vec<f32>>,
-    shapes: HashMap<String, Vec<usize>>,
-    faults: Vec<String>,
+    tensors: HashMap<String, (Vec<usize>, Vec<f32>)>,
 }
 
 impl Taker {
-    fn take(&mut self, name: String) -> Vec<f32> {
-        let shape = self.shapes.get(&name);
-        let want: usize = shape.map_or(0, |s| s.iter().product());
-        match self.tensors.remove(&name) {
-            Some(v) if v.len() == want && shape.is_some() => v,
-            Some(v) => {
-                self.faults.push(format!("`{name}` has {} values, its shape {shape:?} wants {want}", v.len()));
-                vec![0.0; want]
-            }
-            None => {
-                self.faults.push(format!("`{name}` is missing"));
-                vec![0.0; want]
-            }
-        }
+    fn take(&mut self, name: &str) -> Result<(Vec<usize>, Vec<f32>)> {
+        self.tensors.remove(name).ok_or_else(|| ModelError::Internal(format!("model tensors: layer tensor `{name}` not declared")))
     }
 
     fn lin(&mut self, name: &str) -> Result<Lin> {
-        let shape = self.shapes.get(&format!("{name}.weight")).cloned().unwrap_or_default();
-        let (din, dout) = (shape.first().copied().unwrap_or(0), shape.get(1).copied().unwrap_or(0));
-        let w = self.take(format!("{name}.weight"));
-        let b = self.take(format!("{name}.bias"));
+        let (shape, w) = self.take(&format!("{name}.weight"))?;
+        let (_, b) = self.take(&format!("{name}.bias"))?;
+        let [din, dout] = shape[..] else { return Err(ModelError::Internal(format!("`{name}.weight` is not a matrix"))) };
         Lin::new(w, b, din, dout)
     }
 }

@@ -874,16 +874,16 @@ pub(crate) fn predict(
     Ok(out)
 }
 
-/// Seconds of each of `steps` optimiser steps (after one warm-up step) on consecutive batches of
-/// `batch` examples: the host engine's step (batch building, forward, loss, backward, AdamW).
-pub(crate) fn step_times(
+/// [`super::run_steps`] on the host engine: consecutive batches of `cfg.train.batch` examples,
+/// each step (batch building, forward, loss, backward, AdamW) reported to `each`.
+pub(crate) fn run_steps(
     shape: QaShape,
     examples: &[QaExample],
-    dim: usize,
-    edge_dim: usize,
+    (dim, edge_dim): (usize, usize),
     cfg: &QaConfig,
     steps: usize,
-) -> Result<Vec<f64>> {
+    each: super::EachStep<'_>,
+) -> Result<GraphQa> {
     let t = &cfg.train;
     let burn = GraphQa::new(shape, cfg.seed, &Device::flex())?;
     let mut model = HostQa::from_burn(&burn, &shape)?;
@@ -893,49 +893,17 @@ pub(crate) fn step_times(
     let rows = edge_rows(examples, edge_dim);
     rayon::scope(|_| {
         let _kept = reuse::Scope::open();
-        let mut times = Vec::with_capacity(steps);
-        for i in 0..=steps {
-            let ids: Vec<usize> = (0..batch).map(|j| (i * batch + j) % examples.len().max(1)).collect();
-            let refs: Vec<&QaExample> = ids.iter().map(|&j| &examples[j]).collect();
-            let r: Vec<&EdgeRows> = ids.iter().map(|&j| &rows[j]).collect();
-            let t0 = std::time::Instant::now();
-            model.step(&refs, &r, dim, edge_dim, &mut optim, t.lr as f32)?;
-            if i > 0 {
-                times.push(t0.elapsed().as_secs_f64());
-            }
-        }
-        Ok(times)
-    })
-}
-
-/// [`super::train_steps`] on the host engine.
-pub(crate) fn train_steps(
-    shape: QaShape,
-    examples: &[QaExample],
-    dim: usize,
-    edge_dim: usize,
-    cfg: &QaConfig,
-    steps: usize,
-) -> Result<(Vec<f64>, GraphQa)> {
-    let t = &cfg.train;
-    let burn = GraphQa::new(shape, cfg.seed, &Device::flex())?;
-    let mut model = HostQa::from_burn(&burn, &shape)?;
-    let mut optim = AdamW::new(t.weight_decay);
-    optim.clip = Some(t.clip);
-    let batch = t.batch.max(1);
-    let rows = edge_rows(examples, edge_dim);
-    let losses = rayon::scope(|_| {
-        let _kept = reuse::Scope::open();
-        let mut losses = Vec::with_capacity(steps);
         for i in 0..steps {
             let ids: Vec<usize> = (0..batch).map(|j| (i * batch + j) % examples.len().max(1)).collect();
             let refs: Vec<&QaExample> = ids.iter().map(|&j| &examples[j]).collect();
             let r: Vec<&EdgeRows> = ids.iter().map(|&j| &rows[j]).collect();
-            losses.push(model.step(&refs, &r, dim, edge_dim, &mut optim, t.lr as f32)?.unwrap_or(f64::NAN));
+            let t0 = std::time::Instant::now();
+            let loss = model.step(&refs, &r, dim, edge_dim, &mut optim, t.lr as f32)?;
+            each(i, loss, t0.elapsed().as_secs_f64());
         }
-        Ok::<_, ModelError>(losses)
+        Ok::<_, ModelError>(())
     })?;
-    Ok((losses, model.write_into(burn)?))
+    model.write_into(burn)
 }
 
 struct HostLearner<'a> {
