@@ -691,15 +691,16 @@ def bench_graphqa_encoders():
 
 
 # The engines of docs/engines.md, on the graph transformer's training step.
-ENGINES = ["host", "tape", "burn-fused", "burn"]
+ENGINES = ["host", "tape", "burn-fused", "burn-ops", "burn"]
 
 
 def bench_engines(rounds=5):
     """`make bench-engines`: G-Retriever's graph transformer (4 layers, hidden 256, 4 heads, mean
-    pooling, the classification head) trains one mini-batch step at both GraphQA sizes on four
+    pooling, the classification head) trains one mini-batch step at both GraphQA sizes on five
     engines: today's host engine (the hand-written whole-model backward), the model written once
     over the engine interface on the host tape, the same definition on burn's autodiff with the
-    fused TransformerConv op, and today's burn model (every op burn's own); burn on its CPU backend
+    fused TransformerConv op and with burn's own ops only (the GPU's path), and today's burn model
+    (every op burn's own); burn on its CPU backend
     built at opt-level 2. The engines alternate in `rounds` rounds, one process each; a row is the
     median over the rounds of each run's median step (after a warm-up step)."""
     import json as _json

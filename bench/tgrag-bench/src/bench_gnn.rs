@@ -10,7 +10,7 @@
 //!   others mean pooling; or `mixrag`, MixRAG as its stage trains it) and the classification head: the median of `--steps` optimiser steps
 //!   (after one warm-up step), on the host engine (`--engine host`, the CPU default), burn's
 //!   autodiff (`--engine burn`), or, for `gt`, the engine prototypes of docs/engines.md
-//!   (`--engine tape`, `--engine burn-fused`).
+//!   (`--engine tape`, `burn-fused`, `burn-ops`).
 //!
 //! Prints one JSON line: `{"ms_per_epoch": …, "epochs": …, "accuracy": …}` (`node`) or
 //! `{"ms_per_step": …, "steps": …, "graphs": …}` (`batch`).
@@ -43,6 +43,8 @@ pub enum EngineArg {
     Tape,
     /// The same definition on burn's autodiff with the fused TransformerConv op.
     BurnFused,
+    /// The same definition on burn's autodiff, every op burn's own (the GPU's path).
+    BurnOps,
 }
 
 /// What to time.
@@ -83,7 +85,8 @@ pub struct BenchGnnArgs {
     #[arg(long, default_value_t = 0)]
     pub relations: usize,
     /// `batch`: the trainer (`host`: the hand-written backward, CPU only; `burn`: autodiff;
-    /// `tape` and `burn-fused`: the engine prototypes of docs/engines.md, `--encoder gt` on the CPU).
+    /// `tape`, `burn-fused` and `burn-ops`: the engine prototypes of docs/engines.md, `--encoder gt`
+    /// on the CPU).
     #[arg(long, value_enum, default_value_t = EngineArg::Host)]
     pub engine: EngineArg,
     #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
@@ -205,16 +208,20 @@ fn bench_batch(a: &BenchGnnArgs, device: DeviceChoice) -> Result<()> {
     };
     let host = a.engine != EngineArg::Burn;
     if host && device.resolved() == DeviceChoice::Gpu {
-        bail_config!("--engine host, tape and burn-fused run on the CPU: use --engine burn with --device gpu");
+        bail_config!("--engine host, tape, burn-fused and burn-ops run on the CPU: use --engine burn with --device gpu");
     }
     let mut times = match a.engine {
         EngineArg::Host | EngineArg::Burn => step_times(host, shape, &examples, dim, dim, &cfg, a.steps, &device.device())?,
-        EngineArg::Tape | EngineArg::BurnFused => {
+        EngineArg::Tape | EngineArg::BurnFused | EngineArg::BurnOps => {
             use tgrag_models::engine::step::{self, Which};
             if kind != EncoderKind::Gt {
-                bail_config!("--engine tape and burn-fused cover --encoder gt only");
+                bail_config!("--engine tape, burn-fused and burn-ops cover --encoder gt only");
             }
-            let which = if a.engine == EngineArg::Tape { Which::Tape } else { Which::BurnFused };
+            let which = match a.engine {
+                EngineArg::Tape => Which::Tape,
+                EngineArg::BurnFused => Which::BurnFused,
+                _ => Which::BurnOps,
+            };
             step::step_times(which, &shape, &examples, (dim, dim), &cfg, a.steps)?
         }
     };

@@ -4,7 +4,9 @@
 //! [`crate::gnn::host::Transformer`], registered with burn's autodiff as a [`Backward`] (burn's
 //! `custom-wgpu-kernel` pattern) and reached through burn's runtime dispatch as a backend
 //! extension. Only burn's CPU backend (`Flex`) implements it here; a GPU backend would implement
-//! the same trait with a kernel of its own.
+//! the same trait with a kernel of its own. With [`Conv::BurnOps`] the engine runs every op as
+//! burn's own (the TransformerConv as gathers, a segment softmax and a scatter-sum): the path the
+//! same model definition takes on a GPU.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -17,11 +19,12 @@ use burn::backend::flex::FlexTensor;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend, Dispatch, ExtensionType, Flex, backend_extension};
 use burn::tensor::activation::{log_softmax, relu};
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use super::gt::{GtNames, GtShape};
-use super::{Engine, ParamSpec};
+use super::{Engine, Named, ParamSpec};
 use crate::error::{ModelError, Result};
+use crate::gnn::encoders::{scatter_sum, segment_softmax};
 use crate::gnn::host::{EdgeIn, HostBatch, Lin, Transformer, TransformerCache};
 use crate::train::optim::AdamW;
 
@@ -218,6 +221,38 @@ fn conv(x: Tensor<2>, p: [&Tensor<2>; 10], graph: ConvGraph) -> Tensor<2> {
     Tensor::from_dispatch(<Dispatch as HostConv>::transformer_conv(x.into_dispatch(), w, graph))
 }
 
+/// How the engine runs `transformer_conv`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conv {
+    /// The fused custom op over the host kernels ([`HostConv`]).
+    Fused,
+    /// burn's own ops, on any backend.
+    BurnOps,
+}
+
+/// PyG's `TransformerConv(heads, concat=True, edge_dim, root_weight=True)` in burn's own ops, as
+/// [`crate::gnn::encoders`] builds it: the edge projection (its bias unread, as in PyG) added to
+/// keys and values, a softmax over each destination's incoming edges, the root weight.
+fn burn_conv(x: &Tensor<2>, p: [&Tensor<2>; 10], edges: &EdgeTensors, graph: &ConvGraph) -> Tensor<2> {
+    let [qw, qb, kw, kb, vw, vb, ew, _eb, sw, sb] = p.map(|t| t.clone());
+    let lin = |w: Tensor<2>, b: Tensor<2>| x.clone().matmul(w) + b;
+    let skip = lin(sw, sb);
+    let (n, m) = (graph.batch.n, graph.batch.m);
+    if m == 0 {
+        return skip;
+    }
+    let hc = graph.channels;
+    let (h, c) = (graph.heads, hc / graph.heads.max(1));
+    let ee = edges.x.clone().matmul(ew);
+    let q = lin(qw, qb).select(0, edges.dst.clone()).reshape([m, h, c]);
+    let k = (lin(kw, kb).select(0, edges.src.clone()) + ee.clone()).reshape([m, h, c]);
+    let v = lin(vw, vb).select(0, edges.src.clone()) + ee;
+    let score = (q * k).sum_dim(2).reshape([m, h]).div_scalar((c as f64).sqrt());
+    let alpha = segment_softmax(score, edges.dst.clone(), n);
+    let msg = v * alpha.unsqueeze_dim::<3>(2).repeat_dim(2, c).reshape([m, hc]);
+    scatter_sum(msg, edges.dst.clone(), n) + skip
+}
+
 /// The named tensors on the host between steps (burn's tensors are made from them each step, and
 /// their gradients read back for [`AdamW`]: a prototype's simplification, which a GPU engine
 /// would replace with tensors and an optimiser that stay on the device).
@@ -227,11 +262,12 @@ pub struct BurnParams {
     /// The batch norms' running statistics.
     stats: HashMap<String, Vec<f32>>,
     dev: Device,
+    conv: Conv,
 }
 
 impl BurnParams {
     /// From named tensors ([`super::by_name`]).
-    pub fn new(specs: &[ParamSpec], tensors: HashMap<String, Vec<f32>>) -> Result<BurnParams> {
+    pub fn new(specs: &[ParamSpec], tensors: HashMap<String, Vec<f32>>, conv: Conv) -> Result<BurnParams> {
         let (mut trained, mut stats) = (Vec::new(), HashMap::new());
         for (s, v) in super::by_name(specs, tensors)? {
             if !s.trained {
@@ -245,11 +281,11 @@ impl BurnParams {
             };
             trained.push((s.name, dims, v));
         }
-        Ok(BurnParams { trained, stats, dev: Device::flex().autodiff() })
+        Ok(BurnParams { trained, stats, dev: Device::flex().autodiff(), conv })
     }
 
     /// Every tensor by name.
-    pub fn named(&self) -> Vec<(String, Vec<f32>)> {
+    pub fn named(&self) -> Named {
         let trained = self.trained.iter().map(|(n, _, v)| (n.clone(), v.clone()));
         trained.chain(self.stats.iter().map(|(n, v)| (n.clone(), v.clone()))).collect()
     }
@@ -264,28 +300,57 @@ impl BurnParams {
         questions: Vec<f32>,
         targets: &[u32],
     ) -> Result<f64> {
-        let tensors: HashMap<String, Tensor<2>> = self
-            .trained
-            .iter()
-            .map(|(name, dims, v)| (name.clone(), Tensor::<2>::from_data(TensorData::new(v.clone(), *dims), &self.dev).require_grad()))
-            .collect();
-        let (x, n) = (b.x.clone(), b.n);
-        let faults = Arc::new(Mutex::new(Vec::new()));
-        let graph = ConvGraph { batch: Arc::new(b), heads: gt.heads, channels: gt.hidden, faults: faults.clone() };
-        let mut e = BurnEngine { tensors: &tensors, graph, dev: self.dev.clone(), stats: Vec::new() };
-        let loss = super::gt::loss(&mut e, gt, names, x, n, questions, targets)?;
-        let value = f64::from(loss.clone().into_scalar::<f32>());
-        let grads = loss.backward();
-        if let Some(f) = faults.lock().ok().and_then(|f| f.first().cloned()) {
-            return Err(ModelError::Internal(format!("fused TransformerConv: {f}")));
-        }
+        let (value, got, stats) = self.backward(b, (gt.heads, gt.hidden), |e| {
+            let (x, n) = (e.batch().x.clone(), e.batch().n);
+            super::gt::loss(e, gt, names, x, n, questions, targets)
+        })?;
         // Running statistics as the host engine keeps them (batch statistics, momentum 0.1).
-        for (layer, mean, var) in e.stats {
+        for (layer, mean, var) in stats {
             for (key, batch) in [("running_mean", mean), ("running_var", var)] {
                 if let Some(r) = self.stats.get_mut(&format!("{layer}.{key}")) {
                     r.iter_mut().zip(&batch).for_each(|(r, s)| *r = *r * 0.9 + s * 0.1);
                 }
             }
+        }
+        optim.step_some(lr, self.trained.iter_mut().zip(&got).map(|((_, _, v), g)| (v, g.as_ref())))?;
+        Ok(value)
+    }
+
+    /// burn's gradients of `loss` (built over batch `b` with TransformerConv layers of `heads`
+    /// heads and `channels` channels) by name, for the trained tensors it reaches; and the loss.
+    pub fn gradients(
+        &self,
+        b: HostBatch,
+        (heads, channels): (usize, usize),
+        loss: impl FnOnce(&mut BurnEngine<'_>) -> Result<Tensor<2>>,
+    ) -> Result<(f64, Named)> {
+        let (value, got, _) = self.backward(b, (heads, channels), loss)?;
+        let named = self.trained.iter().zip(got).filter_map(|((n, _, _), g)| g.map(|g| (n.clone(), g))).collect();
+        Ok((value, named))
+    }
+
+    /// The loss, each trained tensor's gradient (`None` where the loss does not reach it) and
+    /// each batch norm's batch statistics.
+    fn backward(
+        &self,
+        b: HostBatch,
+        (heads, channels): (usize, usize),
+        loss: impl FnOnce(&mut BurnEngine<'_>) -> Result<Tensor<2>>,
+    ) -> Result<Stepped> {
+        let tensors: HashMap<String, Tensor<2>> = self
+            .trained
+            .iter()
+            .map(|(name, dims, v)| (name.clone(), Tensor::<2>::from_data(TensorData::new(v.clone(), *dims), &self.dev).require_grad()))
+            .collect();
+        let faults = Arc::new(Mutex::new(Vec::new()));
+        let graph = ConvGraph { batch: Arc::new(b), heads, channels, faults: faults.clone() };
+        let edges = (self.conv == Conv::BurnOps).then(|| EdgeTensors::new(&graph.batch, &self.dev));
+        let mut e = BurnEngine { tensors: &tensors, graph, edges, dev: self.dev.clone(), stats: Vec::new() };
+        let loss = loss(&mut e)?;
+        let value = f64::from(loss.clone().into_scalar::<f32>());
+        let grads = loss.backward();
+        if let Some(f) = faults.lock().ok().and_then(|f| f.first().cloned()) {
+            return Err(ModelError::Internal(format!("fused TransformerConv: {f}")));
         }
         let mut got: Vec<Option<Vec<f32>>> = Vec::with_capacity(self.trained.len());
         for (name, _, _) in &self.trained {
@@ -294,21 +359,51 @@ impl BurnParams {
                 None => None,
             });
         }
-        optim.step_some(lr, self.trained.iter_mut().zip(&got).map(|((_, _, v), g)| (v, g.as_ref())))?;
-        Ok(value)
+        Ok((value, got, e.stats))
+    }
+}
+
+/// A backward pass: the loss, the gradients, the batch norms' statistics.
+type Stepped = (f64, Vec<Option<Vec<f32>>>, Vec<(String, Vec<f32>, Vec<f32>)>);
+
+/// The batch's edges as burn tensors, for [`Conv::BurnOps`].
+struct EdgeTensors {
+    src: Tensor<1, Int>,
+    dst: Tensor<1, Int>,
+    /// Each edge's feature row (`m × edge_dim`).
+    x: Tensor<2>,
+}
+
+impl EdgeTensors {
+    fn new(b: &HostBatch, dev: &Device) -> EdgeTensors {
+        let ints =
+            |v: &[u32]| Tensor::<1, Int>::from_data(TensorData::new(v.iter().map(|&i| i as i64).collect::<Vec<_>>(), [v.len()]), dev);
+        if b.m == 0 {
+            // Never read: a batch without an edge reaches the root weight alone.
+            return EdgeTensors { src: ints(&[0]), dst: ints(&[0]), x: Tensor::zeros([1, b.edge_dim], dev) };
+        }
+        let rows = Tensor::<2>::from_data(TensorData::new(b.edge_rows.clone(), [b.n_rows, b.edge_dim]), dev);
+        EdgeTensors { src: ints(&b.src), dst: ints(&b.dst), x: rows.select(0, ints(&b.edge_row)) }
     }
 }
 
 /// One step's forward on burn tensors.
-struct BurnEngine<'a> {
+pub struct BurnEngine<'a> {
     tensors: &'a HashMap<String, Tensor<2>>,
     graph: ConvGraph,
+    /// `Some` for [`Conv::BurnOps`].
+    edges: Option<EdgeTensors>,
     dev: Device,
     /// Each batch norm's batch mean and variance, for its running statistics.
     stats: Vec<(String, Vec<f32>, Vec<f32>)>,
 }
 
 impl BurnEngine<'_> {
+    /// The step's graph batch.
+    pub fn batch(&self) -> &HostBatch {
+        &self.graph.batch
+    }
+
     fn t(&self, name: String) -> Result<&Tensor<2>> {
         self.tensors.get(&name).ok_or_else(|| ModelError::Internal(format!("no tensor `{name}` in the model")))
     }
@@ -337,7 +432,10 @@ impl Engine for BurnEngine<'_> {
             p.push(self.t(format!("{layer}.{part}.bias"))?);
         }
         let p: [&Tensor<2>; 10] = p.try_into().map_err(|_| ModelError::Internal("TransformerConv: ten tensors".into()))?;
-        Ok(conv(x.clone(), p, self.graph.clone()))
+        Ok(match &self.edges {
+            None => conv(x.clone(), p, self.graph.clone()),
+            Some(edges) => burn_conv(x, p, edges, &self.graph),
+        })
     }
 
     fn batch_norm(&mut self, x: &Tensor<2>, layer: &str) -> Result<Tensor<2>> {

@@ -11,6 +11,8 @@
 
 pub mod burn_engine;
 pub mod gt;
+#[cfg(test)]
+mod op_tests;
 pub mod step;
 pub mod tape;
 
@@ -41,6 +43,9 @@ pub trait Engine {
     /// Mean softmax cross-entropy of `logits` rows against `targets`.
     fn cross_entropy(&mut self, logits: &Self::T, targets: &[u32]) -> Result<Self::T>;
 }
+
+/// Tensors by name.
+pub type Named = Vec<(String, Vec<f32>)>;
 
 /// A named parameter tensor, or a running statistic (trained: `false`).
 #[derive(Debug, Clone, PartialEq, Eq)]

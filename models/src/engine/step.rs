@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use burn::tensor::Device;
 
-use super::burn_engine::BurnParams;
+use super::burn_engine::{BurnParams, Conv};
 use super::gt::{GtNames, GtShape};
 use super::tape::{HostParams, Tape};
 use crate::error::{ModelError, Result};
@@ -25,6 +25,8 @@ pub enum Which {
     Tape,
     /// The model written once, on burn's autodiff (CPU backend) with the fused TransformerConv.
     BurnFused,
+    /// The model written once, on burn's autodiff with burn's own ops only (the GPU's path).
+    BurnOps,
     /// Today's burn model on burn's autodiff (CPU backend), every op burn's own.
     Burn,
 }
@@ -104,8 +106,7 @@ pub fn tape_step(
     Ok(value)
 }
 
-/// Tensors by name.
-pub type Named = Vec<(String, Vec<f32>)>;
+pub use super::Named;
 
 /// An engine's trained state.
 enum State {
@@ -173,7 +174,8 @@ fn run(
     let tensors = named_from(&gt, &GraphQa::new(*shape, cfg.seed, &Device::flex())?)?;
     let mut state = match which {
         Which::Tape => State::Tape(HostParams::new(&gt.layer_specs(), &gt.params(), tensors)?),
-        _ => State::Burn(BurnParams::new(&gt.params(), tensors)?),
+        Which::BurnOps => State::Burn(BurnParams::new(&gt.params(), tensors, Conv::BurnOps)?),
+        _ => State::Burn(BurnParams::new(&gt.params(), tensors, Conv::Fused)?),
     };
     let t = &cfg.train;
     let batch = t.batch.max(1);
@@ -261,16 +263,17 @@ mod tests {
         }
     }
 
-    /// The model written once on burn (the fused TransformerConv as a custom op with its own
-    /// backward) trains as burn's own ops do (today's burn model), up to float summation order:
-    /// every tensor after one step, the losses of five. (Later tensors drift further apart: AdamW
-    /// divides by the gradient's size, so a near-zero gradient's rounding moves a step by `lr`.)
+    /// The model written once on burn trains as today's burn model (every op burn's own), up to
+    /// float summation order, both with the fused TransformerConv (a custom op with its own
+    /// backward over host kernels) and with burn's own ops in its place: every tensor after one
+    /// step, the losses of five. (Later tensors drift further apart: AdamW divides by the
+    /// gradient's size, so a near-zero gradient's rounding moves a step by `lr`.)
     #[test]
-    fn the_fused_burn_engine_trains_as_burns_own_ops() {
+    fn the_burn_engines_train_as_todays_burn_model() {
         for (layers, bare) in [(2, false), (2, true), (1, false)] {
             let ex = examples(24, 11, bare);
             let (_, bt) = train_steps(Which::Burn, &shape(layers), &ex, (6, 3), &cfg(), 1).unwrap();
-            let (_, ft) = train_steps(Which::BurnFused, &shape(layers), &ex, (6, 3), &cfg(), 1).unwrap();
+            let (bl, _) = train_steps(Which::Burn, &shape(layers), &ex, (6, 3), &cfg(), 5).unwrap();
             // A batch norm takes out a constant shift of its input, so the biases of the value and
             // root projections before one have a zero gradient, up to rounding; AdamW's first step
             // (`lr · g / |g|`) turns that rounding into anything up to `lr`. The key bias shifts
@@ -281,11 +284,14 @@ mod tests {
                         .any(|i| [format!("encoder.gt.{i}.v.bias"), format!("encoder.gt.{i}.skip.bias")].iter().any(|s| s == n))
             };
             let keep = |v: Vec<(String, Vec<f32>)>| v.into_iter().filter(|(n, _)| !shifted(n)).collect::<Vec<_>>();
-            close("fused burn, one step", &keep(ft), &keep(bt), 1e-5);
-            let (bl, _) = train_steps(Which::Burn, &shape(layers), &ex, (6, 3), &cfg(), 5).unwrap();
-            let (fl, _) = train_steps(Which::BurnFused, &shape(layers), &ex, (6, 3), &cfg(), 5).unwrap();
-            for (a, b) in bl.iter().zip(&fl) {
-                assert!((a - b).abs() <= 1e-4 * (1.0 + a.abs()), "losses {bl:?} against {fl:?}");
+            for which in [Which::BurnFused, Which::BurnOps] {
+                let what = format!("{which:?}, {layers} layers, bare {bare}");
+                let (_, ft) = train_steps(which, &shape(layers), &ex, (6, 3), &cfg(), 1).unwrap();
+                close(&format!("{what}, one step"), &keep(ft), &keep(bt.clone()), 1e-5);
+                let (fl, _) = train_steps(which, &shape(layers), &ex, (6, 3), &cfg(), 5).unwrap();
+                for (a, b) in bl.iter().zip(&fl) {
+                    assert!((a - b).abs() <= 1e-4 * (1.0 + a.abs()), "{what}: losses {bl:?} against {fl:?}");
+                }
             }
         }
     }
@@ -299,7 +305,7 @@ mod tests {
         t.insert("head.h3.weight".into(), vec![0.0; 4]);
         let want = ["`encoder.gt.1.k.bias` is missing", "`encoder.bn.0.gamma` has 3 values", "`head.h3.weight` is not a tensor"];
         let Err(e) = HostParams::new(&gt.layer_specs(), &gt.params(), t.clone()) else { panic!("loaded") };
-        let Err(f) = BurnParams::new(&gt.params(), t) else { panic!("loaded") };
+        let Err(f) = BurnParams::new(&gt.params(), t, Conv::Fused) else { panic!("loaded") };
         for msg in [e.to_string(), f.to_string()] {
             for w in want {
                 assert!(msg.contains(w), "{w} not in {msg}");

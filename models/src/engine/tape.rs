@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use super::{Engine, LayerSpec, ParamSpec};
+use super::{Engine, LayerSpec, Named, ParamSpec};
 use crate::error::{ModelError, Result};
 use crate::gnn::host::{
     BatchNorm, EdgeIn, HostBatch, Lin, NormCache, P, Transformer, TransformerCache, mean_pool, mean_pool_back, relu, relu_back,
@@ -79,7 +79,7 @@ impl HostParams {
     }
 
     /// Every tensor by name (running statistics included), in layer order.
-    pub fn named(&self) -> Vec<(String, Vec<f32>)> {
+    pub fn named(&self) -> Named {
         let mut out = Vec::new();
         for (name, layer) in &self.layers {
             match layer {
@@ -148,6 +148,20 @@ impl HostParams {
             ps.into_iter().for_each(P::zero_grad);
         }
         self.touched.iter_mut().for_each(|t| *t = Touch::No);
+    }
+
+    /// The gradients of the last [`Tape::backward`] by name, for the trained tensors its loss
+    /// reached, in layer order.
+    pub fn gradients(&mut self) -> Named {
+        let mut names = Vec::new();
+        for (name, layer) in &self.layers {
+            match layer {
+                Layer::Linear(_) => names.extend(["weight", "bias"].map(|p| format!("{name}.{p}"))),
+                Layer::Conv(_) => names.extend(CONV_PARTS.iter().flat_map(|p| ["weight", "bias"].map(|w| format!("{name}.{p}.{w}")))),
+                Layer::Norm(_) => names.extend(["gamma", "beta"].map(|p| format!("{name}.{p}"))),
+            }
+        }
+        names.into_iter().zip(self.tensors()).filter_map(|(n, (_, g))| g.map(|g| (n, g.clone()))).collect()
     }
 
     /// One optimiser step over the tensors this step's loss reached.
