@@ -9,7 +9,7 @@
 //!   G-Retriever's `--encoder` (4 layers, hidden 256, 4 heads; `gt2` with attention pooling, the
 //!   others mean pooling; or `mixrag`, MixRAG as its stage trains it) and the classification head: the median of `--steps` optimiser steps
 //!   (after one warm-up step), on the host engine (`--engine host`, the CPU default), burn's
-//!   autodiff (`--engine burn`), or, for `gt`, the engine prototypes of docs/engines.md
+//!   autodiff (`--engine burn`), or, for `gt`, `gat` and `gcn`, the engine prototypes of docs/engines.md
 //!   (`--engine tape`, `burn-fused`, `burn-ops`).
 //!
 //! Prints one JSON line: `{"ms_per_epoch": …, "epochs": …, "accuracy": …}` (`node`) or
@@ -85,8 +85,8 @@ pub struct BenchGnnArgs {
     #[arg(long, default_value_t = 0)]
     pub relations: usize,
     /// `batch`: the trainer (`host`: the hand-written backward, CPU only; `burn`: autodiff;
-    /// `tape`, `burn-fused` and `burn-ops`: the engine prototypes of docs/engines.md, `--encoder gt`
-    /// on the CPU).
+    /// `tape`, `burn-fused` and `burn-ops`: the engine prototypes of docs/engines.md, `--encoder
+    /// gt`, `gat` or `gcn` on the CPU).
     #[arg(long, value_enum, default_value_t = EngineArg::Host)]
     pub engine: EngineArg,
     #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
@@ -214,8 +214,8 @@ fn bench_batch(a: &BenchGnnArgs, device: DeviceChoice) -> Result<()> {
         EngineArg::Host | EngineArg::Burn => step_times(host, shape, &examples, dim, dim, &cfg, a.steps, &device.device())?,
         EngineArg::Tape | EngineArg::BurnFused | EngineArg::BurnOps => {
             use tgrag_models::engine::step::{self, Which};
-            if kind != EncoderKind::Gt {
-                bail_config!("--engine tape, burn-fused and burn-ops cover --encoder gt only");
+            if kind == EncoderKind::Gt2 {
+                bail_config!("--engine tape, burn-fused and burn-ops cover --encoder gt, gat and gcn");
             }
             let which = match a.engine {
                 EngineArg::Tape => Which::Tape,

@@ -18,10 +18,10 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::flex::FlexTensor;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend, Dispatch, ExtensionType, Flex, backend_extension};
-use burn::tensor::activation::{log_softmax, relu};
+use burn::tensor::activation::{leaky_relu, log_softmax, relu};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
-use super::gt::{GtNames, GtShape};
+use super::classifier::{ClassifierNames, ClassifierShape};
 use super::{Engine, Named, ParamSpec};
 use crate::error::{ModelError, Result};
 use crate::gnn::encoders::{scatter_sum, segment_softmax};
@@ -257,7 +257,7 @@ fn burn_conv(x: &Tensor<2>, p: [&Tensor<2>; 10], edges: &EdgeTensors, graph: &Co
 /// their gradients read back for [`AdamW`]: a prototype's simplification, which a GPU engine
 /// would replace with tensors and an optimiser that stay on the device).
 pub struct BurnParams {
-    /// Trained tensors in [`GtShape::params`]' order, with their shapes as burn tensors.
+    /// Trained tensors in [`ClassifierShape::params`]' order, with their shapes as burn tensors.
     trained: Vec<(String, [usize; 2], Vec<f32>)>,
     /// The batch norms' running statistics.
     stats: HashMap<String, Vec<f32>>,
@@ -295,14 +295,14 @@ impl BurnParams {
         &mut self,
         optim: &mut AdamW,
         lr: f32,
-        (gt, names): (&GtShape, &GtNames),
+        (gt, names): (&ClassifierShape, &ClassifierNames),
         b: HostBatch,
         questions: Vec<f32>,
         targets: &[u32],
     ) -> Result<f64> {
         let (value, got, stats) = self.backward(b, (gt.heads, gt.hidden), |e| {
             let (x, n) = (e.batch().x.clone(), e.batch().n);
-            super::gt::loss(e, gt, names, x, n, questions, targets)
+            super::classifier::loss(e, gt, names, x, n, questions, targets)
         })?;
         // Running statistics as the host engine keeps them (batch statistics, momentum 0.1).
         for (layer, mean, var) in stats {
@@ -344,8 +344,8 @@ impl BurnParams {
             .collect();
         let faults = Arc::new(Mutex::new(Vec::new()));
         let graph = ConvGraph { batch: Arc::new(b), heads, channels, faults: faults.clone() };
-        let edges = (self.conv == Conv::BurnOps).then(|| EdgeTensors::new(&graph.batch, &self.dev));
-        let mut e = BurnEngine { tensors: &tensors, graph, edges, dev: self.dev.clone(), stats: Vec::new() };
+        let edges = EdgeTensors::new(&graph.batch, &self.dev);
+        let mut e = BurnEngine { tensors: &tensors, graph, edges, conv: self.conv, dev: self.dev.clone(), stats: Vec::new() };
         let loss = loss(&mut e)?;
         let value = f64::from(loss.clone().into_scalar::<f32>());
         let grads = loss.backward();
@@ -366,24 +366,38 @@ impl BurnParams {
 /// A backward pass: the loss, the gradients, the batch norms' statistics.
 type Stepped = (f64, Vec<Option<Vec<f32>>>, Vec<(String, Vec<f32>, Vec<f32>)>);
 
-/// The batch's edges as burn tensors, for [`Conv::BurnOps`].
+/// The batch's edges as burn tensors.
 struct EdgeTensors {
     src: Tensor<1, Int>,
     dst: Tensor<1, Int>,
     /// Each edge's feature row (`m × edge_dim`).
     x: Tensor<2>,
+    /// The edges, then every node's self-loop (GCN and GAT): sources, destinations, and the
+    /// count of each destination (in-degree plus one).
+    loop_src: Tensor<1, Int>,
+    loop_dst: Tensor<1, Int>,
+    loop_src_h: Vec<u32>,
+    loop_dst_h: Vec<u32>,
+    degree: Vec<f32>,
 }
 
 impl EdgeTensors {
     fn new(b: &HostBatch, dev: &Device) -> EdgeTensors {
         let ints =
             |v: &[u32]| Tensor::<1, Int>::from_data(TensorData::new(v.iter().map(|&i| i as i64).collect::<Vec<_>>(), [v.len()]), dev);
-        if b.m == 0 {
+        let loop_src_h: Vec<u32> = b.src.iter().copied().chain(0..b.n as u32).collect();
+        let loop_dst_h: Vec<u32> = b.dst.iter().copied().chain(0..b.n as u32).collect();
+        let mut degree = vec![0f32; b.n];
+        loop_dst_h.iter().for_each(|&d| degree[d as usize] += 1.0);
+        let (loop_src, loop_dst) = (ints(&loop_src_h), ints(&loop_dst_h));
+        let (src, dst, x) = if b.m == 0 {
             // Never read: a batch without an edge reaches the root weight alone.
-            return EdgeTensors { src: ints(&[0]), dst: ints(&[0]), x: Tensor::zeros([1, b.edge_dim], dev) };
-        }
-        let rows = Tensor::<2>::from_data(TensorData::new(b.edge_rows.clone(), [b.n_rows, b.edge_dim]), dev);
-        EdgeTensors { src: ints(&b.src), dst: ints(&b.dst), x: rows.select(0, ints(&b.edge_row)) }
+            (ints(&[0]), ints(&[0]), Tensor::zeros([1, b.edge_dim], dev))
+        } else {
+            let rows = Tensor::<2>::from_data(TensorData::new(b.edge_rows.clone(), [b.n_rows, b.edge_dim]), dev);
+            (ints(&b.src), ints(&b.dst), rows.select(0, ints(&b.edge_row)))
+        };
+        EdgeTensors { src, dst, x, loop_src, loop_dst, loop_src_h, loop_dst_h, degree }
     }
 }
 
@@ -391,8 +405,8 @@ impl EdgeTensors {
 pub struct BurnEngine<'a> {
     tensors: &'a HashMap<String, Tensor<2>>,
     graph: ConvGraph,
-    /// `Some` for [`Conv::BurnOps`].
-    edges: Option<EdgeTensors>,
+    edges: EdgeTensors,
+    conv: Conv,
     dev: Device,
     /// Each batch norm's batch mean and variance, for its running statistics.
     stats: Vec<(String, Vec<f32>, Vec<f32>)>,
@@ -432,10 +446,40 @@ impl Engine for BurnEngine<'_> {
             p.push(self.t(format!("{layer}.{part}.bias"))?);
         }
         let p: [&Tensor<2>; 10] = p.try_into().map_err(|_| ModelError::Internal("TransformerConv: ten tensors".into()))?;
-        Ok(match &self.edges {
-            None => conv(x.clone(), p, self.graph.clone()),
-            Some(edges) => burn_conv(x, p, edges, &self.graph),
+        Ok(match self.conv {
+            Conv::Fused => conv(x.clone(), p, self.graph.clone()),
+            Conv::BurnOps => burn_conv(x, p, &self.edges, &self.graph),
         })
+    }
+
+    /// burn's ops, as [`crate::gnn::encoders`]' `GcnLayer` builds it.
+    fn gcn_conv(&mut self, x: &Tensor<2>, layer: &str) -> Result<Tensor<2>> {
+        let (w, b) = (self.t(format!("{layer}.weight"))?.clone(), self.t(format!("{layer}.bias"))?.clone());
+        let e = &self.edges;
+        let norm: Vec<f32> =
+            e.loop_src_h.iter().zip(&e.loop_dst_h).map(|(&s, &d)| 1.0 / (e.degree[s as usize] * e.degree[d as usize]).sqrt()).collect();
+        let norm = Tensor::<2>::from_data(TensorData::new(norm, [e.loop_src_h.len(), 1]), &self.dev);
+        let msg = x.clone().matmul(w).select(0, e.loop_src.clone()) * norm;
+        Ok(scatter_sum(msg, e.loop_dst.clone(), self.graph.batch.n) + b)
+    }
+
+    /// burn's ops, as [`crate::gnn::encoders`]' `GatLayer` builds it (the projection's bias unread).
+    fn gat_conv(&mut self, x: &Tensor<2>, layer: &str) -> Result<Tensor<2>> {
+        let w = self.t(format!("{layer}.lin.weight"))?.clone();
+        let (att_src, att_dst) = (self.t(format!("{layer}.att_src"))?.clone(), self.t(format!("{layer}.att_dst"))?.clone());
+        let bias = self.t(format!("{layer}.bias"))?.clone();
+        let [h, c] = att_src.dims();
+        let (n, e) = (self.graph.batch.n, &self.edges);
+        let hx = x.clone().matmul(w).reshape([n, h, c]);
+        let a_s = (hx.clone() * att_src.unsqueeze_dim::<3>(0)).sum_dim(2).reshape([n, h]);
+        let a_d = (hx.clone() * att_dst.unsqueeze_dim::<3>(0)).sum_dim(2).reshape([n, h]);
+        let score = leaky_relu(a_s.select(0, e.loop_src.clone()) + a_d.select(0, e.loop_dst.clone()), 0.2);
+        let alpha = segment_softmax(score, e.loop_dst.clone(), n);
+        let count = e.loop_src_h.len();
+        let msg =
+            hx.reshape([n, h * c]).select(0, e.loop_src.clone()) * alpha.unsqueeze_dim::<3>(2).repeat_dim(2, c).reshape([count, h * c]);
+        let out = scatter_sum(msg, e.loop_dst.clone(), n).reshape([n, h, c]).mean_dim(1).reshape([n, c]);
+        Ok(out + bias)
     }
 
     fn batch_norm(&mut self, x: &Tensor<2>, layer: &str) -> Result<Tensor<2>> {

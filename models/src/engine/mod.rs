@@ -1,5 +1,6 @@
-//! One model definition over an engine interface, as a measured prototype: the graph
-//! transformer's training step ([`gt::loss`]) written once and run by two engines —
+//! One model definition over an engine interface, as a measured prototype: the GraphQA graph
+//! classifier's training step ([`classifier::loss`]: GCN, GAT or the graph transformer with mean
+//! pooling and the classification head) written once and run by two engines —
 //! [`tape::Tape`], host ops each with its own forward and backward recorded on a tape, and
 //! [`burn_engine::BurnParams`], burn's autodiff with the TransformerConv propagation as one
 //! fused custom op carrying its own backward over host kernels. docs/engines.md compares both
@@ -10,7 +11,7 @@
 //! an engine finds them by name, never by position.
 
 pub mod burn_engine;
-pub mod gt;
+pub mod classifier;
 #[cfg(test)]
 mod op_tests;
 pub mod step;
@@ -33,6 +34,10 @@ pub trait Engine {
     /// The named `TransformerConv(heads, concat, edge_dim, root_weight)` over the step's graph
     /// batch and its edge features.
     fn transformer_conv(&mut self, x: &Self::T, layer: &str) -> Result<Self::T>;
+    /// The named `GCNConv` (symmetric normalisation with self-loops) over the step's graph batch.
+    fn gcn_conv(&mut self, x: &Self::T, layer: &str) -> Result<Self::T>;
+    /// The named `GATConv(heads, concat=False)` (self-loops, LeakyReLU 0.2, heads averaged).
+    fn gat_conv(&mut self, x: &Self::T, layer: &str) -> Result<Self::T>;
     /// The named batch norm over rows (batch statistics; running statistics updated).
     fn batch_norm(&mut self, x: &Self::T, layer: &str) -> Result<Self::T>;
     fn relu(&mut self, x: &Self::T) -> Result<Self::T>;
@@ -62,6 +67,10 @@ pub enum LayerSpec {
     Linear(String),
     /// `<name>.{q,k,v,e,skip}.{weight,bias}` with `heads` heads.
     Conv { name: String, heads: usize },
+    /// `<name>.weight`, `<name>.bias`.
+    Gcn(String),
+    /// `<name>.lin.{weight,bias}`, `<name>.{att_src,att_dst,bias}` with `heads` heads.
+    Gat { name: String, heads: usize },
     /// `<name>.{gamma,beta,running_mean,running_var}`.
     Norm(String),
 }

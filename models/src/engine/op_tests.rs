@@ -4,7 +4,8 @@
 //!
 //! A probe wraps the op between two linear layers, `x → linear "pre" → op → linear "post" →
 //! cross-entropy`: the gradient of `pre` carries the op's input gradient and that of `post` its
-//! output, and the op's own layer (linear, TransformerConv, batch norm) its parameter gradients.
+//! output, and the op's own layer (linear, TransformerConv, GCN, GAT, batch norm) its parameter
+//! gradients.
 
 use std::collections::HashMap;
 
@@ -21,13 +22,15 @@ use crate::train::Stream;
 enum Probe {
     Linear,
     Conv,
+    Gcn,
+    Gat,
     Norm,
     Relu,
     Pool,
     Concat,
 }
 
-const PROBES: [Probe; 6] = [Probe::Linear, Probe::Conv, Probe::Norm, Probe::Relu, Probe::Pool, Probe::Concat];
+const PROBES: [Probe; 8] = [Probe::Linear, Probe::Conv, Probe::Gcn, Probe::Gat, Probe::Norm, Probe::Relu, Probe::Pool, Probe::Concat];
 
 /// Sizes: input features, the op's width, heads, edge features, classes, the side branch of
 /// `concat`.
@@ -47,6 +50,8 @@ fn forward<E: Engine>(e: &mut E, p: Probe, s: Sizes, x: Vec<f32>, n: usize, targ
     let y = match p {
         Probe::Linear => e.linear(&h, "op")?,
         Probe::Conv => e.transformer_conv(&h, "op")?,
+        Probe::Gcn => e.gcn_conv(&h, "op")?,
+        Probe::Gat => e.gat_conv(&h, "op")?,
         Probe::Norm => e.batch_norm(&h, "op")?,
         Probe::Relu => e.relu(&h)?,
         Probe::Pool => e.mean_pool(&h)?,
@@ -83,6 +88,23 @@ fn specs(p: Probe, s: Sizes) -> (Vec<LayerSpec>, Vec<ParamSpec>) {
         for (part, d) in [("q", s.w), ("k", s.w), ("v", s.w), ("e", s.edge_dim), ("skip", s.w)] {
             params.push(ParamSpec { name: format!("op.{part}.weight"), shape: vec![d, s.w], trained: true });
             params.push(ParamSpec { name: format!("op.{part}.bias"), shape: vec![s.w], trained: true });
+        }
+    }
+    if p == Probe::Gcn {
+        layers.push(LayerSpec::Gcn("op".into()));
+        params.push(ParamSpec { name: "op.weight".into(), shape: vec![s.w, s.w], trained: true });
+        params.push(ParamSpec { name: "op.bias".into(), shape: vec![s.w], trained: true });
+    }
+    if p == Probe::Gat {
+        layers.push(LayerSpec::Gat { name: "op".into(), heads: s.heads });
+        for (t, shape) in [
+            ("lin.weight", vec![s.w, s.heads * s.w]),
+            ("lin.bias", vec![s.heads * s.w]),
+            ("att_src", vec![s.heads, s.w]),
+            ("att_dst", vec![s.heads, s.w]),
+            ("bias", vec![s.w]),
+        ] {
+            params.push(ParamSpec { name: format!("op.{t}"), shape, trained: true });
         }
     }
     if p == Probe::Norm {

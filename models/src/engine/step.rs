@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use burn::tensor::Device;
 
 use super::burn_engine::{BurnParams, Conv};
-use super::gt::{GtNames, GtShape};
+use super::classifier::{ClassifierNames, ClassifierShape};
 use super::tape::{HostParams, Tape};
 use crate::error::{ModelError, Result};
 use crate::gnn::encoders::{EncoderKind, Pooling};
@@ -31,16 +31,17 @@ pub enum Which {
     Burn,
 }
 
-/// The prototype's shape for a graph-QA shape: the graph transformer with mean pooling and a
-/// classification head, the one model the prototype covers.
-pub fn gt_shape(shape: &QaShape) -> Result<GtShape> {
+/// The prototype's shape for a graph-QA shape: GCN, GAT or the graph transformer with mean pooling
+/// and a classification head, the models the prototype covers.
+pub fn classifier_shape(shape: &QaShape) -> Result<ClassifierShape> {
     let (Some(e), HeadKind::Classify { classes }) = (shape.encoder, shape.head) else {
         return Err(ModelError::Internal("engine prototype: a classification head over an encoder".into()));
     };
-    if e.kind != EncoderKind::Gt || e.pooling != Pooling::Mean {
-        return Err(ModelError::Internal("engine prototype: the graph transformer with mean pooling".into()));
+    if e.kind == EncoderKind::Gt2 || e.pooling != Pooling::Mean {
+        return Err(ModelError::Internal("engine prototype: GCN, GAT or the graph transformer with mean pooling".into()));
     }
-    let s = GtShape {
+    let s = ClassifierShape {
+        kind: e.kind,
         in_dim: e.in_dim,
         edge_dim: e.edge_dim,
         hidden: e.hidden,
@@ -55,14 +56,14 @@ pub fn gt_shape(shape: &QaShape) -> Result<GtShape> {
 }
 
 /// The burn model's seeded tensors, named.
-pub fn seeded(shape: &QaShape, seed: u64) -> Result<(GtShape, HashMap<String, Vec<f32>>)> {
-    let gt = gt_shape(shape)?;
+pub fn seeded(shape: &QaShape, seed: u64) -> Result<(ClassifierShape, HashMap<String, Vec<f32>>)> {
+    let gt = classifier_shape(shape)?;
     Ok((gt, named_from(&gt, &GraphQa::new(*shape, seed, &Device::flex())?)?))
 }
 
-/// The burn model's tensors by name (its module order is [`GtShape::params`]' order; each shape
+/// The burn model's tensors by name (its module order is [`ClassifierShape::params`]' order; each shape
 /// is checked).
-fn named_from(gt: &GtShape, burn: &GraphQa) -> Result<HashMap<String, Vec<f32>>> {
+fn named_from(gt: &ClassifierShape, burn: &GraphQa) -> Result<HashMap<String, Vec<f32>>> {
     let tensors = read_tensors(burn, "engine prototype")?;
     let specs = gt.params();
     if tensors.len() != specs.len() {
@@ -94,13 +95,13 @@ pub fn tape_step(
     params: &mut HostParams,
     optim: &mut AdamW,
     lr: f32,
-    (gt, names): (&GtShape, &GtNames),
+    (gt, names): (&ClassifierShape, &ClassifierNames),
     b: &HostBatch,
     questions: Vec<f32>,
     targets: &[u32],
 ) -> Result<f64> {
     let mut tape = Tape::new(params, b);
-    let loss = super::gt::loss(&mut tape, gt, names, reuse::copy(&b.x), b.n, questions, targets)?;
+    let loss = super::classifier::loss(&mut tape, gt, names, reuse::copy(&b.x), b.n, questions, targets)?;
     let value = tape.backward(loss)?;
     params.adamw(optim, lr)?;
     Ok(value)
@@ -160,7 +161,7 @@ fn run(
     steps: usize,
     each: EachStep<'_>,
 ) -> Result<Named> {
-    let gt = gt_shape(shape)?;
+    let gt = classifier_shape(shape)?;
     if matches!(which, Which::Host | Which::Burn) {
         let model = crate::graphqa::run_steps(which == Which::Host, *shape, examples, (dim, edge_dim), cfg, steps, &Device::flex(), each)?;
         let mut v: Named = named_from(&gt, &model)?.into_iter().collect();
@@ -170,7 +171,7 @@ fn run(
     if examples.is_empty() {
         return Err(ModelError::Internal("no example to train on".into()));
     }
-    let names = GtNames::new(&gt);
+    let names = ClassifierNames::new(&gt);
     let tensors = named_from(&gt, &GraphQa::new(*shape, cfg.seed, &Device::flex())?)?;
     let mut state = match which {
         Which::Tape => State::Tape(HostParams::new(&gt.layer_specs(), &gt.params(), tensors)?),
@@ -230,8 +231,14 @@ mod tests {
             .collect()
     }
 
+    const KINDS: [EncoderKind; 3] = [EncoderKind::Gt, EncoderKind::Gcn, EncoderKind::Gat];
+
     fn shape(layers: usize) -> QaShape {
-        let encoder = EncoderShape { kind: EncoderKind::Gt, in_dim: 6, edge_dim: 3, hidden: 8, layers, heads: 2, pooling: Pooling::Mean };
+        kind_shape(EncoderKind::Gt, layers)
+    }
+
+    fn kind_shape(kind: EncoderKind, layers: usize) -> QaShape {
+        let encoder = EncoderShape { kind, in_dim: 6, edge_dim: 3, hidden: 8, layers, heads: 2, pooling: Pooling::Mean };
         QaShape { encoder: Some(encoder), question_dim: 3, head: HeadKind::Classify { classes: 3 }, head_hidden: 5 }
     }
 
@@ -253,13 +260,15 @@ mod tests {
     /// one and three layers.
     #[test]
     fn the_tape_engine_trains_as_the_host_engine_bit_for_bit() {
-        for (layers, bare) in [(1, false), (3, false), (3, true)] {
-            let ex = examples(40, 7 + layers as u64, bare);
-            let (hl, ht) = train_steps(Which::Host, &shape(layers), &ex, (6, 3), &cfg(), 8).unwrap();
-            let (tl, tt) = train_steps(Which::Tape, &shape(layers), &ex, (6, 3), &cfg(), 8).unwrap();
-            assert_eq!(hl, tl, "losses, {layers} layers");
-            close(&format!("tape, {layers} layers"), &tt, &ht, 0.0);
-            assert!(hl.iter().all(|l| l.is_finite()) && hl[0] != hl[7], "{hl:?}");
+        for kind in KINDS {
+            for (layers, bare) in [(1, false), (3, false), (3, true)] {
+                let ex = examples(40, 7 + layers as u64, bare);
+                let (hl, ht) = train_steps(Which::Host, &kind_shape(kind, layers), &ex, (6, 3), &cfg(), 8).unwrap();
+                let (tl, tt) = train_steps(Which::Tape, &kind_shape(kind, layers), &ex, (6, 3), &cfg(), 8).unwrap();
+                assert_eq!(hl, tl, "losses, {kind:?}, {layers} layers");
+                close(&format!("tape, {kind:?}, {layers} layers"), &tt, &ht, 0.0);
+                assert!(hl.iter().all(|l| l.is_finite()) && hl[0] != hl[7], "{hl:?}");
+            }
         }
     }
 
@@ -270,25 +279,32 @@ mod tests {
     /// gradient's size, so a near-zero gradient's rounding moves a step by `lr`.)
     #[test]
     fn the_burn_engines_train_as_todays_burn_model() {
-        for (layers, bare) in [(2, false), (2, true), (1, false)] {
+        for (kind, layers, bare) in KINDS.into_iter().flat_map(|k| [(k, 2, false), (k, 2, true), (k, 1, false)]) {
             let ex = examples(24, 11, bare);
-            let (_, bt) = train_steps(Which::Burn, &shape(layers), &ex, (6, 3), &cfg(), 1).unwrap();
-            let (bl, _) = train_steps(Which::Burn, &shape(layers), &ex, (6, 3), &cfg(), 5).unwrap();
+            let s = kind_shape(kind, layers);
+            let (_, bt) = train_steps(Which::Burn, &s, &ex, (6, 3), &cfg(), 1).unwrap();
+            let (bl, _) = train_steps(Which::Burn, &s, &ex, (6, 3), &cfg(), 5).unwrap();
             // A batch norm takes out a constant shift of its input, so the biases of the value and
             // root projections before one have a zero gradient, up to rounding; AdamW's first step
             // (`lr · g / |g|`) turns that rounding into anything up to `lr`. The key bias shifts
-            // every score of a destination alike, which its softmax takes out: zero as well.
+            // every score of a destination alike, which its softmax takes out: zero as well, and
+            // so is GAT's destination attention (and its source attention over self-loops alone).
             let shifted = |n: &str| {
                 n.ends_with(".k.bias")
-                    || (0..layers - 1)
-                        .any(|i| [format!("encoder.gt.{i}.v.bias"), format!("encoder.gt.{i}.skip.bias")].iter().any(|s| s == n))
+                    || n.ends_with(".att_dst")
+                    || (bare && n.ends_with(".att_src"))
+                    || (0..layers - 1).any(|i| {
+                        ["gt.{i}.v.bias", "gt.{i}.skip.bias", "gcn.{i}.bias", "gat.{i}.bias"]
+                            .iter()
+                            .any(|p| format!("encoder.{}", p.replace("{i}", &i.to_string())) == n)
+                    })
             };
             let keep = |v: Vec<(String, Vec<f32>)>| v.into_iter().filter(|(n, _)| !shifted(n)).collect::<Vec<_>>();
             for which in [Which::BurnFused, Which::BurnOps] {
-                let what = format!("{which:?}, {layers} layers, bare {bare}");
-                let (_, ft) = train_steps(which, &shape(layers), &ex, (6, 3), &cfg(), 1).unwrap();
+                let what = format!("{which:?}, {kind:?}, {layers} layers, bare {bare}");
+                let (_, ft) = train_steps(which, &s, &ex, (6, 3), &cfg(), 1).unwrap();
                 close(&format!("{what}, one step"), &keep(ft), &keep(bt.clone()), 1e-5);
-                let (fl, _) = train_steps(which, &shape(layers), &ex, (6, 3), &cfg(), 5).unwrap();
+                let (fl, _) = train_steps(which, &s, &ex, (6, 3), &cfg(), 5).unwrap();
                 for (a, b) in bl.iter().zip(&fl) {
                     assert!((a - b).abs() <= 1e-4 * (1.0 + a.abs()), "{what}: losses {bl:?} against {fl:?}");
                 }

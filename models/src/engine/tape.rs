@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use super::{Engine, LayerSpec, Named, ParamSpec};
 use crate::error::{ModelError, Result};
 use crate::gnn::host::{
-    BatchNorm, EdgeIn, HostBatch, Lin, NormCache, P, Transformer, TransformerCache, mean_pool, mean_pool_back, relu, relu_back,
+    BatchNorm, EdgeIn, Gat, GatCache, Gcn, GcnCache, HostBatch, Lin, NormCache, P, Transformer, TransformerCache, mean_pool,
+    mean_pool_back, relu, relu_back,
 };
 use crate::gnn::reuse;
 use crate::train::optim::AdamW;
@@ -17,6 +18,8 @@ use crate::train::optim::AdamW;
 enum Layer {
     Linear(Lin),
     Conv(Box<Transformer>),
+    Gcn(Gcn),
+    Gat(Gat),
     Norm(BatchNorm),
 }
 
@@ -56,6 +59,14 @@ impl HostParams {
                         parts.try_into().map_err(|_| ModelError::Internal("TransformerConv: five projections".into()))?;
                     (name.clone(), Layer::Conv(Box::new(Transformer { q, k, v, e, skip, heads: *heads })))
                 }
+                LayerSpec::Gcn(name) => (name.clone(), Layer::Gcn(Gcn { lin: t.lin(name)? })),
+                LayerSpec::Gat { name, heads } => {
+                    let lin = t.lin(&format!("{name}.lin"))?;
+                    let att_src = P::new(t.take(&format!("{name}.att_src"))?.1);
+                    let att_dst = P::new(t.take(&format!("{name}.att_dst"))?.1);
+                    let bias = P::new(t.take(&format!("{name}.bias"))?.1);
+                    (name.clone(), Layer::Gat(Gat { lin, att_src, att_dst, bias, heads: *heads }))
+                }
                 LayerSpec::Norm(name) => {
                     let gamma = P::new(t.take(&format!("{name}.gamma"))?.1);
                     let beta = P::new(t.take(&format!("{name}.beta"))?.1);
@@ -93,6 +104,17 @@ impl HostParams {
                         out.push((format!("{name}.{p}.bias"), l.b.v.clone()));
                     }
                 }
+                Layer::Gcn(g) => {
+                    out.push((format!("{name}.weight"), g.lin.w.v.clone()));
+                    out.push((format!("{name}.bias"), g.lin.b.v.clone()));
+                }
+                Layer::Gat(g) => {
+                    out.push((format!("{name}.lin.weight"), g.lin.w.v.clone()));
+                    out.push((format!("{name}.lin.bias"), g.lin.b.v.clone()));
+                    for (p, v) in [("att_src", &g.att_src), ("att_dst", &g.att_dst), ("bias", &g.bias)] {
+                        out.push((format!("{name}.{p}"), v.v.clone()));
+                    }
+                }
                 Layer::Norm(n) => {
                     out.push((format!("{name}.gamma"), n.gamma.v.clone()));
                     out.push((format!("{name}.beta"), n.beta.v.clone()));
@@ -127,6 +149,12 @@ impl HostParams {
                         (&mut t.skip.b, root),
                     ]
                 }
+                Layer::Gcn(g) => vec![(&mut g.lin.w, touch == Touch::Yes), (&mut g.lin.b, touch == Touch::Yes)],
+                // The projection's bias is never read (as in burn's layer).
+                Layer::Gat(g) => {
+                    let on = touch == Touch::Yes;
+                    vec![(&mut g.lin.w, on), (&mut g.lin.b, false), (&mut g.att_src, on), (&mut g.att_dst, on), (&mut g.bias, on)]
+                }
                 Layer::Norm(n) => vec![(&mut n.gamma, touch == Touch::Yes), (&mut n.beta, touch == Touch::Yes)],
             };
             ps.into_iter().map(|(p, used)| {
@@ -143,6 +171,8 @@ impl HostParams {
                 Layer::Conv(t) => {
                     [&mut t.q, &mut t.k, &mut t.v, &mut t.e, &mut t.skip].into_iter().flat_map(|l| [&mut l.w, &mut l.b]).collect()
                 }
+                Layer::Gcn(g) => vec![&mut g.lin.w, &mut g.lin.b],
+                Layer::Gat(g) => vec![&mut g.lin.w, &mut g.lin.b, &mut g.att_src, &mut g.att_dst, &mut g.bias],
                 Layer::Norm(n) => vec![&mut n.gamma, &mut n.beta],
             };
             ps.into_iter().for_each(P::zero_grad);
@@ -158,6 +188,8 @@ impl HostParams {
             match layer {
                 Layer::Linear(_) => names.extend(["weight", "bias"].map(|p| format!("{name}.{p}"))),
                 Layer::Conv(_) => names.extend(CONV_PARTS.iter().flat_map(|p| ["weight", "bias"].map(|w| format!("{name}.{p}.{w}")))),
+                Layer::Gcn(_) => names.extend(["weight", "bias"].map(|p| format!("{name}.{p}"))),
+                Layer::Gat(_) => names.extend(["lin.weight", "lin.bias", "att_src", "att_dst", "bias"].map(|p| format!("{name}.{p}"))),
                 Layer::Norm(_) => names.extend(["gamma", "beta"].map(|p| format!("{name}.{p}"))),
             }
         }
@@ -203,6 +235,8 @@ struct Slot {
 enum Op {
     Linear { x: Var, out: Var, layer: usize },
     Conv { x: Var, out: Var, layer: usize, cache: TransformerCache },
+    Gcn { x: Var, out: Var, layer: usize, cache: GcnCache },
+    Gat { x: Var, out: Var, layer: usize, cache: GatCache },
     Norm { x: Var, out: Var, layer: usize, cache: NormCache },
     Relu { x: Var, out: Var },
     Pool { x: Var, out: Var },
@@ -251,6 +285,8 @@ impl<'a> Tape<'a> {
             let out = match &op {
                 Op::Linear { out, .. }
                 | Op::Conv { out, .. }
+                | Op::Gcn { out, .. }
+                | Op::Gat { out, .. }
                 | Op::Norm { out, .. }
                 | Op::Relu { out, .. }
                 | Op::Pool { out, .. }
@@ -295,6 +331,24 @@ impl<'a> Tape<'a> {
                         self.accumulate(&mut grads, x, dx);
                     } else {
                         t.backward(&cache, &dout, edge, b, None, None)?;
+                    }
+                }
+                Op::Gcn { x, layer, cache, .. } => {
+                    let Layer::Gcn(g) = &mut self.params.layers[layer].1 else { return Err(kind(layer)) };
+                    self.params.touched[layer] = Touch::Yes;
+                    let mut dx = self.slots[x.0].grad.then(|| reuse::zeros(self.slots[x.0].v.len()));
+                    g.backward(&cache, &dout, self.batch, dx.as_deref_mut())?;
+                    if let Some(dx) = dx {
+                        self.accumulate(&mut grads, x, dx);
+                    }
+                }
+                Op::Gat { x, layer, cache, .. } => {
+                    let Layer::Gat(g) = &mut self.params.layers[layer].1 else { return Err(kind(layer)) };
+                    self.params.touched[layer] = Touch::Yes;
+                    let mut dx = self.slots[x.0].grad.then(|| reuse::zeros(self.slots[x.0].v.len()));
+                    g.backward(&cache, &dout, self.batch, dx.as_deref_mut())?;
+                    if let Some(dx) = dx {
+                        self.accumulate(&mut grads, x, dx);
                     }
                 }
                 Op::Norm { x, layer, cache, .. } => {
@@ -348,6 +402,14 @@ impl<'a> Tape<'a> {
     }
 }
 
+/// A graph op's input: one row per node of the batch, `cols` columns.
+fn check_nodes(layer: &str, xs: &Slot, b: &HostBatch, cols: usize) -> Result<()> {
+    if xs.cols != cols || xs.rows != b.n {
+        return Err(ModelError::Internal(format!("`{layer}`: a {} × {} input for {} nodes of {cols}", xs.rows, xs.cols, b.n)));
+    }
+    Ok(())
+}
+
 fn kind(layer: usize) -> ModelError {
     ModelError::Internal(format!("tape: layer {layer} is not of the op's kind"))
 }
@@ -381,14 +443,36 @@ impl Engine for Tape<'_> {
         let Layer::Conv(t) = &self.params.layers[i].1 else { return Err(kind(i)) };
         let b = self.batch;
         let xs = self.slot(x)?;
-        if xs.cols != t.q.din || xs.rows != b.n {
-            return Err(ModelError::Internal(format!("`{layer}`: a {} × {} input for {} nodes of {}", xs.rows, xs.cols, b.n, t.q.din)));
-        }
+        check_nodes(layer, xs, b, t.q.din)?;
         let edge = EdgeIn::Rows { rows: &b.edge_rows, n_rows: b.n_rows, row: &b.edge_row };
         let (y, cache) = t.forward(&xs.v, edge, b)?;
         let cols = t.q.dout;
         let out = self.push(y, b.n, cols, true);
         self.ops.push(Op::Conv { x: *x, out, layer: i, cache });
+        Ok(out)
+    }
+
+    fn gcn_conv(&mut self, x: &Var, layer: &str) -> Result<Var> {
+        let i = self.params.find(layer)?;
+        let Layer::Gcn(g) = &self.params.layers[i].1 else { return Err(kind(i)) };
+        let b = self.batch;
+        let xs = self.slot(x)?;
+        check_nodes(layer, xs, b, g.lin.din)?;
+        let (y, cache) = g.forward(&xs.v, b)?;
+        let out = self.push(y, b.n, g.lin.dout, true);
+        self.ops.push(Op::Gcn { x: *x, out, layer: i, cache });
+        Ok(out)
+    }
+
+    fn gat_conv(&mut self, x: &Var, layer: &str) -> Result<Var> {
+        let i = self.params.find(layer)?;
+        let Layer::Gat(g) = &self.params.layers[i].1 else { return Err(kind(i)) };
+        let b = self.batch;
+        let xs = self.slot(x)?;
+        check_nodes(layer, xs, b, g.lin.din)?;
+        let (y, cache) = g.forward(&xs.v, b)?;
+        let out = self.push(y, b.n, g.bias.v.len(), true);
+        self.ops.push(Op::Gat { x: *x, out, layer: i, cache });
         Ok(out)
     }
 
