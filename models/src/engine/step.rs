@@ -1,5 +1,5 @@
 //! The prototype's training steps: the graph-QA batches of [`crate::graphqa`], the model of
-//! [`super::gt`] on each engine, timed on the same batches as today's host engine.
+//! [`super::classifier`] on each engine, timed on the same batches as today's host engine.
 
 use std::collections::HashMap;
 
