@@ -300,7 +300,7 @@ impl BurnParams {
         questions: Vec<f32>,
         targets: &[u32],
     ) -> Result<f64> {
-        let (value, got, stats) = self.backward(b, (gt.heads, gt.hidden), |e| {
+        let (value, got, stats) = self.backward(b, (gt.encoder.heads, gt.encoder.hidden), |e| {
             let (x, n) = (e.batch().x.clone(), e.batch().n);
             super::classifier::loss(e, gt, names, x, n, questions, targets)
         })?;

@@ -4,19 +4,15 @@
 
 use super::{Engine, LayerSpec, ParamSpec};
 use crate::error::{ModelError, Result};
-use crate::gnn::encoders::EncoderKind;
+use crate::gnn::encoders::{EncoderKind, EncoderShape, Pooling};
 
 /// The model's sizes: `layers` convolutions of `kind` (`heads` heads; `hidden` channels out)
 /// with a batch norm and ReLU between them, mean pooling, `[graph | question]` through a hidden
 /// layer to `classes` logits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ClassifierShape {
-    pub kind: EncoderKind,
-    pub in_dim: usize,
-    pub edge_dim: usize,
-    pub hidden: usize,
-    pub layers: usize,
-    pub heads: usize,
+    /// The encoder (mean pooling; not gt2).
+    pub encoder: EncoderShape,
     pub question_dim: usize,
     pub head_hidden: usize,
     pub classes: usize,
@@ -25,8 +21,14 @@ pub struct ClassifierShape {
 impl ClassifierShape {
     /// Checks the sizes the ops need.
     pub fn check(&self) -> Result<()> {
-        let split = self.kind != EncoderKind::Gt || self.hidden.is_multiple_of(self.heads.max(1));
-        if self.kind == EncoderKind::Gt2 || self.layers == 0 || self.heads == 0 || !split || self.classes == 0 {
+        let split = self.encoder.kind != EncoderKind::Gt || self.encoder.hidden.is_multiple_of(self.encoder.heads.max(1));
+        if self.encoder.kind == EncoderKind::Gt2
+            || self.encoder.pooling != Pooling::Mean
+            || self.encoder.layers == 0
+            || self.encoder.heads == 0
+            || !split
+            || self.classes == 0
+        {
             return Err(ModelError::Internal(format!("graph classifier: unusable shape {self:?}")));
         }
         Ok(())
@@ -39,9 +41,9 @@ impl ClassifierShape {
         let mut push = |name: String, shape: Vec<usize>, trained: bool| out.push(ParamSpec { name, shape, trained });
         let names = ClassifierNames::new(self);
         for (i, conv) in names.conv.iter().enumerate() {
-            let din = if i == 0 { self.in_dim } else { self.hidden };
-            let (h, d) = (self.heads, self.hidden);
-            match self.kind {
+            let din = if i == 0 { self.encoder.in_dim } else { self.encoder.hidden };
+            let (h, d) = (self.encoder.heads, self.encoder.hidden);
+            match self.encoder.kind {
                 EncoderKind::Gcn => {
                     push(format!("{conv}.weight"), vec![din, d], true);
                     push(format!("{conv}.bias"), vec![d], true);
@@ -54,7 +56,7 @@ impl ClassifierShape {
                     push(format!("{conv}.bias"), vec![d], true);
                 }
                 _ => {
-                    for (part, dp) in [("q", din), ("k", din), ("v", din), ("e", self.edge_dim), ("skip", din)] {
+                    for (part, dp) in [("q", din), ("k", din), ("v", din), ("e", self.encoder.edge_dim), ("skip", din)] {
                         push(format!("{conv}.{part}.weight"), vec![dp, d], true);
                         push(format!("{conv}.{part}.bias"), vec![d], true);
                     }
@@ -62,12 +64,12 @@ impl ClassifierShape {
             }
         }
         for norm in &names.norm {
-            push(format!("{norm}.gamma"), vec![self.hidden], true);
-            push(format!("{norm}.beta"), vec![self.hidden], true);
-            push(format!("{norm}.running_mean"), vec![self.hidden], false);
-            push(format!("{norm}.running_var"), vec![self.hidden], false);
+            push(format!("{norm}.gamma"), vec![self.encoder.hidden], true);
+            push(format!("{norm}.beta"), vec![self.encoder.hidden], true);
+            push(format!("{norm}.running_mean"), vec![self.encoder.hidden], false);
+            push(format!("{norm}.running_var"), vec![self.encoder.hidden], false);
         }
-        let z = self.hidden + self.question_dim;
+        let z = self.encoder.hidden + self.question_dim;
         for (name, din, dout) in [("head.h1", z, self.head_hidden), ("head.h2", self.head_hidden, self.classes)] {
             push(format!("{name}.weight"), vec![din, dout], true);
             push(format!("{name}.bias"), vec![dout], true);
@@ -81,10 +83,10 @@ impl ClassifierShape {
         let mut out: Vec<LayerSpec> = names
             .conv
             .iter()
-            .map(|name| match self.kind {
+            .map(|name| match self.encoder.kind {
                 EncoderKind::Gcn => LayerSpec::Gcn(name.clone()),
-                EncoderKind::Gat => LayerSpec::Gat { name: name.clone(), heads: self.heads },
-                _ => LayerSpec::Conv { name: name.clone(), heads: self.heads },
+                EncoderKind::Gat => LayerSpec::Gat { name: name.clone(), heads: self.encoder.heads },
+                _ => LayerSpec::Conv { name: name.clone(), heads: self.encoder.heads },
             })
             .collect();
         out.extend(names.norm.iter().map(|n| LayerSpec::Norm(n.clone())));
@@ -102,15 +104,15 @@ pub struct ClassifierNames {
 
 impl ClassifierNames {
     pub fn new(shape: &ClassifierShape) -> ClassifierNames {
-        let part = match shape.kind {
+        let part = match shape.encoder.kind {
             EncoderKind::Gcn => "gcn",
             EncoderKind::Gat => "gat",
             _ => "gt",
         };
         ClassifierNames {
-            kind: shape.kind,
-            conv: (0..shape.layers).map(|i| format!("encoder.{part}.{i}")).collect(),
-            norm: (0..shape.layers.saturating_sub(1)).map(|i| format!("encoder.bn.{i}")).collect(),
+            kind: shape.encoder.kind,
+            conv: (0..shape.encoder.layers).map(|i| format!("encoder.{part}.{i}")).collect(),
+            norm: (0..shape.encoder.layers.saturating_sub(1)).map(|i| format!("encoder.bn.{i}")).collect(),
         }
     }
 }
@@ -127,7 +129,7 @@ pub fn loss<E: Engine>(
     questions: Vec<f32>,
     targets: &[u32],
 ) -> Result<E::T> {
-    let mut h = e.input(x, n, shape.in_dim)?;
+    let mut h = e.input(x, n, shape.encoder.in_dim)?;
     for (i, conv) in names.conv.iter().enumerate() {
         h = match names.kind {
             EncoderKind::Gcn => e.gcn_conv(&h, conv)?,

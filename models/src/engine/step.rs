@@ -9,7 +9,6 @@ use super::burn_engine::{BurnParams, Conv};
 use super::classifier::{ClassifierNames, ClassifierShape};
 use super::tape::{HostParams, Tape};
 use crate::error::{ModelError, Result};
-use crate::gnn::encoders::{EncoderKind, Pooling};
 use crate::gnn::host::{EdgeRows, HostBatch, read_tensors};
 use crate::gnn::reuse;
 use crate::graphqa::host::{edge_rows, host_batch};
@@ -37,20 +36,7 @@ pub fn classifier_shape(shape: &QaShape) -> Result<ClassifierShape> {
     let (Some(e), HeadKind::Classify { classes }) = (shape.encoder, shape.head) else {
         return Err(ModelError::Internal("engine prototype: a classification head over an encoder".into()));
     };
-    if e.kind == EncoderKind::Gt2 || e.pooling != Pooling::Mean {
-        return Err(ModelError::Internal("engine prototype: GCN, GAT or the graph transformer with mean pooling".into()));
-    }
-    let s = ClassifierShape {
-        kind: e.kind,
-        in_dim: e.in_dim,
-        edge_dim: e.edge_dim,
-        hidden: e.hidden,
-        layers: e.layers,
-        heads: e.heads,
-        question_dim: shape.question_dim,
-        head_hidden: shape.head_hidden,
-        classes: classes.max(1),
-    };
+    let s = ClassifierShape { encoder: e, question_dim: shape.question_dim, head_hidden: shape.head_hidden, classes: classes.max(1) };
     s.check()?;
     Ok(s)
 }
@@ -211,7 +197,7 @@ fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gnn::encoders::EncoderShape;
+    use crate::gnn::encoders::{EncoderKind, EncoderShape, Pooling};
     use crate::train::{Stream, TrainConfig};
 
     /// Graphs of 1–6 nodes with two edge kinds; one graph in five has no edge, and with `bare`
